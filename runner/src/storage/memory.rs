@@ -1,0 +1,17 @@
+//! Storage that keeps nothing beyond the process: for tests and scratch spaces.
+
+use super::{Durable, Storage, StorageError, StoredDoc};
+
+/// In-memory storage: every submit is "durable" at once, nothing survives the process.
+#[derive(Debug, Default)]
+pub struct MemoryStorage;
+
+impl Storage for MemoryStorage {
+    fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    fn submit(&self, _writes: Vec<StoredDoc>) -> Durable {
+        Durable::ready(Ok(()))
+    }
+}

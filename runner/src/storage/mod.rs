@@ -1,0 +1,110 @@
+//! Where a space's documents live between processes.
+//!
+//! The space keeps every document in memory and hands each committed transaction to its
+//! [`Storage`] in commit order. Storage makes the writes durable, possibly batching
+//! several transactions into one durable write (group commit), and resolves each
+//! transaction's [`Durable`] ticket once its writes can no longer be lost.
+
+mod memory;
+mod sqlite;
+
+pub use memory::MemoryStorage;
+pub use sqlite::SqliteStorage;
+
+use futures::channel::oneshot;
+
+/// One document as storage sees it: id, version and JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDoc {
+    /// The document's id inside its space.
+    pub id: String,
+    /// The version this write creates; versions of one document only grow.
+    pub version: u64,
+    /// The document's whole value after the write.
+    pub value: serde_json::Value,
+}
+
+/// Errors from a storage backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The SQLite file could not be opened, read or written.
+    #[error("SQLite storage at {path}: {source}; check that the file is writable and not used by another program")]
+    Sqlite {
+        /// The database file.
+        path: String,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A stored document is not valid JSON.
+    #[error("document {id} in storage is not valid JSON: {source}")]
+    Corrupt {
+        /// The document id.
+        id: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The background writer stopped, so writes can no longer be made durable.
+    #[error("the storage writer stopped; committed data after this point was not saved")]
+    WriterGone,
+}
+
+/// A durable home for a space's documents.
+pub trait Storage: Send + Sync + 'static {
+    /// Reads every stored document (latest version of each).
+    fn load(&self) -> Result<Vec<StoredDoc>, StorageError>;
+
+    /// Queues the writes of one committed transaction. Transactions become durable in
+    /// the order they were submitted; the returned ticket resolves when these writes are.
+    fn submit(&self, writes: Vec<StoredDoc>) -> Durable;
+}
+
+/// Resolves once a submitted transaction is durable (or storage failed).
+#[derive(Debug)]
+pub struct Durable(DurableInner);
+
+#[derive(Debug)]
+enum DurableInner {
+    Ready(Option<Result<(), StorageError>>),
+    Waiting(oneshot::Receiver<Result<(), StorageError>>),
+}
+
+/// The writer's side of a [`Durable`] ticket.
+pub type DurableSender = oneshot::Sender<Result<(), StorageError>>;
+
+impl Durable {
+    /// A ticket that is already resolved.
+    pub fn ready(result: Result<(), StorageError>) -> Self {
+        Durable(DurableInner::Ready(Some(result)))
+    }
+
+    /// A ticket and the sender that resolves it.
+    pub fn pending() -> (DurableSender, Self) {
+        let (tx, rx) = oneshot::channel();
+        (tx, Durable(DurableInner::Waiting(rx)))
+    }
+
+    /// Blocks the current thread until the writes are durable.
+    pub fn wait(self) -> Result<(), StorageError> {
+        futures::executor::block_on(self)
+    }
+}
+
+impl std::future::Future for Durable {
+    type Output = Result<(), StorageError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match &mut self.0 {
+            DurableInner::Ready(result) => {
+                std::task::Poll::Ready(result.take().unwrap_or(Err(StorageError::WriterGone)))
+            }
+            DurableInner::Waiting(rx) => std::pin::Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(StorageError::WriterGone))),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! SQLite storage (to be written).
