@@ -1,0 +1,91 @@
+//! Conversation messages as `llm_dialog` keeps them and providers receive them.
+//!
+//! Messages keep their part structure (text, tool call, tool result) all the way to the
+//! provider adapters, which translate them to each wire format.
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person chatting.
+    User,
+    /// The model.
+    Assistant,
+    /// Results of tool calls, sent back to the model.
+    Tool,
+}
+
+/// One message: a role and its parts in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who said it.
+    pub role: Role,
+    /// What was said, in order.
+    pub content: Vec<Part>,
+}
+
+/// A piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Part {
+    /// Plain text.
+    Text {
+        /// The text; never empty when sent to a provider.
+        text: String,
+    },
+    /// The model asks for a tool to run.
+    ToolCall {
+        /// Provider-assigned id, echoed by the matching result.
+        id: String,
+        /// The tool's wire name, as the model used it.
+        name: String,
+        /// The arguments the model gave.
+        input: serde_json::Value,
+    },
+    /// The outcome of a tool call.
+    ToolResult {
+        /// The id of the call this answers.
+        id: String,
+        /// The tool's wire name.
+        name: String,
+        /// What the tool returned.
+        output: ToolOutput,
+    },
+}
+
+/// What a tool call produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "kebab-case")]
+pub enum ToolOutput {
+    /// Structured output.
+    Json(serde_json::Value),
+    /// Plain text output.
+    Text(String),
+    /// The call failed; the text tells the model why.
+    ErrorText(String),
+}
+
+impl Message {
+    /// A user message with one text part.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message { role: Role::User, content: vec![Part::Text { text: text.into() }] }
+    }
+
+    /// An assistant message with one text part.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Message { role: Role::Assistant, content: vec![Part::Text { text: text.into() }] }
+    }
+
+    /// The message's text parts joined together.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,114 @@
+//! The interface every language model implements: providers, the scripted model and the
+//! offline model.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::Stream;
+
+use crate::message::Message;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolSpec {
+    /// The wire name: matches `^[a-zA-Z0-9_-]{1,64}$`.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments (always an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// One request to a model.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRequest {
+    /// The system prompt, if any.
+    pub system: Option<String>,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Upper bound on generated tokens.
+    pub max_tokens: Option<u32>,
+}
+
+/// What a model streams back while answering.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A piece of the answer's text.
+    TextDelta(String),
+    /// A complete tool call (arguments fully received and parsed).
+    ToolCall {
+        /// Provider-assigned id.
+        id: String,
+        /// Wire name of the tool.
+        name: String,
+        /// Parsed arguments; malformed argument JSON arrives as a string value.
+        input: serde_json::Value,
+    },
+    /// The answer is complete.
+    Finish {
+        /// Why the model stopped (`stop`, `tool_calls`, `length`, ...).
+        reason: String,
+    },
+}
+
+/// Errors a model can report.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A required API key is not in the environment.
+    #[error("{var} is not set; export it to use {provider}, or use --model offline")]
+    MissingKey {
+        /// The environment variable to set.
+        var: String,
+        /// The provider that needs it.
+        provider: String,
+    },
+    /// The model string could not be understood.
+    #[error("unknown model `{0}`; use offline, scripted:PATH, openai:MODEL, anthropic:MODEL or ollama:MODEL")]
+    UnknownModel(String),
+    /// The provider refused the request (bad model name, bad key, invalid request).
+    #[error("{provider} refused the request ({status}): {message}")]
+    Refused {
+        /// Provider name.
+        provider: String,
+        /// HTTP status.
+        status: u16,
+        /// The provider's error message.
+        message: String,
+    },
+    /// The provider could not be reached or the connection failed.
+    #[error("could not reach {provider}: {message}")]
+    Network {
+        /// Provider name.
+        provider: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The provider's stream could not be parsed.
+    #[error("malformed stream from {provider}: {message}")]
+    Malformed {
+        /// Provider name.
+        provider: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A scripted model's script is missing, invalid or used up.
+    #[error("scripted model: {0}")]
+    Script(String),
+}
+
+/// The stream of events of one answer.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send>>;
+
+/// A language model.
+pub trait Model: Send + Sync {
+    /// A short name for logs and the CLI (`offline`, `openai:gpt-4o`, ...).
+    fn name(&self) -> String;
+
+    /// Starts answering `request`; dropping the stream cancels the request.
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<EventStream, ModelError>> + Send + '_>>;
+}
