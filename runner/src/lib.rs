@@ -1,1 +1,41 @@
-//! core
+//! The Trellis runtime: persistent JSON values in durable spaces, typed cells and
+//! streams, transactions, a glitch-free scheduler, patterns and charms.
+//!
+//! Start with [`Runtime`], [`Pattern`] and [`Cell`]; `use trellis_runner::prelude::*`
+//! brings in what a pattern author needs.
+
+pub mod builtin;
+pub mod cell;
+pub mod charm;
+pub mod error;
+pub mod link;
+pub mod pattern;
+pub mod runtime;
+pub mod scheduler;
+pub mod schema;
+pub mod signal;
+pub mod space;
+pub mod storage;
+pub mod stream;
+pub mod tx;
+pub mod value;
+
+pub use builtin::Builtin;
+pub use cell::Cell;
+pub use charm::{CharmInfo, CharmRecord, Charms};
+pub use error::{BoxError, Error, Result};
+pub use link::{DocId, Link};
+pub use pattern::{Builder, Pattern, NAME, UI};
+pub use runtime::{Handler, Runtime, Sent};
+pub use schema::Schema;
+pub use space::Space;
+pub use stream::Stream;
+pub use tx::{Read, Tx};
+pub use value::{Path, Value};
+
+/// What a pattern author needs in scope.
+pub mod prelude {
+    pub use crate::{BoxError, Builder, Cell, Link, Pattern, Read, Runtime, Stream, Tx, Value};
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
+}

@@ -1,0 +1,175 @@
+//! Cells: typed views of one location in a space.
+//!
+//! A [`Cell<T>`] is a link plus a Rust type. It reads through any [`Read`] (a transaction
+//! or the runtime) and writes inside a [`Tx`]. Values cross into Rust through serde, so
+//! any `Serialize + Deserialize` type works; a cell whose value is missing reads the
+//! schema default (see [`crate::schema`]) when it has a schema, else `null`.
+//!
+//! A cell serialises as a link, so a struct field of type `Cell<U>` stored in a document
+//! is a live reference, and reading the struct gives back a working cell.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::link::Link;
+use crate::runtime::Runtime;
+use crate::schema::Schema;
+use crate::tx::{Read, Tx};
+use crate::value::{Segment, Value};
+
+/// A typed view of one location.
+pub struct Cell<T> {
+    link: Link,
+    schema: Option<Arc<Schema>>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Cell<T> {
+    fn clone(&self) -> Self {
+        Cell { link: self.link.clone(), schema: self.schema.clone(), _type: PhantomData }
+    }
+}
+
+impl<T> std::fmt::Debug for Cell<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cell({})", self.link)
+    }
+}
+
+impl<T> PartialEq for Cell<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.link == other.link
+    }
+}
+
+impl<T> Cell<T> {
+    /// The cell at `link`.
+    pub fn from_link(link: Link) -> Self {
+        Cell { link, schema: None, _type: PhantomData }
+    }
+
+    /// This cell shaped by `schema`: reads apply its defaults and turn `asCell` /
+    /// `asStream` properties into links.
+    pub fn with_schema(mut self, schema: Schema) -> Self {
+        self.schema = Some(Arc::new(schema));
+        self
+    }
+
+    /// The location this cell views.
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// A cell for one key (or array index) below this one.
+    pub fn key<U>(&self, key: impl Into<Segment>) -> Cell<U> {
+        let key = key.into();
+        let schema = self.schema.as_ref().and_then(|s| s.property(&key)).map(Arc::new);
+        Cell { link: self.link.child(key), schema, _type: PhantomData }
+    }
+
+    /// The same location viewed as another type.
+    pub fn cast<U>(&self) -> Cell<U> {
+        Cell { link: self.link.clone(), schema: self.schema.clone(), _type: PhantomData }
+    }
+
+    /// The raw value, links followed, schema applied.
+    pub fn get_value(&self, r: &(impl Read + ?Sized)) -> Result<Value> {
+        let (at, value) = r.resolve(&self.link)?;
+        Ok(match &self.schema {
+            Some(schema) => schema.shape(&at, value),
+            None => value,
+        })
+    }
+
+    /// Writes a raw value.
+    pub fn set_value(&self, tx: &Tx, value: Value) -> Result<()> {
+        tx.write(&self.link, value)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Cell<T> {
+    /// The current value.
+    pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
+        let value = self.get_value(r)?;
+        serde_json::from_value(value.to_json()).map_err(|source| Error::Shape { at: self.link.clone(), source })
+    }
+
+    /// Replaces the value.
+    pub fn set(&self, tx: &Tx, value: T) -> Result<()> {
+        let value = Value::from_serialize(&value).map_err(Error::Serialize)?;
+        tx.write(&self.link, value)
+    }
+
+    /// Replaces the value with `f(current)`.
+    pub fn update(&self, tx: &Tx, f: impl FnOnce(T) -> T) -> Result<()> {
+        let next = f(self.get(tx)?);
+        self.set(tx, next)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Cell<Vec<T>> {
+    /// Appends an item to the list (an absent list counts as empty).
+    pub fn push(&self, tx: &Tx, item: T) -> Result<()> {
+        let len = match self.get_value(tx)? {
+            Value::Array(items) => items.len(),
+            _ => {
+                self.set_value(tx, Value::Array(Default::default()))?;
+                0
+            }
+        };
+        let item = Value::from_serialize(&item).map_err(Error::Serialize)?;
+        tx.write(&self.link.child(len.to_string()), item)
+    }
+
+    /// The item at `index`.
+    pub fn item(&self, index: usize) -> Cell<T> {
+        self.key(index.to_string())
+    }
+}
+
+impl<T> Serialize for Cell<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.link.to_json().serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Cell<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let json = serde_json::Value::deserialize(d)?;
+        Link::from_json(&json)
+            .map(Cell::from_link)
+            .ok_or_else(|| serde::de::Error::custom("expected a link ({\"$link\": ...}) for a cell"))
+    }
+}
+
+impl Runtime {
+    /// A new document holding `initial`, viewed as a cell. `kind` prefixes the id.
+    pub fn new_cell<T: Serialize>(&self, kind: &str, initial: T) -> Result<Cell<T>> {
+        let value = Value::from_serialize(&initial).map_err(Error::Serialize)?;
+        let link = Link::new(self.space().new_doc_id(kind), crate::value::Path::root());
+        self.transact(|tx| tx.write(&link, value.clone()))?;
+        Ok(Cell::from_link(link))
+    }
+
+    /// A computed cell in a new document: `compute` re-runs whenever a cell it read
+    /// changes. The value is there once this returns.
+    pub fn computed<T, F>(&self, name: &str, compute: F) -> Result<Cell<T>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
+    {
+        let link = Link::new(self.space().new_doc_id(name), crate::value::Path::root());
+        self.add_computation(
+            name,
+            link.clone(),
+            None,
+            Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?)),
+        );
+        self.settle();
+        Ok(Cell::from_link(link))
+    }
+}

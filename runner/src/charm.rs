@@ -1,0 +1,213 @@
+//! Charms: running (or stored, restartable) instances of patterns.
+//!
+//! A charm's result lives in the document whose id is the charm id. Its record (pattern
+//! id, argument, name given by the user) lives in the `charms` document, so after a
+//! restart every charm can be rebuilt from its pattern: the first event to one of its
+//! streams starts it again.
+
+use dashmap::DashSet;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::link::{DocId, Link};
+use crate::pattern::NAME;
+use crate::runtime::Runtime;
+use crate::tx::Read;
+use crate::value::{Path, Value};
+
+/// The document that holds every charm's record.
+pub const CHARMS_DOC: &str = "charms";
+
+/// Which charms are running in this process.
+#[derive(Default)]
+pub(crate) struct CharmState {
+    running: DashSet<DocId>,
+}
+
+/// What is stored about a charm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CharmRecord {
+    /// The pattern it instantiates.
+    pub pattern: String,
+    /// The argument it was created with.
+    pub argument: serde_json::Value,
+    /// A name the user gave it, overriding the pattern's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A charm as listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CharmInfo {
+    /// The charm id.
+    pub id: String,
+    /// Its display name (`$NAME`), or the pattern id if it has none.
+    pub name: String,
+    /// Its pattern.
+    pub pattern: String,
+    /// Whether it runs in this process.
+    pub running: bool,
+}
+
+/// The charm manager of a runtime: see [`Runtime::charms`].
+#[derive(Clone, Copy)]
+pub struct Charms<'a> {
+    rt: &'a Runtime,
+}
+
+impl Runtime {
+    /// Creates, lists, finds, renames, stops and starts charms.
+    pub fn charms(&self) -> Charms<'_> {
+        Charms { rt: self }
+    }
+
+    /// Starts the charm a stream belongs to, if it is a stored charm that is not running.
+    pub(crate) fn start_charm_for(&self, stream: &Link) -> Result<()> {
+        let charms = self.charms();
+        if charms.record(&stream.doc).is_some() && !self.0.charms.running.contains(&stream.doc) {
+            charms.start(&stream.doc)?;
+        }
+        Ok(())
+    }
+}
+
+impl Charms<'_> {
+    fn record_link(id: &str) -> Link {
+        Link::new(CHARMS_DOC, Path::new([id]))
+    }
+
+    /// The stored record of a charm.
+    pub fn record(&self, id: &str) -> Option<CharmRecord> {
+        let value = self.rt.read_raw(&DocId::from(CHARMS_DOC), &Path::new([id]));
+        serde_json::from_value(value.to_json()).ok()
+    }
+
+    /// Creates a charm of `pattern` with `argument`, starts it, and returns its id.
+    pub fn create(&self, pattern: &str, argument: serde_json::Value) -> Result<DocId> {
+        self.create_named(pattern, argument, None)
+    }
+
+    /// Like [`Charms::create`], with a display name that overrides the pattern's.
+    pub fn create_named(&self, pattern: &str, argument: serde_json::Value, name: Option<&str>) -> Result<DocId> {
+        let found = self.rt.patterns().get(pattern).ok_or_else(|| Error::UnknownPattern(pattern.to_string()))?;
+        let id = self.rt.space().new_doc_id("charm");
+        // Build first: a pattern that rejects its argument leaves no record behind.
+        let wiring = self.rt.build_charm(&found, &id, argument.clone(), name)?;
+        let record = CharmRecord { pattern: pattern.to_string(), argument, name: name.map(str::to_string) };
+        let value = Value::from_serialize(&record).map_err(Error::Serialize)?;
+        self.rt.transact(|tx| tx.write(&Self::record_link(&id), value.clone()))?;
+        self.activate(&id, wiring);
+        Ok(id)
+    }
+
+    fn activate(&self, id: &DocId, wiring: crate::pattern::Wiring) {
+        for (stream, handler) in wiring.handlers {
+            self.rt.set_handler(stream, handler);
+        }
+        for (name, output, run) in wiring.computations {
+            self.rt.add_computation(&name, output, Some(id.clone()), run);
+        }
+        self.rt.0.charms.running.insert(id.clone());
+        self.rt.settle();
+        for task in wiring.tasks {
+            task(self.rt);
+        }
+    }
+
+    /// Starts a stored charm that is not running (after a restart or a stop).
+    pub fn start(&self, id: &str) -> Result<()> {
+        let id = DocId::from(id);
+        if self.rt.0.charms.running.contains(&id) {
+            return Ok(());
+        }
+        let record = self.record(&id).ok_or_else(|| Error::UnknownCharm(id.to_string()))?;
+        let pattern = self.rt.patterns().get(&record.pattern).ok_or_else(|| Error::UnknownPattern(record.pattern.clone()))?;
+        let wiring = self.rt.build_charm(&pattern, &id, record.argument, record.name.as_deref())?;
+        self.activate(&id, wiring);
+        Ok(())
+    }
+
+    /// Stops a charm: its handlers and computations are removed; its data stays, and the
+    /// next event to one of its streams starts it again.
+    pub fn stop(&self, id: &str) -> Result<()> {
+        let id = DocId::from(id);
+        if self.record(&id).is_none() {
+            return Err(Error::UnknownCharm(id.to_string()));
+        }
+        self.rt.remove_handlers_of(&id);
+        for c in self.rt.computations_of(&id) {
+            self.rt.remove_computation(c);
+        }
+        self.rt.0.charms.running.remove(&id);
+        Ok(())
+    }
+
+    /// Whether the charm runs in this process.
+    pub fn is_running(&self, id: &str) -> bool {
+        self.rt.0.charms.running.contains(id)
+    }
+
+    /// Gives a charm a new display name.
+    pub fn rename(&self, id: &str, name: &str) -> Result<()> {
+        let mut record = self.record(id).ok_or_else(|| Error::UnknownCharm(id.to_string()))?;
+        record.name = Some(name.to_string());
+        let value = Value::from_serialize(&record).map_err(Error::Serialize)?;
+        let name_at = self.result(&DocId::from(id)).child(NAME);
+        self.rt.transact(|tx| {
+            tx.write(&Self::record_link(id), value.clone())?;
+            tx.write(&name_at, Value::from(name))
+        })
+    }
+
+    /// Every stored charm, sorted by name then id.
+    pub fn list(&self) -> Vec<CharmInfo> {
+        let all = self.rt.read_raw(&DocId::from(CHARMS_DOC), &Path::root());
+        let Some(map) = all.as_object() else { return Vec::new() };
+        let mut list: Vec<CharmInfo> = map
+            .iter()
+            .filter_map(|(id, v)| {
+                let record: CharmRecord = serde_json::from_value(v.to_json()).ok()?;
+                Some(CharmInfo { id: id.to_string(), name: self.name(id), pattern: record.pattern, running: self.is_running(id) })
+            })
+            .collect();
+        list.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
+        list
+    }
+
+    /// The charm's display name.
+    pub fn name(&self, id: &str) -> String {
+        match self.rt.read_raw(&DocId::from(id), &Path::new([NAME])) {
+            Value::String(s) => s.to_string(),
+            _ => self.record(id).map(|r| r.pattern).unwrap_or_else(|| id.to_string()),
+        }
+    }
+
+    /// Finds a charm by id, or by display name when exactly one charm has it.
+    pub fn find(&self, id_or_name: &str) -> Result<DocId> {
+        if self.record(id_or_name).is_some() {
+            return Ok(DocId::from(id_or_name));
+        }
+        let matches: Vec<CharmInfo> = self.list().into_iter().filter(|c| c.name == id_or_name).collect();
+        match matches.as_slice() {
+            [one] => Ok(DocId::from(one.id.as_str())),
+            [] => Err(Error::UnknownCharm(id_or_name.to_string())),
+            many => Err(Error::UnknownCharm(format!(
+                "{id_or_name}` is ambiguous: use one of the ids {}`",
+                many.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    /// A link to the root of the charm's result.
+    pub fn result(&self, id: &DocId) -> Link {
+        Link::new(id.clone(), Path::root())
+    }
+
+    /// The charm's current result as plain JSON (links resolved, streams as markers).
+    pub fn get(&self, id: &str) -> Result<serde_json::Value> {
+        if self.record(id).is_none() {
+            return Err(Error::UnknownCharm(id.to_string()));
+        }
+        Ok(self.rt.read_deep(&self.result(&DocId::from(id)))?.to_json())
+    }
+}

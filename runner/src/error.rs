@@ -1,0 +1,122 @@
+//! The runtime's errors. Each message says what happened and, where it can, what to do.
+
+use crate::link::{DocId, Link};
+use crate::storage::StorageError;
+use crate::value::PathError;
+
+/// A boxed error from user code (handlers, derives, pattern builders).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong in the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another transaction changed what this one read; retried automatically up to a bound.
+    #[error("transaction conflict on document {doc}")]
+    Conflict {
+        /// The document that changed underneath.
+        doc: DocId,
+    },
+    /// A transaction kept conflicting.
+    #[error("transaction still conflicted after {attempts} attempts (last on document {doc}); the data is contended, try again")]
+    TooManyConflicts {
+        /// How many times it ran.
+        attempts: u32,
+        /// The document of the last conflict.
+        doc: DocId,
+    },
+    /// A write crossed a value that cannot hold children.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// Links formed a loop.
+    #[error("link loop while reading {0}: links point at each other")]
+    LinkLoop(Link),
+    /// A value did not have the shape the Rust type expects.
+    #[error("value at {at} does not fit the expected type: {source}")]
+    Shape {
+        /// Where the value was read.
+        at: Link,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A value could not be serialised.
+    #[error("cannot store value: {0}")]
+    Serialize(#[source] serde_json::Error),
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// An event went to a stream that has no handler and no charm to start.
+    #[error("no handler for stream {0}: it does not belong to a charm that can be started")]
+    NoHandler(Link),
+    /// The event did not fit the handler's event type.
+    #[error("event for {stream} does not fit the handler's event type: {message}")]
+    BadEvent {
+        /// The stream.
+        stream: Link,
+        /// What was wrong.
+        message: String,
+    },
+    /// A handler returned an error; its transaction was rolled back.
+    #[error("handler {stream} failed: {message}")]
+    HandlerFailed {
+        /// The stream.
+        stream: Link,
+        /// The handler's error.
+        message: String,
+    },
+    /// A handler panicked; its transaction was rolled back and the runtime kept running.
+    #[error("handler {stream} panicked: {message}; its changes were rolled back")]
+    HandlerPanicked {
+        /// The stream.
+        stream: Link,
+        /// The panic message.
+        message: String,
+    },
+    /// A computation failed or panicked; its output kept its previous value.
+    #[error("computation `{name}` failed: {message}")]
+    ComputationFailed {
+        /// The computation's name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A computation kept re-triggering itself.
+    #[error("computation `{name}` re-ran {runs} times in one update: it depends on its own output (a cycle); stopped")]
+    Cycle {
+        /// The computation's name.
+        name: String,
+        /// How often it ran.
+        runs: u32,
+    },
+    /// No pattern with this id is registered.
+    #[error("unknown pattern `{0}`; `trellis patterns` lists the registered ones")]
+    UnknownPattern(String),
+    /// No charm with this id.
+    #[error("unknown charm `{0}`; `trellis charm list` lists the charms in this space")]
+    UnknownCharm(String),
+    /// The argument did not fit the pattern's argument type.
+    #[error("argument for pattern `{pattern}` is invalid: {message}")]
+    BadArgument {
+        /// The pattern.
+        pattern: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A pattern's builder failed.
+    #[error("pattern `{pattern}` failed to start: {message}")]
+    PatternFailed {
+        /// The pattern.
+        pattern: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No builtin with this id is registered.
+    #[error("unknown builtin `{0}`")]
+    UnknownBuiltin(String),
+    /// Waiting for something took too long.
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(std::time::Duration, String),
+}
+
+/// Shorthand for results with the runtime's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,141 @@
+//! Links and stream markers: the two special shapes a document value can hold.
+//!
+//! A **link** `{"$link": {"doc": ID, "path": [..]}}` points at another location; reads
+//! follow it. A **stream marker** `{"$stream": {"schema": ..}}` marks a location whose
+//! events go to a handler; the schema is the handler's event schema, so tools can be
+//! described without running the charm.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::value::{Path, Segment, Value};
+
+/// A document id inside a space.
+pub type DocId = Arc<str>;
+
+/// The key that marks a link object.
+pub const LINK_KEY: &str = "$link";
+/// The key that marks a stream object.
+pub const STREAM_KEY: &str = "$stream";
+
+/// A pointer to a location (document + path) in the same space.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Link {
+    /// The document.
+    pub doc: DocId,
+    /// The path inside it.
+    #[serde(with = "path_serde")]
+    pub path: Path,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.doc, self.path)
+    }
+}
+
+impl std::fmt::Display for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+mod path_serde {
+    use super::*;
+
+    pub fn serialize<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(path.segments().iter().map(|s| &**s))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Path, D::Error> {
+        let segments = Vec::<String>::deserialize(d)?;
+        Ok(Path::new(segments))
+    }
+}
+
+impl Link {
+    /// A link to `path` inside `doc`.
+    pub fn new(doc: impl Into<DocId>, path: Path) -> Self {
+        Link { doc: doc.into(), path }
+    }
+
+    /// A link one key deeper.
+    pub fn child(&self, segment: impl Into<Segment>) -> Self {
+        Link { doc: self.doc.clone(), path: self.path.child(segment) }
+    }
+
+    /// The link as a document value (`{"$link": {...}}`).
+    pub fn to_value(&self) -> Value {
+        Value::from(self.to_json())
+    }
+
+    /// The link as JSON (`{"$link": {...}}`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let segments: Vec<&str> = self.path.segments().iter().map(|s| &**s).collect();
+        serde_json::json!({ LINK_KEY: { "doc": &*self.doc, "path": segments } })
+    }
+
+    /// Reads a link from a document value, if the value is one.
+    pub fn from_value(value: &Value) -> Option<Link> {
+        let inner = value.as_object()?.get(LINK_KEY)?.as_object()?;
+        let doc = inner.get("doc")?.as_str()?;
+        let path = match inner.get("path") {
+            Some(Value::Array(items)) => {
+                Path::new(items.iter().map(|s| s.as_str().map(Arc::<str>::from)).collect::<Option<Vec<_>>>()?)
+            }
+            None => Path::root(),
+            Some(_) => return None,
+        };
+        Some(Link::new(doc, path))
+    }
+
+    /// Reads a link from JSON, if the JSON is one.
+    pub fn from_json(json: &serde_json::Value) -> Option<Link> {
+        let inner = json.get(LINK_KEY)?;
+        serde_json::from_value(inner.clone()).ok()
+    }
+}
+
+/// The document value that marks a stream whose handler takes events of `schema`.
+pub fn stream_marker(schema: Option<&serde_json::Value>) -> Value {
+    let inner = match schema {
+        Some(schema) => serde_json::json!({ "schema": schema }),
+        None => serde_json::json!({}),
+    };
+    Value::from(serde_json::json!({ STREAM_KEY: inner }))
+}
+
+/// Whether a JSON value is a stream marker; returns the marker's event schema if it has one.
+pub fn stream_schema(json: &serde_json::Value) -> Option<Option<&serde_json::Value>> {
+    let inner = json.as_object()?.get(STREAM_KEY)?;
+    Some(inner.get("schema"))
+}
+
+/// Whether a document value is a stream marker.
+pub fn is_stream(value: &Value) -> bool {
+    value.as_object().is_some_and(|m| m.contains_key(STREAM_KEY))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_round_trip_through_values_and_json() {
+        let link = Link::new("doc1", Path::new(["a", "0"]));
+        assert_eq!(Link::from_value(&link.to_value()), Some(link.clone()));
+        assert_eq!(Link::from_json(&link.to_json()), Some(link.clone()));
+        assert_eq!(link.to_string(), "doc1/a/0");
+        assert_eq!(Link::from_value(&Value::from(5)), None);
+    }
+
+    #[test]
+    fn stream_markers_carry_their_schema() {
+        let schema = serde_json::json!({"type": "object"});
+        let marker = stream_marker(Some(&schema)).to_json();
+        assert_eq!(stream_schema(&marker), Some(Some(&schema)));
+        assert!(is_stream(&stream_marker(None)));
+        assert_eq!(stream_schema(&serde_json::json!({"a": 1})), None);
+    }
+}

@@ -1,0 +1,221 @@
+//! The scheduler's dependency graph: which computation reads what, and which must re-run
+//! after a commit, in an order that never shows a half-updated state.
+//!
+//! A computation's dependencies are the locations it read last time it ran. A commit
+//! marks dirty every computation whose dependencies overlap a written path. Dirty
+//! computations run lowest *height* first, where a computation's height is one more than
+//! the height of any computation whose output it reads: so in a diamond `a → b, c → d`,
+//! `d` runs once, after both `b` and `c`. Heights are rechecked when a computation is
+//! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::error::BoxError;
+use crate::link::{DocId, Link};
+use crate::tx::Tx;
+use crate::value::{Path, Value};
+
+/// Identifies a computation inside one runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComputationId(pub(crate) u64);
+
+/// The body of a computation: reads through the transaction, returns the output value.
+pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
+
+/// How often one computation may run while settling one change before it counts as a
+/// runaway cycle.
+pub(crate) const MAX_RUNS_PER_SETTLE: u32 = 100;
+
+pub(crate) struct Computation {
+    pub name: Arc<str>,
+    pub output: Link,
+    pub run: ComputeFn,
+    pub owner: Option<DocId>,
+    deps: Vec<Link>,
+    height: u32,
+    runs: u32,
+}
+
+/// The graph and the queue of dirty computations.
+#[derive(Default)]
+pub(crate) struct Graph {
+    computations: HashMap<ComputationId, Computation>,
+    /// For each document, the computations that read something in it.
+    readers: HashMap<DocId, HashSet<ComputationId>>,
+    /// For each document, the outputs written by computations into it.
+    writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
+    dirty: BinaryHeap<Reverse<(u32, u64, ComputationId)>>,
+    dirty_set: HashSet<ComputationId>,
+    /// Computations that ran since the queue was last empty (their run budgets to reset).
+    ran: Vec<ComputationId>,
+    next_id: u64,
+    seq: u64,
+}
+
+/// What the runtime needs to run one computation.
+pub(crate) struct Ready {
+    pub id: ComputationId,
+    pub name: Arc<str>,
+    pub output: Link,
+    pub run: ComputeFn,
+}
+
+impl Graph {
+    /// Adds a computation; it is dirty until it first runs.
+    pub fn add(&mut self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
+        self.next_id += 1;
+        let id = ComputationId(self.next_id);
+        self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
+        let c = Computation { name: name.into(), output, run, owner, deps: Vec::new(), height: 0, runs: 0 };
+        self.computations.insert(id, c);
+        self.mark(id);
+        id
+    }
+
+    /// Removes a computation and forgets its edges.
+    pub fn remove(&mut self, id: ComputationId) {
+        let Some(c) = self.computations.remove(&id) else { return };
+        for dep in &c.deps {
+            if let Some(set) = self.readers.get_mut(&dep.doc) {
+                set.remove(&id);
+            }
+        }
+        if let Some(list) = self.writers.get_mut(&c.output.doc) {
+            list.retain(|(_, w)| *w != id);
+        }
+        self.dirty_set.remove(&id);
+    }
+
+    /// The computations owned by `owner` (a charm).
+    pub fn owned_by(&self, owner: &DocId) -> Vec<ComputationId> {
+        self.computations.iter().filter(|(_, c)| c.owner.as_ref() == Some(owner)).map(|(id, _)| *id).collect()
+    }
+
+    fn mark(&mut self, id: ComputationId) {
+        if let Some(c) = self.computations.get(&id) {
+            if self.dirty_set.insert(id) {
+                self.seq += 1;
+                self.dirty.push(Reverse((c.height, self.seq, id)));
+            }
+        }
+    }
+
+    /// Marks dirty every computation that read a location overlapping a written path.
+    pub fn changed(&mut self, doc: &DocId, paths: &[Path]) {
+        let Some(readers) = self.readers.get(doc) else { return };
+        let hit: Vec<ComputationId> = readers
+            .iter()
+            .filter(|id| {
+                self.computations.get(id).is_some_and(|c| {
+                    c.deps.iter().any(|d| &d.doc == doc && paths.iter().any(|p| p.overlaps(&d.path)))
+                })
+            })
+            .copied()
+            .collect();
+        for id in hit {
+            self.mark(id);
+        }
+    }
+
+    /// Whether any computation waits to run.
+    pub fn has_dirty(&self) -> bool {
+        !self.dirty_set.is_empty()
+    }
+
+    /// Takes the lowest dirty computation whose producers are all clean. Returns a cycle
+    /// error's name and run count instead when one ran too often.
+    pub fn next(&mut self) -> Option<Result<Ready, (Arc<str>, u32)>> {
+        let limit = self.computations.len() as u32 + 1;
+        while let Some(Reverse((height, _, id))) = self.dirty.pop() {
+            if !self.dirty_set.contains(&id) {
+                continue;
+            }
+            let Some(c) = self.computations.get(&id) else { continue };
+            if height != c.height {
+                continue; // a stale queue entry; the current one is queued too
+            }
+            let needed = self.producer_height(c).map_or(0, |h| h + 1);
+            if needed > c.height && needed <= limit {
+                self.raise(id, needed);
+                continue;
+            }
+            self.dirty_set.remove(&id);
+            let Some(c) = self.computations.get_mut(&id) else { continue };
+            c.runs += 1;
+            if c.runs == 1 {
+                self.ran.push(id);
+            }
+            if c.runs > MAX_RUNS_PER_SETTLE {
+                return Some(Err((c.name.clone(), c.runs - 1)));
+            }
+            return Some(Ok(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() }));
+        }
+        None
+    }
+
+    fn raise(&mut self, id: ComputationId, height: u32) {
+        if let Some(c) = self.computations.get_mut(&id) {
+            c.height = height;
+            self.seq += 1;
+            self.dirty.push(Reverse((height, self.seq, id)));
+        }
+    }
+
+    /// The greatest height among dirty computations whose output this one reads.
+    fn producer_height(&self, c: &Computation) -> Option<u32> {
+        self.producers(c).filter(|p| self.dirty_set.contains(p)).filter_map(|p| self.computations.get(&p)).map(|p| p.height).max()
+    }
+
+    fn producers<'a>(&'a self, c: &'a Computation) -> impl Iterator<Item = ComputationId> + 'a {
+        c.deps.iter().flat_map(move |dep| {
+            self.writers
+                .get(&dep.doc)
+                .into_iter()
+                .flatten()
+                .filter(move |(path, _)| path.overlaps(&dep.path))
+                .map(|(_, id)| *id)
+        })
+    }
+
+    /// Records what a computation read on its latest run and recomputes its height.
+    pub fn ran(&mut self, id: ComputationId, deps: Vec<Link>) {
+        let Some(c) = self.computations.get(&id) else { return };
+        for old in &c.deps {
+            if let Some(set) = self.readers.get_mut(&old.doc) {
+                set.remove(&id);
+            }
+        }
+        for dep in &deps {
+            self.readers.entry(dep.doc.clone()).or_default().insert(id);
+        }
+        let mut deps = deps;
+        deps.sort_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
+        deps.dedup();
+        let Some(c) = self.computations.get_mut(&id) else { return };
+        c.deps = deps;
+        let c = &self.computations[&id];
+        let limit = self.computations.len() as u32 + 1;
+        let height = self
+            .producers(c)
+            .filter(|p| *p != id)
+            .filter_map(|p| self.computations.get(&p))
+            .map(|p| p.height + 1)
+            .max()
+            .unwrap_or(0)
+            .min(limit);
+        if let Some(c) = self.computations.get_mut(&id) {
+            c.height = height;
+        }
+    }
+
+    /// Called when the queue is empty: the next change starts a fresh run budget.
+    pub fn settled(&mut self) {
+        for id in self.ran.drain(..) {
+            if let Some(c) = self.computations.get_mut(&id) {
+                c.runs = 0;
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! Observing cells from outside the runtime with `futures-signals` (for UIs and the
+//! CLI). The scheduler does not use signals; they only follow committed values.
+
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use futures_signals::signal::{Mutable, MutableSignalCloned, Signal};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::cell::Cell;
+use crate::runtime::Runtime;
+
+/// A signal of a cell's committed value; see [`Cell::signal`].
+pub struct CellSignal<T: Clone> {
+    inner: MutableSignalCloned<Option<T>>,
+    /// While this lives, the runtime keeps the signal up to date.
+    _alive: Arc<()>,
+}
+
+impl<T: Clone> Signal for CellSignal<T> {
+    type Item = Option<T>;
+
+    fn poll_change(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.inner).poll_change(cx)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static> Cell<T> {
+    /// A signal of this cell's committed value (`None` while it does not fit `T`). The
+    /// runtime stops updating it once the signal is dropped.
+    pub fn signal(&self, rt: &Runtime) -> CellSignal<T> {
+        let mutable = Mutable::new(self.get(rt).ok());
+        let alive = Arc::new(());
+        let watch: Weak<()> = Arc::downgrade(&alive);
+        let signal = CellSignal { inner: mutable.signal_cloned(), _alive: alive };
+        let cell = self.clone();
+        rt.observe(self.link(), move |rt| {
+            if watch.strong_count() == 0 {
+                return false;
+            }
+            mutable.set_neq(cell.get(rt).ok());
+            true
+        });
+        signal
+    }
+}

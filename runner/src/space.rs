@@ -1,0 +1,178 @@
+//! A space: the documents of one user or workspace, in memory, backed by [`Storage`].
+//!
+//! Documents live in a `DashMap`; a commit validates a transaction's reads against the
+//! versions it saw, applies its writes atomically under the space's commit lock, and
+//! hands them to storage in commit order. Conflicts are detected per path: two
+//! transactions that touch different fields of one document both commit.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
+use crate::error::Error;
+use crate::link::{DocId, Link};
+use crate::storage::{Durable, MemoryStorage, Storage, StorageError, StoredDoc};
+use crate::tx::{DocWrites, Read};
+use crate::value::{Path, Value};
+
+/// How many recent commits per document are remembered for path-level validation; a
+/// transaction that read a document more than this many commits ago is retried.
+const RECENT_COMMITS: usize = 32;
+
+#[derive(Clone)]
+struct Doc {
+    value: Value,
+    version: u64,
+    /// (version, paths written by the commit that created it), oldest first.
+    recent: VecDeque<(u64, Arc<[Path]>)>,
+}
+
+/// A named store of versioned JSON documents.
+pub struct Space {
+    docs: DashMap<DocId, Doc>,
+    commit_lock: Mutex<()>,
+    storage: Box<dyn Storage>,
+    next_id: AtomicU64,
+    id_prefix: String,
+}
+
+/// What one commit changed: the written paths of each document, and its durability ticket.
+pub struct Commit {
+    /// Paths written, per document.
+    pub changes: Vec<(DocId, Vec<Path>)>,
+    /// Resolves when the commit is durable.
+    pub durable: Durable,
+}
+
+impl Space {
+    /// A space that lives only in memory.
+    pub fn in_memory() -> Self {
+        Self::with_storage(Box::new(MemoryStorage)).unwrap_or_else(|_| unreachable!("memory storage cannot fail to load"))
+    }
+
+    /// A space backed by `storage`, loading what it holds.
+    pub fn with_storage(storage: Box<dyn Storage>) -> Result<Self, StorageError> {
+        let docs = DashMap::new();
+        for stored in storage.load()? {
+            let doc = Doc { value: Value::from(stored.value), version: stored.version, recent: VecDeque::new() };
+            docs.insert(DocId::from(stored.id), doc);
+        }
+        // Ids only need to be unique within this space: a per-process random prefix
+        // (time + pid) plus a counter is enough and keeps ids short and sortable.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
+        Ok(Space { docs, commit_lock: Mutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix })
+    }
+
+    /// A fresh document id, unique in this space, starting with `kind`.
+    pub fn new_doc_id(&self, kind: &str) -> DocId {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        DocId::from(format!("{kind}-{}{n:x}", self.id_prefix))
+    }
+
+    /// The current value and version of a document (`Null`, version 0 when absent).
+    pub fn snapshot(&self, doc: &str) -> (Value, u64) {
+        match self.docs.get(doc) {
+            Some(d) => (d.value.clone(), d.version),
+            None => (Value::Null, 0),
+        }
+    }
+
+    /// Whether the document exists.
+    pub fn contains(&self, doc: &str) -> bool {
+        self.docs.contains_key(doc)
+    }
+
+    /// Ids of all documents whose id starts with `prefix`.
+    pub fn doc_ids(&self, prefix: &str) -> Vec<DocId> {
+        let mut ids: Vec<DocId> =
+            self.docs.iter().filter(|e| e.key().starts_with(prefix)).map(|e| e.key().clone()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// Validates and applies one transaction's writes atomically.
+    pub(crate) fn commit(&self, docs: Vec<(DocId, DocWrites)>) -> Result<Commit, Error> {
+        let _guard = self.commit_lock.lock();
+        let mut updated = Vec::with_capacity(docs.len());
+        for (id, writes) in &docs {
+            let current = self.docs.get(&**id).map(|d| d.clone());
+            let (base, version, recent) = match current {
+                Some(d) => (d.value, d.version, d.recent),
+                None => (Value::Null, 0, VecDeque::new()),
+            };
+            if version != writes.read_version {
+                validate(id, writes, version, &recent)?;
+            }
+            if writes.ops.is_empty() {
+                continue;
+            }
+            let value = if version == writes.read_version {
+                writes.local.clone()
+            } else {
+                let mut value = base;
+                for (path, v) in &writes.ops {
+                    value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: id.clone() })?;
+                }
+                value
+            };
+            updated.push((id.clone(), value, version + 1, recent));
+        }
+        let mut stored = Vec::with_capacity(updated.len());
+        let mut changes = Vec::with_capacity(updated.len());
+        for ((id, value, version, mut recent), (_, writes)) in
+            updated.into_iter().zip(docs.iter().filter(|(_, w)| !w.ops.is_empty()))
+        {
+            let paths: Vec<Path> = writes.ops.iter().map(|(p, _)| p.clone()).collect();
+            if recent.len() == RECENT_COMMITS {
+                recent.pop_front();
+            }
+            recent.push_back((version, paths.clone().into()));
+            stored.push(StoredDoc { id: id.to_string(), version, value: value.to_json() });
+            self.docs.insert(id.clone(), Doc { value, version, recent });
+            changes.push((id, paths));
+        }
+        let durable = if stored.is_empty() { Durable::ready(Ok(())) } else { self.storage.submit(stored) };
+        Ok(Commit { changes, durable })
+    }
+}
+
+/// A document changed since the transaction read it: the transaction may still commit
+/// if none of the commits since then wrote a path it read.
+fn validate(id: &DocId, writes: &DocWrites, version: u64, recent: &VecDeque<(u64, Arc<[Path]>)>) -> Result<(), Error> {
+    let conflict = || Error::Conflict { doc: id.clone() };
+    let oldest_known = recent.front().map(|(v, _)| *v).unwrap_or(u64::MAX);
+    if writes.read_version + 1 < oldest_known || version < writes.read_version {
+        return Err(conflict());
+    }
+    let touched = recent.iter().filter(|(v, _)| *v > writes.read_version).flat_map(|(_, paths)| paths.iter());
+    for written in touched {
+        if writes.reads.iter().any(|read| read.overlaps(written)) {
+            return Err(conflict());
+        }
+    }
+    Ok(())
+}
+
+impl Read for Space {
+    fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
+        self.docs
+            .get(&**doc)
+            .and_then(|d| d.value.at(path.segments()).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    fn note_read(&self, _link: &Link) {}
+}
+
+impl std::fmt::Debug for Space {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Space").field("documents", &self.docs.len()).finish()
+    }
+}

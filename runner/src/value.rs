@@ -1,0 +1,332 @@
+//! Persistent JSON values: cheap to snapshot, cheap to update at a path.
+//!
+//! A [`Value`] is JSON whose arrays and objects are `imbl` persistent collections, so
+//! cloning a whole document is O(1) and writing at a path copies only the nodes on that
+//! path. Convert to and from `serde_json::Value` at the edges (storage, CLI, models).
+
+use std::fmt;
+use std::sync::Arc;
+
+use imbl::{OrdMap, Vector};
+use serde::{Serialize, Serializer};
+
+/// A persistent JSON value.
+#[derive(Clone, PartialEq, Default)]
+pub enum Value {
+    /// JSON `null` (also what an absent path reads as).
+    #[default]
+    Null,
+    /// JSON boolean.
+    Bool(bool),
+    /// JSON number.
+    Number(serde_json::Number),
+    /// JSON string.
+    String(Arc<str>),
+    /// JSON array.
+    Array(Vector<Value>),
+    /// JSON object, keys in sorted order.
+    Object(OrdMap<Arc<str>, Value>),
+}
+
+/// One step of a [`Path`]: an object key or (as decimal digits) an array index.
+pub type Segment = Arc<str>;
+
+/// A location inside a document: the keys to follow from its root.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Path(Arc<[Segment]>);
+
+impl Path {
+    /// The document root.
+    pub fn root() -> Self {
+        Path(Arc::from(Vec::new()))
+    }
+
+    /// A path from its segments.
+    pub fn new<S: Into<Segment>>(segments: impl IntoIterator<Item = S>) -> Self {
+        Path(segments.into_iter().map(Into::into).collect::<Vec<_>>().into())
+    }
+
+    /// This path with one more segment.
+    pub fn child(&self, segment: impl Into<Segment>) -> Self {
+        let mut v = self.0.to_vec();
+        v.push(segment.into());
+        Path(v.into())
+    }
+
+    /// This path followed by `rest`.
+    pub fn join(&self, rest: &[Segment]) -> Self {
+        let mut v = self.0.to_vec();
+        v.extend_from_slice(rest);
+        Path(v.into())
+    }
+
+    /// The segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.0
+    }
+
+    /// Whether one path is a prefix of the other, i.e. a write at one can change a read
+    /// at the other.
+    pub fn overlaps(&self, other: &Path) -> bool {
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| a == b)
+    }
+
+    /// Whether this is the document root.
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("/");
+        }
+        for s in self.0.iter() {
+            write!(f, "/{s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writing at a path failed because the path crosses a value that is not a container.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("cannot write at {path}: `{segment}` is inside a {found}, not an object or array")]
+pub struct PathError {
+    /// The path being written.
+    pub path: Path,
+    /// The segment that could not be entered.
+    pub segment: Segment,
+    /// The kind of value found there.
+    pub found: &'static str,
+}
+
+impl Value {
+    /// The value at `path`, without following links.
+    pub fn at(&self, path: &[Segment]) -> Option<&Value> {
+        let mut cur = self;
+        for seg in path {
+            cur = cur.child(seg)?;
+        }
+        Some(cur)
+    }
+
+    /// The direct child at one segment.
+    pub fn child(&self, seg: &str) -> Option<&Value> {
+        match self {
+            Value::Object(map) => map.get(seg),
+            Value::Array(items) => seg.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        }
+    }
+
+    /// Writes `value` at `path`, creating objects on the way; shares all untouched nodes.
+    /// Writing index `len` of an array appends.
+    pub fn set_at(&mut self, path: &[Segment], value: Value) -> Result<(), PathError> {
+        self.set_inner(path, 0, value)
+    }
+
+    fn set_inner(&mut self, path: &[Segment], depth: usize, value: Value) -> Result<(), PathError> {
+        let Some(seg) = path.get(depth) else {
+            *self = value;
+            return Ok(());
+        };
+        if matches!(self, Value::Null) {
+            *self = Value::Object(OrdMap::new());
+        }
+        let error = |found| PathError { path: Path::new(path.iter().cloned()), segment: seg.clone(), found };
+        match self {
+            Value::Object(map) => {
+                let slot = map.entry(seg.clone()).or_insert(Value::Null);
+                slot.set_inner(path, depth + 1, value)
+            }
+            Value::Array(items) => {
+                let index = seg.parse::<usize>().map_err(|_| error("array"))?;
+                if index == items.len() {
+                    items.push_back(Value::Null);
+                }
+                match items.get_mut(index) {
+                    Some(slot) => slot.set_inner(path, depth + 1, value),
+                    None => Err(error("array (index out of range)")),
+                }
+            }
+            other => Err(error(other.kind())),
+        }
+    }
+
+    /// A short name of the value's JSON type, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+
+    /// The object's map, if this is an object.
+    pub fn as_object(&self) -> Option<&OrdMap<Arc<str>, Value>> {
+        match self {
+            Value::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Converts to `serde_json::Value` (an O(size) copy: use at the edges).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Number(n) => serde_json::Value::Number(n.clone()),
+            Value::String(s) => serde_json::Value::String(s.to_string()),
+            Value::Array(items) => items.iter().map(Value::to_json).collect(),
+            Value::Object(map) => serde_json::Value::Object(
+                map.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect(),
+            ),
+        }
+    }
+
+    /// Serialises any `Serialize` value into a `Value`.
+    pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
+        serde_json::to_value(value).map(Value::from)
+    }
+}
+
+impl From<serde_json::Value> for Value {
+    fn from(json: serde_json::Value) -> Self {
+        match json {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(b),
+            serde_json::Value::Number(n) => Value::Number(n),
+            serde_json::Value::String(s) => Value::String(s.into()),
+            serde_json::Value::Array(items) => Value::Array(items.into_iter().map(Value::from).collect()),
+            serde_json::Value::Object(map) => {
+                Value::Object(map.into_iter().map(|(k, v)| (Arc::from(k), Value::from(v))).collect())
+            }
+        }
+    }
+}
+
+impl From<&Value> for serde_json::Value {
+    fn from(value: &Value) -> Self {
+        value.to_json()
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        Value::Number(n.into())
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(s.into())
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Number(n) => n.serialize(serializer),
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Array(items) => serializer.collect_seq(items.iter()),
+            Value::Object(map) => serializer.collect_map(map.iter().map(|(k, v)| (&**k, v))),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match serde_json::to_string(self) {
+            Ok(s) => f.write_str(&s),
+            Err(_) => Err(fmt::Error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn path(s: &[&str]) -> Vec<Segment> {
+        s.iter().map(|s| Arc::from(*s)).collect()
+    }
+
+    #[test]
+    fn round_trips_json() {
+        let j = json!({"a": [1, 2, {"b": null}], "c": "x", "d": true, "e": 1.5});
+        assert_eq!(Value::from(j.clone()).to_json(), j);
+    }
+
+    #[test]
+    fn set_at_creates_objects_and_shares_the_rest() {
+        let mut v = Value::from(json!({"keep": {"big": [1, 2, 3]}}));
+        let before = v.clone();
+        v.set_at(&path(&["x", "y"]), Value::from(5)).unwrap();
+        assert_eq!(v.to_json(), json!({"keep": {"big": [1, 2, 3]}, "x": {"y": 5}}));
+        assert_eq!(before.to_json(), json!({"keep": {"big": [1, 2, 3]}}), "snapshot unchanged");
+        let (Value::Object(a), Value::Object(b)) = (&v, &before) else { panic!() };
+        let (Some(Value::Object(ka)), Some(Value::Object(kb))) = (a.get("keep"), b.get("keep")) else { panic!() };
+        assert!(ka.ptr_eq(kb), "untouched subtree is shared, not copied");
+    }
+
+    #[test]
+    fn arrays_index_and_append() {
+        let mut v = Value::from(json!({"items": ["a"]}));
+        v.set_at(&path(&["items", "1"]), Value::from("b")).unwrap();
+        v.set_at(&path(&["items", "0"]), Value::from("z")).unwrap();
+        assert_eq!(v.to_json(), json!({"items": ["z", "b"]}));
+        assert!(v.set_at(&path(&["items", "5"]), Value::Null).is_err());
+        assert!(v.set_at(&path(&["items", "x"]), Value::Null).is_err());
+        assert_eq!(v.at(&path(&["items", "1"])), Some(&Value::from("b")));
+    }
+
+    #[test]
+    fn writing_through_a_scalar_is_an_error() {
+        let mut v = Value::from(json!({"n": 1}));
+        let err = v.set_at(&path(&["n", "x"]), Value::Null).unwrap_err();
+        assert_eq!(err.found, "number");
+        assert!(err.to_string().contains("/n/x"));
+    }
+
+    #[test]
+    fn paths_overlap_by_prefix() {
+        let a = Path::new(["a"]);
+        assert!(a.overlaps(&Path::new(["a", "b"])));
+        assert!(Path::new(["a", "b"]).overlaps(&a));
+        assert!(Path::root().overlaps(&a));
+        assert!(!a.overlaps(&Path::new(["b"])));
+    }
+}
