@@ -1,1 +1,18 @@
-//! Trellis facade
+//! Trellis: a reactive dataflow runtime where patterns run as live charms, and a
+//! language model can act on them through tools.
+//!
+//! This facade re-exports the crates of the workspace:
+//! - [`runner`]: values, spaces, cells, streams, transactions, scheduler, patterns, charms;
+//! - [`builtins`]: `llm_dialog`, the tool catalog, language models;
+//! - [`patterns`]: the chatbot and the reference charms.
+//!
+//! `use trellis::prelude::*;` brings in what a pattern author needs.
+
+pub use trellis_builtins as builtins;
+pub use trellis_patterns as patterns;
+pub use trellis_runner as runner;
+
+/// What a pattern author needs in scope.
+pub mod prelude {
+    pub use trellis_runner::prelude::*;
+}

@@ -1,1 +1,12 @@
-//! placeholder
+//! The reference patterns: short, documented examples of what charms can do.
+
+pub mod counter;
+pub mod todo;
+
+use trellis_runner::Runtime;
+
+/// Registers every reference pattern with `rt`.
+pub fn register_all(rt: &Runtime) {
+    rt.register_pattern(counter::counter());
+    rt.register_pattern(todo::todo());
+}

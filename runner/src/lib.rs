@@ -35,7 +35,7 @@ pub use value::{Path, Value};
 
 /// What a pattern author needs in scope.
 pub mod prelude {
-    pub use crate::{BoxError, Builder, Cell, Link, Pattern, Read, Runtime, Stream, Tx, Value};
+    pub use crate::{BoxError, Builder, Cell, Link, Path, Pattern, Read, Runtime, Schema, Stream, Tx, Value};
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }
