@@ -1,4 +1,8 @@
 //! Trellis builtins: `llm_dialog`, the tool catalog and language models.
 
+pub mod catalog;
 pub mod message;
 pub mod model;
+pub mod offline;
+pub mod provider;
+pub mod scripted;

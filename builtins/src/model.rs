@@ -93,6 +93,15 @@ pub enum ModelError {
         /// What was wrong.
         message: String,
     },
+    /// The provider reported an error in the middle of its answer (overloaded, internal
+    /// error) after the stream had started.
+    #[error("{provider} stopped answering with an error: {message}")]
+    Interrupted {
+        /// Provider name.
+        provider: String,
+        /// The provider's error message.
+        message: String,
+    },
     /// A scripted model's script is missing, invalid or used up.
     #[error("scripted model: {0}")]
     Script(String),

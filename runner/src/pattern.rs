@@ -27,19 +27,13 @@
 //! })
 //! .description("A number you can increase");
 //!
-//! # tokio_test_block_on(async {
 //! let rt = Runtime::in_memory();
 //! rt.register_pattern(counter);
 //! let id = rt.charms().create("counter", serde_json::json!({}))?;
-//! let result = rt.charms().result(&id);
-//! rt.send(&result.child("increment"), serde_json::json!({"amount": 5})).await?;
+//! let increment = rt.charms().result(&id).child("increment");
+//! futures::executor::block_on(rt.send(&increment, serde_json::json!({"amount": 5})))?;
 //! assert_eq!(rt.charms().get(&id)?["label"], "Count: 5");
 //! # Ok::<(), trellis_runner::Error>(())
-//! # })?;
-//! # Ok::<(), trellis_runner::Error>(())
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-//! # }
 //! ```
 
 use std::collections::HashMap;
@@ -174,8 +168,7 @@ impl Runtime {
     }
 
     pub(crate) fn build_charm(&self, pattern: &Pattern, charm: &DocId, argument: serde_json::Value, name: Option<&str>) -> Result<Wiring> {
-        let mut last = None;
-        for _ in 0..crate::runtime::MAX_ATTEMPTS {
+        self.with_retries(|| {
             let mut builder = Builder { rt: self, charm: charm.clone(), tx: Tx::new(self.space()), wiring: Wiring::default() };
             (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e.downcast::<Error>() {
                 Ok(e) => *e,
@@ -185,13 +178,9 @@ impl Runtime {
                 builder.write(NAME, Value::from(name))?;
             }
             let Builder { tx, wiring, .. } = builder;
-            match self.commit(tx) {
-                Ok(_) => return Ok(wiring),
-                Err(Error::Conflict { doc }) => last = Some(doc),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::TooManyConflicts { attempts: crate::runtime::MAX_ATTEMPTS, doc: last.unwrap_or_else(|| charm.clone()) })
+            self.commit(tx)?;
+            Ok(wiring)
+        })
     }
 }
 

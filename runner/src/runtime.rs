@@ -139,23 +139,34 @@ impl Runtime {
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
-    /// commit is durable and the computations it affected have re-run.
+    /// computations it affected have re-run and all of it is durable.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
         let (value, commit) = self.transact_inner(&f)?;
         self.pump();
         commit.wait()?;
+        self.0.space.barrier().wait()?;
         Ok(value)
     }
 
     fn transact_inner<R>(&self, f: &impl Fn(&Tx) -> Result<R>) -> Result<(R, Durable)> {
-        let mut last = None;
-        for _ in 0..MAX_ATTEMPTS {
+        self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            match self.commit(tx) {
-                Ok(commit) => return Ok((value, commit.durable)),
+            Ok((value, self.commit(tx)?.durable))
+        })
+    }
+
+    /// Runs `attempt` (which builds and commits one transaction) until it does not
+    /// conflict. Retries back off; the last attempt runs with the space's commit lock
+    /// held, so a transaction that keeps losing to others still gets through.
+    pub(crate) fn with_retries<T>(&self, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut last = None;
+        for n in 0..MAX_ATTEMPTS {
+            backoff(n);
+            let result = if n + 1 == MAX_ATTEMPTS { self.0.space.exclusive(&mut attempt) } else { attempt() };
+            match result {
                 Err(Error::Conflict { doc }) => last = Some(doc),
-                Err(e) => return Err(e),
+                other => return other,
             }
         }
         Err(Error::TooManyConflicts { attempts: MAX_ATTEMPTS, doc: last.unwrap_or_else(|| "?".into()) })
@@ -217,6 +228,8 @@ impl Runtime {
         self.pump();
         let (sent, durable) = rx.ok_or_else(|| Error::NoHandler(stream.clone()))?.await.map_err(|_| Error::NoHandler(stream.clone()))??;
         durable.await?;
+        // The computations the handler triggered committed after it: wait for them too.
+        self.0.space.barrier().await?;
         Ok(sent)
     }
 
@@ -312,8 +325,7 @@ impl Runtime {
     fn run_handler(&self, event: &Event) -> Result<(Sent, Durable)> {
         let span = tracing::debug_span!("handler", stream = %event.stream);
         let _enter = span.enter();
-        let mut last = None;
-        for _ in 0..MAX_ATTEMPTS {
+        self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let outcome = catch_unwind(AssertUnwindSafe(|| (event.handler.run)(&tx, event.event.clone())));
             match outcome {
@@ -331,41 +343,32 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             }
-            match self.commit(tx) {
-                Ok(commit) => return Ok((Sent { changes: commit.changes }, commit.durable)),
-                Err(Error::Conflict { doc }) => last = Some(doc),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::TooManyConflicts { attempts: MAX_ATTEMPTS, doc: last.unwrap_or_else(|| "?".into()) })
+            let commit = self.commit(tx)?;
+            Ok((Sent { changes: commit.changes }, commit.durable))
+        })
     }
 
     fn run_computation(&self, ready: crate::scheduler::Ready) {
         let span = tracing::trace_span!("computation", name = %ready.name);
         let _enter = span.enter();
-        for _ in 0..MAX_ATTEMPTS {
+        let result = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(&tx)));
             let deps = tx.reads();
-            let result = match outcome {
-                Ok(Ok(value)) => tx.write(&ready.output, value).map(|()| tx),
+            let written = match outcome {
+                Ok(Ok(value)) => tx.write(&ready.output, value),
                 Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
                 Err(panic) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) }),
             };
             self.0.graph.lock().ran(ready.id, deps);
-            let tx = match result {
-                Ok(tx) => tx,
-                Err(error) => return self.report(error),
-            };
-            match self.commit(tx) {
-                // Nobody waits for a computation's commit; storage logs a failed write,
-                // and the next awaited commit (ordered after this one) reports it.
-                Ok(_) => return,
-                Err(Error::Conflict { .. }) => continue,
-                Err(error) => return self.report(error),
-            }
+            written?;
+            // Nobody waits for a computation's commit; storage logs a failed write, and
+            // the next awaited commit (ordered after this one) reports it.
+            self.commit(tx).map(drop)
+        });
+        if let Err(error) = result {
+            self.report(error);
         }
-        self.report(Error::TooManyConflicts { attempts: MAX_ATTEMPTS, doc: ready.output.doc.clone() });
     }
 
     /// Records an error nobody is waiting for; see [`Runtime::take_errors`].
@@ -483,6 +486,21 @@ impl Drop for TaskGuard {
         self.rt.0.tasks.fetch_sub(1, Ordering::SeqCst);
         self.rt.0.idle.notify_waiters();
     }
+}
+
+/// Waits before retrying a conflicted transaction: randomised and growing, so that
+/// transactions that keep colliding spread out instead of colliding again in lockstep.
+pub(crate) fn backoff(attempt: u32) {
+    if attempt == 0 {
+        return;
+    }
+    if attempt < 3 {
+        std::thread::yield_now();
+        return;
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let ceiling = 1u64 << attempt.min(14); // up to ~16 ms
+    std::thread::sleep(Duration::from_micros(u64::from(nanos) % ceiling));
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

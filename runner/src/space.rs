@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use parking_lot::Mutex;
+use parking_lot::ReentrantMutex;
 
 use crate::error::Error;
 use crate::link::{DocId, Link};
@@ -33,7 +33,9 @@ struct Doc {
 /// A named store of versioned JSON documents.
 pub struct Space {
     docs: DashMap<DocId, Doc>,
-    commit_lock: Mutex<()>,
+    /// Serialises commits; reentrant so that a transaction running under
+    /// [`Space::exclusive`] can commit.
+    commit_lock: ReentrantMutex<()>,
     storage: Box<dyn Storage>,
     next_id: AtomicU64,
     id_prefix: String,
@@ -67,7 +69,7 @@ impl Space {
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
-        Ok(Space { docs, commit_lock: Mutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix })
+        Ok(Space { docs, commit_lock: ReentrantMutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix })
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.
@@ -95,6 +97,17 @@ impl Space {
             self.docs.iter().filter(|e| e.key().starts_with(prefix)).map(|e| e.key().clone()).collect();
         ids.sort();
         ids
+    }
+
+    /// A ticket that resolves once everything committed so far is durable.
+    pub fn barrier(&self) -> Durable {
+        self.storage.submit(Vec::new())
+    }
+
+    /// Runs `f` while no other thread can commit to this space.
+    pub(crate) fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = self.commit_lock.lock();
+        f()
     }
 
     /// Validates and applies one transaction's writes atomically.

@@ -45,6 +45,18 @@ pub enum StorageError {
         #[source]
         source: serde_json::Error,
     },
+    /// A file-system or operating-system step the storage needs failed (creating the
+    /// storage directory, starting the writer thread).
+    #[error("storage at {path}: could not {action}: {source}")]
+    Io {
+        /// The file or directory concerned.
+        path: String,
+        /// What the storage was trying to do, e.g. "create the storage directory".
+        action: &'static str,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,

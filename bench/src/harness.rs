@@ -1,0 +1,443 @@
+//! Measuring (warm-up, samples, median), the suite registry types, and reporting (table
+//! and JSON lines with ratios to the best peer).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// A benchmark suite, as registered in `main.rs` (`SUITES`).
+///
+/// Adding a suite is a new module exposing a `pub const SUITE: Suite` plus one line in
+/// that list.
+#[derive(Clone, Copy, Debug)]
+pub struct Suite {
+    /// Name used on the command line and in the output (`"suite"`).
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub description: &'static str,
+    /// Runs every scenario of the suite on every system it covers.
+    pub run: fn(&RunConfig) -> Vec<Measurement>,
+}
+
+/// Options shared by all suites.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunConfig {
+    /// Tiny budgets (a few samples): for smoke tests; the numbers mean little.
+    pub quick: bool,
+    /// Print one progress line per scenario × system to stderr.
+    pub progress: bool,
+}
+
+impl RunConfig {
+    /// `budget`, or a minimal one when [`RunConfig::quick`] is set.
+    pub fn budget(&self, budget: Budget) -> Budget {
+        if self.quick {
+            Budget {
+                warmup: budget.warmup.min(1),
+                min_samples: 1,
+                max_samples: budget.max_samples.min(3),
+                max_time: Duration::ZERO,
+            }
+        } else {
+            budget
+        }
+    }
+}
+
+/// How long to measure one scenario on one system.
+///
+/// After `warmup` unrecorded runs, samples are taken until `max_samples` are recorded or
+/// `max_time` of wall time (setup and teardown included) has passed, but at least
+/// `min_samples`.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Runs before measuring (not recorded).
+    pub warmup: usize,
+    /// Samples always taken, whatever the time.
+    pub min_samples: usize,
+    /// Samples never exceeded.
+    pub max_samples: usize,
+    /// Wall-time budget for the samples.
+    pub max_time: Duration,
+}
+
+/// Summary of the samples of one scenario on one system.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    /// Median sample, in nanoseconds.
+    pub median_ns: f64,
+    /// Number of samples recorded.
+    pub samples: usize,
+}
+
+/// Runs `sample` per `budget`; each call returns the duration of its timed part, so a
+/// sample can exclude its own setup and teardown (use [`time`]).
+pub fn measure(budget: Budget, mut sample: impl FnMut() -> Duration) -> Stats {
+    for _ in 0..budget.warmup {
+        sample();
+    }
+    let max = budget.max_samples.max(budget.min_samples).max(1);
+    let mut durations = Vec::with_capacity(max);
+    let started = Instant::now();
+    while durations.len() < max
+        && (durations.len() < budget.min_samples.max(1) || started.elapsed() < budget.max_time)
+    {
+        durations.push(sample());
+    }
+    Stats {
+        median_ns: median_ns(&mut durations),
+        samples: durations.len(),
+    }
+}
+
+/// Times `f`, returning its result and how long it took.
+pub fn time<R>(f: impl FnOnce() -> R) -> (R, Duration) {
+    let start = Instant::now();
+    let result = f();
+    (result, start.elapsed())
+}
+
+/// Median of `durations` in nanoseconds (mean of the two middle ones for an even count;
+/// 0 for none).
+pub fn median_ns(durations: &mut [Duration]) -> f64 {
+    if durations.is_empty() {
+        return 0.0;
+    }
+    durations.sort_unstable();
+    let mid = durations.len() / 2;
+    let ns = |d: Duration| d.as_nanos() as f64;
+    if durations.len() % 2 == 1 {
+        ns(durations[mid])
+    } else {
+        (ns(durations[mid - 1]) + ns(durations[mid])) / 2.0
+    }
+}
+
+/// The result of one scenario on one system.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measurement {
+    /// Suite name.
+    pub suite: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// System name (see [`is_trellis`]).
+    pub system: String,
+    /// The median in nanoseconds, or why the system failed (panic message, e.g. a failed
+    /// verification).
+    pub median_ns: Result<f64, String>,
+    /// Number of samples behind the median (0 on failure).
+    pub samples: usize,
+}
+
+/// Is `system` one of ours? Names starting with `trellis` are; all others are peers.
+pub fn is_trellis(system: &str) -> bool {
+    system.starts_with("trellis")
+}
+
+/// Runs `f` (which measures one scenario on one system), turning a panic into a failed
+/// [`Measurement`] so that one broken system does not stop the run.
+pub fn run_guarded(
+    config: &RunConfig,
+    suite: &str,
+    scenario: &str,
+    system: &str,
+    f: impl FnOnce() -> Stats,
+) -> Measurement {
+    let outcome = panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "panicked (non-string payload)".to_string()
+        }
+    });
+    if config.progress {
+        match &outcome {
+            Ok(stats) => eprintln!(
+                "  {suite}/{scenario:<22} {system:<16} {:>12}  ({} samples)",
+                format_ns(stats.median_ns),
+                stats.samples
+            ),
+            Err(e) => eprintln!("  {suite}/{scenario:<22} {system:<16} FAILED: {e}"),
+        }
+    }
+    Measurement {
+        suite: suite.to_string(),
+        scenario: scenario.to_string(),
+        system: system.to_string(),
+        samples: outcome.as_ref().map_or(0, |s| s.samples),
+        median_ns: outcome.map(|s| s.median_ns),
+    }
+}
+
+/// For each measurement (same order), its median divided by the fastest successful peer
+/// median of the same suite and scenario; `None` if it failed or no peer succeeded.
+pub fn ratios(measurements: &[Measurement]) -> Vec<Option<f64>> {
+    let mut best: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for m in measurements {
+        if let (Ok(ns), false) = (&m.median_ns, is_trellis(&m.system)) {
+            let entry = best
+                .entry((m.suite.as_str(), m.scenario.as_str()))
+                .or_insert(*ns);
+            if *ns < *entry {
+                *entry = *ns;
+            }
+        }
+    }
+    measurements
+        .iter()
+        .map(|m| {
+            let ns = m.median_ns.as_ref().ok()?;
+            let best = best.get(&(m.suite.as_str(), m.scenario.as_str()))?;
+            (*best > 0.0).then(|| ns / best)
+        })
+        .collect()
+}
+
+/// One JSON line of the `--json` output.
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    suite: &'a str,
+    scenario: &'a str,
+    system: &'a str,
+    median_ns: Option<u64>,
+    ratio_vs_best_peer: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// Writes one JSON object per measurement per line: `suite`, `scenario`, `system`,
+/// `median_ns`, `ratio_vs_best_peer` (relative to the fastest peer of that scenario;
+/// `null` when unknown), plus `error` for a failed measurement (whose median is `null`).
+pub fn write_json(out: &mut impl Write, measurements: &[Measurement]) -> io::Result<()> {
+    for (m, ratio) in measurements.iter().zip(ratios(measurements)) {
+        let line = JsonLine {
+            suite: &m.suite,
+            scenario: &m.scenario,
+            system: &m.system,
+            median_ns: m.median_ns.as_ref().ok().map(|ns| ns.round() as u64),
+            ratio_vs_best_peer: ratio.map(|r| (r * 1000.0).round() / 1000.0),
+            error: m.median_ns.as_ref().err().map(String::as_str),
+        };
+        let text = serde_json::to_string(&line).map_err(io::Error::other)?;
+        writeln!(out, "{text}")?;
+    }
+    Ok(())
+}
+
+/// Formats nanoseconds with a readable unit (`ns`, `µs`, `ms`, `s`).
+pub fn format_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// Writes one table per suite: a row per scenario, a column per system holding the median
+/// and its ratio to the best peer, and a last column per Trellis system with its ratio to
+/// the best peer (`n/a` when there is no Trellis system yet).
+pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Result<()> {
+    let ratios = ratios(measurements);
+    let suites = unique(measurements.iter().map(|m| m.suite.as_str()));
+    for suite in suites {
+        let rows: Vec<(&Measurement, Option<f64>)> = measurements
+            .iter()
+            .zip(ratios.iter().copied())
+            .filter(|(m, _)| m.suite == suite)
+            .collect();
+        let scenarios = unique(rows.iter().map(|(m, _)| m.scenario.as_str()));
+        let systems = unique(rows.iter().map(|(m, _)| m.system.as_str()));
+        let ours: Vec<&str> = systems.iter().copied().filter(|s| is_trellis(s)).collect();
+
+        let mut header = vec!["scenario".to_string()];
+        header.extend(systems.iter().map(|s| s.to_string()));
+        if ours.is_empty() {
+            header.push("trellis / best peer".to_string());
+        } else {
+            header.extend(ours.iter().map(|s| format!("{s} / best peer")));
+        }
+
+        let mut table = vec![header];
+        for scenario in &scenarios {
+            let find = |system: &str| {
+                rows.iter()
+                    .find(|(m, _)| m.scenario == *scenario && m.system == system)
+            };
+            let mut line = vec![scenario.to_string()];
+            for system in &systems {
+                line.push(match find(system) {
+                    None => "-".to_string(),
+                    Some((m, ratio)) => match (&m.median_ns, ratio) {
+                        (Err(_), _) => "FAILED".to_string(),
+                        (Ok(ns), Some(r)) => format!("{} ({r:.2}x)", format_ns(*ns)),
+                        (Ok(ns), None) => format_ns(*ns),
+                    },
+                });
+            }
+            if ours.is_empty() {
+                line.push("n/a".to_string());
+            } else {
+                for system in &ours {
+                    line.push(match find(system) {
+                        Some((_, Some(r))) => format!("{r:.2}x"),
+                        _ => "-".to_string(),
+                    });
+                }
+            }
+            table.push(line);
+        }
+
+        writeln!(
+            out,
+            "suite: {suite}  (median per iteration; (Nx) = ratio to the fastest peer)"
+        )?;
+        write_grid(out, &table)?;
+        let failures: Vec<&Measurement> = rows
+            .iter()
+            .map(|(m, _)| *m)
+            .filter(|m| m.median_ns.is_err())
+            .collect();
+        for m in failures {
+            if let Err(e) = &m.median_ns {
+                writeln!(out, "  FAILED {}/{}: {e}", m.scenario, m.system)?;
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Writes rows of cells as an aligned grid (first column left-aligned, others right).
+fn write_grid(out: &mut impl Write, table: &[Vec<String>]) -> io::Result<()> {
+    let columns = table.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            table
+                .iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, row) in table.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<w$}", w = widths[c])
+                } else {
+                    format!("{cell:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        writeln!(out, "{}", cells.join(" | "))?;
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            writeln!(out, "{}", rule.join("-+-"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The distinct items of `items`, in order of first appearance.
+fn unique<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(scenario: &str, system: &str, ns: Result<f64, String>) -> Measurement {
+        Measurement {
+            suite: "s".into(),
+            scenario: scenario.into(),
+            system: system.into(),
+            median_ns: ns,
+            samples: 1,
+        }
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        let mut odd = [3, 1, 2].map(Duration::from_nanos);
+        assert_eq!(median_ns(&mut odd), 2.0);
+        let mut even = [4, 1, 3, 2].map(Duration::from_nanos);
+        assert_eq!(median_ns(&mut even), 2.5);
+    }
+
+    #[test]
+    fn ratios_are_relative_to_the_fastest_peer_only() {
+        let ms = vec![
+            m("a", "trellis", Ok(50.0)),
+            m("a", "p1", Ok(200.0)),
+            m("a", "p2", Ok(100.0)),
+            m("b", "trellis", Ok(10.0)),
+            m("b", "p1", Err("boom".into())),
+        ];
+        assert_eq!(
+            ratios(&ms),
+            vec![Some(0.5), Some(2.0), Some(1.0), None, None]
+        );
+    }
+
+    #[test]
+    fn json_lines_have_the_documented_fields() {
+        let ms = vec![m("a", "p1", Ok(200.0)), m("a", "p2", Err("bad".into()))];
+        let mut out = Vec::new();
+        write_json(&mut out, &ms).expect("write to a Vec");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("valid JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["median_ns"], 200);
+        assert_eq!(lines[0]["ratio_vs_best_peer"], 1.0);
+        assert!(lines[1]["median_ns"].is_null());
+        assert_eq!(lines[1]["error"], "bad");
+    }
+
+    #[test]
+    fn table_mentions_every_system_and_failure() {
+        let ms = vec![m("a", "p1", Ok(2000.0)), m("a", "p2", Err("bad".into()))];
+        let mut out = Vec::new();
+        write_table(&mut out, &ms).expect("write to a Vec");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.contains("p1") && text.contains("p2") && text.contains("FAILED"));
+        assert!(text.contains("2.00 µs (1.00x)"));
+    }
+
+    #[test]
+    fn measure_respects_min_and_max_samples() {
+        let budget = Budget {
+            warmup: 2,
+            min_samples: 3,
+            max_samples: 5,
+            max_time: Duration::ZERO,
+        };
+        let mut calls = 0;
+        let stats = measure(budget, || {
+            calls += 1;
+            Duration::from_nanos(10)
+        });
+        assert_eq!((calls, stats.samples), (5, 3));
+    }
+}

@@ -1,0 +1,4 @@
+//! Adapters for the peer systems Trellis is compared with.
+
+pub mod futures_signals;
+pub mod sycamore;

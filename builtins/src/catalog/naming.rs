@@ -1,0 +1,355 @@
+//! Display and wire names for tools.
+//!
+//! A tool is **displayed** as `Charm.handler` (the charm's NAME, a dot, the handler key).
+//! Providers only accept tool names matching `^[a-zA-Z0-9_-]{1,64}$`, so every tool also
+//! gets a **wire name**, allocated by [`WireNames`]:
+//!
+//! - [`sanitize`] keeps ASCII letters, digits and `_`; everything else (`.`, spaces, `-`,
+//!   non-ASCII) becomes `_`, runs of `_` collapse to one and leading/trailing `_` are
+//!   trimmed. `Counter.increment` becomes `Counter_increment`.
+//! - `-` never appears in a sanitised name: it is reserved as the separator of the
+//!   disambiguation suffix, so a suffixed name can never equal a plain one.
+//! - A name that is too long, or that several tools share after sanitising (two charms
+//!   both named `Counter`, or `a.b` and `a b`), becomes `base-xxxxxx`: the base cut to fit
+//!   and six hex digits of a stable FNV-1a hash of the tool's identity key.
+//! - **Every** tool of a colliding group gets a suffix, not all but one: no tool is
+//!   arbitrarily promoted to "the" `Counter_increment`, and a suffix always signals to the
+//!   model (and the UI) that the display name alone is ambiguous.
+//!
+//! Names depend only on the set of (display, identity) pairs, never on their order.
+
+use std::collections::{HashMap, HashSet};
+
+/// The longest wire name providers accept.
+pub const MAX_WIRE_LEN: usize = 64;
+
+/// Length of the hex disambiguation suffix (without its `-`).
+const SUFFIX_HEX: usize = 6;
+
+/// The wire name used when sanitising leaves nothing.
+const EMPTY_NAME: &str = "tool";
+
+/// The display name of a charm's handler: `Charm.handler`.
+pub fn display_name(charm: &str, handler: &str) -> String {
+    format!("{charm}.{handler}")
+}
+
+/// Sanitises a display name into wire-name characters (see the module docs).
+///
+/// The result is non-empty and matches `^[a-zA-Z0-9_]+$`; it is not length-capped.
+pub fn sanitize(display: &str) -> String {
+    let mut out = String::with_capacity(display.len());
+    for c in display.chars() {
+        let c = if c.is_ascii_alphanumeric() { c } else { '_' };
+        if c == '_' && (out.is_empty() || out.ends_with('_')) {
+            continue;
+        }
+        out.push(c);
+    }
+    while out.ends_with('_') {
+        out.pop();
+    }
+    if out.is_empty() {
+        out.push_str(EMPTY_NAME);
+    }
+    out
+}
+
+/// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_valid_wire_name(name: &str) -> bool {
+    (1..=MAX_WIRE_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// 64-bit FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+pub fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// One allocated tool name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireEntry {
+    /// The name sent to providers.
+    pub wire: String,
+    /// The name shown to people, e.g. `Counter.increment`.
+    pub display: String,
+    /// The stable identity the suffix derives from (e.g. charm id + handler key).
+    pub identity: String,
+    /// Whether the wire name carries a disambiguation suffix (collision or truncation).
+    pub suffixed: bool,
+}
+
+/// Wire names for a set of tools, with lookups both ways.
+#[derive(Debug, Clone, Default)]
+pub struct WireNames {
+    entries: Vec<WireEntry>,
+    by_wire: HashMap<String, usize>,
+    by_identity: HashMap<String, usize>,
+}
+
+impl WireNames {
+    /// Allocates wire names for `(display name, identity key)` pairs.
+    ///
+    /// Entries keep their input order; names are unique and independent of that order.
+    /// Identity keys should be unique; for a repeated identity, [`Self::wire_name`]
+    /// returns the first entry's name (each entry still gets its own wire name).
+    pub fn assign<I, D, K>(tools: I) -> Self
+    where
+        I: IntoIterator<Item = (D, K)>,
+        D: Into<String>,
+        K: Into<String>,
+    {
+        let tools: Vec<(String, String)> = tools
+            .into_iter()
+            .map(|(d, k)| (d.into(), k.into()))
+            .collect();
+        let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
+        let mut base_counts: HashMap<&str, usize> = HashMap::new();
+        for base in &bases {
+            *base_counts.entry(base.as_str()).or_default() += 1;
+        }
+
+        // Plain names: unique bases that fit. They contain no `-`, so they can never
+        // clash with suffixed names, and they are unique among themselves.
+        let mut wires: Vec<Option<String>> = bases
+            .iter()
+            .map(|base| {
+                (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1))
+                    .then(|| base.clone())
+            })
+            .collect();
+
+        // Suffixed names, allocated in an order that depends only on the entries
+        // themselves; a hash clash is resolved by salting the hash.
+        let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
+        pending.sort_by(|&a, &b| (&tools[a].1, &tools[a].0).cmp(&(&tools[b].1, &tools[b].0)));
+        let mut taken: HashSet<String> = HashSet::new();
+        for i in pending {
+            let wire = (0u64..)
+                .map(|salt| suffixed_name(&bases[i], &tools[i].1, salt))
+                .find(|name| !taken.contains(name))
+                .unwrap_or_else(|| bases[i].clone()); // unreachable: the range is unbounded
+            taken.insert(wire.clone());
+            wires[i] = Some(wire);
+        }
+
+        let mut names = WireNames::default();
+        for ((display, identity), wire) in tools.into_iter().zip(wires) {
+            let wire = wire.unwrap_or_default();
+            let index = names.entries.len();
+            names.by_wire.insert(wire.clone(), index);
+            names.by_identity.entry(identity.clone()).or_insert(index);
+            let suffixed = wire.contains('-');
+            names.entries.push(WireEntry {
+                wire,
+                display,
+                identity,
+                suffixed,
+            });
+        }
+        names
+    }
+
+    /// All entries, in the order they were given.
+    pub fn entries(&self) -> &[WireEntry] {
+        &self.entries
+    }
+
+    /// The entry a wire name was allocated to.
+    pub fn lookup(&self, wire: &str) -> Option<&WireEntry> {
+        self.by_wire.get(wire).map(|&i| &self.entries[i])
+    }
+
+    /// The wire name allocated to an identity key.
+    pub fn wire_name(&self, identity: &str) -> Option<&str> {
+        self.by_identity
+            .get(identity)
+            .map(|&i| self.entries[i].wire.as_str())
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// `base` cut to fit, `-`, and six hex digits of the (salted) identity hash.
+fn suffixed_name(base: &str, identity: &str, salt: u64) -> String {
+    let hash = if salt == 0 {
+        stable_hash(identity)
+    } else {
+        stable_hash(&format!("{identity}\u{0}{salt}"))
+    };
+    let keep = MAX_WIRE_LEN - SUFFIX_HEX - 1;
+    // `base` is ASCII, so any byte index is a char boundary.
+    let cut = base
+        .get(..keep.min(base.len()))
+        .unwrap_or(base)
+        .trim_end_matches('_');
+    let cut = if cut.is_empty() { EMPTY_NAME } else { cut };
+    format!("{cut}-{:06x}", hash & 0x00ff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(tools: &[(&str, &str)]) -> Vec<String> {
+        WireNames::assign(tools.iter().copied())
+            .entries()
+            .iter()
+            .map(|e| e.wire.clone())
+            .collect()
+    }
+
+    #[test]
+    fn simple_and_dotted_names() {
+        assert_eq!(sanitize("Counter"), "Counter");
+        assert_eq!(sanitize("Counter.increment"), "Counter_increment");
+        assert_eq!(
+            names(&[("Counter.increment", "c1/increment")]),
+            ["Counter_increment"]
+        );
+        assert_eq!(display_name("Counter", "increment"), "Counter.increment");
+    }
+
+    #[test]
+    fn spaces_unicode_and_punctuation_become_single_underscores() {
+        assert_eq!(sanitize("My Notes.add note"), "My_Notes_add_note");
+        assert_eq!(sanitize("Crème brûlée.bake"), "Cr_me_br_l_e_bake");
+        assert_eq!(sanitize("  --to-do!!.x  "), "to_do_x");
+        assert_eq!(sanitize("日本"), "tool");
+        assert_eq!(sanitize(""), "tool");
+    }
+
+    #[test]
+    fn long_names_are_truncated_with_a_suffix() {
+        let long = format!("{}.{}", "C".repeat(200), "h");
+        let wire = names(&[(long.as_str(), "doc1/h")]).remove(0);
+        assert!(is_valid_wire_name(&wire), "{wire}");
+        assert_eq!(wire.len(), MAX_WIRE_LEN);
+        assert!(wire.starts_with(&"C".repeat(57)));
+        assert_eq!(wire, names(&[(long.as_str(), "doc1/h")]).remove(0));
+        // Exactly 64 sanitised characters still fit without a suffix.
+        let fits = "x".repeat(64);
+        assert_eq!(names(&[(fits.as_str(), "k")]), [fits]);
+    }
+
+    #[test]
+    fn two_charms_with_the_same_name_both_get_suffixes() {
+        let tools = WireNames::assign([
+            ("Counter.increment", "doc-a/increment"),
+            ("Counter.increment", "doc-b/increment"),
+        ]);
+        let [a, b] = [&tools.entries()[0], &tools.entries()[1]];
+        assert_ne!(a.wire, b.wire);
+        assert!(a.suffixed && b.suffixed);
+        assert!(
+            a.wire.starts_with("Counter_increment-") && b.wire.starts_with("Counter_increment-")
+        );
+        assert_eq!(
+            tools.lookup(&a.wire).map(|e| e.identity.as_str()),
+            Some("doc-a/increment")
+        );
+        assert_eq!(tools.wire_name("doc-b/increment"), Some(b.wire.as_str()));
+        assert!(tools.lookup("Counter_increment").is_none());
+    }
+
+    #[test]
+    fn names_that_sanitise_alike_never_overwrite() {
+        let tools = WireNames::assign([("a.b", "1"), ("a_b", "2"), ("a b", "3"), ("c", "4")]);
+        let wires: HashSet<&str> = tools.entries().iter().map(|e| e.wire.as_str()).collect();
+        assert_eq!(wires.len(), 4);
+        assert_eq!(tools.entries()[3].wire, "c");
+        assert!(!tools.entries()[3].suffixed);
+        for entry in tools.entries() {
+            assert_eq!(tools.lookup(&entry.wire), Some(entry));
+        }
+    }
+
+    #[test]
+    fn order_does_not_matter() {
+        let long = "x".repeat(90);
+        let tools = [
+            ("Counter.inc", "a"),
+            ("Counter.inc", "b"),
+            ("Notes.add", "c"),
+            (long.as_str(), "d"),
+        ];
+        let forward = WireNames::assign(tools);
+        let mut reversed = tools;
+        reversed.reverse();
+        let backward = WireNames::assign(reversed);
+        for entry in forward.entries() {
+            assert_eq!(
+                backward.wire_name(&entry.identity),
+                Some(entry.wire.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn hash_clashes_are_resolved() {
+        // Same identity twice with the same display: both still get distinct names.
+        let wires = names(&[("A.x", "same"), ("A.x", "same")]);
+        assert_ne!(wires[0], wires[1]);
+        assert!(wires.iter().all(|w| is_valid_wire_name(w)));
+    }
+
+    #[test]
+    fn stable_hash_is_fnv1a() {
+        assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn random_strings_always_give_valid_unique_names() {
+        let alphabet: Vec<char> = "aZ09_.- é日\t@$Counter".chars().collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..50 {
+            let tools: Vec<(String, String)> = (0..40)
+                .map(|i| {
+                    let len = (next() % 90) as usize;
+                    let display: String = (0..len)
+                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                        .collect();
+                    (display, format!("doc{round}/{i}"))
+                })
+                .collect();
+            let assigned = WireNames::assign(tools.clone());
+            let mut seen = HashSet::new();
+            for entry in assigned.entries() {
+                assert!(
+                    is_valid_wire_name(&entry.wire),
+                    "{:?} -> {:?}",
+                    entry.display,
+                    entry.wire
+                );
+                assert!(seen.insert(entry.wire.clone()), "duplicate {}", entry.wire);
+                assert_eq!(assigned.lookup(&entry.wire), Some(entry));
+            }
+            let mut shuffled = tools;
+            shuffled.rotate_left(round % 40);
+            shuffled.swap(0, 39);
+            let again = WireNames::assign(shuffled);
+            for entry in assigned.entries() {
+                assert_eq!(again.wire_name(&entry.identity), Some(entry.wire.as_str()));
+            }
+        }
+    }
+}

@@ -1,0 +1,627 @@
+//! The offline model: the embedded default, so `trellis chat` works with no network and no
+//! key.
+//!
+//! It is not a language model and says so. For each request it looks at the end of the
+//! conversation:
+//!
+//! - after tool results, it reports them in plain words (`Done: Counter_increment → …`);
+//! - asked what it is (or for help), it explains itself, lists its tools and how to switch
+//!   to a real provider;
+//! - otherwise it picks the tool whose name and description best match the words of the
+//!   last user message (`@Name` mentions narrow the choice to that charm's tools), fills
+//!   the arguments from the message (see `args`) and calls it; when nothing matches it
+//!   says it cannot help offline.
+
+mod args;
+mod words;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::catalog::naming::sanitize;
+use crate::message::{Part, Role, ToolOutput};
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+
+use self::words::{parse, score};
+
+/// How to switch to a real provider, shown whenever the offline model explains itself.
+const REAL_PROVIDERS: &str = "For a real model, start Trellis with `--model openai:gpt-4o-mini` \
+(needs OPENAI_API_KEY), `--model anthropic:claude-3-5-haiku-latest` (needs ANTHROPIC_API_KEY) \
+or `--model ollama:llama3.2` (a local Ollama server, no key).\n";
+
+/// Questions about the model itself, matched as whole words anywhere in the message.
+const ABOUT_PHRASES: &[&str] = &[
+    "who are you",
+    "what are you",
+    "what can you do",
+    "what do you do",
+    "how do you work",
+    "what model",
+    "which model",
+    "what is this",
+];
+
+/// Messages that, on their own, ask for an introduction.
+const ABOUT_MESSAGES: &[&str] = &["help", "help me", "hi", "hello", "hey"];
+
+/// Longest rendering of a tool result or description quoted back.
+const MAX_QUOTE: usize = 300;
+
+/// Most tools listed in an explanation.
+const MAX_LISTED: usize = 20;
+
+/// Trellis's offline model (`--model offline`): picks tools by matching words.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OfflineModel;
+
+impl OfflineModel {
+    /// The offline model.
+    pub fn new() -> Self {
+        OfflineModel
+    }
+
+    /// Everything the model answers to `request`, in order, ending with a `Finish`.
+    pub fn answer(&self, request: &ModelRequest) -> Vec<ModelEvent> {
+        if let Some(reply) = reply_to_results(request) {
+            return say(&reply);
+        }
+        let user_text = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .unwrap_or_default();
+        if asks_about_itself(&user_text) {
+            return say(&about(&request.tools));
+        }
+        pick_tool(request, &user_text)
+    }
+}
+
+impl Model for OfflineModel {
+    fn name(&self) -> String {
+        "offline".into()
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        let events = self.answer(&request);
+        Box::pin(async move {
+            let stream: EventStream = Box::pin(futures::stream::iter(events.into_iter().map(Ok)));
+            Ok(stream)
+        })
+    }
+}
+
+/// Chooses a tool for `text` and calls it, or explains why it cannot.
+fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
+    let parsed = parse(text);
+    let mentions: Vec<String> = parsed
+        .mentions()
+        .into_iter()
+        .filter(|m| m.chars().any(char::is_alphanumeric))
+        .map(|m| sanitize(m).to_lowercase())
+        .collect();
+    let candidates: Vec<&ToolSpec> = request
+        .tools
+        .iter()
+        .filter(|tool| mentions.is_empty() || mentions.iter().any(|m| mentioned(&tool.name, m)))
+        .collect();
+    if candidates.is_empty() && !mentions.is_empty() {
+        let named = mentions
+            .iter()
+            .map(|m| format!("@{m}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return say(&format!(
+            "I have no tools for {named}.\n{}{REAL_PROVIDERS}",
+            tool_list(&request.tools)
+        ));
+    }
+
+    let stems = parsed.stems();
+    let mut best: Option<(&ToolSpec, words::Score)> = None;
+    for tool in &candidates {
+        let s = score(&stems, tool);
+        if s.total > best.as_ref().map_or(0, |(_, b)| b.total) {
+            best = Some((*tool, s));
+        }
+    }
+    // A mention that leaves exactly one tool is a clear enough choice on its own.
+    if let (None, [only], false) = (&best, &candidates[..], mentions.is_empty()) {
+        best = Some((*only, words::Score::default()));
+    }
+    let Some((tool, chosen)) = best else {
+        return say(&format!(
+            "Sorry, I can't help with that offline. I'm Trellis's offline model: I only pick a \
+             tool by matching the words of your message against tool names and descriptions, \
+             and none matched.\n{}{REAL_PROVIDERS}",
+            tool_list(&request.tools)
+        ));
+    };
+
+    match args::fill(&tool.input_schema, &parsed, &chosen.name_stems) {
+        Ok(arguments) => {
+            let input = serde_json::Value::Object(arguments);
+            let calls_so_far = request
+                .messages
+                .iter()
+                .flat_map(|m| &m.content)
+                .filter(|p| matches!(p, Part::ToolCall { .. }))
+                .count();
+            vec![
+                ModelEvent::TextDelta(format!("Calling {} with {input}.\n", tool.name)),
+                ModelEvent::ToolCall {
+                    id: format!("offline_{}", calls_so_far + 1),
+                    name: tool.name.clone(),
+                    input,
+                },
+                ModelEvent::Finish {
+                    reason: "tool_calls".into(),
+                },
+            ]
+        }
+        Err(missing) => say(&format!(
+            "I would call {}, but I couldn't find {} in your message.\nWrite numbers as \
+             digits and put text in quotes.\n",
+            tool.name,
+            missing.join(" and "),
+        )),
+    }
+}
+
+/// Whether the wire name `tool` belongs to the sanitised, lowercase `mention`: the
+/// sanitised name starts with it, followed by its end or a `_` (so `@Count` is not
+/// `Counter`, and `@Counter.increment` names `Counter_increment`).
+fn mentioned(tool: &str, mention: &str) -> bool {
+    let tool = sanitize(tool).to_lowercase();
+    tool.strip_prefix(mention)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+}
+
+/// Plain words for the tool results ending the conversation, if it ends with them.
+fn reply_to_results(request: &ModelRequest) -> Option<String> {
+    let last = request.messages.last().filter(|m| m.role == Role::Tool)?;
+    let lines: Vec<String> = last
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::ToolResult { name, output, .. } => Some(match output {
+                ToolOutput::Json(value) => format!("Done: {name} → {}\n", render_json(value)),
+                ToolOutput::Text(text) => format!("Done: {name} → {}\n", clip(text.trim())),
+                ToolOutput::ErrorText(error) => {
+                    format!("That failed: {name} → {}\n", clip(error.trim()))
+                }
+            }),
+            _ => None,
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.concat())
+}
+
+/// A tool's JSON output in a few words: its `summary` when it has one.
+fn render_json(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value.get("summary").unwrap_or(value) {
+        Value::String(s) => clip(s),
+        Value::Array(items) if items.iter().all(Value::is_string) => clip(
+            &items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        Value::Null => "done".into(),
+        other => clip(&other.to_string()),
+    }
+}
+
+/// Whether `text` asks what the model is or for help (an empty message counts; a bare
+/// `@mention` does not: it picks that charm's tool).
+fn asks_about_itself(text: &str) -> bool {
+    let tokens = parse(text).tokens;
+    if tokens.is_empty() {
+        return true;
+    }
+    let words: Vec<String> = tokens
+        .into_iter()
+        .filter_map(|(t, _)| match t {
+            words::Token::Word(w) => Some(w),
+            _ => None,
+        })
+        .collect();
+    let joined = words.join(" ");
+    let padded = format!(" {joined} ");
+    ABOUT_MESSAGES.contains(&joined.as_str())
+        || ABOUT_PHRASES
+            .iter()
+            .any(|p| padded.contains(&format!(" {p} ")))
+}
+
+/// The honest introduction.
+fn about(tools: &[ToolSpec]) -> String {
+    format!(
+        "I'm Trellis's offline model, not a language model: I run without network or API key.\n\
+         I pick a tool by matching the words of your message against tool names and \
+         descriptions, and fill its arguments from your message (numbers as digits, text in \
+         quotes, yes/no, option names). Mention a charm with @Name to narrow the choice.\n\
+         {}{REAL_PROVIDERS}",
+        tool_list(tools)
+    )
+}
+
+/// The tools, one line each.
+fn tool_list(tools: &[ToolSpec]) -> String {
+    if tools.is_empty() {
+        return "I have no tools right now: @-mention a charm to give me its handlers.\n".into();
+    }
+    let mut list = String::from("Tools I can call:\n");
+    for tool in tools.iter().take(MAX_LISTED) {
+        let description = tool.description.lines().next().unwrap_or_default().trim();
+        list.push_str(&format!("- {}: {}\n", tool.name, clip(description)));
+    }
+    if tools.len() > MAX_LISTED {
+        list.push_str(&format!("- … and {} more\n", tools.len() - MAX_LISTED));
+    }
+    list
+}
+
+/// `text` cut to [`MAX_QUOTE`] characters.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTE) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// `text` streamed a line at a time, then `Finish { reason: "stop" }`.
+fn say(text: &str) -> Vec<ModelEvent> {
+    text.split_inclusive('\n')
+        .map(|line| ModelEvent::TextDelta(line.to_owned()))
+        .chain([ModelEvent::Finish {
+            reason: "stop".into(),
+        }])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::Message;
+
+    fn tool(name: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema: schema,
+        }
+    }
+
+    fn amount() -> serde_json::Value {
+        json!({ "type": "object", "properties": { "amount": { "type": "integer", "default": 1 } } })
+    }
+
+    fn counter_tools(charm: &str) -> Vec<ToolSpec> {
+        vec![
+            tool(
+                &format!("{charm}_increment"),
+                "Increase the count by `amount` (default 1).",
+                amount(),
+            ),
+            tool(
+                &format!("{charm}_decrement"),
+                "Decrease the count by `amount` (default 1).",
+                amount(),
+            ),
+            tool(
+                &format!("{charm}_reset"),
+                "Set the count back to zero.",
+                json!({ "type": "object", "properties": {} }),
+            ),
+        ]
+    }
+
+    fn notes_tool() -> ToolSpec {
+        let schema = json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] });
+        tool("Notes_addNote", "Add a note to the list.", schema)
+    }
+
+    fn ask(tools: Vec<ToolSpec>, text: &str) -> Vec<ModelEvent> {
+        OfflineModel.answer(&ModelRequest {
+            messages: vec![Message::user(text)],
+            tools,
+            ..Default::default()
+        })
+    }
+
+    fn call_of(events: &[ModelEvent]) -> Option<(String, serde_json::Value)> {
+        events.iter().find_map(|e| match e {
+            ModelEvent::ToolCall { name, input, .. } => Some((name.clone(), input.clone())),
+            _ => None,
+        })
+    }
+
+    fn text_of(events: &[ModelEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn finish_of(events: &[ModelEvent]) -> Option<&str> {
+        match events.last() {
+            Some(ModelEvent::Finish { reason }) => Some(reason),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn mention_and_verb_pick_increment_with_its_amount() {
+        let events = ask(counter_tools("Counter"), "@Counter add 5");
+        assert_eq!(
+            call_of(&events),
+            Some(("Counter_increment".into(), json!({ "amount": 5 })))
+        );
+        assert_eq!(
+            events[0],
+            ModelEvent::TextDelta("Calling Counter_increment with {\"amount\":5}.\n".into())
+        );
+        assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_1"));
+        assert_eq!(finish_of(&events), Some("tool_calls"));
+        let events = ask(counter_tools("Counter"), "please subtract 2");
+        assert_eq!(
+            call_of(&events),
+            Some(("Counter_decrement".into(), json!({ "amount": 2 })))
+        );
+        let events = ask(counter_tools("Counter"), "reset the counter");
+        assert_eq!(call_of(&events), Some(("Counter_reset".into(), json!({}))));
+    }
+
+    #[test]
+    fn dice_get_both_numbers() {
+        let schema = json!({ "type": "object", "properties": {
+            "count": { "type": "integer" }, "sides": { "type": "integer" } }, "required": ["count", "sides"] });
+        let mut tools = counter_tools("Counter");
+        tools.push(tool(
+            "Dice_roll",
+            "Roll `count` dice with `sides` sides.",
+            schema,
+        ));
+        let events = ask(tools.clone(), "roll 3 dice with 6 sides");
+        assert_eq!(
+            call_of(&events),
+            Some(("Dice_roll".into(), json!({ "count": 3, "sides": 6 })))
+        );
+        // Without names next to them, numbers go in schema property order.
+        let events = ask(tools, "throw 2 d 20");
+        assert_eq!(
+            call_of(&events),
+            Some(("Dice_roll".into(), json!({ "count": 2, "sides": 20 })))
+        );
+    }
+
+    #[test]
+    fn quoted_text_fills_a_note() {
+        let mut tools = counter_tools("Counter");
+        tools.push(notes_tool());
+        let events = ask(tools.clone(), "add a note \"buy milk\"");
+        assert_eq!(
+            call_of(&events),
+            Some(("Notes_addNote".into(), json!({ "text": "buy milk" })))
+        );
+        let events = ask(tools, "@Notes add a note");
+        assert_eq!(call_of(&events), None);
+        assert!(text_of(&events).contains("`text`"), "{}", text_of(&events));
+    }
+
+    #[test]
+    fn unmatched_messages_get_an_honest_no() {
+        let events = ask(counter_tools("Counter"), "what's the weather in Paris?");
+        let text = text_of(&events);
+        assert_eq!(call_of(&events), None);
+        assert!(text.contains("can't help with that offline"), "{text}");
+        assert!(
+            text.contains("- Counter_reset: Set the count back to zero."),
+            "{text}"
+        );
+        assert!(text.contains("--model openai:gpt-4o-mini"), "{text}");
+        assert_eq!(finish_of(&events), Some("stop"));
+        assert!(events.len() > 3, "text streams in several deltas");
+    }
+
+    #[test]
+    fn explains_itself() {
+        for question in ["What are you?", "who are you", "help", "what can you do"] {
+            let text = text_of(&ask(counter_tools("Counter"), question));
+            for needle in [
+                "offline model",
+                "matching the words",
+                "Counter_increment",
+                "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "ollama:llama3.2",
+            ] {
+                assert!(
+                    text.contains(needle),
+                    "{question}: {needle} missing in {text}"
+                );
+            }
+        }
+        assert!(text_of(&ask(vec![], "help")).contains("no tools right now"));
+        assert!(!asks_about_itself("what are your tools good for"));
+    }
+
+    #[test]
+    fn answers_from_tool_results() {
+        let call = Message {
+            role: Role::Assistant,
+            content: vec![Part::ToolCall {
+                id: "offline_1".into(),
+                name: "Counter_increment".into(),
+                input: json!({ "amount": 2 }),
+            }],
+        };
+        let result = |output| Message {
+            role: Role::Tool,
+            content: vec![Part::ToolResult {
+                id: "offline_1".into(),
+                name: "Counter_increment".into(),
+                output,
+            }],
+        };
+        let answer = |output| {
+            let messages = vec![
+                Message::user("@Counter add 2"),
+                call.clone(),
+                result(output),
+            ];
+            let events = OfflineModel.answer(&ModelRequest {
+                messages,
+                tools: counter_tools("Counter"),
+                ..Default::default()
+            });
+            assert_eq!(finish_of(&events), Some("stop"));
+            text_of(&events)
+        };
+        let summary = json!({ "result": { "count": 5 }, "summary": "count: 3 → 5" });
+        assert_eq!(
+            answer(ToolOutput::Json(summary)),
+            "Done: Counter_increment → count: 3 → 5\n"
+        );
+        assert_eq!(
+            answer(ToolOutput::Json(json!({ "count": 5 }))),
+            "Done: Counter_increment → {\"count\":5}\n"
+        );
+        assert_eq!(
+            answer(ToolOutput::Text("ok".into())),
+            "Done: Counter_increment → ok\n"
+        );
+        assert_eq!(
+            answer(ToolOutput::ErrorText("amount must be an integer".into())),
+            "That failed: Counter_increment → amount must be an integer\n"
+        );
+
+        // A new request after the answer numbers its call after the earlier one.
+        let messages = vec![
+            Message::user("add 1"),
+            call,
+            result(ToolOutput::Text("ok".into())),
+            Message::user("add 2"),
+        ];
+        let events = OfflineModel.answer(&ModelRequest {
+            messages,
+            tools: counter_tools("Counter"),
+            ..Default::default()
+        });
+        assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_2"));
+    }
+
+    #[test]
+    fn mentions_restrict_to_one_charm() {
+        let mut tools = counter_tools("Counter");
+        tools.extend(counter_tools("Tally"));
+        assert_eq!(
+            call_of(&ask(tools.clone(), "@tally, add 4")),
+            Some(("Tally_increment".into(), json!({ "amount": 4 })))
+        );
+        assert_eq!(
+            call_of(&ask(tools.clone(), "add 4")),
+            Some(("Counter_increment".into(), json!({ "amount": 4 })))
+        );
+        let events = ask(tools.clone(), "@Count add 4");
+        assert_eq!(call_of(&events), None);
+        assert!(
+            text_of(&events).contains("no tools for @count"),
+            "{}",
+            text_of(&events)
+        );
+        // Suffixed wire names of two charms named alike still match the mention.
+        let twins = vec![
+            notes_tool(),
+            tool("Counter_increment-0a1b2c", "Increase the count.", amount()),
+        ];
+        assert_eq!(
+            call_of(&ask(twins.clone(), "@Counter.increment-0a1b2c")),
+            Some(("Counter_increment-0a1b2c".into(), json!({ "amount": 1 })))
+        );
+        assert_eq!(
+            call_of(&ask(twins, "@Counter bump")),
+            Some(("Counter_increment-0a1b2c".into(), json!({ "amount": 1 })))
+        );
+    }
+
+    #[test]
+    fn random_messages_always_end_with_a_finish() {
+        let pieces = [
+            "@",
+            "@Counter",
+            "\"",
+            "'",
+            "“",
+            "-",
+            "-3",
+            "2.5",
+            ".",
+            "add",
+            "note",
+            "ïñ",
+            "日本",
+            " ",
+            "  ",
+            "yes",
+            "what are you",
+            "roll",
+            "\u{0}",
+            "é'",
+            "'x'",
+        ];
+        let mut tools = counter_tools("Counter");
+        tools.push(notes_tool());
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        for _ in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..8 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            let events = ask(tools.clone(), &text);
+            assert!(finish_of(&events).is_some(), "{text:?}");
+            assert!(
+                events
+                    .iter()
+                    .all(|e| !matches!(e, ModelEvent::TextDelta(t) if t.is_empty())),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn streams_through_the_model_trait() {
+        let model = OfflineModel::new();
+        assert_eq!(model.name(), "offline");
+        let request = ModelRequest {
+            messages: vec![Message::user("@Counter add 5")],
+            tools: counter_tools("Counter"),
+            ..Default::default()
+        };
+        let events: Vec<ModelEvent> = futures::executor::block_on(async {
+            use futures::StreamExt;
+            let stream = model.stream(request).await.expect("offline never fails");
+            stream.map(|e| e.expect("no stream errors")).collect().await
+        });
+        assert_eq!(
+            call_of(&events),
+            Some(("Counter_increment".into(), json!({ "amount": 5 })))
+        );
+    }
+}

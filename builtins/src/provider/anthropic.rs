@@ -1,0 +1,639 @@
+//! Anthropic Messages API, streamed.
+//!
+//! [`AnthropicModel`] sends the request; [`AnthropicStreamParser`] is the pure parser of
+//! the stream's events, usable without HTTP.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::{json, Map, Value};
+
+use super::http::{self, HttpSettings, ParseError, StreamParser};
+use super::sse::{truncate, SseEvent};
+use crate::message::{Message, Part, Role};
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+
+/// Anthropic's API, used when `ANTHROPIC_BASE_URL` is not set.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The API version header this adapter speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Where and how to reach the Anthropic Messages API.
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// Base URL without the version (`https://api.anthropic.com`); the adapter appends
+    /// `/v1/messages`.
+    pub base_url: String,
+    /// Sent as `x-api-key`.
+    pub api_key: String,
+    /// The model name (`claude-sonnet-4-5`).
+    pub model: String,
+    /// `max_tokens` when the request has none (the API requires one).
+    pub default_max_tokens: u32,
+    /// Timeouts and retries.
+    pub http: HttpSettings,
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"<redacted>")
+            .field("model", &self.model)
+            .field("default_max_tokens", &self.default_max_tokens)
+            .field("http", &self.http)
+            .finish()
+    }
+}
+
+impl AnthropicConfig {
+    /// Keyed by `ANTHROPIC_API_KEY`, at `ANTHROPIC_BASE_URL` (default
+    /// [`ANTHROPIC_BASE_URL`]); `env` looks variables up.
+    pub fn from_env(model: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let non_empty = |var: &str| {
+            env(var)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let api_key = non_empty("ANTHROPIC_API_KEY").ok_or_else(|| ModelError::MissingKey {
+            var: "ANTHROPIC_API_KEY".to_string(),
+            provider: "anthropic".to_string(),
+        })?;
+        Ok(AnthropicConfig {
+            base_url: non_empty("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|| ANTHROPIC_BASE_URL.to_string()),
+            api_key,
+            model: model.to_string(),
+            default_max_tokens: 4096,
+            http: HttpSettings::default(),
+        })
+    }
+}
+
+/// A Claude model behind the Anthropic Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicModel {
+    config: AnthropicConfig,
+    client: reqwest::Client,
+}
+
+impl AnthropicModel {
+    /// A model using `config`.
+    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
+        let client = super::http_client("anthropic")?;
+        Ok(AnthropicModel { config, client })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
+        let body = request_body(&self.config.model, self.config.default_max_tokens, &request);
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let response = http::send_with_retries("anthropic", &self.config.http, || {
+            self.client
+                .post(&url)
+                .header("x-api-key", &self.config.api_key)
+                .header("anthropic-version", ANTHROPIC_VERSION)
+                .header(reqwest::header::ACCEPT, "text/event-stream")
+                .json(&body)
+        })
+        .await?;
+        Ok(http::event_stream(
+            "anthropic".to_string(),
+            response.bytes_stream(),
+            AnthropicStreamParser::new(),
+            self.config.http.idle_timeout,
+        ))
+    }
+}
+
+impl Model for AnthropicModel {
+    fn name(&self) -> String {
+        format!("anthropic:{}", self.config.model)
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        Box::pin(self.start(request))
+    }
+}
+
+/// The JSON body of a streamed Messages request.
+pub fn request_body(model: &str, default_max_tokens: u32, request: &ModelRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert(
+        "max_tokens".into(),
+        json!(request.max_tokens.unwrap_or(default_max_tokens)),
+    );
+    body.insert("stream".into(), json!(true));
+    if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
+        body.insert("system".into(), json!(system));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(translate_messages(&request.messages)),
+    );
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Value::Object(body)
+}
+
+/// Our messages as Anthropic turns: tool results go in user turns as `tool_result`
+/// blocks (before any text, as the API requires), consecutive turns of one role are
+/// merged, empty text is dropped and turns left empty are skipped.
+fn translate_messages(messages: &[Message]) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let role = match message.role {
+            Role::Assistant => "assistant",
+            Role::User | Role::Tool => "user",
+        };
+        let mut blocks = Vec::new();
+        for part in &message.content {
+            match part {
+                Part::Text { text } if text.trim().is_empty() => {}
+                Part::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+                Part::ToolCall { id, name, input } => {
+                    blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input_object(input)}))
+                }
+                Part::ToolResult { id, output, .. } => {
+                    let mut block = json!({
+                        "type": "tool_result",
+                        "tool_use_id": id,
+                        "content": http::tool_output_text(output, false),
+                    });
+                    if matches!(output, crate::message::ToolOutput::ErrorText(_)) {
+                        block["is_error"] = json!(true);
+                    }
+                    blocks.push(block);
+                }
+            }
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            if role == "user" {
+                // Stable: results keep their order, text keeps its order after them.
+                blocks
+                    .sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
+            }
+            json!({"role": role, "content": blocks})
+        })
+        .collect()
+}
+
+/// `tool_use.input` must be an object: anything else (arguments that were not JSON) is
+/// wrapped so the model still sees what it sent.
+fn input_object(input: &Value) -> Value {
+    match input {
+        Value::Object(_) => input.clone(),
+        other => json!({"value": other}),
+    }
+}
+
+/// Pure parser of an Anthropic Messages stream.
+///
+/// Feed it each event's JSON payload with [`AnthropicStreamParser::push_data`] (the
+/// payload's `type` names the event, so the SSE `event:` line is not needed). Text
+/// deltas come out as they arrive; a tool call comes out at its `content_block_stop`
+/// with its `input_json_delta` fragments concatenated and parsed; `message_stop` ends
+/// the answer with [`ModelEvent::Finish`], whose reason uses the common vocabulary
+/// (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens` → `length`).
+///
+/// ```
+/// use trellis_builtins::model::ModelEvent;
+/// use trellis_builtins::provider::anthropic::AnthropicStreamParser;
+///
+/// let mut parser = AnthropicStreamParser::new();
+/// let mut events = Vec::new();
+/// for data in [
+///     r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"add","input":{}}}"#,
+///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
+///     r#"{"type":"content_block_stop","index":0}"#,
+/// ] {
+///     events.extend(parser.push_data(data).unwrap());
+/// }
+/// assert_eq!(
+///     events,
+///     vec![ModelEvent::ToolCall { id: "t1".into(), name: "add".into(), input: serde_json::json!({"a": 1}) }]
+/// );
+/// ```
+#[derive(Debug, Default)]
+pub struct AnthropicStreamParser {
+    tool_blocks: BTreeMap<u64, ToolBlock>,
+    stop_reason: Option<String>,
+    calls_emitted: bool,
+    done: bool,
+}
+
+#[derive(Debug)]
+struct ToolBlock {
+    id: String,
+    name: String,
+    /// `input` of `content_block_start`; used only when no fragments follow.
+    initial: Value,
+    json: String,
+}
+
+impl AnthropicStreamParser {
+    /// A parser at the start of an answer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Handles one event payload.
+    pub fn push_data(&mut self, data: &str) -> Result<Vec<ModelEvent>, ParseError> {
+        self.push_typed(None, data)
+    }
+
+    fn push_typed(
+        &mut self,
+        sse_event: Option<&str>,
+        data: &str,
+    ) -> Result<Vec<ModelEvent>, ParseError> {
+        let malformed =
+            |what: &str| ParseError::Malformed(format!("{what}: {}", truncate(data, 200)));
+        let payload: Value = serde_json::from_str(data)
+            .map_err(|e| malformed(&format!("event is not JSON ({e})")))?;
+        if !payload.is_object() {
+            return Err(malformed("event is not a JSON object"));
+        }
+        let kind = payload
+            .get("type")
+            .and_then(Value::as_str)
+            .or(sse_event)
+            .unwrap_or_default();
+        let index = || {
+            payload
+                .get("index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| malformed("event has no index"))
+        };
+        let mut events = Vec::new();
+        match kind {
+            "content_block_start" => {
+                let block = payload
+                    .get("content_block")
+                    .ok_or_else(|| malformed("no content_block"))?;
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => push_text(&mut events, block.get("text")),
+                    Some("tool_use") => {
+                        let index = index()?;
+                        let name = block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .filter(|n| !n.is_empty())
+                            .ok_or_else(|| malformed("tool_use block has no name"))?;
+                        let id = block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .map_or_else(|| format!("toolu_{index}"), str::to_string);
+                        let initial = block.get("input").cloned().unwrap_or(Value::Null);
+                        self.tool_blocks.insert(
+                            index,
+                            ToolBlock {
+                                id,
+                                name: name.to_string(),
+                                initial,
+                                json: String::new(),
+                            },
+                        );
+                    }
+                    // Thinking and server-side tool blocks are not part of the answer's text.
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta = payload.get("delta").ok_or_else(|| malformed("no delta"))?;
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => push_text(&mut events, delta.get("text")),
+                    Some("input_json_delta") => {
+                        let index = index()?;
+                        let fragment = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        let block = self.tool_blocks.get_mut(&index).ok_or_else(|| {
+                            malformed("input_json_delta for a block that is not a started tool_use")
+                        })?;
+                        block.json.push_str(fragment);
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(block) = self.tool_blocks.remove(&index()?) {
+                    events.push(self.tool_call(block));
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = payload
+                    .pointer("/delta/stop_reason")
+                    .and_then(Value::as_str)
+                {
+                    self.stop_reason = Some(reason.to_string());
+                }
+            }
+            "message_stop" => {
+                // Blocks never stopped still count: the message is over.
+                for block in std::mem::take(&mut self.tool_blocks).into_values() {
+                    events.push(self.tool_call(block));
+                }
+                let reason = match self.stop_reason.as_deref() {
+                    Some("end_turn") | Some("stop_sequence") => "stop",
+                    Some("tool_use") => "tool_calls",
+                    Some("max_tokens") => "length",
+                    Some(other) => other,
+                    None if self.calls_emitted => "tool_calls",
+                    None => "stop",
+                };
+                events.push(ModelEvent::Finish {
+                    reason: reason.to_string(),
+                });
+                self.done = true;
+            }
+            "error" => {
+                let error = payload.get("error").unwrap_or(&payload);
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
+                let text = match error.get("type").and_then(Value::as_str) {
+                    Some(kind) => format!("{kind}: {message}"),
+                    None => message.to_string(),
+                };
+                return Err(ParseError::Provider(text));
+            }
+            // `message_start`, `ping`, and event types added later carry nothing we use.
+            _ => {}
+        }
+        Ok(events)
+    }
+
+    fn tool_call(&mut self, block: ToolBlock) -> ModelEvent {
+        self.calls_emitted = true;
+        let input = if block.json.trim().is_empty() {
+            match block.initial {
+                Value::Object(map) if !map.is_empty() => Value::Object(map),
+                _ => Value::Object(Map::new()),
+            }
+        } else {
+            http::parse_arguments(&block.json)
+        };
+        ModelEvent::ToolCall {
+            id: block.id,
+            name: block.name,
+            input,
+        }
+    }
+}
+
+fn push_text(events: &mut Vec<ModelEvent>, text: Option<&Value>) {
+    if let Some(text) = text.and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        events.push(ModelEvent::TextDelta(text.to_string()));
+    }
+}
+
+impl StreamParser for AnthropicStreamParser {
+    fn push(&mut self, event: &SseEvent) -> Result<Vec<ModelEvent>, ParseError> {
+        self.push_typed(event.event.as_deref(), &event.data)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError> {
+        if self.done {
+            Ok(Vec::new())
+        } else {
+            Err(ParseError::Malformed(
+                "the stream ended before message_stop".into(),
+            ))
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+mod tests {
+    use super::*;
+    use crate::message::ToolOutput;
+    use crate::model::ToolSpec;
+
+    fn run(payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
+        let mut parser = AnthropicStreamParser::new();
+        let mut events = Vec::new();
+        for payload in payloads {
+            events.extend(parser.push_data(payload)?);
+        }
+        events.extend(StreamParser::finish(&mut parser)?);
+        Ok(events)
+    }
+
+    fn tool_stream(fragments: &[&str]) -> Vec<String> {
+        let mut payloads = vec![
+            json!({"type": "message_start", "message": {}}).to_string(),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}).to_string(),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Sure."}}).to_string(),
+            json!({"type": "content_block_stop", "index": 0}).to_string(),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}}}).to_string(),
+        ];
+        for fragment in fragments {
+            payloads.push(
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": fragment}})
+                    .to_string(),
+            );
+        }
+        payloads.push(json!({"type": "content_block_stop", "index": 1}).to_string());
+        payloads.push(
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}).to_string(),
+        );
+        payloads.push(json!({"type": "message_stop"}).to_string());
+        payloads
+    }
+
+    #[test]
+    fn arguments_split_at_every_offset() {
+        let args = r#"{"city": "Zürich", "days": [1, 2], "units": {"t": "C"}}"#;
+        let expected: Value = serde_json::from_str(args).unwrap();
+        for cut in (0..=args.len()).filter(|&c| args.is_char_boundary(c)) {
+            let (a, b) = args.split_at(cut);
+            let events = run(&tool_stream(&["", a, b])).unwrap();
+            assert_eq!(
+                events,
+                vec![
+                    ModelEvent::TextDelta("Sure.".into()),
+                    ModelEvent::ToolCall {
+                        id: "t".into(),
+                        name: "f".into(),
+                        input: expected.clone()
+                    },
+                    ModelEvent::Finish {
+                        reason: "tool_calls".into()
+                    },
+                ],
+                "split at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_fragments_or_empty_fragment_is_empty_object() {
+        for fragments in [&[][..], &[""][..], &["", ""][..]] {
+            let events = run(&tool_stream(fragments)).unwrap();
+            assert_eq!(
+                events[1],
+                ModelEvent::ToolCall {
+                    id: "t".into(),
+                    name: "f".into(),
+                    input: json!({})
+                }
+            );
+        }
+        let events = run(&tool_stream(&["{\"a\": tru"])).unwrap();
+        assert_eq!(
+            events[1],
+            ModelEvent::ToolCall {
+                id: "t".into(),
+                name: "f".into(),
+                input: json!("{\"a\": tru")
+            }
+        );
+    }
+
+    #[test]
+    fn stop_reasons_are_normalised() {
+        for (wire, ours) in [
+            ("end_turn", "stop"),
+            ("max_tokens", "length"),
+            ("refusal", "refusal"),
+        ] {
+            let events = run(&[
+                json!({"type": "message_delta", "delta": {"stop_reason": wire}}).to_string(),
+                json!({"type": "message_stop"}).to_string(),
+            ])
+            .unwrap();
+            assert_eq!(
+                events,
+                vec![ModelEvent::Finish {
+                    reason: ours.into()
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            run(&[json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string()]),
+            Err(ParseError::Provider("overloaded_error: Overloaded".into()))
+        );
+        assert!(matches!(
+            run(&["nope".into()]),
+            Err(ParseError::Malformed(_))
+        ));
+        assert!(matches!(
+            run(&[json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{"}}).to_string()]),
+            Err(ParseError::Malformed(_))
+        ));
+        // Cut off before message_stop.
+        let mut cut = tool_stream(&["{}"]);
+        cut.pop();
+        assert!(matches!(run(&cut), Err(ParseError::Malformed(_))));
+    }
+
+    #[test]
+    fn body_translates_messages() {
+        let request = ModelRequest {
+            system: Some("Be brief.".into()),
+            messages: vec![
+                Message::user("Read a.txt"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        Part::Text {
+                            text: String::new(),
+                        },
+                        Part::ToolCall {
+                            id: "c1".into(),
+                            name: "read_file".into(),
+                            input: json!({"path": "a.txt"}),
+                        },
+                        Part::ToolCall {
+                            id: "c2".into(),
+                            name: "bad".into(),
+                            input: json!("{oops"),
+                        },
+                    ],
+                },
+                Message {
+                    role: Role::Tool,
+                    content: vec![
+                        Part::ToolResult {
+                            id: "c1".into(),
+                            name: "read_file".into(),
+                            output: ToolOutput::Text("hi".into()),
+                        },
+                        Part::ToolResult {
+                            id: "c2".into(),
+                            name: "bad".into(),
+                            output: ToolOutput::ErrorText("invalid arguments".into()),
+                        },
+                    ],
+                },
+                Message::user("and then?"),
+            ],
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            max_tokens: None,
+        };
+        assert_eq!(
+            request_body("claude", 1000, &request),
+            json!({
+                "model": "claude",
+                "max_tokens": 1000,
+                "stream": true,
+                "system": "Be brief.",
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a.txt"}},
+                        {"type": "tool_use", "id": "c2", "name": "bad", "input": {"value": "{oops"}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "c1", "content": "hi"},
+                        {"type": "tool_result", "tool_use_id": "c2", "content": "invalid arguments", "is_error": true},
+                        {"type": "text", "text": "and then?"},
+                    ]},
+                ],
+                "tools": [{"name": "read_file", "description": "Reads", "input_schema": {"type": "object"}}],
+            })
+        );
+    }
+}

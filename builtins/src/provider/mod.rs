@@ -1,0 +1,80 @@
+//! LLM provider adapters, and the model string (`--model`) that picks one.
+//!
+//! - [`openai`]: OpenAI-compatible chat completions (OpenAI, Ollama, llama.cpp, vLLM).
+//! - [`anthropic`]: Anthropic Messages.
+//! - [`sse`]: the Server-Sent Events decoder both use.
+//! - [`http`]: timeouts, retries with backoff, error bodies, and the stream driver.
+//!
+//! Each adapter is split into a request builder, an HTTP layer, and a pure stream parser
+//! (SSE payloads in, [`crate::model::ModelEvent`]s out) that tests and fuzzers drive
+//! without a network.
+
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+pub mod sse;
+
+use std::sync::Arc;
+
+use crate::model::{Model, ModelError};
+
+pub use anthropic::{AnthropicConfig, AnthropicModel};
+pub use http::{HttpSettings, RetryPolicy};
+pub use openai::{OpenAiConfig, OpenAiModel};
+
+/// The model a `--model` string names, with keys and base URLs from the process
+/// environment.
+///
+/// Accepted: `offline`, `scripted:PATH`, `openai:MODEL`, `anthropic:MODEL`,
+/// `ollama:MODEL`. A provider whose key is not set fails here, before any request.
+///
+/// ```
+/// use trellis_builtins::model::ModelError;
+/// use trellis_builtins::provider::model_from_str;
+///
+/// assert!(matches!(model_from_str("gpt-4o"), Err(ModelError::UnknownModel(_))));
+/// ```
+pub fn model_from_str(spec: &str) -> Result<Arc<dyn Model>, ModelError> {
+    model_from_str_with_env(spec, &|var| std::env::var(var).ok())
+}
+
+/// [`model_from_str`] with environment variables looked up through `env`, so callers
+/// and tests control keys and base URLs without touching the process environment.
+pub fn model_from_str_with_env(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Model>, ModelError> {
+    let spec = spec.trim();
+    if spec == "offline" {
+        return offline_model();
+    }
+    let unknown = || ModelError::UnknownModel(spec.to_string());
+    let (kind, rest) = spec.split_once(':').ok_or_else(unknown)?;
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Err(unknown());
+    }
+    Ok(match kind {
+        "openai" => Arc::new(OpenAiModel::new(OpenAiConfig::openai(rest, env)?)?),
+        "ollama" => Arc::new(OpenAiModel::new(OpenAiConfig::ollama(rest, env))?),
+        "anthropic" => Arc::new(AnthropicModel::new(AnthropicConfig::from_env(rest, env)?)?),
+        "scripted" => Arc::new(crate::scripted::ScriptedModel::from_file(rest)?),
+        _ => return Err(unknown()),
+    })
+}
+
+/// The embedded offline model (no network, no key).
+fn offline_model() -> Result<Arc<dyn Model>, ModelError> {
+    Ok(Arc::new(crate::offline::OfflineModel::new()))
+}
+
+/// The HTTP client the adapters share the settings of.
+pub(crate) fn http_client(provider: &str) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ModelError::Network {
+            provider: provider.to_string(),
+            message: format!("could not set up the HTTP client: {e}"),
+        })
+}

@@ -1,0 +1,375 @@
+//! A model that replays a script of turns: deterministic answers for tests and demos.
+//!
+//! A script is a JSON array; each request consumes the next turn:
+//!
+//! ```json
+//! [
+//!   {"tool_calls": [{"name": "Counter.increment", "arguments": {"by": 2}}], "text": "Adding two."},
+//!   {"text": "Done: the counter is at 2."}
+//! ]
+//! ```
+//!
+//! Tool names may be wire names or display names (`Counter.increment`); a display name is
+//! resolved against the tools of the request (see [`ScriptedModel`]).
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+
+/// One scripted answer: text, tool calls, or both (text is streamed first).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// The answer's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Tools to call, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptedCall>,
+}
+
+/// One scripted tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    /// Wire name or display name of the tool.
+    pub name: String,
+    /// The arguments; `{}` when left out.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+impl Turn {
+    /// A turn that only answers `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Turn {
+            text: Some(text.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// A turn that only calls one tool.
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
+        Turn::default().with_tool_call(name, arguments)
+    }
+
+    /// This turn with one more tool call.
+    pub fn with_tool_call(mut self, name: impl Into<String>, arguments: Value) -> Self {
+        self.tool_calls.push(ScriptedCall {
+            name: name.into(),
+            arguments,
+        });
+        self
+    }
+}
+
+/// Replays [`Turn`]s, one per request.
+///
+/// Tool names are resolved against the request's tools: an exact wire name wins; else
+/// the name sanitised like wire names (every character outside `[a-zA-Z0-9_-]` becomes
+/// `_`) is matched as a prefix of a wire name (an exact match first, then the shortest);
+/// else the name is passed through unchanged, so the dialog can answer "unknown tool".
+/// Call ids are `call_1`, `call_2`, ... across the whole script.
+///
+/// ```
+/// use futures::StreamExt;
+/// use trellis_builtins::model::{Model, ModelEvent, ModelRequest};
+/// use trellis_builtins::scripted::{ScriptedModel, Turn};
+///
+/// # futures::executor::block_on(async {
+/// let model = ScriptedModel::from_turns(vec![Turn::text("Hello there")]);
+/// let events: Vec<_> = model.stream(ModelRequest::default()).await.unwrap().collect().await;
+/// let text: String = events
+///     .iter()
+///     .filter_map(|e| match e {
+///         Ok(ModelEvent::TextDelta(t)) => Some(t.as_str()),
+///         _ => None,
+///     })
+///     .collect();
+/// assert_eq!(text, "Hello there");
+/// assert!(model.stream(ModelRequest::default()).await.is_err()); // used up
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct ScriptedModel {
+    /// Where the script came from, for the model name and errors.
+    source: Option<String>,
+    turns: Vec<Turn>,
+    next_turn: AtomicUsize,
+    next_call: AtomicU64,
+}
+
+impl ScriptedModel {
+    /// A model replaying `turns`.
+    pub fn from_turns(turns: Vec<Turn>) -> Self {
+        ScriptedModel {
+            source: None,
+            turns,
+            next_turn: AtomicUsize::new(0),
+            next_call: AtomicU64::new(1),
+        }
+    }
+
+    /// A model replaying the JSON script at `path`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ModelError::Script(format!("cannot read script {}: {e}", path.display()))
+        })?;
+        let mut model = Self::from_json(&text).map_err(|e| match e {
+            ModelError::Script(message) => {
+                ModelError::Script(format!("{}: {message}", path.display()))
+            }
+            other => other,
+        })?;
+        model.source = Some(path.display().to_string());
+        Ok(model)
+    }
+
+    /// A model replaying the JSON script `json`.
+    pub fn from_json(json: &str) -> Result<Self, ModelError> {
+        let turns: Vec<Turn> = serde_json::from_str(json).map_err(|e| {
+            ModelError::Script(format!(
+                "not a valid script ({e}); expected a JSON array of turns such as \
+                 [{{\"text\": \"...\"}}, {{\"tool_calls\": [{{\"name\": \"...\", \"arguments\": {{}}}}]}}]"
+            ))
+        })?;
+        Ok(Self::from_turns(turns))
+    }
+
+    /// Turns not yet replayed.
+    pub fn remaining(&self) -> usize {
+        self.turns
+            .len()
+            .saturating_sub(self.next_turn.load(Ordering::SeqCst))
+    }
+
+    fn answer(&self, request: &ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
+        let index = self.next_turn.fetch_add(1, Ordering::SeqCst);
+        let turn = self.turns.get(index).ok_or_else(|| {
+            let source = self.source.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
+            ModelError::Script(format!(
+                "the script{source} is used up: it has {} turn(s) and the model was asked for turn {}; \
+                 add a turn to the script",
+                self.turns.len(),
+                index.saturating_add(1)
+            ))
+        })?;
+        let mut events: Vec<ModelEvent> = text_deltas(turn.text.as_deref().unwrap_or_default())
+            .into_iter()
+            .map(ModelEvent::TextDelta)
+            .collect();
+        for call in &turn.tool_calls {
+            let number = self.next_call.fetch_add(1, Ordering::SeqCst);
+            events.push(ModelEvent::ToolCall {
+                id: format!("call_{number}"),
+                name: resolve_tool_name(&call.name, &request.tools),
+                input: call.arguments.clone(),
+            });
+        }
+        let reason = if turn.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        events.push(ModelEvent::Finish {
+            reason: reason.to_string(),
+        });
+        Ok(events)
+    }
+}
+
+impl Model for ScriptedModel {
+    fn name(&self) -> String {
+        match &self.source {
+            Some(source) => format!("scripted:{source}"),
+            None => "scripted".to_string(),
+        }
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        let answer = self.answer(&request);
+        Box::pin(async move {
+            let events = answer?;
+            let stream: EventStream = Box::pin(futures::stream::iter(events.into_iter().map(Ok)));
+            Ok(stream)
+        })
+    }
+}
+
+/// The wire name `name` refers to among `tools` (see [`ScriptedModel`]).
+pub fn resolve_tool_name(name: &str, tools: &[ToolSpec]) -> String {
+    if tools.iter().any(|t| t.name == name) {
+        return name.to_string();
+    }
+    let sanitised: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    tools
+        .iter()
+        .filter(|t| t.name.starts_with(&sanitised))
+        .min_by_key(|t| t.name.len())
+        .map_or_else(|| name.to_string(), |t| t.name.clone())
+}
+
+/// `text` in up to three pieces split after spaces, so consumers see real streaming.
+fn text_deltas(text: &str) -> Vec<String> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let words: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
+    let per_delta = words.len().div_ceil(3).max(1);
+    words
+        .chunks(per_delta)
+        .map(|chunk| chunk.concat())
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use serde_json::json;
+
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    async fn events(
+        model: &ScriptedModel,
+        tools: Vec<ToolSpec>,
+    ) -> Result<Vec<ModelEvent>, ModelError> {
+        let stream = model
+            .stream(ModelRequest {
+                tools,
+                ..ModelRequest::default()
+            })
+            .await?;
+        stream.collect::<Vec<_>>().await.into_iter().collect()
+    }
+
+    #[test]
+    fn replays_turns_and_maps_display_names() {
+        futures::executor::block_on(async {
+            let model = ScriptedModel::from_json(
+                r#"[{"tool_calls": [{"name": "Counter.increment", "arguments": {"by": 2}}, {"name": "read_file"},
+                                    {"name": "Nope.nothing"}], "text": "Adding two."},
+                    {"text": "Done."}]"#,
+            )
+            .unwrap();
+            let tools = vec![
+                tool("Counter_increment_2"),
+                tool("Counter_increment"),
+                tool("read_file"),
+            ];
+            let first = events(&model, tools.clone()).await.unwrap();
+            assert_eq!(
+                first,
+                vec![
+                    ModelEvent::TextDelta("Adding ".into()),
+                    ModelEvent::TextDelta("two.".into()),
+                    ModelEvent::ToolCall {
+                        id: "call_1".into(),
+                        name: "Counter_increment".into(),
+                        input: json!({"by": 2})
+                    },
+                    ModelEvent::ToolCall {
+                        id: "call_2".into(),
+                        name: "read_file".into(),
+                        input: json!({})
+                    },
+                    ModelEvent::ToolCall {
+                        id: "call_3".into(),
+                        name: "Nope.nothing".into(),
+                        input: json!({})
+                    },
+                    ModelEvent::Finish {
+                        reason: "tool_calls".into()
+                    },
+                ]
+            );
+            let second = events(&model, tools.clone()).await.unwrap();
+            assert_eq!(
+                second,
+                vec![
+                    ModelEvent::TextDelta("Done.".into()),
+                    ModelEvent::Finish {
+                        reason: "stop".into()
+                    }
+                ]
+            );
+            assert_eq!(model.remaining(), 0);
+            let error = events(&model, tools).await.unwrap_err();
+            assert!(
+                matches!(&error, ModelError::Script(m) if m.contains("used up") && m.contains("turn 3")),
+                "{error}"
+            );
+        });
+    }
+
+    #[test]
+    fn prefix_match_for_disambiguated_wire_names() {
+        // The catalog may append a suffix to keep names unique.
+        assert_eq!(
+            resolve_tool_name("Notes.add", &[tool("Notes_add_x1f")]),
+            "Notes_add_x1f"
+        );
+        assert_eq!(resolve_tool_name("Notes.add", &[]), "Notes.add");
+    }
+
+    #[test]
+    fn text_is_streamed_in_pieces_that_add_up() {
+        for text in [
+            "one",
+            "one two",
+            "a b c d e f g",
+            "  spaced  out ",
+            "ünï cödé wörds here",
+        ] {
+            let deltas = text_deltas(text);
+            assert!(
+                !deltas.is_empty() && deltas.len() <= 3,
+                "{text}: {deltas:?}"
+            );
+            assert!(deltas.iter().all(|d| !d.is_empty()));
+            assert_eq!(deltas.concat(), text);
+        }
+        assert!(text_deltas("").is_empty());
+    }
+
+    #[test]
+    fn bad_scripts_are_clear_errors() {
+        let error = ScriptedModel::from_json(r#"[{"txt": "typo"}]"#).unwrap_err();
+        assert!(error.to_string().contains("txt"), "{error}");
+        let error = ScriptedModel::from_file("/nonexistent/script.json").unwrap_err();
+        assert!(
+            error.to_string().contains("/nonexistent/script.json"),
+            "{error}"
+        );
+    }
+}

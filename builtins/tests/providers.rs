@@ -1,0 +1,849 @@
+//! Provider adapters against a real HTTP server on loopback that replays recorded
+//! provider streams (tests/fixtures/providers, copied from shared/fixtures/providers).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use trellis_builtins::message::{Message, Part, Role, ToolOutput};
+use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+use trellis_builtins::provider::{
+    model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig,
+    OpenAiModel, RetryPolicy,
+};
+
+// ---------------------------------------------------------------------------------------
+// A scripted HTTP server
+// ---------------------------------------------------------------------------------------
+
+/// One canned HTTP response.
+#[derive(Clone)]
+struct Canned {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    /// The body is sent in chunks of this many bytes, to split SSE events across reads.
+    chunk: usize,
+    /// Wait before answering at all.
+    delay: Duration,
+    /// After the body: keep the connection open and silent (`Some(false)`) or break it
+    /// (`Some(true)`); `None` ends the body normally.
+    after_body: Option<bool>,
+}
+
+impl Canned {
+    fn sse(body: impl Into<Vec<u8>>) -> Self {
+        Canned {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream".into())],
+            body: body.into(),
+            chunk: 7,
+            delay: Duration::ZERO,
+            after_body: None,
+        }
+    }
+
+    fn json(status: u16, body: Value) -> Self {
+        Canned {
+            status,
+            headers: vec![("content-type", "application/json".into())],
+            body: body.to_string().into_bytes(),
+            chunk: usize::MAX,
+            delay: Duration::ZERO,
+            after_body: None,
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+}
+
+/// What the server received.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: HeaderMap,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Script {
+    responses: Mutex<VecDeque<Canned>>,
+    received: Mutex<Vec<Received>>,
+}
+
+struct Server {
+    addr: SocketAddr,
+    script: Arc<Script>,
+}
+
+impl Server {
+    async fn start(responses: Vec<Canned>) -> Server {
+        let script = Arc::new(Script {
+            responses: Mutex::new(responses.into()),
+            ..Script::default()
+        });
+        let handler_script = script.clone();
+        let app = axum::Router::new().fallback(move |request: Request| {
+            let script = handler_script.clone();
+            async move { respond(script, request).await }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Server { addr, script }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.script.received.lock().expect("lock").clone()
+    }
+
+    fn openai(&self) -> OpenAiModel {
+        OpenAiModel::new(OpenAiConfig {
+            provider: "openai".into(),
+            base_url: format!("http://{}/v1", self.addr),
+            api_key: Some("sk-test".into()),
+            model: "gpt-test".into(),
+            max_tokens_field: "max_completion_tokens".into(),
+            http: fast_http(),
+        })
+        .expect("client")
+    }
+
+    fn anthropic(&self) -> AnthropicModel {
+        AnthropicModel::new(AnthropicConfig {
+            base_url: format!("http://{}", self.addr),
+            api_key: "ak-test".into(),
+            model: "claude-test".into(),
+            default_max_tokens: 321,
+            http: fast_http(),
+        })
+        .expect("client")
+    }
+}
+
+async fn respond(script: Arc<Script>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let headers = request.headers().clone();
+    let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    script.received.lock().expect("lock").push(Received {
+        path,
+        headers,
+        body,
+    });
+    let canned = script.responses.lock().expect("lock").pop_front();
+    let Some(canned) = canned else {
+        return Response::builder()
+            .status(500)
+            .body(Body::from("test server: no response left"))
+            .expect("response");
+    };
+    tokio::time::sleep(canned.delay).await;
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = canned
+        .body
+        .chunks(canned.chunk.max(1))
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let body = futures::stream::iter(chunks);
+    let body = match canned.after_body {
+        None => Body::from_stream(body),
+        Some(false) => Body::from_stream(body.chain(futures::stream::pending())),
+        Some(true) => Body::from_stream(body.chain(futures::stream::once(async {
+            Err(std::io::Error::other("connection dropped"))
+        }))),
+    };
+    let mut response = Response::builder().status(canned.status);
+    for (name, value) in canned.headers {
+        response = response.header(name, value);
+    }
+    response.body(body).expect("response")
+}
+
+fn fast_http() -> HttpSettings {
+    HttpSettings {
+        request_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        retry: RetryPolicy {
+            max_retries: 3,
+            initial_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            max_retry_after: Duration::from_secs(1),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixtures and helpers
+// ---------------------------------------------------------------------------------------
+
+fn fixture(name: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers");
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+/// An Anthropic recording (one payload a line) as the SSE the API sends.
+fn anthropic_sse(name: &str) -> String {
+    fixture(name)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let kind = serde_json::from_str::<Value>(line).expect("fixture line is JSON")["type"]
+                .as_str()
+                .expect("fixture line has a type")
+                .to_string();
+            format!("event: {kind}\ndata: {line}\n\n")
+        })
+        .collect()
+}
+
+async fn collect(model: &dyn Model, request: ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
+    let stream: EventStream = model.stream(request).await?;
+    stream.collect::<Vec<_>>().await.into_iter().collect()
+}
+
+fn hello() -> ModelRequest {
+    ModelRequest {
+        messages: vec![Message::user("hi")],
+        ..ModelRequest::default()
+    }
+}
+
+fn tool_call(id: &str, name: &str, input: Value) -> ModelEvent {
+    ModelEvent::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        input,
+    }
+}
+
+fn text(t: &str) -> ModelEvent {
+    ModelEvent::TextDelta(t.into())
+}
+
+fn finish(reason: &str) -> ModelEvent {
+    ModelEvent::Finish {
+        reason: reason.into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Recorded streams
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn fixtures_match_the_shared_copies() {
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers");
+    if !shared.is_dir() {
+        return; // A checkout without shared/ beside it: the copies are all there is.
+    }
+    for name in [
+        "openai-compatible-tool-call.sse",
+        "anthropic-tool-no-args.jsonl",
+        "anthropic-json-tool.jsonl",
+    ] {
+        let original = std::fs::read_to_string(shared.join(name)).expect("shared fixture");
+        assert_eq!(
+            fixture(name),
+            original,
+            "{name} differs from shared/fixtures/providers"
+        );
+    }
+}
+
+#[tokio::test]
+async fn openai_recorded_tool_call() {
+    let server = Server::start(vec![Canned::sse(fixture(
+        "openai-compatible-tool-call.sse",
+    ))])
+    .await;
+    let events = collect(&server.openai(), hello()).await.expect("events");
+    assert_eq!(
+        events,
+        vec![
+            text("Reading"),
+            text(" it."),
+            tool_call("toolu_sanitized", "read_file", json!({"path": "a.txt"})),
+            finish("tool_calls"),
+        ]
+    );
+    let received = server.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, "/v1/chat/completions");
+    assert_eq!(received[0].headers["authorization"], "Bearer sk-test");
+    assert_eq!(received[0].body["stream"], json!(true));
+    assert_eq!(received[0].body["model"], json!("gpt-test"));
+}
+
+#[tokio::test]
+async fn anthropic_recorded_tool_without_arguments() {
+    let server = Server::start(vec![Canned::sse(anthropic_sse(
+        "anthropic-tool-no-args.jsonl",
+    ))])
+    .await;
+    let events = collect(&server.anthropic(), hello()).await.expect("events");
+    assert_eq!(
+        events,
+        vec![
+            text("I'll update the issue list for"),
+            text(" you."),
+            tool_call(
+                "toolu_01QE1WLsSVp5hy5Q3GmGTmjP",
+                "updateIssueList",
+                json!({})
+            ),
+            finish("tool_calls"),
+        ]
+    );
+    let received = server.received();
+    assert_eq!(received[0].path, "/v1/messages");
+    assert_eq!(received[0].headers["x-api-key"], "ak-test");
+    assert_eq!(received[0].headers["anthropic-version"], "2023-06-01");
+    assert_eq!(received[0].body["max_tokens"], json!(321));
+}
+
+#[tokio::test]
+async fn anthropic_recorded_json_fragments() {
+    let server = Server::start(vec![Canned::sse(anthropic_sse(
+        "anthropic-json-tool.jsonl",
+    ))])
+    .await;
+    let events = collect(&server.anthropic(), hello()).await.expect("events");
+    assert_eq!(
+        events,
+        vec![
+            tool_call(
+                "toolu_01KFbKqPYSuAKujiL6mTfzYA",
+                "json",
+                json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}),
+            ),
+            finish("tool_calls"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ollama_needs_no_key_and_uses_its_base_url() {
+    let server = Server::start(vec![Canned::sse(fixture(
+        "openai-compatible-tool-call.sse",
+    ))])
+    .await;
+    let base = format!("http://{}/v1", server.addr);
+    let env = move |var: &str| (var == "OLLAMA_BASE_URL").then(|| base.clone());
+    let model = model_from_str_with_env("ollama:llama3.2", &env).expect("ollama model");
+    assert_eq!(model.name(), "ollama:llama3.2");
+    let request = ModelRequest {
+        max_tokens: Some(64),
+        ..hello()
+    };
+    let events = collect(model.as_ref(), request).await.expect("events");
+    assert_eq!(events.len(), 4);
+    let received = server.received();
+    assert!(received[0].headers.get("authorization").is_none());
+    assert_eq!(received[0].body["max_tokens"], json!(64));
+    assert_eq!(received[0].body["model"], json!("llama3.2"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Retries and errors
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rate_limited_then_success() {
+    let limited = Canned::json(429, json!({"error": {"message": "Rate limit reached"}}))
+        .header("retry-after", "0");
+    let server = Server::start(vec![
+        limited,
+        Canned::sse(fixture("openai-compatible-tool-call.sse")),
+    ])
+    .await;
+    let events = collect(&server.openai(), hello()).await.expect("retried");
+    assert_eq!(events.last(), Some(&finish("tool_calls")));
+    assert_eq!(server.received().len(), 2);
+}
+
+#[tokio::test]
+async fn overloaded_twice_then_success_anthropic() {
+    let overloaded = Canned::json(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    );
+    let server = Server::start(vec![
+        overloaded.clone(),
+        Canned::json(503, json!({})),
+        Canned::sse(anthropic_sse("anthropic-json-tool.jsonl")),
+    ])
+    .await;
+    let events = collect(&server.anthropic(), hello())
+        .await
+        .expect("retried");
+    assert_eq!(events.len(), 2);
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn server_errors_give_up_after_the_retries() {
+    let failing = Canned::json(
+        500,
+        json!({"error": {"message": "The server had an error"}}),
+    );
+    let server = Server::start(vec![failing; 6]).await;
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    match error {
+        ModelError::Refused {
+            status: 500,
+            message,
+            ..
+        } => assert_eq!(message, "The server had an error"),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(server.received().len(), 4, "one attempt and three retries");
+}
+
+#[tokio::test]
+async fn long_retry_after_is_not_waited_for() {
+    let limited =
+        Canned::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "3600");
+    let server = Server::start(vec![limited]).await;
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(error, ModelError::Refused { status: 429, .. }),
+        "{error:?}"
+    );
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
+async fn bad_request_is_refused_with_the_provider_message() {
+    let body = json!({"error": {"message": "The model `gpt-nope` does not exist", "type": "invalid_request_error", "code": "model_not_found"}});
+    let server = Server::start(vec![Canned::json(404, body)]).await;
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    match &error {
+        ModelError::Refused {
+            provider,
+            status: 404,
+            message,
+        } => {
+            assert_eq!(provider, "openai");
+            assert_eq!(message, "The model `gpt-nope` does not exist");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(error.to_string().contains("gpt-nope"));
+    assert_eq!(server.received().len(), 1, "4xx is not retried");
+
+    let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: must be positive"}});
+    let server = Server::start(vec![Canned::json(400, body)]).await;
+    let error = collect(&server.anthropic(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Refused { status: 400, message, .. } if message == "max_tokens: must be positive"),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn unauthorized_is_refused() {
+    let body = json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
+    let server = Server::start(vec![Canned::json(401, body)]).await;
+    let error = collect(&server.anthropic(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Refused { status: 401, message, .. } if message == "invalid x-api-key"),
+        "{error:?}"
+    );
+    let body = json!({"error": {"message": "Incorrect API key provided: sk-test.", "type": "invalid_request_error"}});
+    let server = Server::start(vec![Canned::json(401, body)]).await;
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Refused { status: 401, .. }),
+        "{error:?}"
+    );
+    assert_eq!(server.received().len(), 1);
+}
+
+#[test]
+fn missing_keys_and_unknown_models() {
+    let no_env = |_: &str| None;
+    match model_from_str_with_env("openai:gpt-4o", &no_env) {
+        Err(ModelError::MissingKey { var, provider }) => {
+            assert_eq!(
+                (var.as_str(), provider.as_str()),
+                ("OPENAI_API_KEY", "openai")
+            )
+        }
+        other => panic!("unexpected {:?}", other.map(|m| m.name())),
+    }
+    let empty_key = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| "  ".to_string());
+    match model_from_str_with_env("anthropic:claude", &empty_key) {
+        Err(error @ ModelError::MissingKey { .. }) => {
+            assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}")
+        }
+        other => panic!("unexpected {:?}", other.map(|m| m.name())),
+    }
+    for spec in ["gpt-4o", "openai:", "mystery:model", ""] {
+        assert!(
+            matches!(
+                model_from_str_with_env(spec, &no_env),
+                Err(ModelError::UnknownModel(_))
+            ),
+            "{spec}"
+        );
+    }
+    let offline = model_from_str_with_env(" offline ", &no_env).expect("offline needs nothing");
+    assert_eq!(offline.name(), "offline");
+    let keyed = |var: &str| (var == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+    let model = model_from_str_with_env("openai:gpt-4o", &keyed).expect("model");
+    assert_eq!(model.name(), "openai:gpt-4o");
+}
+
+#[tokio::test]
+async fn scripted_model_from_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, r#"[{"text": "Hello from the script"}]"#).expect("write");
+    let spec = format!("scripted:{}", path.display());
+    let model = model_from_str_with_env(&spec, &|_| None).expect("scripted");
+    let events = collect(model.as_ref(), hello()).await.expect("events");
+    assert_eq!(events.last(), Some(&finish("stop")));
+    let error = collect(model.as_ref(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(matches!(error, ModelError::Script(_)));
+}
+
+#[tokio::test]
+async fn malformed_sse_line() {
+    let body =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\nthis is not sse\n\n";
+    let server = Server::start(vec![Canned::sse(body)]).await;
+    let stream = server
+        .openai()
+        .stream(hello())
+        .await
+        .expect("stream starts");
+    let items: Vec<_> = stream.collect().await;
+    assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(t)) if t == "Hi"));
+    match &items[1] {
+        Err(ModelError::Malformed { provider, message }) => {
+            assert_eq!(provider, "openai");
+            assert!(message.contains("this is not sse"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(items.len(), 2, "the stream ends at the error");
+}
+
+#[tokio::test]
+async fn malformed_json_payload_and_mid_stream_error() {
+    let server = Server::start(vec![Canned::sse(
+        "event: message_start\ndata: {\"type\": \"message_start\",\n\n",
+    )])
+    .await;
+    let error = collect(&server.anthropic(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(matches!(error, ModelError::Malformed { .. }), "{error:?}");
+
+    let body = "data: {\"type\":\"ping\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+    let server = Server::start(vec![Canned::sse(body)]).await;
+    let error = collect(&server.anthropic(), hello())
+        .await
+        .expect_err("should fail");
+    match error {
+        ModelError::Interrupted { provider, message } => {
+            assert_eq!(provider, "anthropic");
+            assert_eq!(message, "overloaded_error: Overloaded");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn stream_cut_short_is_an_error() {
+    let full = fixture("openai-compatible-tool-call.sse");
+    let cut = &full[..full
+        .find("finish_reason\":\"tool_calls")
+        .expect("fixture has a finish")
+        - 40];
+    let mut truncated = Canned::sse(cut.rsplit_once("\n\n").expect("whole events").0.to_string());
+    truncated.after_body = None;
+    let mut dropped = Canned::sse(cut.to_string());
+    dropped.after_body = Some(true);
+    let server = Server::start(vec![truncated, dropped]).await;
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Malformed { message, .. } if message.contains("ended")),
+        "{error:?}"
+    );
+    let error = collect(&server.openai(), hello())
+        .await
+        .expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Network { message, .. } if message.contains("cut off")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn timeouts() {
+    let mut slow = Canned::sse(fixture("openai-compatible-tool-call.sse"));
+    slow.delay = Duration::from_secs(2);
+    let mut stalled =
+        Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+    stalled.after_body = Some(false);
+    let server = Server::start(vec![slow.clone(), stalled]).await;
+    let quick = |mut model: OpenAiConfig| {
+        model.http.request_timeout = Duration::from_millis(200);
+        model.http.idle_timeout = Duration::from_millis(200);
+        model.http.retry.max_retries = 0;
+        OpenAiModel::new(model).expect("client")
+    };
+    let model = quick(server.openai().config().clone());
+    let error = collect(&model, hello()).await.expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Network { message, .. } if message.contains("no response")),
+        "{error:?}"
+    );
+
+    let items: Vec<_> = model
+        .stream(hello())
+        .await
+        .expect("headers arrive")
+        .collect()
+        .await;
+    assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(_))));
+    assert!(
+        matches!(&items[1], Err(ModelError::Network { message, .. }) if message.contains("stalled")),
+        "{items:?}"
+    );
+}
+
+#[tokio::test]
+async fn connection_refused_is_retried_then_reported() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let model = OpenAiModel::new(OpenAiConfig {
+        provider: "openai".into(),
+        base_url: format!("http://{addr}/v1"),
+        api_key: Some("sk-test".into()),
+        model: "m".into(),
+        max_tokens_field: "max_tokens".into(),
+        http: fast_http(),
+    })
+    .expect("client");
+    let started = std::time::Instant::now();
+    let error = collect(&model, hello()).await.expect_err("should fail");
+    assert!(matches!(error, ModelError::Network { .. }), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+// ---------------------------------------------------------------------------------------
+// Request bodies
+// ---------------------------------------------------------------------------------------
+
+fn conversation() -> ModelRequest {
+    ModelRequest {
+        system: Some("You are terse.".into()),
+        messages: vec![
+            Message {
+                role: Role::User,
+                content: vec![
+                    Part::Text {
+                        text: "Read a.txt".into(),
+                    },
+                    Part::Text {
+                        text: String::new(),
+                    },
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    Part::Text {
+                        text: String::new(),
+                    },
+                    Part::ToolCall {
+                        id: "call_1".into(),
+                        name: "read_file".into(),
+                        input: json!({"path": "a.txt"}),
+                    },
+                    Part::ToolCall {
+                        id: "call_2".into(),
+                        name: "Counter_increment".into(),
+                        input: json!({}),
+                    },
+                ],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![
+                    Part::ToolResult {
+                        id: "call_1".into(),
+                        name: "read_file".into(),
+                        output: ToolOutput::Json(json!({"text": "hello"})),
+                    },
+                    Part::ToolResult {
+                        id: "call_2".into(),
+                        name: "Counter_increment".into(),
+                        output: ToolOutput::ErrorText("charm is not running".into()),
+                    },
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![Part::Text {
+                    text: String::new(),
+                }],
+            },
+            Message::assistant("It says hello."),
+        ],
+        tools: vec![
+            ToolSpec {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            },
+            ToolSpec {
+                name: "Counter_increment".into(),
+                description: "`increment` handler from `Counter`".into(),
+                input_schema: json!({"type": "object", "properties": {}}),
+            },
+        ],
+        max_tokens: Some(100),
+    }
+}
+
+/// Every `content` or `text` string in the body is non-empty.
+fn assert_no_empty_text(value: &Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map {
+                if key == "content" || key == "text" {
+                    assert_ne!(field, &json!(""), "empty {key} in {value}");
+                    assert_ne!(field, &json!([]), "empty {key} in {value}");
+                }
+                assert_no_empty_text(field);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(assert_no_empty_text),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn openai_request_body_shape() {
+    let server = Server::start(vec![Canned::sse(fixture(
+        "openai-compatible-tool-call.sse",
+    ))])
+    .await;
+    collect(&server.openai(), conversation())
+        .await
+        .expect("events");
+    let body = &server.received()[0].body;
+    assert_no_empty_text(body);
+    assert_eq!(body["max_completion_tokens"], json!(100));
+    assert_eq!(
+        body["tools"][0],
+        json!({"type": "function", "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        }})
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Read a.txt"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "Counter_increment", "arguments": "{}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"text\":\"hello\"}"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "Error: charm is not running"},
+            {"role": "assistant", "content": "It says hello."},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn anthropic_request_body_shape() {
+    let server = Server::start(vec![Canned::sse(anthropic_sse(
+        "anthropic-tool-no-args.jsonl",
+    ))])
+    .await;
+    collect(&server.anthropic(), conversation())
+        .await
+        .expect("events");
+    let body = &server.received()[0].body;
+    assert_no_empty_text(body);
+    assert_eq!(body["system"], json!("You are terse."));
+    assert_eq!(body["max_tokens"], json!(100));
+    assert_eq!(
+        body["tools"][1],
+        json!({"name": "Counter_increment", "description": "`increment` handler from `Counter`", "input_schema": {"type": "object", "properties": {}}})
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "a.txt"}},
+                {"type": "tool_use", "id": "call_2", "name": "Counter_increment", "input": {}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "{\"text\":\"hello\"}"},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": "charm is not running", "is_error": true},
+            ]},
+            {"role": "assistant", "content": [{"type": "text", "text": "It says hello."}]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_the_request() {
+    let mut stalled =
+        Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+    stalled.after_body = Some(false);
+    let server = Server::start(vec![stalled]).await;
+    let model = server.openai();
+    let mut stream = model.stream(hello()).await.expect("stream");
+    assert!(matches!(
+        stream.next().await,
+        Some(Ok(ModelEvent::TextDelta(_)))
+    ));
+    // Dropping must return at once even though the server never finishes.
+    tokio::time::timeout(Duration::from_secs(1), async move { drop(stream) })
+        .await
+        .expect("drop is immediate");
+}

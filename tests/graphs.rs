@@ -1,0 +1,179 @@
+//! Dependency graphs that must never show a glitch: every computation sees a state in
+//! which all of its inputs are up to date, and runs once per change.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use trellis::prelude::*;
+use trellis::runner::Error;
+
+#[test]
+fn diamond_runs_the_join_once_and_never_sees_a_half_update() {
+    let rt = Runtime::in_memory();
+    let a = rt.new_cell("a", 1i64).unwrap();
+    let b = rt.computed("b", { let a = a.clone(); move |tx| Ok(a.get(tx)? + 1) }).unwrap();
+    let c = rt.computed("c", { let a = a.clone(); move |tx| Ok(a.get(tx)? * 10) }).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let d = rt
+        .computed("d", {
+            let (a, b, c, seen) = (a.clone(), b.clone(), c.clone(), seen.clone());
+            move |tx| {
+                let (a, b, c) = (a.get(tx)?, b.get(tx)?, c.get(tx)?);
+                seen.lock().unwrap().push((a, b, c));
+                Ok(b + c)
+            }
+        })
+        .unwrap();
+    seen.lock().unwrap().clear();
+    for n in 2..=20 {
+        rt.transact(|tx| a.set(tx, n)).unwrap();
+        assert_eq!(d.get(&rt).unwrap(), (n + 1) + n * 10);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 19, "d ran exactly once per change: {seen:?}");
+    for (a, b, c) in seen.iter() {
+        assert_eq!((*b, *c), (a + 1, a * 10), "glitch: d saw a={a} b={b} c={c}");
+    }
+}
+
+#[test]
+fn deep_chain_propagates_in_order() {
+    let rt = Runtime::in_memory();
+    let source = rt.new_cell("source", 0i64).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut last = source.clone();
+    for i in 0..200 {
+        let prev = last.clone();
+        let runs = runs.clone();
+        last = rt
+            .computed(&format!("step{i}"), move |tx| {
+                runs.fetch_add(1, Ordering::Relaxed);
+                Ok(prev.get(tx)? + 1)
+            })
+            .unwrap();
+    }
+    runs.store(0, Ordering::Relaxed);
+    rt.transact(|tx| source.set(tx, 5)).unwrap();
+    assert_eq!(last.get(&rt).unwrap(), 205);
+    assert_eq!(runs.load(Ordering::Relaxed), 200, "each step ran once");
+}
+
+#[test]
+fn unequal_depths_join_without_glitches() {
+    // a → x1 → x2 → x3 → join ← a: the short edge must wait for the long chain.
+    let rt = Runtime::in_memory();
+    let a = rt.new_cell("a", 0i64).unwrap();
+    let mut chain = a.clone();
+    for i in 0..3 {
+        let prev = chain.clone();
+        chain = rt.computed(&format!("x{i}"), move |tx| Ok(prev.get(tx)? + 1)).unwrap();
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let join = rt
+        .computed("join", {
+            let (a, chain, seen) = (a.clone(), chain.clone(), seen.clone());
+            move |tx| {
+                let pair = (a.get(tx)?, chain.get(tx)?);
+                seen.lock().unwrap().push(pair);
+                Ok(pair.1 - pair.0)
+            }
+        })
+        .unwrap();
+    for n in 1..10 {
+        rt.transact(|tx| a.set(tx, n)).unwrap();
+    }
+    assert_eq!(join.get(&rt).unwrap(), 3);
+    assert!(seen.lock().unwrap().iter().all(|(a, c)| c - a == 3), "glitch: {:?}", seen.lock().unwrap());
+}
+
+#[test]
+fn dynamic_dependencies_are_tracked() {
+    let rt = Runtime::in_memory();
+    let use_left = rt.new_cell("flag", true).unwrap();
+    let left = rt.new_cell("left", 1i64).unwrap();
+    let right = rt.new_cell("right", 100i64).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let pick = rt
+        .computed("pick", {
+            let (f, l, r, runs) = (use_left.clone(), left.clone(), right.clone(), runs.clone());
+            move |tx| {
+                runs.fetch_add(1, Ordering::Relaxed);
+                Ok(if f.get(tx)? { l.get(tx)? } else { r.get(tx)? })
+            }
+        })
+        .unwrap();
+    rt.transact(|tx| right.set(tx, 101)).unwrap();
+    assert_eq!(runs.load(Ordering::Relaxed), 1, "right was not read, so changing it runs nothing");
+    rt.transact(|tx| use_left.set(tx, false)).unwrap();
+    assert_eq!(pick.get(&rt).unwrap(), 101);
+    rt.transact(|tx| left.set(tx, 2)).unwrap();
+    assert_eq!(runs.load(Ordering::Relaxed), 2, "left is no longer a dependency");
+}
+
+#[test]
+fn equal_values_stop_propagation() {
+    let rt = Runtime::in_memory();
+    let n = rt.new_cell("n", 1i64).unwrap();
+    let parity = rt.computed("parity", { let n = n.clone(); move |tx| Ok(n.get(tx)? % 2) }).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    rt.computed("after", {
+        let (p, runs) = (parity.clone(), runs.clone());
+        move |tx| {
+            runs.fetch_add(1, Ordering::Relaxed);
+            p.get(tx)
+        }
+    })
+    .unwrap();
+    rt.transact(|tx| n.set(tx, 3)).unwrap();
+    assert_eq!(runs.load(Ordering::Relaxed), 1, "parity did not change, so `after` did not re-run");
+}
+
+#[test]
+fn a_runaway_cycle_stops_with_an_error_naming_the_computation() {
+    let rt = Runtime::in_memory();
+    let n = rt.new_cell("n", 0i64).unwrap();
+    // A computation that writes its output into the cell it reads: it can never settle.
+    let link = n.link().clone();
+    rt.add_computation(
+        "ever_growing",
+        link,
+        None,
+        Arc::new({
+            let n = n.clone();
+            move |tx| Ok(Value::from(n.get(tx)? + 1))
+        }),
+    );
+    rt.settle();
+    let errors = rt.take_errors();
+    assert!(
+        errors.iter().any(|e| matches!(e, Error::Cycle { name, .. } if name == "ever_growing")),
+        "{errors:?}"
+    );
+    assert!(errors[0].to_string().contains("ever_growing"));
+    // The runtime keeps working afterwards.
+    let other = rt.new_cell("other", 1i64).unwrap();
+    rt.transact(|tx| other.set(tx, 2)).unwrap();
+    assert_eq!(other.get(&rt).unwrap(), 2);
+}
+
+#[test]
+fn a_failing_computation_is_reported_and_keeps_its_last_value() {
+    let rt = Runtime::in_memory();
+    let n = rt.new_cell("n", 1i64).unwrap();
+    let inverse = rt
+        .computed("inverse", {
+            let n = n.clone();
+            move |tx| {
+                let n = n.get(tx)?;
+                assert!(n != 0, "division by zero");
+                Ok(100 / n)
+            }
+        })
+        .unwrap();
+    rt.transact(|tx| n.set(tx, 0)).unwrap();
+    assert_eq!(inverse.get(&rt).unwrap(), 100);
+    let errors = rt.take_errors();
+    assert!(errors.iter().any(|e| e.to_string().contains("inverse") && e.to_string().contains("division by zero")), "{errors:?}");
+    rt.transact(|tx| n.set(tx, 4)).unwrap();
+    assert_eq!(inverse.get(&rt).unwrap(), 25, "it recovers once its input is valid again");
+}
