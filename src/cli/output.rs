@@ -1,0 +1,48 @@
+//! Printing results as text or JSON.
+
+use trellis_runner::Runtime;
+
+use super::Format;
+
+/// Prints a JSON value (pretty) or a text rendering.
+pub fn print(format: Format, json: &serde_json::Value, text: impl FnOnce() -> String) {
+    if format.json {
+        println!("{}", serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string()));
+    } else {
+        println!("{}", text());
+    }
+}
+
+/// `trellis patterns`.
+pub fn patterns(rt: &Runtime, format: Format) -> anyhow::Result<()> {
+    let all = rt.patterns().all();
+    let json: Vec<serde_json::Value> = all
+        .iter()
+        .map(|p| serde_json::json!({"id": p.id(), "description": p.about(), "argument_schema": p.argument_schema()}))
+        .collect();
+    print(format, &serde_json::Value::Array(json), || {
+        all.iter().map(|p| format!("{:<10} {}", p.id(), p.about())).collect::<Vec<_>>().join("\n")
+    });
+    Ok(())
+}
+
+/// Renders a charm result for people: streams shown as handlers, with their event fields.
+pub fn render_result(result: &serde_json::Value) -> String {
+    let Some(map) = result.as_object() else { return result.to_string() };
+    let mut lines = Vec::new();
+    for (key, value) in map {
+        let shown = match trellis_runner::link::stream_schema(value) {
+            Some(schema) => {
+                let fields: Vec<&str> = schema
+                    .and_then(|s| s.get("properties"))
+                    .and_then(|p| p.as_object())
+                    .map(|p| p.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                format!("handler({})", fields.join(", "))
+            }
+            None => value.to_string(),
+        };
+        lines.push(format!("{key}: {shown}"));
+    }
+    lines.join("\n")
+}
