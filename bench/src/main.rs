@@ -12,6 +12,7 @@ mod harness;
 mod peers;
 mod propagation;
 mod reactive;
+mod trellis_system;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

@@ -191,10 +191,7 @@ pub trait SystemVisitor {
 
 /// The registry of systems the generic suites run on, in table column order.
 pub fn visit_systems(visitor: &mut impl SystemVisitor) {
-    // TRELLIS ADAPTER SLOT. Once the runtime exposes its API, write
-    // `bench/src/trellis_system.rs` implementing `ReactiveSystem` with `NAME = "trellis"`
-    // (declare `mod trellis_system;` in main.rs) and uncomment:
-    // visitor.visit::<crate::trellis_system::Trellis>();
+    visitor.visit::<crate::trellis_system::Trellis>();
     visitor.visit::<crate::peers::futures_signals::FuturesSignals>();
     visitor.visit::<crate::peers::sycamore::Sycamore>();
 }

@@ -1,4 +1,596 @@
 //! The tool catalog: the tools a dialog offers, with their display and wire names.
+//!
+//! [`Catalog::build`] reads the `tools` map of `llm_dialog`, whose entries are
+//!
+//! - `{"handler": LINK}`: one tool, named by the entry's key, sending to that stream;
+//! - `{"charm": LINK}` (or a charm id): one tool per top-level stream of the charm's
+//!   result, displayed as `Charm.key` ([`naming::display_name`]); keys starting with `$`
+//!   (`$NAME`, `$UI`, `$ID`) and data fields are not tools;
+//! - `{"pattern": "id"}` or `{"pattern": {"id": "id", "extraParams": {...}}}`: one tool
+//!   that runs a fresh charm of the pattern; pre-filled `extraParams` are applied on every
+//!   call and removed from the advertised schema;
+//!
+//! each with an optional `"description"`. A bad entry (or one bad handler of a charm) is
+//! skipped with a warning and listed in [`Catalog::problems`]; it never hides the others.
+//!
+//! Every tool gets a wire name from [`naming::WireNames`], keyed by the stream's location
+//! (document + path), so two charms with the same NAME stay two tools. Its input schema
+//! is the handler's event schema through [`schema::prepare_input_schema`]. Calling a tool
+//! is [`Catalog::invoke`] (see the `invoke` module).
+//!
+//! ```
+//! use trellis_builtins::catalog::Catalog;
+//! use trellis_runner::prelude::*;
+//!
+//! /// Add to the count.
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Increment { amount: i64 }
+//!
+//! let rt = Runtime::in_memory();
+//! rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
+//!     b.name("Counter");
+//!     let count = b.state("count", 0i64)?;
+//!     b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?));
+//!     Ok(())
+//! }));
+//! let id = rt.charms().create("counter", serde_json::json!({}))?;
+//! let tools = serde_json::json!({ "Counter": { "charm": rt.charms().result(&id).to_json() } });
+//! let catalog = Catalog::build(&rt, &tools);
+//! let tool = catalog.get("Counter.increment").expect("one tool per handler");
+//! assert_eq!(tool.wire, "Counter_increment");
+//! assert_eq!(tool.description, "Add to the count.");
+//! # Ok::<(), trellis_runner::Error>(())
+//! ```
 
 pub mod naming;
 pub mod schema;
+
+mod invoke;
+mod summary;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{json, Map, Value};
+use trellis_runner::{Link, Read, Runtime, NAME};
+
+use crate::model::ToolSpec;
+use naming::WireNames;
+use schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
+
+pub use invoke::Invocation;
+
+/// Appended to the description of a tool whose handler declares no event schema.
+pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through unchecked)";
+
+/// The tools of one dialog, in a deterministic order, with their wire names.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    tools: Vec<Tool>,
+    by_wire: HashMap<String, usize>,
+    /// Display name → index; `None` when several tools share the display name.
+    by_display: HashMap<String, Option<usize>>,
+    problems: Vec<Problem>,
+}
+
+/// One tool: what the model sees and what calling it does.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// The name shown to people: `Charm.key` for charm tools, the entry key otherwise.
+    pub display: String,
+    /// The name sent to providers (`^[a-zA-Z0-9_-]{1,64}$`), unique in the catalog.
+    pub wire: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// The prepared input schema (always an object schema).
+    pub input_schema: Value,
+    /// Whether the arguments are the event or wrap it in `value`.
+    pub shape: InputShape,
+    /// What calling the tool does.
+    pub target: ToolTarget,
+    /// The key of the `tools` entry this tool came from.
+    pub entry: String,
+    /// The charm whose handler this is, when the stream belongs to a charm.
+    pub charm: Option<String>,
+    /// The handler declares no event schema: arguments only have to be an object.
+    pub unchecked: bool,
+    /// The wire name carries a disambiguation suffix (shared or over-long name).
+    pub suffixed: bool,
+    /// The compiled input schema, built on first use so that building a catalog stays cheap.
+    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
+}
+
+/// What calling a tool does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolTarget {
+    /// Send the arguments as an event to a stream (a charm's handler).
+    Handler {
+        /// The stream, links already followed.
+        stream: Link,
+    },
+    /// Run a fresh charm of a pattern with the arguments and return its settled result.
+    Pattern {
+        /// The pattern's id.
+        id: String,
+        /// Arguments fixed by the entry (`extraParams`), applied over the model's.
+        prefilled: Map<String, Value>,
+    },
+}
+
+/// A `tools` entry, or one handler of it, that did not become a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key of the `tools` entry (empty when the map itself is wrong).
+    pub entry: String,
+    /// What was wrong.
+    pub error: EntryError,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tool entry `{}`: {}", self.entry, self.error)
+    }
+}
+
+/// Why a `tools` entry (or one of its handlers) was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    /// The `tools` value is not a map.
+    #[error("`tools` must be a map of name to entry, found {0}")]
+    NotAMap(&'static str),
+    /// The entry is not an object.
+    #[error("an entry must be an object with `handler`, `pattern` or `charm`, found {0}")]
+    NotAnObject(&'static str),
+    /// The entry names no target, or more than one.
+    #[error("an entry needs exactly one of `handler`, `pattern` or `charm`, found {0}")]
+    Target(String),
+    /// `handler`/`charm` is not a link (or charm id).
+    #[error("`{field}` must be a link{also}, found {found}")]
+    NotALink {
+        /// The field.
+        field: &'static str,
+        /// Other accepted forms.
+        also: &'static str,
+        /// What it was.
+        found: String,
+    },
+    /// Following the link failed.
+    #[error("cannot read {at}: {message}")]
+    Unreadable {
+        /// Where.
+        at: String,
+        /// The runtime's error.
+        message: String,
+    },
+    /// A `handler` link points at something that is not a stream.
+    #[error("{0} is not a stream")]
+    NotAStream(String),
+    /// A `charm` link points at something that is not a charm's result object.
+    #[error("{at} is not a charm result (found {found})")]
+    NotACharm {
+        /// Where.
+        at: String,
+        /// What was there.
+        found: &'static str,
+    },
+    /// No pattern with this id is registered, or `pattern` is malformed.
+    #[error("{0}")]
+    Pattern(String),
+    /// The handler's (or pattern's) schema cannot be used as an input schema.
+    #[error("the input schema of `{tool}` cannot be used: {source}")]
+    Schema {
+        /// The tool's display name.
+        tool: String,
+        /// What was wrong.
+        source: SchemaError,
+    },
+}
+
+/// A tool before wire names are assigned.
+struct Draft {
+    display: String,
+    identity: String,
+    description: String,
+    prepared: PreparedSchema,
+    target: ToolTarget,
+    entry: String,
+    charm: Option<String>,
+    unchecked: bool,
+}
+
+/// Collects the tools and problems of all entries.
+#[derive(Default)]
+struct Extraction {
+    drafts: Vec<Draft>,
+    problems: Vec<Problem>,
+}
+
+impl Extraction {
+    fn problem(&mut self, entry: &str, error: EntryError) {
+        tracing::warn!(entry, %error, "tool entry skipped");
+        self.problems.push(Problem { entry: entry.to_string(), error });
+    }
+}
+
+impl Catalog {
+    /// Builds the catalog from the `tools` map of `llm_dialog` (see the module docs).
+    ///
+    /// Never fails as a whole: bad entries are skipped, logged and listed in
+    /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
+    /// order, and a charm's tools in key order, so the catalog is deterministic.
+    pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
+        let mut out = Extraction::default();
+        match tools {
+            Value::Null => {}
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for key in keys {
+                    if let Some(entry) = map.get(key) {
+                        extract_entry(rt, key, entry, &mut out);
+                    }
+                }
+            }
+            other => out.problem("", EntryError::NotAMap(kind(other))),
+        }
+        Catalog::from_drafts(out)
+    }
+
+    fn from_drafts(out: Extraction) -> Catalog {
+        let Extraction { drafts, problems } = out;
+        // The same stream listed twice under the same name is one tool.
+        let mut seen = HashSet::new();
+        let drafts: Vec<Draft> = drafts
+            .into_iter()
+            .filter(|d| {
+                let fresh = seen.insert((d.display.clone(), d.identity.clone()));
+                if !fresh {
+                    tracing::debug!(tool = %d.display, "duplicate tool dropped");
+                }
+                fresh
+            })
+            .collect();
+        let names = WireNames::assign(drafts.iter().map(|d| (d.display.clone(), d.identity.clone())));
+        let mut catalog = Catalog { problems, ..Catalog::default() };
+        for (draft, entry) in drafts.into_iter().zip(names.entries()) {
+            let index = catalog.tools.len();
+            catalog.by_wire.insert(entry.wire.clone(), index);
+            catalog
+                .by_display
+                .entry(draft.display.clone())
+                .and_modify(|slot| *slot = None)
+                .or_insert(Some(index));
+            catalog.tools.push(Tool {
+                display: draft.display,
+                wire: entry.wire.clone(),
+                description: draft.description,
+                input_schema: draft.prepared.schema,
+                shape: draft.prepared.shape,
+                target: draft.target,
+                entry: draft.entry,
+                charm: draft.charm,
+                unchecked: draft.unchecked,
+                suffixed: entry.suffixed,
+                validator: Arc::default(),
+            });
+        }
+        catalog
+    }
+
+    /// The tools, in catalog order.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The entries (or handlers) that were skipped, and why.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// The tools as the model sees them.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.wire.clone(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+            })
+            .collect()
+    }
+
+    /// The catalog as a UI shows it: `[{display, wire, description, input_schema,
+    /// entry, charm?}]`.
+    pub fn flattened(&self) -> Value {
+        Value::Array(
+            self.tools
+                .iter()
+                .map(|t| {
+                    let mut item = json!({
+                        "display": t.display,
+                        "wire": t.wire,
+                        "description": t.description,
+                        "input_schema": t.input_schema,
+                        "entry": t.entry,
+                    });
+                    if let (Some(charm), Value::Object(map)) = (&t.charm, &mut item) {
+                        map.insert("charm".into(), json!(charm));
+                    }
+                    item
+                })
+                .collect(),
+        )
+    }
+
+    /// The tool with this wire name, or else this display name (when only one tool has it).
+    pub fn get(&self, wire_or_display: &str) -> Option<&Tool> {
+        let index = match self.by_wire.get(wire_or_display) {
+            Some(&i) => i,
+            None => (*self.by_display.get(wire_or_display)?)?,
+        };
+        self.tools.get(index)
+    }
+}
+
+fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
+    let Value::Object(fields) = entry else {
+        return out.problem(key, EntryError::NotAnObject(kind(entry)));
+    };
+    let description = fields
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|d| !d.is_empty());
+    let targets: Vec<&str> = ["handler", "pattern", "charm"]
+        .into_iter()
+        .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
+        .collect();
+    match targets.as_slice() {
+        ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
+        ["charm"] => charm_entry(rt, key, &fields["charm"], description, out),
+        ["pattern"] => pattern_entry(rt, key, fields, description, out),
+        [] => out.problem(key, EntryError::Target("none".into())),
+        many => out.problem(key, EntryError::Target(many.join(" and "))),
+    }
+}
+
+/// `{"handler": LINK}`: one tool named by the entry key.
+fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
+    let Some(link) = Link::from_json(value) else {
+        let found = short(value);
+        return out.problem(key, EntryError::NotALink { field: "handler", also: "", found });
+    };
+    let (stream, marker) = match rt.resolve(&link) {
+        Ok(found) => found,
+        Err(e) => return out.problem(key, unreadable(&link, e)),
+    };
+    let marker = marker.to_json();
+    let schema = match trellis_runner::link::stream_schema(&marker) {
+        Some(schema) => schema.cloned().or_else(|| live_schema(rt, &stream)),
+        None => match rt.handler(&stream) {
+            Some(handler) => handler.schema,
+            None => return out.problem(key, EntryError::NotAStream(stream.to_string())),
+        },
+    };
+    let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
+    let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
+    let description = description.map(str::to_string);
+    let owner = charm_name.as_deref().unwrap_or("its charm");
+    push_stream_tool(out, key, key.to_string(), stream, schema, description, owner, charm);
+}
+
+/// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
+fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
+    let link = match (Link::from_json(value), value) {
+        (Some(link), _) => link,
+        (None, Value::String(id)) => match rt.charms().find(id) {
+            Ok(doc) => rt.charms().result(&doc),
+            Err(e) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message: e.to_string() }),
+        },
+        (None, other) => {
+            let also = " or a charm id (was the map read with its links resolved?)";
+            return out.problem(key, EntryError::NotALink { field: "charm", also, found: short(other) });
+        }
+    };
+    // Only the top level is read: its streams are markers, and nested links (data fields
+    // pointing elsewhere) are not followed for detection.
+    let (root, result) = match rt.resolve(&link) {
+        Ok(found) => found,
+        Err(e) => return out.problem(key, unreadable(&link, e)),
+    };
+    let Some(fields) = result.as_object() else {
+        return out.problem(key, EntryError::NotACharm { at: root.to_string(), found: result.kind() });
+    };
+    let name = rt
+        .read(&root.child(NAME))
+        .ok()
+        .and_then(|n| n.as_str().map(str::to_string))
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| key.to_string());
+    let charm = rt.charms().record(&root.doc).map(|_| root.doc.to_string());
+    for (field, value) in fields {
+        if field.starts_with('$') || !trellis_runner::link::is_stream(value) {
+            continue;
+        }
+        let stream = root.child(field.clone());
+        let marker = value.to_json();
+        let schema = trellis_runner::link::stream_schema(&marker)
+            .and_then(|s| s.cloned())
+            .or_else(|| live_schema(rt, &stream));
+        let description = description.map(|d| format!("{d} - {field}"));
+        let display = naming::display_name(&name, field);
+        push_stream_tool(out, key, display, stream, schema, description, &name, charm.clone());
+    }
+}
+
+/// The schema of a running handler, for a marker stored without one.
+fn live_schema(rt: &Runtime, stream: &Link) -> Option<Value> {
+    rt.handler(stream).and_then(|h| h.schema)
+}
+
+/// Adds the tool of one stream. `description` is the entry's (already combined with the
+/// key for charm entries); without it the schema's description is used, else a generic
+/// "`key` handler from `owner`".
+#[allow(clippy::too_many_arguments)]
+fn push_stream_tool(
+    out: &mut Extraction,
+    entry: &str,
+    display: String,
+    stream: Link,
+    schema: Option<Value>,
+    description: Option<String>,
+    owner: &str,
+    charm: Option<String>,
+) {
+    let raw = schema.unwrap_or(Value::Null);
+    let prepared = match prepare_input_schema(&raw) {
+        Ok(prepared) => prepared,
+        Err(source) => return out.problem(entry, EntryError::Schema { tool: display, source }),
+    };
+    let unchecked = raw.is_null();
+    let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
+    let mut description = description
+        .or_else(|| description_of(&raw))
+        .unwrap_or_else(|| format!("{key} handler from {owner}"));
+    if unchecked {
+        description = format!("{description} {UNCHECKED_NOTE}");
+    }
+    out.drafts.push(Draft {
+        display,
+        identity: stream.to_string(),
+        description,
+        prepared,
+        target: ToolTarget::Handler { stream },
+        entry: entry.to_string(),
+        charm,
+        unchecked,
+    });
+}
+
+/// `{"pattern": "id"}`, `{"pattern": {"id": .., "extraParams": {..}}}` (or `extraParams`
+/// beside `pattern`).
+fn pattern_entry(rt: &Runtime, key: &str, fields: &Map<String, Value>, description: Option<&str>, out: &mut Extraction) {
+    let spec = &fields["pattern"];
+    let (id, params) = match spec {
+        Value::String(id) => (id.as_str(), fields.get("extraParams")),
+        Value::Object(inner) => match inner.get("id").and_then(Value::as_str) {
+            Some(id) => (id, inner.get("extraParams").or_else(|| fields.get("extraParams"))),
+            None => return out.problem(key, EntryError::Pattern("`pattern` object needs a string `id`".into())),
+        },
+        other => {
+            let message = format!("`pattern` must be a pattern id or {{\"id\", \"extraParams\"}}, found {}", kind(other));
+            return out.problem(key, EntryError::Pattern(message));
+        }
+    };
+    let prefilled = match params {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => {
+            let message = format!("`extraParams` must be an object, found {}", kind(other));
+            return out.problem(key, EntryError::Pattern(message));
+        }
+    };
+    let Some(pattern) = rt.patterns().get(id) else {
+        return out.problem(key, EntryError::Pattern(format!("unknown pattern `{id}`")));
+    };
+    let prepared = match pattern_schema(pattern.argument_schema(), &prefilled) {
+        Ok(prepared) => prepared,
+        Err(source) => return out.problem(key, EntryError::Schema { tool: key.to_string(), source }),
+    };
+    let description = description
+        .map(str::to_string)
+        .or_else(|| Some(pattern.about().trim().to_string()).filter(|d| !d.is_empty()))
+        .or_else(|| description_of(pattern.argument_schema()))
+        .unwrap_or_else(|| format!("Runs the {id} pattern and returns its result"));
+    out.drafts.push(Draft {
+        display: key.to_string(),
+        identity: format!("pattern:{key}"),
+        description,
+        prepared,
+        target: ToolTarget::Pattern { id: id.to_string(), prefilled },
+        entry: key.to_string(),
+        charm: None,
+        unchecked: false,
+    });
+}
+
+/// A pattern's argument schema as an input schema, without the pre-filled properties.
+fn pattern_schema(raw: &Value, prefilled: &Map<String, Value>) -> Result<PreparedSchema, SchemaError> {
+    // Preparation drops a top-level `result` property (the field the runtime injects into
+    // handler events); in a pattern's argument it is a real parameter, so hide it.
+    const HIDDEN: &str = "\u{0}result";
+    let has_result = raw.pointer("/properties/result").is_some();
+    let mut prepared = if has_result {
+        let mut raw = raw.clone();
+        rename_property(&mut raw, "result", HIDDEN);
+        let mut prepared = prepare_input_schema(&raw)?;
+        rename_property(&mut prepared.schema, HIDDEN, "result");
+        prepared
+    } else {
+        prepare_input_schema(raw)?
+    };
+    if prepared.shape == InputShape::Object {
+        if let Some(Value::Object(properties)) = prepared.schema.get_mut("properties") {
+            properties.retain(|name, _| !prefilled.contains_key(name));
+        }
+        if let Some(Value::Array(required)) = prepared.schema.get_mut("required") {
+            required.retain(|name| name.as_str().is_none_or(|n| !prefilled.contains_key(n)));
+        }
+        if let Some(Value::Object(map)) = &mut prepared.schema {
+            if map.get("required").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+                map.remove("required");
+            }
+        }
+    }
+    Ok(prepared)
+}
+
+/// Renames a top-level property (and its `required` entry) of an object schema.
+fn rename_property(schema: &mut Value, from: &str, to: &str) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        if let Some(value) = properties.remove(from) {
+            properties.insert(to.to_string(), value);
+        }
+    }
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        for name in required.iter_mut() {
+            if name == from {
+                *name = json!(to);
+            }
+        }
+    }
+}
+
+fn unreadable(link: &Link, error: trellis_runner::Error) -> EntryError {
+    EntryError::Unreadable { at: link.to_string(), message: error.to_string() }
+}
+
+/// The JSON type of a value, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for an error message: compact and cut short.
+fn short(value: &Value) -> String {
+    summary::compact(value, 60)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! Adapter for Trellis's JSON-document cells.
+//!
+//! * A signal is a cell in its own document (`Runtime::new_cell`); a computed is a
+//!   runtime computation whose output is a fresh document; an effect is a computation
+//!   that calls the closure and writes nothing (an unchanged output commits nothing).
+//! * `set` buffers writes; `settle` commits them in one transaction and runs the engine
+//!   synchronously on this thread, so a batch is one transaction, like a handler.
+//! * Dependencies are tracked dynamically: a computation depends on what it read.
+//!
+//! Every read and write goes through the real transaction, commit and scheduler path
+//! (in-memory storage), so this measures what a charm's derived values cost.
+
+use std::sync::{Arc, Mutex};
+
+use trellis_runner::{Cell, Link, Path, Read, Runtime, Tx};
+
+use crate::reactive::{Inputs, ReactiveSystem, Value};
+
+/// A Trellis runtime on an in-memory space.
+pub struct Trellis {
+    rt: Runtime,
+    pending: Vec<(Link, serde_json::Value)>,
+}
+
+/// Reads the inputs of a computation through its transaction (so they are tracked).
+struct TxInputs<'a, 'tx> {
+    tx: &'a Tx<'tx>,
+    deps: &'a [Link],
+}
+
+fn read<T: Value>(r: &(impl Read + ?Sized), link: &Link) -> T {
+    let value = r.read(link).map(|v| v.to_json()).unwrap_or_default();
+    T::from_json(&value).unwrap_or_else(|| panic!("trellis: {link} holds {value}, not the expected type"))
+}
+
+impl<A: Value> Inputs<A> for TxInputs<'_, '_> {
+    fn len(&self) -> usize {
+        self.deps.len()
+    }
+
+    fn get(&self, i: usize) -> A {
+        read(self.tx, &self.deps[i])
+    }
+}
+
+impl Trellis {
+    fn output(&self, kind: &str) -> Link {
+        Link::new(self.rt.space().new_doc_id(kind), Path::root())
+    }
+}
+
+impl ReactiveSystem for Trellis {
+    const NAME: &'static str = "trellis";
+
+    type Signal<T: Value> = Link;
+    type Node<T: Value> = Link;
+
+    fn new() -> Self {
+        Trellis { rt: Runtime::in_memory(), pending: Vec::new() }
+    }
+
+    fn signal<T: Value>(&mut self, initial: T) -> Link {
+        let cell: Cell<serde_json::Value> = self.rt.new_cell("s", initial.to_json()).expect("trellis: create a cell");
+        cell.link().clone()
+    }
+
+    fn node<T: Value>(&mut self, signal: &Link) -> Link {
+        signal.clone()
+    }
+
+    fn computed<A, B, F>(&mut self, deps: &[Link], f: F) -> Link
+    where
+        A: Value,
+        B: Value,
+        F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
+    {
+        let output = self.output("c");
+        let deps: Arc<[Link]> = deps.into();
+        self.rt.add_computation(
+            "computed",
+            output.clone(),
+            None,
+            Arc::new(move |tx| {
+                let inputs = TxInputs { tx, deps: &deps };
+                Ok(trellis_runner::Value::from(f(&inputs).to_json()))
+            }),
+        );
+        output
+    }
+
+    fn effect<T, F>(&mut self, node: &Link, f: F)
+    where
+        T: Value,
+        F: FnMut(&T) + Send + 'static,
+    {
+        let node = node.clone();
+        let f = Mutex::new(f);
+        let output = self.output("e");
+        self.rt.add_computation(
+            "effect",
+            output,
+            None,
+            Arc::new(move |tx| {
+                let value: T = read(tx, &node);
+                (f.lock().expect("effect closure panicked before"))(&value);
+                Ok(trellis_runner::Value::Null)
+            }),
+        );
+    }
+
+    fn set<T: Value>(&mut self, signal: &Link, value: T) {
+        self.pending.push((signal.clone(), value.to_json()));
+    }
+
+    fn settle(&mut self) {
+        if !self.pending.is_empty() {
+            let writes = std::mem::take(&mut self.pending);
+            self.rt
+                .transact(|tx| {
+                    for (link, value) in &writes {
+                        tx.write(link, trellis_runner::Value::from(value.clone()))?;
+                    }
+                    Ok(())
+                })
+                .expect("trellis: commit");
+        }
+        self.rt.settle();
+    }
+
+    fn get<T: Value>(&mut self, node: &Link) -> T {
+        read(&self.rt, node)
+    }
+}
