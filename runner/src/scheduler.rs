@@ -9,13 +9,15 @@
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::error::BoxError;
 use crate::link::{DocId, Link};
 use crate::tx::Tx;
 use crate::value::{Path, Value};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Identifies a computation inside one runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,6 +36,8 @@ pub(crate) struct Computation {
     pub run: ComputeFn,
     pub owner: Option<DocId>,
     deps: Vec<Link>,
+    /// The computations whose outputs `deps` overlap, as of the latest run.
+    producers: Vec<ComputationId>,
     height: u32,
     runs: u32,
 }
@@ -68,7 +72,7 @@ impl Graph {
         self.next_id += 1;
         let id = ComputationId(self.next_id);
         self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
-        let c = Computation { name: name.into(), output, run, owner, deps: Vec::new(), height: 0, runs: 0 };
+        let c = Computation { name: name.into(), output, run, owner, deps: Vec::new(), producers: Vec::new(), height: 0, runs: 0 };
         self.computations.insert(id, c);
         self.mark(id);
         id
@@ -165,11 +169,11 @@ impl Graph {
 
     /// The greatest height among dirty computations whose output this one reads.
     fn producer_height(&self, c: &Computation) -> Option<u32> {
-        self.producers(c).filter(|p| self.dirty_set.contains(p)).filter_map(|p| self.computations.get(&p)).map(|p| p.height).max()
+        c.producers.iter().filter(|p| self.dirty_set.contains(p)).filter_map(|p| self.computations.get(p)).map(|p| p.height).max()
     }
 
-    fn producers<'a>(&'a self, c: &'a Computation) -> impl Iterator<Item = ComputationId> + 'a {
-        c.deps.iter().flat_map(move |dep| {
+    fn producers_of<'a>(&'a self, deps: &'a [Link]) -> impl Iterator<Item = ComputationId> + 'a {
+        deps.iter().flat_map(move |dep| {
             self.writers
                 .get(&dep.doc)
                 .into_iter()
@@ -180,8 +184,13 @@ impl Graph {
     }
 
     /// Records what a computation read on its latest run and recomputes its height.
-    pub fn ran(&mut self, id: ComputationId, deps: Vec<Link>) {
+    pub fn ran(&mut self, id: ComputationId, mut deps: Vec<Link>) {
+        deps.sort_unstable_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
+        deps.dedup();
         let Some(c) = self.computations.get(&id) else { return };
+        if c.deps == deps {
+            return; // the common case: same reads as last time, nothing to re-index
+        }
         for old in &c.deps {
             if let Some(set) = self.readers.get_mut(&old.doc) {
                 set.remove(&id);
@@ -190,22 +199,20 @@ impl Graph {
         for dep in &deps {
             self.readers.entry(dep.doc.clone()).or_default().insert(id);
         }
-        let mut deps = deps;
-        deps.sort_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
-        deps.dedup();
-        let Some(c) = self.computations.get_mut(&id) else { return };
-        c.deps = deps;
-        let c = &self.computations[&id];
+        let mut producers: Vec<ComputationId> = self.producers_of(&deps).filter(|p| *p != id).collect();
+        producers.sort_unstable();
+        producers.dedup();
         let limit = self.computations.len() as u32 + 1;
-        let height = self
-            .producers(c)
-            .filter(|p| *p != id)
-            .filter_map(|p| self.computations.get(&p))
+        let height = producers
+            .iter()
+            .filter_map(|p| self.computations.get(p))
             .map(|p| p.height + 1)
             .max()
             .unwrap_or(0)
             .min(limit);
         if let Some(c) = self.computations.get_mut(&id) {
+            c.deps = deps;
+            c.producers = producers;
             c.height = height;
         }
     }

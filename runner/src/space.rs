@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::ReentrantMutex;
+use rustc_hash::FxBuildHasher;
 
 use crate::error::Error;
 use crate::link::{DocId, Link};
@@ -22,7 +23,6 @@ use crate::value::{Path, Value};
 /// transaction that read a document more than this many commits ago is retried.
 const RECENT_COMMITS: usize = 32;
 
-#[derive(Clone)]
 struct Doc {
     value: Value,
     version: u64,
@@ -32,7 +32,7 @@ struct Doc {
 
 /// A named store of versioned JSON documents.
 pub struct Space {
-    docs: DashMap<DocId, Doc>,
+    docs: DashMap<DocId, Doc, FxBuildHasher>,
     /// Serialises commits; reentrant so that a transaction running under
     /// [`Space::exclusive`] can commit.
     commit_lock: ReentrantMutex<()>,
@@ -57,9 +57,9 @@ impl Space {
 
     /// A space backed by `storage`, loading what it holds.
     pub fn with_storage(storage: Box<dyn Storage>) -> Result<Self, StorageError> {
-        let docs = DashMap::new();
+        let docs = DashMap::with_hasher(FxBuildHasher);
         for stored in storage.load()? {
-            let doc = Doc { value: Value::from(stored.value), version: stored.version, recent: VecDeque::new() };
+            let doc = Doc { value: stored.value, version: stored.version, recent: VecDeque::new() };
             docs.insert(DocId::from(stored.id), doc);
         }
         // Ids only need to be unique within this space: a per-process random prefix
@@ -113,42 +113,39 @@ impl Space {
     /// Validates and applies one transaction's writes atomically.
     pub(crate) fn commit(&self, docs: Vec<(DocId, DocWrites)>) -> Result<Commit, Error> {
         let _guard = self.commit_lock.lock();
+        // Validate everything before applying anything, so a conflict leaves no trace.
         let mut updated = Vec::with_capacity(docs.len());
-        for (id, writes) in &docs {
-            let current = self.docs.get(&**id).map(|d| d.clone());
-            let (base, version, recent) = match current {
-                Some(d) => (d.value, d.version, d.recent),
-                None => (Value::Null, 0, VecDeque::new()),
-            };
-            if version != writes.read_version {
-                validate(id, writes, version, &recent)?;
-            }
-            if writes.ops.is_empty() {
-                continue;
-            }
-            let value = if version == writes.read_version {
-                writes.local.clone()
-            } else {
-                let mut value = base;
-                for (path, v) in &writes.ops {
-                    value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: id.clone() })?;
+        for (id, writes) in docs {
+            let (value, version) = match self.docs.get(&*id) {
+                Some(doc) if doc.version != writes.read_version => {
+                    validate(&id, &writes, doc.version, &doc.recent)?;
+                    let mut value = doc.value.clone();
+                    for (path, v) in &writes.ops {
+                        value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: id.clone() })?;
+                    }
+                    (value, doc.version)
                 }
-                value
+                Some(doc) => (writes.local, doc.version),
+                None if writes.read_version != 0 => return Err(Error::Conflict { doc: id }),
+                None => (writes.local, 0),
             };
-            updated.push((id.clone(), value, version + 1, recent));
+            if !writes.ops.is_empty() {
+                let paths: Vec<Path> = writes.ops.into_iter().map(|(p, _)| p).collect();
+                updated.push((id, value, version + 1, paths));
+            }
         }
         let mut stored = Vec::with_capacity(updated.len());
         let mut changes = Vec::with_capacity(updated.len());
-        for ((id, value, version, mut recent), (_, writes)) in
-            updated.into_iter().zip(docs.iter().filter(|(_, w)| !w.ops.is_empty()))
-        {
-            let paths: Vec<Path> = writes.ops.iter().map(|(p, _)| p.clone()).collect();
-            if recent.len() == RECENT_COMMITS {
-                recent.pop_front();
+        for (id, value, version, paths) in updated {
+            stored.push(StoredDoc { id: id.to_string(), version, value: value.clone() });
+            let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc { value: Value::Null, version: 0, recent: VecDeque::new() });
+            if doc.recent.len() == RECENT_COMMITS {
+                doc.recent.pop_front();
             }
-            recent.push_back((version, paths.clone().into()));
-            stored.push(StoredDoc { id: id.to_string(), version, value: value.to_json() });
-            self.docs.insert(id.clone(), Doc { value, version, recent });
+            doc.recent.push_back((version, paths.clone().into()));
+            doc.value = value;
+            doc.version = version;
+            drop(doc);
             changes.push((id, paths));
         }
         let durable = if stored.is_empty() { Durable::ready(Ok(())) } else { self.storage.submit(stored) };

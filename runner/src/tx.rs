@@ -6,7 +6,6 @@
 //! commits through [`crate::Runtime::transact`] or as part of a handler or computation.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
@@ -122,13 +121,15 @@ pub(crate) struct DocWrites {
 /// A transaction against one space.
 pub struct Tx<'s> {
     space: &'s Space,
-    docs: RefCell<HashMap<DocId, DocWrites>>,
+    /// Documents touched, in first-touch order (transactions touch few documents, so a
+    /// vector beats a hash map).
+    docs: RefCell<Vec<(DocId, DocWrites)>>,
     reads: RefCell<Vec<Link>>,
 }
 
 impl<'s> Tx<'s> {
     pub(crate) fn new(space: &'s Space) -> Self {
-        Tx { space, docs: RefCell::new(HashMap::new()), reads: RefCell::new(Vec::new()) }
+        Tx { space, docs: RefCell::new(Vec::new()), reads: RefCell::new(Vec::new()) }
     }
 
     /// The space this transaction runs against.
@@ -138,11 +139,15 @@ impl<'s> Tx<'s> {
 
     fn with_doc<T>(&self, doc: &DocId, f: impl FnOnce(&mut DocWrites) -> T) -> T {
         let mut docs = self.docs.borrow_mut();
-        let entry = docs.entry(doc.clone()).or_insert_with(|| {
-            let (value, version) = self.space.snapshot(doc);
-            DocWrites { read_version: version, local: value, ops: Vec::new(), reads: Vec::new() }
-        });
-        f(entry)
+        let index = match docs.iter().position(|(id, _)| id == doc) {
+            Some(index) => index,
+            None => {
+                let (value, version) = self.space.snapshot(doc);
+                docs.push((doc.clone(), DocWrites { read_version: version, local: value, ops: Vec::new(), reads: Vec::new() }));
+                docs.len() - 1
+            }
+        };
+        f(&mut docs[index].1)
     }
 
     /// Writes `value` at `link`. Links along the path are followed; a link stored exactly
@@ -168,7 +173,7 @@ impl<'s> Tx<'s> {
 
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        self.docs.borrow().values().any(|d| !d.ops.is_empty())
+        self.docs.borrow().iter().any(|(_, d)| !d.ops.is_empty())
     }
 
     /// Every location read so far (the dependencies of a computation).
@@ -177,7 +182,7 @@ impl<'s> Tx<'s> {
     }
 
     pub(crate) fn into_parts(self) -> (Vec<(DocId, DocWrites)>, Vec<Link>) {
-        (self.docs.into_inner().into_iter().collect(), self.reads.into_inner())
+        (self.docs.into_inner(), self.reads.into_inner())
     }
 }
 

@@ -385,8 +385,7 @@ fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&st
     let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
     let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
     let description = description.map(str::to_string);
-    let owner = charm_name.as_deref().unwrap_or("its charm");
-    push_stream_tool(out, key, key.to_string(), stream, schema, description, owner, charm);
+    push_stream_tool(out, key, key.to_string(), stream, schema, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
@@ -429,7 +428,7 @@ fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>
             .or_else(|| live_schema(rt, &stream));
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
-        push_stream_tool(out, key, display, stream, schema, description, &name, charm.clone());
+        push_stream_tool(out, key, display, stream, schema, description, Some(&name), charm.clone());
     }
 }
 
@@ -440,7 +439,7 @@ fn live_schema(rt: &Runtime, stream: &Link) -> Option<Value> {
 
 /// Adds the tool of one stream. `description` is the entry's (already combined with the
 /// key for charm entries); without it the schema's description is used, else a generic
-/// "`key` handler from `owner`".
+/// "`key` handler from `owner`" (the charm's name).
 #[allow(clippy::too_many_arguments)]
 fn push_stream_tool(
     out: &mut Extraction,
@@ -449,7 +448,7 @@ fn push_stream_tool(
     stream: Link,
     schema: Option<Value>,
     description: Option<String>,
-    owner: &str,
+    owner: Option<&str>,
     charm: Option<String>,
 ) {
     let raw = schema.unwrap_or(Value::Null);
@@ -461,7 +460,10 @@ fn push_stream_tool(
     let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
     let mut description = description
         .or_else(|| description_of(&raw))
-        .unwrap_or_else(|| format!("{key} handler from {owner}"));
+        .unwrap_or_else(|| match owner {
+            Some(owner) => format!("{key} handler from {owner}"),
+            None => format!("{key} handler"),
+        });
     if unchecked {
         description = format!("{description} {UNCHECKED_NOTE}");
     }
@@ -544,9 +546,9 @@ fn pattern_schema(raw: &Value, prefilled: &Map<String, Value>) -> Result<Prepare
             properties.retain(|name, _| !prefilled.contains_key(name));
         }
         if let Some(Value::Array(required)) = prepared.schema.get_mut("required") {
-            required.retain(|name| name.as_str().is_none_or(|n| !prefilled.contains_key(n)));
+            required.retain(|name| !name.as_str().is_some_and(|n| prefilled.contains_key(n)));
         }
-        if let Some(Value::Object(map)) = &mut prepared.schema {
+        if let Value::Object(map) = &mut prepared.schema {
             if map.get("required").and_then(Value::as_array).is_some_and(Vec::is_empty) {
                 map.remove("required");
             }

@@ -21,7 +21,7 @@ pub struct StoredDoc {
     /// The version this write creates; versions of one document only grow.
     pub version: u64,
     /// The document's whole value after the write.
-    pub value: serde_json::Value,
+    pub value: crate::value::Value,
 }
 
 /// Errors from a storage backend.

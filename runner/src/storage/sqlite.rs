@@ -413,7 +413,7 @@ mod tests {
         StoredDoc {
             id: id.to_owned(),
             version,
-            value,
+            value: value.into(),
         }
     }
 
@@ -518,7 +518,7 @@ mod tests {
         for t in 0..THREADS {
             assert_eq!(docs[&format!("t{t}")].version, PER_THREAD);
             for i in 1..=PER_THREAD {
-                assert_eq!(docs[&format!("t{t}-{i}")].value, json!({"t": t, "i": i}));
+                assert_eq!(docs[&format!("t{t}-{i}")].value.to_json(), json!({"t": t, "i": i}));
             }
         }
         let stats = storage.stats();

@@ -1,0 +1,257 @@
+//! Calling a tool: one model tool call in, exactly one [`ToolOutput`] out.
+//!
+//! The arguments are parsed (a JSON string is decoded) and validated against the tool's
+//! input schema before anything runs, so a bad call never touches a charm. A handler tool
+//! then sends the event (which starts a stopped charm) and waits for the handler's commit
+//! and the computations it triggered; it returns `{"result": SNAPSHOT, "summary": LINE}`,
+//! where the snapshot is the charm's whole result as plain JSON (see the `summary`
+//! module). A pattern tool creates a charm of the pattern, waits until its result settled,
+//! returns `{"result": SNAPSHOT}` and stops the charm again.
+//!
+//! Every failure (unknown tool, invalid JSON, schema violation, handler error or panic,
+//! timeout) is an [`ToolOutput::ErrorText`] the model can read and act on.
+//!
+//! **Timeouts.** Handlers are synchronous and run inside [`Runtime::send`], so the send
+//! runs on Tokio's blocking pool: the timeout fires even while a slow handler runs. A
+//! handler cannot be interrupted, though: after a timeout it still finishes, and if it
+//! succeeds its change is committed (the error text says so). Pattern tools are timed
+//! while their result settles (async builtin work); building the charm is synchronous
+//! and not covered. Calls need a Tokio runtime (any flavour).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tracing::Instrument;
+use trellis_runner::{DocId, Link, Path, Read, Runtime};
+
+use super::summary::{changes, clean};
+use super::{Catalog, Tool, ToolTarget};
+use crate::message::ToolOutput;
+
+/// How many validation errors an error text lists.
+const MAX_VIOLATIONS: usize = 10;
+/// How many tool names the "unknown tool" text lists.
+const MAX_LISTED: usize = 50;
+
+/// The outcome of one tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// What goes back to the model.
+    pub output: ToolOutput,
+    /// What changed, in one line (`count: 3 → 5`), for handler tools that ran.
+    pub summary: Option<String>,
+}
+
+impl Invocation {
+    fn error(message: impl Into<String>) -> Self {
+        Invocation { output: ToolOutput::ErrorText(message.into()), summary: None }
+    }
+
+    /// Whether the call failed.
+    pub fn is_error(&self) -> bool {
+        matches!(self.output, ToolOutput::ErrorText(_))
+    }
+}
+
+impl Catalog {
+    /// Calls the tool named `name` (wire name, or display name when unambiguous) with the
+    /// model's `arguments` (see the module docs). Never panics on model input: every
+    /// failure is an error text.
+    pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
+        match self.get(name) {
+            Some(tool) => tool.invoke(rt, arguments, timeout).await,
+            None => {
+                let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
+                let _enter = span.enter();
+                tracing::info!("unknown tool");
+                Invocation::error(self.unknown_tool(name))
+            }
+        }
+    }
+
+    /// The error text for an unknown (or ambiguous) tool name, listing what exists.
+    fn unknown_tool(&self, name: &str) -> String {
+        if self.tools.is_empty() {
+            return format!("unknown tool `{name}`: no tools are available");
+        }
+        let what = if matches!(self.by_display.get(name), Some(None)) {
+            format!("`{name}` names several tools; call one by its wire name")
+        } else {
+            format!("unknown tool `{name}`")
+        };
+        let mut listed: Vec<String> = self
+            .tools
+            .iter()
+            .take(MAX_LISTED)
+            .map(|t| {
+                if t.wire == t.display {
+                    format!("`{}`", t.wire)
+                } else {
+                    format!("`{}` ({})", t.wire, t.display)
+                }
+            })
+            .collect();
+        if self.tools.len() > MAX_LISTED {
+            listed.push(format!("and {} more", self.tools.len() - MAX_LISTED));
+        }
+        format!("{what}. Available tools: {}", listed.join(", "))
+    }
+}
+
+impl Tool {
+    /// Calls this tool (see the module docs), inside a `tool_call` tracing span.
+    pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
+        let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
+        async {
+            let invocation = match self.check_arguments(arguments) {
+                Err(message) => Invocation::error(message),
+                Ok(arguments) => match &self.target {
+                    ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout).await,
+                    ToolTarget::Pattern { id, prefilled } => {
+                        self.run_pattern(rt, id, prefilled, arguments, timeout).await
+                    }
+                },
+            };
+            match &invocation.output {
+                ToolOutput::ErrorText(error) => tracing::info!(%error, "tool call failed"),
+                _ => tracing::debug!(summary = invocation.summary.as_deref().unwrap_or(""), "tool call done"),
+            }
+            invocation
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Decodes the model's arguments (a JSON string is parsed; `null` and `""` mean `{}`)
+    /// and validates them against the input schema; the error is the text for the model.
+    pub fn check_arguments(&self, arguments: Value) -> Result<Value, String> {
+        let arguments = match arguments {
+            Value::Null => json!({}),
+            Value::String(text) if text.trim().is_empty() => json!({}),
+            Value::String(text) => serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "invalid JSON in the arguments of `{}`: {e}. Send a JSON object that matches the tool's input schema.",
+                    self.display
+                )
+            })?,
+            other => other,
+        };
+        let validator = self
+            .validator
+            .get_or_init(|| jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string()));
+        let validator = validator.as_ref().map_err(|e| {
+            format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
+        })?;
+        let violations: Vec<String> = validator
+            .iter_errors(&arguments)
+            .take(MAX_VIOLATIONS + 1)
+            .map(|error| {
+                let at = error.instance_path().as_str();
+                let at = if at.is_empty() { "the top level" } else { at };
+                format!("at {at}: {error}")
+            })
+            .collect();
+        if violations.is_empty() {
+            return Ok(arguments);
+        }
+        let mut listed = violations.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
+        if violations.len() > MAX_VIOLATIONS {
+            listed.push_str("; and more");
+        }
+        Err(format!(
+            "invalid arguments for `{}`: {listed}. Nothing was run; call it again with arguments that match its input schema.",
+            self.display
+        ))
+    }
+
+    async fn call_handler(&self, rt: &Runtime, stream: &Link, arguments: Value, timeout: Duration) -> Invocation {
+        let event = self.shape.event_from_arguments(arguments);
+        let result = Link::new(stream.doc.clone(), Path::root());
+        let before = rt.read_deep(&result).map(|v| v.to_json()).unwrap_or(Value::Null);
+        if let Err(message) = send_within(rt, stream, event, timeout).await {
+            return Invocation::error(format!("`{}` {message}", self.display));
+        }
+        let (after, note) = match rt.read_deep(&result) {
+            Ok(after) => (after.to_json(), None),
+            Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
+        };
+        let summary = changes(&before, &after);
+        let mut output = json!({ "result": clean(after), "summary": summary });
+        if let (Some(note), Value::Object(map)) = (note, &mut output) {
+            map.insert("note".into(), json!(note));
+        }
+        Invocation { output: ToolOutput::Json(output), summary: Some(summary) }
+    }
+
+    async fn run_pattern(
+        &self,
+        rt: &Runtime,
+        id: &str,
+        prefilled: &Map<String, Value>,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Invocation {
+        let started = Instant::now();
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Invocation::error(format!("`{}` cannot run: tool calls need a Tokio runtime", self.display));
+        }
+        let mut argument = self.shape.event_from_arguments(arguments);
+        match &mut argument {
+            Value::Object(map) => map.extend(prefilled.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            Value::Null => argument = Value::Object(prefilled.clone()),
+            _ => {}
+        }
+        let charm = match rt.charms().create(id, argument) {
+            Ok(charm) => Instance { rt: rt.clone(), id: charm },
+            Err(error) => return Invocation::error(format!("`{}` failed: {error}", self.display)),
+        };
+        let result = rt.charms().result(&charm.id);
+        let remaining = timeout.saturating_sub(started.elapsed());
+        if rt.settled(&result, remaining).await.is_err() {
+            return Invocation::error(format!(
+                "`{}` timed out after {timeout:?}: the result of the {id} pattern did not settle; the instance was stopped",
+                self.display
+            ));
+        }
+        match rt.charms().get(&charm.id) {
+            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": clean(result) })), summary: None },
+            Err(error) => Invocation::error(format!("`{}` ran, but its result cannot be read: {error}", self.display)),
+        }
+    }
+}
+
+/// A charm a pattern tool created; stopped when the call ends, however it ends (returned,
+/// failed, timed out or cancelled). The runtime has no charm deletion yet, so its record
+/// and data stay in the space.
+struct Instance {
+    rt: Runtime,
+    id: DocId,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Err(error) = self.rt.charms().stop(&self.id) {
+            tracing::warn!(charm = %self.id, %error, "could not stop a pattern tool's charm");
+        }
+    }
+}
+
+/// Sends `event` and waits for the handler's commit, at most `timeout`; the error is the
+/// rest of a sentence starting with the tool's name.
+async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duration) -> Result<(), String> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err("cannot run: tool calls need a Tokio runtime".into());
+    }
+    let (rt, stream) = (rt.clone(), stream.clone());
+    // The handler runs synchronously inside `send`: on a blocking thread it cannot keep
+    // the timer below from firing.
+    let task = tokio::task::spawn_blocking(move || futures::executor::block_on(rt.send(&stream, event)));
+    match tokio::time::timeout(timeout, task).await {
+        Ok(Ok(Ok(_sent))) => Ok(()),
+        Ok(Ok(Err(error))) => Err(format!("failed: {error}")),
+        Ok(Err(join)) => Err(format!("failed: the call stopped unexpectedly: {join}")),
+        Err(_) => Err(format!(
+            "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"
+        )),
+    }
+}

@@ -1,0 +1,137 @@
+//! What a successful tool call returns besides "done": a plain JSON snapshot of the charm's
+//! result and a one-line summary of what changed (`count: 3 → 5`).
+//!
+//! Snapshots drop every stream marker (the model reaches handlers through tools, and a
+//! marker's event schema would only repeat the tool's input schema) and the `$UI` tree
+//! (presentation, often large, meaningless to a model). Any link left over becomes the
+//! string `"(link)"`: a tool result never carries a live link.
+
+use serde_json::{Map, Value};
+use trellis_runner::link::{stream_schema, LINK_KEY, STREAM_KEY};
+use trellis_runner::UI;
+
+/// How many changed fields a summary names before it says "and N more".
+const MAX_CHANGES: usize = 6;
+/// How long one rendered value in a summary may be.
+const MAX_VALUE_CHARS: usize = 40;
+
+/// The snapshot a tool call returns (see the module docs).
+pub(crate) fn clean(value: Value) -> Value {
+    clean_inner(value).unwrap_or(Value::Null)
+}
+
+/// `None` for a stream marker: dropped from objects, `"(handler)"` in arrays (so indices
+/// stay right).
+fn clean_inner(value: Value) -> Option<Value> {
+    Some(match value {
+        Value::Object(map) if map.contains_key(STREAM_KEY) => return None,
+        Value::Object(map) if map.contains_key(LINK_KEY) => Value::String("(link)".into()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(key, _)| key != UI)
+                .filter_map(|(key, value)| Some((key, clean_inner(value)?)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| clean_inner(v).unwrap_or_else(|| Value::String("(handler)".into())))
+                .collect(),
+        ),
+        other => other,
+    })
+}
+
+/// `key: old → new` for each top-level data field that differs, in key order; `no
+/// changes` when none does. `$` keys and streams are not data and are ignored.
+pub(crate) fn changes(before: &Value, after: &Value) -> String {
+    let empty = Map::new();
+    let before = before.as_object().unwrap_or(&empty);
+    let after = after.as_object().unwrap_or(&empty);
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let is_data = |v: Option<&Value>| !v.is_some_and(|v| stream_schema(v).is_some());
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|key| !key.starts_with('$'))
+        .filter_map(|key| {
+            let (old, new) = (before.get(key), after.get(key));
+            (old != new && is_data(old) && is_data(new)).then(|| {
+                let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS));
+                format!("{key}: {} → {}", show(old), show(new))
+            })
+        })
+        .collect();
+    if changed.is_empty() {
+        return "no changes".to_string();
+    }
+    let mut line = changed.iter().take(MAX_CHANGES).cloned().collect::<Vec<_>>().join(", ");
+    if changed.len() > MAX_CHANGES {
+        line.push_str(&format!(", and {} more", changed.len() - MAX_CHANGES));
+    }
+    line
+}
+
+/// Compact JSON of at most about `max` characters: long arrays and objects are counted
+/// (`[12 items]`, `{3 fields}`), other long values are cut with `…`.
+pub(crate) fn compact(value: &Value, max: usize) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    if text.chars().count() <= max {
+        return text;
+    }
+    match value {
+        Value::Array(items) => format!("[{} items]", items.len()),
+        Value::Object(map) => format!("{{{} fields}}", map.len()),
+        _ => {
+            let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+            cut.push('…');
+            cut
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summarises_changed_data_fields_only() {
+        let before = json!({ "$NAME": "Counter", "count": 0, "label": "Count: 0", "inc": { "$stream": {} } });
+        let after = json!({ "$NAME": "Renamed", "count": 5, "label": "Count: 5", "inc": { "$stream": { "schema": {} } } });
+        assert_eq!(changes(&before, &after), r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#);
+        assert_eq!(changes(&before, &before), "no changes");
+        assert_eq!(changes(&json!({}), &json!({ "a": [1] })), "a: (none) → [1]");
+        assert_eq!(changes(&json!({ "a": 1 }), &json!({})), "a: 1 → (none)");
+        assert_eq!(changes(&json!(null), &json!({ "a": 1 })), "a: (none) → 1");
+    }
+
+    #[test]
+    fn long_values_and_many_fields_are_elided() {
+        let items: Vec<u32> = (0..50).collect();
+        let text = "x".repeat(100);
+        let summary = changes(&json!({}), &json!({ "items": items, "text": text }));
+        assert!(summary.starts_with("items: (none) → [50 items], text: (none) → \"xxx"), "{summary}");
+        assert!(summary.ends_with('…'), "{summary}");
+        let many: Map<String, Value> = (0..10).map(|i| (format!("k{i}"), json!(i))).collect();
+        let summary = changes(&json!({}), &Value::Object(many));
+        assert!(summary.ends_with(", and 4 more"), "{summary}");
+        assert_eq!(compact(&json!({ "a": "y".repeat(80) }), 40), "{1 fields}");
+        assert_eq!(compact(&json!("é".repeat(50)), 5).chars().count(), 5);
+    }
+
+    #[test]
+    fn snapshots_drop_streams_ui_and_links() {
+        let raw = json!({
+            "$NAME": "Counter", "$UI": { "type": "button" }, "count": 1,
+            "inc": { "$stream": { "schema": {} } },
+            "nested": { "inner": { "$stream": {} }, "other": { "$link": { "doc": "d", "path": [] } } },
+            "list": [{ "$stream": {} }, 2],
+        });
+        assert_eq!(
+            clean(raw),
+            json!({ "$NAME": "Counter", "count": 1, "nested": { "other": "(link)" }, "list": ["(handler)", 2] })
+        );
+    }
+}
