@@ -130,6 +130,18 @@ pub struct Measurement {
     pub median_ns: Result<f64, String>,
     /// Number of samples behind the median (0 on failure).
     pub samples: usize,
+    /// Set when the median is the time of one operation of a throughput scenario, named
+    /// by this unit (singular, e.g. `"commit"`): the table then also shows
+    /// `1e9 / median` operations per second. Not part of the JSON output.
+    pub rate_unit: Option<&'static str>,
+}
+
+impl Measurement {
+    /// Marks the median as the time per `unit` (see [`Measurement::rate_unit`]).
+    pub fn per(mut self, unit: &'static str) -> Self {
+        self.rate_unit = Some(unit);
+        self
+    }
 }
 
 /// Is `system` one of ours? Names starting with `trellis` are; all others are peers.
@@ -171,6 +183,7 @@ pub fn run_guarded(
         system: system.to_string(),
         samples: outcome.as_ref().map_or(0, |s| s.samples),
         median_ns: outcome.map(|s| s.median_ns),
+        rate_unit: None,
     }
 }
 
@@ -242,9 +255,23 @@ pub fn format_ns(ns: f64) -> String {
     }
 }
 
+/// Formats a rate with thousands separators and no decimals (`41,234`).
+pub fn format_rate(per_second: f64) -> String {
+    let digits = format!("{:.0}", per_second.max(0.0));
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// Writes one table per suite: a row per scenario, a column per system holding the median
 /// and its ratio to the best peer, and a last column per Trellis system with its ratio to
-/// the best peer (`n/a` when there is no Trellis system yet).
+/// the best peer (`n/a` when there is no Trellis system yet). Scenarios measured per
+/// operation ([`Measurement::rate_unit`]) get a throughput line under the table.
 pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Result<()> {
     let ratios = ratios(measurements);
     let suites = unique(measurements.iter().map(|m| m.suite.as_str()));
@@ -311,7 +338,33 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
                 writeln!(out, "  FAILED {}/{}: {e}", m.scenario, m.system)?;
             }
         }
+        write_rates(out, &scenarios, &rows)?;
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Writes, for each scenario with a [`Measurement::rate_unit`], one line with every
+/// successful system's operations per second (`1e9 / median`).
+fn write_rates(
+    out: &mut impl Write,
+    scenarios: &[&str],
+    rows: &[(&Measurement, Option<f64>)],
+) -> io::Result<()> {
+    let width = scenarios.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+    for scenario in scenarios {
+        let rates: Vec<String> = rows
+            .iter()
+            .filter(|(m, _)| m.scenario == *scenario)
+            .filter_map(|(m, _)| {
+                let (ns, unit) = (m.median_ns.as_ref().ok()?, m.rate_unit?);
+                (*ns > 0.0).then(|| format!("{} {}s/s", format_rate(1e9 / ns), unit))
+                    .map(|rate| format!("{}: {rate}", m.system))
+            })
+            .collect();
+        if !rates.is_empty() {
+            writeln!(out, "  {scenario:<width$}  {}", rates.join(" | "))?;
+        }
     }
     Ok(())
 }
@@ -372,6 +425,7 @@ mod tests {
             system: system.into(),
             median_ns: ns,
             samples: 1,
+            rate_unit: None,
         }
     }
 
@@ -423,6 +477,38 @@ mod tests {
         let text = String::from_utf8(out).expect("utf-8");
         assert!(text.contains("p1") && text.contains("p2") && text.contains("FAILED"));
         assert!(text.contains("2.00 µs (1.00x)"));
+    }
+
+    #[test]
+    fn rates_are_shown_under_the_table_but_not_in_json() {
+        let ms = vec![
+            m("commit", "trellis", Ok(25_000.0)).per("commit"),
+            m("commit", "p1", Ok(50_000.0)).per("commit"),
+            m("plain", "p1", Ok(10.0)),
+        ];
+        let mut table = Vec::new();
+        write_table(&mut table, &ms).expect("write to a Vec");
+        let text = String::from_utf8(table).expect("utf-8");
+        assert!(
+            text.contains("trellis: 40,000 commits/s | p1: 20,000 commits/s"),
+            "{text}"
+        );
+        assert!(!text.lines().any(|l| l.starts_with("  plain")), "{text}");
+        let mut json = Vec::new();
+        write_json(&mut json, &ms).expect("write to a Vec");
+        let line: serde_json::Value =
+            serde_json::from_str(String::from_utf8(json).expect("utf-8").lines().next().expect("a line"))
+                .expect("valid JSON");
+        let keys: Vec<&str> = line.as_object().expect("object").keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 5, "{keys:?}");
+    }
+
+    #[test]
+    fn rates_have_thousands_separators() {
+        assert_eq!(format_rate(0.4), "0");
+        assert_eq!(format_rate(999.0), "999");
+        assert_eq!(format_rate(1000.0), "1,000");
+        assert_eq!(format_rate(1_234_567.6), "1,234,568");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod harness;
 mod peers;
 mod propagation;
 mod reactive;
+mod storage;
 mod trellis_system;
 
 use std::io::{self, Write};
@@ -22,7 +23,7 @@ use harness::{Measurement, RunConfig, Suite};
 /// Every suite, in run order. Add new suites here (one line each).
 const SUITES: &[Suite] = &[
     propagation::SUITE,
-    // storage::SUITE,
+    storage::SUITE,
     // tools::SUITE,
 ];
 

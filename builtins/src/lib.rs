@@ -1,6 +1,7 @@
 //! Trellis builtins: `llm_dialog`, the tool catalog and language models.
 
 pub mod catalog;
+pub mod dialog;
 pub mod message;
 pub mod model;
 pub mod offline;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The person chatting.
@@ -18,7 +18,7 @@ pub enum Role {
 }
 
 /// One message: a role and its parts in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Message {
     /// Who said it.
     pub role: Role,
@@ -27,7 +27,7 @@ pub struct Message {
 }
 
 /// A piece of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Part {
     /// Plain text.
@@ -56,7 +56,7 @@ pub enum Part {
 }
 
 /// What a tool call produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", content = "value", rename_all = "kebab-case")]
 pub enum ToolOutput {
     /// Structured output.

@@ -26,7 +26,7 @@ pub use charm::{CharmInfo, CharmRecord, Charms};
 pub use error::{BoxError, Error, Result};
 pub use link::{DocId, Link};
 pub use pattern::{Builder, Pattern, NAME, UI};
-pub use runtime::{Handler, Runtime, Sent};
+pub use runtime::{Handler, Runtime, Sent, WeakRuntime};
 pub use schema::Schema;
 pub use space::Space;
 pub use stream::Stream;

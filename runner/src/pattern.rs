@@ -303,6 +303,11 @@ impl<'a> Builder<'a> {
         at
     }
 
+    /// Stores a link at `key`, so that reads (and events) there go to `target`.
+    pub fn alias(&mut self, key: &str, target: &Link) -> Result<()> {
+        self.write(key, target.to_value())
+    }
+
     /// Instantiates the builtin `id` with `inputs`; its outputs appear under `key`.
     pub fn builtin(&mut self, key: &str, id: &str, inputs: serde_json::Value) -> Result<Link, BoxError> {
         let builtin = self.rt.0.builtins.get(id).ok_or_else(|| Error::UnknownBuiltin(id.to_string()))?;

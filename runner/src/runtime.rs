@@ -174,7 +174,7 @@ impl Runtime {
 
     /// Commits a transaction and tells the scheduler and observers what changed.
     pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
-        let (docs, _) = tx.into_parts();
+        let (docs, after_commit) = tx.into_parts();
         let commit = self.0.space.commit(docs)?;
         if !commit.changes.is_empty() {
             let mut graph = self.0.graph.lock();
@@ -183,6 +183,9 @@ impl Runtime {
             }
             drop(graph);
             self.notify_observers(&commit.changes);
+        }
+        for f in after_commit {
+            f(self);
         }
         Ok(commit)
     }
@@ -462,6 +465,25 @@ impl Runtime {
                 }
             }
         }
+    }
+}
+
+/// A runtime handle that does not keep the runtime alive: for closures the runtime
+/// itself stores (handlers, computations), which would otherwise form a cycle.
+#[derive(Clone)]
+pub struct WeakRuntime(std::sync::Weak<Inner>);
+
+impl WeakRuntime {
+    /// The runtime, if it still exists.
+    pub fn upgrade(&self) -> Option<Runtime> {
+        self.0.upgrade().map(Runtime)
+    }
+}
+
+impl Runtime {
+    /// A handle that does not keep the runtime alive.
+    pub fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.0))
     }
 }
 

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
+use crate::runtime::Runtime;
 use crate::space::Space;
 use crate::value::{Path, Segment, Value};
 
@@ -105,6 +106,9 @@ pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, follow_last: bool) -
     Err(Error::LinkLoop(link.clone()))
 }
 
+/// Work to run once a transaction has committed.
+pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
+
 /// The buffered state of one document inside a transaction.
 #[derive(Debug, Clone)]
 pub(crate) struct DocWrites {
@@ -124,12 +128,13 @@ pub struct Tx<'s> {
     /// Documents touched, in first-touch order (transactions touch few documents, so a
     /// vector beats a hash map).
     docs: RefCell<Vec<(DocId, DocWrites)>>,
+    after_commit: RefCell<Vec<AfterCommit>>,
     reads: RefCell<Vec<Link>>,
 }
 
 impl<'s> Tx<'s> {
     pub(crate) fn new(space: &'s Space) -> Self {
-        Tx { space, docs: RefCell::new(Vec::new()), reads: RefCell::new(Vec::new()) }
+        Tx { space, docs: RefCell::new(Vec::new()), after_commit: RefCell::new(Vec::new()), reads: RefCell::new(Vec::new()) }
     }
 
     /// The space this transaction runs against.
@@ -181,8 +186,14 @@ impl<'s> Tx<'s> {
         self.reads.borrow().clone()
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<(DocId, DocWrites)>, Vec<Link>) {
-        (self.docs.into_inner(), self.reads.into_inner())
+    /// Runs `f` once this transaction has committed (never if it rolls back or is
+    /// retried): the place to start async work that must see the transaction's writes.
+    pub fn after_commit(&self, f: impl FnOnce(&Runtime) + Send + 'static) {
+        self.after_commit.borrow_mut().push(Box::new(f));
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<(DocId, DocWrites)>, Vec<AfterCommit>) {
+        (self.docs.into_inner(), self.after_commit.into_inner())
     }
 }
 

@@ -1,0 +1,316 @@
+//! `llm_dialog`: a tool-using conversation with a language model, as a builtin node.
+//!
+//! A pattern instantiates it with `b.builtin("dialog", "llm_dialog", inputs)` where
+//! `inputs` is `{"messages", "system", "model", "max_tokens", "tools"}`; each may be a
+//! literal or a link to a cell (so the pattern can change them). Under `dialog` the
+//! charm's result then has:
+//!
+//! | key | what |
+//! |---|---|
+//! | `pending` | whether a reply is being generated |
+//! | `add_message` | stream: a user [`Message`]; refused (an error to the sender) while pending |
+//! | `cancel_generation` | stream: stops the request, its running tools and pattern instances |
+//! | `flattened_tools` | the tool catalog as a UI shows it |
+//! | `partial` | the text of the reply being streamed |
+//! | `error` | why the last request failed, or `null` |
+//! | `request` | the id of the latest request; results of older ones are discarded |
+//!
+//! A request runs in rounds: the model answers; if it called tools, they run
+//! (concurrently; results keep call order) and their results go back to the model; until
+//! it answers without tool calls or the round cap is reached.
+
+mod messages;
+mod request;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use trellis_runner::{BoxError, Builder, Builtin, Cell, Link, Value};
+
+use crate::catalog::Catalog;
+use crate::message::{Message, Role};
+use crate::model::{Model, ModelError};
+
+pub use messages::prepare_for_provider;
+
+/// The builtin's id.
+pub const LLM_DIALOG: &str = "llm_dialog";
+
+/// Finds the model for a model string (`offline`, `scripted:PATH`, `openai:M`, ...).
+pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
+
+/// Limits of the tool loop.
+#[derive(Debug, Clone, Copy)]
+pub struct DialogSettings {
+    /// Rounds of tool calls before the dialog stops with a message (default 10).
+    pub max_rounds: u32,
+    /// How long one tool call may take (default 30 s).
+    pub tool_timeout: Duration,
+}
+
+impl Default for DialogSettings {
+    fn default() -> Self {
+        DialogSettings { max_rounds: 10, tool_timeout: Duration::from_secs(30) }
+    }
+}
+
+/// The `llm_dialog` builtin. Register it with `Runtime::register_builtin`.
+#[derive(Clone)]
+pub struct LlmDialog {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    resolver: ModelResolver,
+    models: Mutex<HashMap<String, Arc<dyn Model>>>,
+    pub(crate) settings: DialogSettings,
+    /// The running request of each dialog (by its location), to abort on cancel.
+    running: Mutex<HashMap<Link, tokio::task::AbortHandle>>,
+}
+
+impl Default for LlmDialog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LlmDialog {
+    /// The builtin with the real model strings (`crate::provider::model_from_str`).
+    pub fn new() -> Self {
+        Self::with_resolver(Arc::new(crate::provider::model_from_str))
+    }
+
+    /// The builtin with a custom way to find models (tests inject scripted models).
+    pub fn with_resolver(resolver: ModelResolver) -> Self {
+        LlmDialog {
+            shared: Arc::new(Shared {
+                resolver,
+                models: Mutex::new(HashMap::new()),
+                settings: DialogSettings::default(),
+                running: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The builtin with other loop limits.
+    pub fn with_settings(self, settings: DialogSettings) -> Self {
+        let shared = Shared {
+            resolver: self.shared.resolver.clone(),
+            models: Mutex::new(HashMap::new()),
+            settings,
+            running: Mutex::new(HashMap::new()),
+        };
+        LlmDialog { shared: Arc::new(shared) }
+    }
+}
+
+impl Shared {
+    /// The model for a model string; one instance per string, so a scripted model keeps
+    /// its place in the script across requests.
+    pub(crate) fn model(&self, spec: &str) -> Result<Arc<dyn Model>, ModelError> {
+        if let Some(model) = self.models.lock().get(spec) {
+            return Ok(model.clone());
+        }
+        let model = (self.resolver)(spec)?;
+        self.models.lock().insert(spec.to_string(), model.clone());
+        Ok(model)
+    }
+}
+
+/// The event of `cancel_generation`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct Cancel {}
+
+/// The locations of one dialog's state.
+#[derive(Debug, Clone)]
+pub(crate) struct DialogCells {
+    pub base: Link,
+    pub inputs: Link,
+    pub pending: Cell<bool>,
+    pub request: Cell<u64>,
+    pub error: Cell<Option<String>>,
+    pub partial: Cell<String>,
+}
+
+impl DialogCells {
+    fn at(base: Link) -> Self {
+        DialogCells {
+            inputs: base.child("inputs"),
+            pending: Cell::from_link(base.child("pending")),
+            request: Cell::from_link(base.child("request")),
+            error: Cell::from_link(base.child("error")),
+            partial: Cell::from_link(base.child("partial")),
+            base,
+        }
+    }
+
+    /// The messages cell: the `messages` input if it is a link, else the dialog's own.
+    pub fn messages(&self) -> Cell<Vec<Message>> {
+        Cell::from_link(self.inputs.child("messages"))
+    }
+}
+
+impl Builtin for LlmDialog {
+    fn id(&self) -> &'static str {
+        LLM_DIALOG
+    }
+
+    fn instantiate(&self, b: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> Result<(), BoxError> {
+        let cells = DialogCells::at(b.at(key));
+        let mut inputs = match inputs {
+            serde_json::Value::Object(map) => map,
+            serde_json::Value::Null => serde_json::Map::new(),
+            other => return Err(format!("llm_dialog inputs must be an object, got {other}").into()),
+        };
+        inputs.entry("messages").or_insert_with(|| json!([]));
+        let tx = b.tx();
+        tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
+        init(b, &cells)?;
+
+        let shared = self.shared.clone();
+        let c = cells.clone();
+        b.handler(&format!("{key}/add_message"), move |tx, message: Message| add_message(&shared, &c, tx, message));
+        let shared = self.shared.clone();
+        let c = cells.clone();
+        b.handler(&format!("{key}/cancel_generation"), move |tx, _: Cancel| cancel(&shared, &c, tx));
+
+        let weak = b.runtime().downgrade();
+        let tools_at = cells.inputs.child("tools");
+        b.derive(&format!("{key}/flattened_tools"), move |tx| {
+            use trellis_runner::Read;
+            let rt = weak.upgrade().ok_or_else(|| trellis_runner::Error::UnknownBuiltin("runtime is gone".into()))?;
+            let tools = tx.read(&tools_at)?.to_json();
+            // Reading what the entries point at through the transaction makes the catalog
+            // re-derive when the tools map or a charm's result changes.
+            tx.read_deep(&tools_at)?;
+            Ok(Catalog::build(&rt, &tools).flattened())
+        });
+        Ok(())
+    }
+}
+
+fn init(b: &mut Builder<'_>, cells: &DialogCells) -> Result<(), BoxError> {
+    let tx = b.tx();
+    // A restart interrupts whatever request was running: nothing is pending any more.
+    cells.pending.set(tx, false)?;
+    cells.partial.set(tx, String::new())?;
+    if cells.request.get_value(tx)? == Value::Null {
+        cells.request.set(tx, 0)?;
+        cells.error.set(tx, None)?;
+    }
+    messages::close_unanswered(tx, &cells.messages(), "interrupted: the runtime restarted before this tool finished")?;
+    Ok(())
+}
+
+fn add_message(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx, message: Message) -> Result<(), BoxError> {
+    if cells.pending.get(tx)? {
+        return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
+    }
+    if message.role != Role::User {
+        return Err(format!("add_message takes user messages; got a {:?} message", message.role).into());
+    }
+    if message.text().trim().is_empty() {
+        return Err("the message is empty: say something".into());
+    }
+    cells.messages().push(tx, message)?;
+    let request = cells.request.get(tx)? + 1;
+    cells.request.set(tx, request)?;
+    cells.pending.set(tx, true)?;
+    cells.error.set(tx, None)?;
+    cells.partial.set(tx, String::new())?;
+    let shared = shared.clone();
+    let cells = cells.clone();
+    tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request));
+    Ok(())
+}
+
+fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) -> Result<(), BoxError> {
+    if !cells.pending.get(tx)? {
+        return Ok(());
+    }
+    // A new request id supersedes the running one: whatever it still writes is dropped.
+    cells.request.update(tx, |n| n + 1)?;
+    cells.pending.set(tx, false)?;
+    cells.partial.set(tx, String::new())?;
+    messages::close_unanswered(tx, &cells.messages(), "cancelled by the user before this tool finished")?;
+    let shared = shared.clone();
+    let base = cells.base.clone();
+    tx.after_commit(move |_| {
+        if let Some(handle) = shared.running.lock().remove(&base) {
+            handle.abort();
+        }
+    });
+    Ok(())
+}
+
+/// Drives one dialog from Rust (tests, the CLI): send messages, wait for replies, read
+/// the conversation.
+#[derive(Clone)]
+pub struct DialogHandle {
+    rt: trellis_runner::Runtime,
+    base: Link,
+}
+
+impl DialogHandle {
+    /// The dialog whose outputs live at `base` (the key given to `b.builtin`).
+    pub fn new(rt: trellis_runner::Runtime, base: Link) -> Self {
+        DialogHandle { rt, base }
+    }
+
+    fn cells(&self) -> DialogCells {
+        DialogCells::at(self.base.clone())
+    }
+
+    /// Sends a user message without waiting for the reply.
+    pub async fn send(&self, message: Message) -> trellis_runner::Result<()> {
+        let json = serde_json::to_value(message).map_err(trellis_runner::Error::Serialize)?;
+        self.rt.send(&self.base.child("add_message"), json).await.map(drop)
+    }
+
+    /// Sends a user message and waits (up to `timeout`) until the reply is complete.
+    pub async fn say(&self, text: &str, timeout: Duration) -> trellis_runner::Result<()> {
+        self.send(Message::user(text)).await?;
+        self.wait(timeout).await
+    }
+
+    /// Waits until no request of this dialog is running.
+    pub async fn wait(&self, timeout: Duration) -> trellis_runner::Result<()> {
+        self.rt.settled(&self.base, timeout).await
+    }
+
+    /// Stops the running request, if any.
+    pub async fn cancel(&self) -> trellis_runner::Result<()> {
+        self.rt.send(&self.base.child("cancel_generation"), json!({})).await.map(drop)
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> Vec<Message> {
+        self.cells().messages().get(&self.rt).unwrap_or_default()
+    }
+
+    /// Whether a reply is being generated.
+    pub fn pending(&self) -> bool {
+        self.cells().pending.get(&self.rt).unwrap_or(false)
+    }
+
+    /// Why the last request failed, if it did.
+    pub fn error(&self) -> Option<String> {
+        self.cells().error.get(&self.rt).ok().flatten()
+    }
+
+    /// The text of the reply being streamed.
+    pub fn partial(&self) -> String {
+        self.cells().partial.get(&self.rt).unwrap_or_default()
+    }
+
+    /// The tool catalog as a UI shows it.
+    pub fn flattened_tools(&self) -> serde_json::Value {
+        use trellis_runner::Read;
+        self.rt.read(&self.base.child("flattened_tools")).map(|v| v.to_json()).unwrap_or_default()
+    }
+}

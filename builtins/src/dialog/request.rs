@@ -1,0 +1,155 @@
+//! One request: rounds of model answers and tool calls until the model is done.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tracing::Instrument;
+use trellis_runner::{Read, Runtime};
+
+use super::messages::prepare_for_provider;
+use super::{DialogCells, Shared};
+use crate::catalog::Catalog;
+use crate::message::{Message, Part, Role};
+use crate::model::{ModelEvent, ModelRequest};
+
+/// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
+/// `settled` wait for it) and abortable by `cancel_generation`.
+pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u64) {
+    if tokio::runtime::Handle::try_current().is_err() {
+        let message = "llm_dialog needs a tokio runtime to run requests".to_string();
+        finish(&rt, &cells, id, Some(message));
+        return;
+    }
+    let span = tracing::info_span!("llm_request", dialog = %cells.base, request = id);
+    let task_rt = rt.clone();
+    let task_cells = cells.clone();
+    let task_shared = shared.clone();
+    let handle = rt.spawn_tracked(
+        cells.base.doc.clone(),
+        async move {
+            let outcome = run(&task_shared, &task_rt, &task_cells, id).await;
+            finish(&task_rt, &task_cells, id, outcome.err());
+            task_shared.running.lock().remove(&task_cells.base);
+        }
+        .instrument(span),
+    );
+    shared.running.lock().insert(cells.base, handle.abort_handle());
+}
+
+/// Whether `id` is still the dialog's current request.
+fn is_current(tx: &impl Read, cells: &DialogCells, id: u64) -> trellis_runner::Result<bool> {
+    Ok(cells.request.get(tx)? == id)
+}
+
+/// Ends the request: clears `pending` unless a newer request took over.
+fn finish(rt: &Runtime, cells: &DialogCells, id: u64, error: Option<String>) {
+    if let Some(error) = &error {
+        tracing::warn!(%error, "llm request failed");
+    }
+    let result = rt.transact(|tx| {
+        if is_current(tx, cells, id)? {
+            cells.pending.set(tx, false)?;
+            cells.partial.set(tx, String::new())?;
+            cells.error.set(tx, error.clone())?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        rt.report(e);
+    }
+}
+
+/// Appends a message if the request is still current; false when it was superseded.
+fn append(rt: &Runtime, cells: &DialogCells, id: u64, message: Message) -> Result<bool, String> {
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        cells.messages().push(tx, message.clone())?;
+        cells.partial.set(tx, String::new())?;
+        Ok(true)
+    })
+    .map_err(|e| format!("could not store the reply: {e}"))
+}
+
+/// Reads an input that may be a literal or a link; `null` when absent.
+fn input(rt: &Runtime, cells: &DialogCells, key: &str) -> serde_json::Value {
+    rt.read(&cells.inputs.child(key)).map(|v| v.to_json()).unwrap_or_default()
+}
+
+async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Result<(), String> {
+    let settings = shared.settings;
+    for round in 1..=settings.max_rounds {
+        let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
+        let model_spec = input(rt, cells, "model").as_str().unwrap_or("offline").to_string();
+        let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
+        let catalog = Catalog::build(rt, &input(rt, cells, "tools"));
+        let request = ModelRequest {
+            system: input(rt, cells, "system").as_str().map(str::to_string),
+            messages: prepare_for_provider(&messages),
+            tools: catalog.specs(),
+            max_tokens: input(rt, cells, "max_tokens").as_u64().and_then(|n| u32::try_from(n).ok()),
+        };
+        tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
+        let (text, calls) = answer(rt, cells, id, &*model, request).await?;
+
+        let mut content = Vec::new();
+        if !text.trim().is_empty() {
+            content.push(Part::Text { text });
+        }
+        content.extend(calls.iter().cloned());
+        if content.is_empty() {
+            return Err(format!("{} returned an empty answer", model.name()));
+        }
+        if !append(rt, cells, id, Message { role: Role::Assistant, content })? || calls.is_empty() {
+            return Ok(());
+        }
+
+        let timeout = settings.tool_timeout;
+        let catalog = &catalog;
+        let results = futures::future::join_all(calls.iter().map(|call| async move {
+            let Part::ToolCall { id, name, input } = call else { unreachable!("only tool calls are collected") };
+            let invocation = catalog.invoke(rt, name, input.clone(), timeout).await;
+            Part::ToolResult { id: id.clone(), name: name.clone(), output: invocation.output }
+        }))
+        .await;
+        if !append(rt, cells, id, Message { role: Role::Tool, content: results })? {
+            return Ok(());
+        }
+    }
+    let stop = format!(
+        "I stopped after {} rounds of tool calls without reaching an answer. Tell me to continue if you want me to go on.",
+        settings.max_rounds
+    );
+    append(rt, cells, id, Message::assistant(stop)).map(drop)
+}
+
+/// Streams one answer: its text (shown in `partial` as it arrives) and its tool calls.
+async fn answer(
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: u64,
+    model: &dyn crate::model::Model,
+    request: ModelRequest,
+) -> Result<(String, Vec<Part>), String> {
+    let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event.map_err(|e| e.to_string())? {
+            ModelEvent::TextDelta(delta) => {
+                text.push_str(&delta);
+                let shown = text.clone();
+                let _ = rt.transact(|tx| {
+                    if is_current(tx, cells, id)? {
+                        cells.partial.set(tx, shown.clone())?;
+                    }
+                    Ok(())
+                });
+            }
+            ModelEvent::ToolCall { id, name, input } => calls.push(Part::ToolCall { id, name, input }),
+            ModelEvent::Finish { .. } => break,
+        }
+    }
+    Ok((text, calls))
+}
