@@ -351,14 +351,19 @@ fn write_rates(
     scenarios: &[&str],
     rows: &[(&Measurement, Option<f64>)],
 ) -> io::Result<()> {
-    let width = scenarios.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+    let width = scenarios
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0);
     for scenario in scenarios {
         let rates: Vec<String> = rows
             .iter()
             .filter(|(m, _)| m.scenario == *scenario)
             .filter_map(|(m, _)| {
                 let (ns, unit) = (m.median_ns.as_ref().ok()?, m.rate_unit?);
-                (*ns > 0.0).then(|| format!("{} {}s/s", format_rate(1e9 / ns), unit))
+                (*ns > 0.0)
+                    .then(|| format!("{} {}s/s", format_rate(1e9 / ns), unit))
                     .map(|rate| format!("{}: {rate}", m.system))
             })
             .collect();
@@ -496,10 +501,20 @@ mod tests {
         assert!(!text.lines().any(|l| l.starts_with("  plain")), "{text}");
         let mut json = Vec::new();
         write_json(&mut json, &ms).expect("write to a Vec");
-        let line: serde_json::Value =
-            serde_json::from_str(String::from_utf8(json).expect("utf-8").lines().next().expect("a line"))
-                .expect("valid JSON");
-        let keys: Vec<&str> = line.as_object().expect("object").keys().map(String::as_str).collect();
+        let line: serde_json::Value = serde_json::from_str(
+            String::from_utf8(json)
+                .expect("utf-8")
+                .lines()
+                .next()
+                .expect("a line"),
+        )
+        .expect("valid JSON");
+        let keys: Vec<&str> = line
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys.len(), 5, "{keys:?}");
     }
 

@@ -63,8 +63,8 @@ const THREADS: usize = 8;
 const BUDGET: Budget = Budget {
     warmup: 1,
     min_samples: 7,
-    max_samples: 25,
-    max_time: Duration::from_millis(2000),
+    max_samples: 41,
+    max_time: Duration::from_millis(3000),
 };
 
 /// What the median is the time of (the table shows commits per second).
@@ -188,7 +188,11 @@ fn shares(commits: usize, threads: usize) -> Vec<usize> {
 /// Runs `work(i, share)` on `shares.len()` threads started together, and returns the wall
 /// time from their common start until the last one finished. With one share it runs on
 /// the calling thread.
-fn timed_threads<S: Send>(states: &mut [S], shares: &[usize], work: impl Fn(&mut S, usize) + Sync) -> Duration {
+fn timed_threads<S: Send>(
+    states: &mut [S],
+    shares: &[usize],
+    work: impl Fn(&mut S, usize) + Sync,
+) -> Duration {
     if let ([state], [share]) = (&mut *states, shares) {
         return harness::time(|| work(state, *share)).1;
     }
@@ -274,7 +278,10 @@ fn counter_pattern() -> Pattern {
     Pattern::new("bench-counter", |b, _arg: serde_json::Value| {
         let count = b.state("count", 0i64)?;
         b.handler("increment", move |tx, event: serde_json::Value| {
-            let amount = event.get("amount").and_then(serde_json::Value::as_i64).unwrap_or(1);
+            let amount = event
+                .get("amount")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(1);
             count.update(tx, |n| n + amount)?;
             Ok(())
         });
@@ -310,13 +317,16 @@ fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stat
         elapsed
     });
 
-    let count = |rt: &Runtime| {
-        rt.charms().get(&id).expect("trellis: read the counter")["count"].as_i64()
-    };
+    let count =
+        |rt: &Runtime| rt.charms().get(&id).expect("trellis: read the counter")["count"].as_i64();
     assert_eq!(count(&rt), Some(sent), "trellis: counter in memory");
     drop(rt);
     let reopened = Runtime::open(path).expect("trellis: reopen the SQLite runtime");
-    assert_eq!(count(&reopened), Some(sent), "trellis: counter after reopening the file");
+    assert_eq!(
+        count(&reopened),
+        Some(sent),
+        "trellis: counter after reopening the file"
+    );
     stats
 }
 
@@ -327,14 +337,19 @@ fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stat
 /// `synchronous=NORMAL`, and the `documents` table.
 fn open_peer(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("rusqlite: open");
-    conn.busy_timeout(BUSY_TIMEOUT).expect("rusqlite: busy timeout");
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .expect("rusqlite: busy timeout");
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .expect("rusqlite: journal_mode");
-    assert!(mode.eq_ignore_ascii_case("wal"), "rusqlite: journal_mode is {mode}, not WAL");
+    assert!(
+        mode.eq_ignore_ascii_case("wal"),
+        "rusqlite: journal_mode is {mode}, not WAL"
+    );
     conn.pragma_update(None, "synchronous", "NORMAL")
         .expect("rusqlite: synchronous");
-    conn.execute_batch(CREATE_TABLE).expect("rusqlite: create the table");
+    conn.execute_batch(CREATE_TABLE)
+        .expect("rusqlite: create the table");
     conn
 }
 
@@ -387,9 +402,18 @@ fn check_peer_file(path: &Path, rows: &[Row]) {
     let conn = Connection::open(path).expect("rusqlite: reopen");
     for row in rows {
         let text: String = conn
-            .query_row("SELECT value FROM documents WHERE id = ?1", [&row.id], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM documents WHERE id = ?1",
+                [&row.id],
+                |r| r.get(0),
+            )
             .expect("rusqlite: read a row back");
-        assert_eq!(text, row.last.to_string(), "rusqlite: row {} after reopening", row.id);
+        assert_eq!(
+            text,
+            row.last.to_string(),
+            "rusqlite: row {} after reopening",
+            row.id
+        );
     }
 }
 
@@ -418,7 +442,10 @@ mod tests {
         let ms = run(&quick());
         assert_eq!(ms.len(), 5);
         for m in &ms {
-            let ns = m.median_ns.as_ref().unwrap_or_else(|e| panic!("{}/{}: {e}", m.scenario, m.system));
+            let ns = m
+                .median_ns
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{}/{}: {e}", m.scenario, m.system));
             assert!(*ns > 0.0, "{}/{}", m.scenario, m.system);
             assert_eq!(m.rate_unit, Some(UNIT));
         }

@@ -399,10 +399,12 @@ impl Runtime {
     /// Resolves once no work is queued or running and no tracked async task is running.
     pub async fn idle(&self) {
         loop {
+            // Pump before listening: pumping notifies waiters itself, which would wake
+            // this loop at once and spin it without ever yielding.
+            self.pump();
             let notified = self.0.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            self.pump();
             if !self.has_queued_work() && self.0.engine.try_lock().is_some() && self.0.tasks.load(Ordering::SeqCst) == 0 {
                 return;
             }
@@ -415,10 +417,10 @@ impl Runtime {
     pub async fn settled(&self, link: &Link, timeout: Duration) -> Result<()> {
         let wait = async {
             loop {
+                self.pump();
                 let notified = self.0.idle.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                self.pump();
                 let busy = self.0.task_docs.get(&link.doc).is_some_and(|n| *n > 0);
                 if !busy && !self.has_queued_work() {
                     return;
