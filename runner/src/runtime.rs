@@ -54,7 +54,7 @@ pub struct Sent {
     pub changes: Vec<(DocId, Vec<Path>)>,
 }
 
-type Reply = oneshot::Sender<Result<(Sent, Durable)>>;
+type Reply = oneshot::Sender<Result<(Sent, (u64, Durable))>>;
 
 struct Event {
     stream: Link,
@@ -141,18 +141,18 @@ impl Runtime {
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
     /// computations it affected have re-run and all of it is durable.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let (value, commit) = self.transact_inner(&f)?;
+        let (value, (seq, durable)) = self.transact_inner(&f)?;
         self.pump();
-        commit.wait()?;
-        self.0.space.barrier().wait()?;
+        futures::executor::block_on(self.0.space.durable_after(seq, durable))?;
         Ok(value)
     }
 
-    fn transact_inner<R>(&self, f: &impl Fn(&Tx) -> Result<R>) -> Result<(R, Durable)> {
+    fn transact_inner<R>(&self, f: &impl Fn(&Tx) -> Result<R>) -> Result<(R, (u64, Durable))> {
         self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            Ok((value, self.commit(tx)?.durable))
+            let commit = self.commit(tx)?;
+            Ok((value, (commit.seq, commit.durable)))
         })
     }
 
@@ -229,10 +229,10 @@ impl Runtime {
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
         let (rx, _) = self.enqueue(stream, event, true)?;
         self.pump();
-        let (sent, durable) = rx.ok_or_else(|| Error::NoHandler(stream.clone()))?.await.map_err(|_| Error::NoHandler(stream.clone()))??;
-        durable.await?;
+        let (sent, (seq, durable)) =
+            rx.ok_or_else(|| Error::NoHandler(stream.clone()))?.await.map_err(|_| Error::NoHandler(stream.clone()))??;
         // The computations the handler triggered committed after it: wait for them too.
-        self.0.space.barrier().await?;
+        self.0.space.durable_after(seq, durable).await?;
         Ok(sent)
     }
 
@@ -249,7 +249,7 @@ impl Runtime {
         stream: &Link,
         event: serde_json::Value,
         want_reply: bool,
-    ) -> Result<(Option<oneshot::Receiver<Result<(Sent, Durable)>>>, ())> {
+    ) -> Result<(Option<oneshot::Receiver<Result<(Sent, (u64, Durable))>>>, ())> {
         let (at, _) = crate::tx::resolve(&self.0.space, stream, true)?;
         let handler = match self.handler(&at) {
             Some(h) => h,
@@ -325,7 +325,7 @@ impl Runtime {
         true
     }
 
-    fn run_handler(&self, event: &Event) -> Result<(Sent, Durable)> {
+    fn run_handler(&self, event: &Event) -> Result<(Sent, (u64, Durable))> {
         let span = tracing::debug_span!("handler", stream = %event.stream);
         let _enter = span.enter();
         self.with_retries(|| {
@@ -347,7 +347,7 @@ impl Runtime {
                 }
             }
             let commit = self.commit(tx)?;
-            Ok((Sent { changes: commit.changes }, commit.durable))
+            Ok((Sent { changes: commit.changes }, (commit.seq, commit.durable)))
         })
     }
 

@@ -39,6 +39,8 @@ pub struct Space {
     storage: Box<dyn Storage>,
     next_id: AtomicU64,
     id_prefix: String,
+    /// How many commits with writes this space has made (the sequence of the latest).
+    commits: AtomicU64,
 }
 
 /// What one commit changed: the written paths of each document, and its durability ticket.
@@ -47,6 +49,8 @@ pub struct Commit {
     pub changes: Vec<(DocId, Vec<Path>)>,
     /// Resolves when the commit is durable.
     pub durable: Durable,
+    /// The commit's place in the space's order of commits with writes.
+    pub seq: u64,
 }
 
 impl Space {
@@ -69,7 +73,7 @@ impl Space {
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
-        Ok(Space { docs, commit_lock: ReentrantMutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix })
+        Ok(Space { docs, commit_lock: ReentrantMutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix, commits: AtomicU64::new(0) })
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.
@@ -102,6 +106,17 @@ impl Space {
     /// A ticket that resolves once everything committed so far is durable.
     pub fn barrier(&self) -> Durable {
         self.storage.submit(Vec::new())
+    }
+
+    /// Waits until everything committed up to now is durable, given that commit `seq`
+    /// (whose own ticket is `durable`) was the caller's: when nothing committed after it,
+    /// its own ticket is enough and no extra round trip to storage is made.
+    pub(crate) async fn durable_after(&self, seq: u64, durable: Durable) -> Result<(), StorageError> {
+        durable.await?;
+        if self.commits.load(Ordering::SeqCst) != seq {
+            self.barrier().await?;
+        }
+        Ok(())
     }
 
     /// Runs `f` while no other thread can commit to this space.
@@ -148,8 +163,12 @@ impl Space {
             drop(doc);
             changes.push((id, paths));
         }
-        let durable = if stored.is_empty() { Durable::ready(Ok(())) } else { self.storage.submit(stored) };
-        Ok(Commit { changes, durable })
+        let (durable, seq) = if stored.is_empty() {
+            (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst))
+        } else {
+            (self.storage.submit(stored), self.commits.fetch_add(1, Ordering::SeqCst) + 1)
+        };
+        Ok(Commit { changes, durable, seq })
     }
 }
 

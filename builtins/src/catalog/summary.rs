@@ -51,7 +51,7 @@ pub(crate) fn changes(before: &Value, after: &Value) -> String {
     let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
     keys.sort();
     keys.dedup();
-    let is_data = |v: Option<&Value>| !v.is_some_and(|v| stream_schema(v).is_some());
+    let is_data = |v: Option<&Value>| v.is_none_or(|v| stream_schema(v).is_none());
     let changed: Vec<String> = keys
         .into_iter()
         .filter(|key| !key.starts_with('$'))

@@ -446,10 +446,8 @@ async fn a_pattern_whose_result_never_settles_times_out_and_is_stopped() {
         Ok(())
     }));
     let catalog = Catalog::build(&rt, &json!({ "wait": { "pattern": "forever" } }));
-    eprintln!("built {:?}", catalog.problems());
     let started = Instant::now();
     let out = catalog.invoke(&rt, "wait", json!({}), Duration::from_millis(50)).await;
-    eprintln!("invoked {out:?}");
     assert!(error_text(&out).contains("timed out after 50ms"), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(rt.charms().list().iter().all(|c| !c.running));

@@ -15,6 +15,10 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
     let mut open_calls: Vec<(String, String)> = Vec::new();
     let mut answered: HashSet<String> = HashSet::new();
     for message in messages {
+        // Anything but tool results ends the answers to earlier calls.
+        if message.role != Role::Tool {
+            close(&mut out, &mut open_calls, &answered);
+        }
         let mut content = Vec::with_capacity(message.content.len());
         for part in &message.content {
             match part {
@@ -32,9 +36,6 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
                 }
                 Part::Text { .. } => content.push(part.clone()),
             }
-        }
-        if message.role != Role::Tool {
-            close(&mut out, &mut open_calls, &answered);
         }
         if !content.is_empty() {
             out.push(Message { role: message.role, content });
