@@ -614,3 +614,31 @@ mod parking_lot_free {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zz_measure_round_trip() {
+    let rt = runtime();
+    let id = rt.charms().create("counter", json!({})).expect("created");
+    let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
+    let stream = rt.charms().result(&id.clone()).child("increment");
+    for label in ["invoke", "send"] {
+        let mut times = Vec::new();
+        for _ in 0..2000 {
+            let t = Instant::now();
+            if label == "invoke" {
+                let _ = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT).await;
+            } else {
+                let _ = rt.send(&stream, json!({ "amount": 1 })).await;
+            }
+            times.push(t.elapsed());
+        }
+        times.sort();
+        eprintln!("{label}: median {:?} p90 {:?}", times[1000], times[1800]);
+    }
+    let t = Instant::now();
+    let tools: serde_json::Map<String, Value> = (0..100).map(|i| (format!("c{i}"), charm_entry(&rt, &id))).collect();
+    let tools = Value::Object(tools);
+    let t2 = Instant::now();
+    for _ in 0..10 { let _ = Catalog::build(&rt, &tools); }
+    eprintln!("build 100x4: {:?} (setup {:?})", t2.elapsed() / 10, t2 - t);
+}

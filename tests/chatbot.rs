@@ -1,0 +1,90 @@
+//! The chatbot pattern: attachments become tools, detaching removes them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use trellis::builtins::dialog::{DialogHandle, LlmDialog};
+use trellis::builtins::model::{Model, ModelError};
+use trellis::builtins::scripted::{ScriptedModel, Turn};
+use trellis::prelude::*;
+use trellis::runner::DocId;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn runtime(turns: Vec<Turn>) -> Runtime {
+    let rt = Runtime::in_memory();
+    trellis::patterns::register_all(&rt);
+    let model: Arc<dyn Model> = Arc::new(ScriptedModel::from_turns(turns));
+    let resolver = move |_: &str| -> Result<Arc<dyn Model>, ModelError> { Ok(model.clone()) };
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(resolver))));
+    rt
+}
+
+async fn attach(rt: &Runtime, chat: &DocId, charm: &DocId) {
+    let name = rt.charms().name(charm);
+    let event = json!({"name": name, "charm": rt.charms().result(charm).to_json()});
+    rt.send(&rt.charms().result(chat).child("attach"), event).await.unwrap();
+}
+
+fn tool_names(rt: &Runtime, chat: &DocId) -> Vec<String> {
+    let tools = rt.charms().get(chat).unwrap()["flattened_tools"].clone();
+    let mut names: Vec<String> = tools.as_array().unwrap().iter().map(|t| t["display"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn attachments_add_and_remove_tools() {
+    let rt = runtime(vec![]);
+    let counter = rt.charms().create("counter", json!({})).unwrap();
+    let todo = rt.charms().create("todo", json!({})).unwrap();
+    let chat = rt.charms().create("chatbot", json!({})).unwrap();
+    assert!(tool_names(&rt, &chat).is_empty());
+
+    attach(&rt, &chat, &counter).await;
+    attach(&rt, &chat, &counter).await; // attaching twice keeps one attachment
+    attach(&rt, &chat, &todo).await;
+    let names = tool_names(&rt, &chat);
+    assert!(names.contains(&"Counter.increment".to_string()) && names.contains(&"Todo.add".to_string()), "{names:?}");
+    assert_eq!(rt.charms().get(&chat).unwrap()["attachments"].as_array().unwrap().len(), 2);
+
+    rt.send(&rt.charms().result(&chat).child("detach"), json!({"name": "Counter"})).await.unwrap();
+    let names = tool_names(&rt, &chat);
+    assert!(!names.iter().any(|n| n.starts_with("Counter.")), "{names:?}");
+    assert!(names.contains(&"Todo.add".to_string()));
+}
+
+#[tokio::test]
+async fn the_model_acts_on_a_mentioned_charm_through_the_chatbot() {
+    let rt = runtime(vec![Turn::tool_call("Counter.increment", json!({"amount": 5})), Turn::text("Added 5.")]);
+    let counter = rt.charms().create("counter", json!({})).unwrap();
+    let chat = rt.charms().create("chatbot", json!({"model": "test"})).unwrap();
+    attach(&rt, &chat, &counter).await;
+    let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+    dialog.say("@Counter add 5", WAIT).await.unwrap();
+    assert_eq!(rt.charms().get(&counter).unwrap()["count"], 5);
+    let snapshot = rt.charms().get(&chat).unwrap();
+    assert_eq!(snapshot["pending"], false);
+    assert_eq!(snapshot["messages"].as_array().unwrap().len(), 4);
+
+    rt.send(&rt.charms().result(&chat).child("clear"), json!({})).await.unwrap();
+    let snapshot = rt.charms().get(&chat).unwrap();
+    assert_eq!(snapshot["messages"], json!([]));
+    assert_eq!(snapshot["attachments"], json!([]));
+}
+
+#[tokio::test]
+async fn two_charms_with_the_same_name_both_get_tools() {
+    let rt = runtime(vec![]);
+    let a = rt.charms().create("counter", json!({})).unwrap();
+    let b = rt.charms().create("counter", json!({})).unwrap();
+    let chat = rt.charms().create("chatbot", json!({})).unwrap();
+    attach(&rt, &chat, &a).await;
+    attach(&rt, &chat, &b).await;
+    let tools = rt.charms().get(&chat).unwrap()["flattened_tools"].clone();
+    let wires: Vec<&str> =
+        tools.as_array().unwrap().iter().filter(|t| t["display"] == "Counter.increment").map(|t| t["wire"].as_str().unwrap()).collect();
+    assert_eq!(wires.len(), 2);
+    assert_ne!(wires[0], wires[1]);
+}
