@@ -86,9 +86,10 @@ pub fn chatbot() -> Pattern {
         let tools = b.derive("tools", move |tx| {
             let mut tools = static_tools.clone();
             for attachment in attached.get(tx)? {
+                // No entry description: each tool then describes itself from its
+                // handler's event schema, which says far more than the charm's name.
                 let key = format!("@{}", attachment.charm.link().doc);
-                let description = format!("Handlers of {}", attachment.name);
-                tools.insert(key, json!({"charm": attachment.charm, "description": description}));
+                tools.insert(key, json!({"charm": attachment.charm}));
             }
             Ok(tools)
         });

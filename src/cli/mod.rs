@@ -1,7 +1,10 @@
 //! Command-line parsing and dispatch. Every command takes `--space` and `--json`.
 
 mod charm;
+mod chat;
+mod interactive;
 mod output;
+mod tools;
 
 use std::path::PathBuf;
 
@@ -32,6 +35,24 @@ enum Command {
     /// Create, list, inspect and drive charms.
     #[command(subcommand)]
     Charm(charm::CharmCommand),
+    /// Show the tools the given charms offer a model: display name, wire name,
+    /// description, input schema.
+    Tools {
+        /// Charm ids or names.
+        #[arg(required = true)]
+        charms: Vec<String>,
+    },
+    /// Chat with a model that acts on @-mentioned charms. Interactive on a terminal;
+    /// otherwise each --message (or each line of standard input) is one turn.
+    Chat {
+        /// The model: offline (no network, no key), scripted:PATH, openai:MODEL
+        /// (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), ollama:MODEL.
+        #[arg(long, default_value = "offline")]
+        model: String,
+        /// A message to send (repeatable: one turn each).
+        #[arg(long = "message", short = 'm')]
+        messages: Vec<String>,
+    },
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
 }
@@ -53,6 +74,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Patterns => output::patterns(&rt, format),
         Command::Charm(command) => charm::run(&rt, command, format).await,
+        Command::Tools { charms } => tools::run(&rt, &charms, format),
+        Command::Chat { model, messages } => chat::run(&rt, &model, messages, format).await,
         Command::Demo => charm::demo(&rt, format).await,
     }
 }

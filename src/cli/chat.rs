@@ -1,0 +1,210 @@
+//! `trellis chat`: talk to a model that can act on @-mentioned charms.
+//!
+//! One chatbot charm ("Chat") per space holds the conversation, so it continues across
+//! runs (`/clear` forgets it). Each message's @-mentions are resolved against the charm
+//! names and attached before the message is sent.
+
+use std::io::{IsTerminal, Read as _};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde_json::json;
+use trellis_builtins::dialog::DialogHandle;
+use trellis_builtins::message::{Message, Part, Role, ToolOutput};
+use trellis_runner::{DocId, Runtime};
+
+use super::Format;
+
+/// How long one reply may take before the command gives up on it.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The chat session: the chatbot charm and its dialog.
+pub struct Session {
+    rt: Runtime,
+    chat: DocId,
+    dialog: DialogHandle,
+}
+
+impl Session {
+    /// Finds (or creates) the space's chatbot charm and sets its model.
+    pub async fn open(rt: &Runtime, model: &str) -> anyhow::Result<Session> {
+        // Fail before anything changes: a bad model string or a missing key.
+        trellis_builtins::provider::model_from_str(model)?;
+        let charms = rt.charms();
+        let chat = match charms.list().into_iter().find(|c| c.pattern == "chatbot") {
+            Some(c) => DocId::from(c.id.as_str()),
+            None => charms.create("chatbot", json!({}))?,
+        };
+        let session = Session { rt: rt.clone(), dialog: DialogHandle::new(rt.clone(), charms.result(&chat).child("dialog")), chat };
+        session.send("set_model", json!({"model": model})).await?;
+        Ok(session)
+    }
+
+    async fn send(&self, stream: &str, event: serde_json::Value) -> anyhow::Result<()> {
+        self.rt.send(&self.rt.charms().result(&self.chat).child(stream), event).await?;
+        Ok(())
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The dialog.
+    pub fn dialog(&self) -> &DialogHandle {
+        &self.dialog
+    }
+
+    /// Attaches every charm mentioned in `text`; an unknown mention is an error.
+    pub async fn attach_mentions(&self, text: &str) -> anyhow::Result<Vec<String>> {
+        let charms = self.rt.charms().list();
+        let names: Vec<&str> = charms.iter().filter(|c| c.pattern != "chatbot").map(|c| c.name.as_str()).collect();
+        let mut attached = Vec::new();
+        for mention in mentions(text, &names)? {
+            for charm in charms.iter().filter(|c| c.name == mention) {
+                let link = self.rt.charms().result(&DocId::from(charm.id.as_str()));
+                self.send("attach", json!({"name": charm.name, "charm": link.to_json()})).await?;
+            }
+            attached.push(mention);
+        }
+        Ok(attached)
+    }
+
+    /// Sends one user message (attaching its mentions) and waits for the whole reply.
+    pub async fn turn(&self, text: &str) -> anyhow::Result<Vec<Message>> {
+        self.attach_mentions(text).await?;
+        let before = self.dialog.messages().len();
+        self.dialog.say(text, REPLY_TIMEOUT).await?;
+        if let Some(error) = self.dialog.error() {
+            bail!("the model failed: {error}");
+        }
+        Ok(self.dialog.messages().split_off(before))
+    }
+
+    /// Forgets the conversation and the attachments.
+    pub async fn clear(&self) -> anyhow::Result<()> {
+        self.send("clear", json!({})).await
+    }
+
+    /// Switches the model (checked first).
+    pub async fn set_model(&self, model: &str) -> anyhow::Result<()> {
+        trellis_builtins::provider::model_from_str(model)?;
+        self.send("set_model", json!({"model": model})).await
+    }
+
+    /// The display name of a tool by its wire name (the wire name when unknown).
+    pub fn display_name(&self, wire: &str) -> String {
+        let tools = self.dialog.flattened_tools();
+        tools
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["wire"] == wire)
+            .and_then(|t| t["display"].as_str())
+            .unwrap_or(wire)
+            .to_string()
+    }
+}
+
+/// The charm names mentioned with `@` in `text`, longest name first when names share a
+/// prefix (`@Todo list` prefers "Todo list" over "Todo").
+pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
+    let mut sorted: Vec<&str> = names.to_vec();
+    sorted.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let mut found: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices('@') {
+        let rest = &text[at + 1..];
+        let hit = sorted.iter().find(|name| {
+            rest.len() >= name.len()
+                && rest.is_char_boundary(name.len())
+                && rest[..name.len()].eq_ignore_ascii_case(name)
+                && !rest[name.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        });
+        match hit {
+            Some(name) => {
+                if !found.iter().any(|f| f == name) {
+                    found.push(name.to_string());
+                }
+            }
+            None => {
+                let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+                if !word.is_empty() {
+                    bail!("unknown charm @{word}; the charms are: {}", names.join(", "));
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Renders messages as a transcript for people.
+pub fn transcript(session: &Session, messages: &[Message]) -> String {
+    let mut lines = Vec::new();
+    for message in messages {
+        for part in &message.content {
+            match (message.role, part) {
+                (Role::User, Part::Text { text }) => lines.push(format!("you: {text}")),
+                (_, Part::Text { text }) => lines.push(format!("assistant: {text}")),
+                (_, Part::ToolCall { name, input, .. }) => lines.push(format!("  → {} {input}", session.display_name(name))),
+                (_, Part::ToolResult { output, .. }) => lines.push(format!("  ← {}", describe(output))),
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// One line for a tool result.
+pub fn describe(output: &ToolOutput) -> String {
+    match output {
+        ToolOutput::Json(json) => match json.get("summary").and_then(|s| s.as_str()) {
+            Some(summary) => summary.to_string(),
+            None => json.to_string(),
+        },
+        ToolOutput::Text(text) => text.clone(),
+        ToolOutput::ErrorText(text) => format!("error: {text}"),
+    }
+}
+
+/// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
+/// line of standard input.
+pub async fn run(rt: &Runtime, model: &str, messages: Vec<String>, format: Format) -> anyhow::Result<()> {
+    let session = Session::open(rt, model).await?;
+    let turns: Vec<String> = if !messages.is_empty() {
+        messages
+    } else if std::io::stdin().is_terminal() {
+        return super::interactive::run(session, format).await;
+    } else {
+        let mut input = String::new();
+        std::io::stdin().read_to_string(&mut input).context("cannot read standard input")?;
+        input.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()
+    };
+    let mut all = Vec::new();
+    for turn in turns {
+        let new = session.turn(&turn).await?;
+        if !format.json {
+            println!("{}", transcript(&session, &new));
+        }
+        all.extend(new);
+    }
+    if format.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn mentions_match_names_case_insensitively_and_prefer_longer_names() {
+        let names = ["Counter", "Todo", "Todo list"];
+        assert_eq!(mentions("@counter add 5", &names).unwrap(), ["Counter"]);
+        assert_eq!(mentions("put it on @Todo list now", &names).unwrap(), ["Todo list"]);
+        assert_eq!(mentions("@Todo and @Counter and @Todo", &names).unwrap(), ["Todo", "Counter"]);
+        assert!(mentions("mail me at a@ b", &names).unwrap().is_empty());
+        let err = mentions("@Nope do it", &names).unwrap_err().to_string();
+        assert!(err.contains("@Nope") && err.contains("Counter"), "{err}");
+        assert!(mentions("@Counters", &names).is_err(), "a longer word is not the name");
+    }
+}

@@ -1,0 +1,47 @@
+//! `trellis tools`: the tool catalog some charms yield, as the model would see it.
+
+use serde_json::json;
+use trellis_builtins::catalog::Catalog;
+use trellis_runner::Runtime;
+
+use super::output::print;
+use super::Format;
+
+/// `trellis tools ID|NAME...`.
+pub fn run(rt: &Runtime, charms: &[String], format: Format) -> anyhow::Result<()> {
+    let mut entries = serde_json::Map::new();
+    for name in charms {
+        let id = rt.charms().find(name)?;
+        entries.insert(id.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
+    }
+    let catalog = Catalog::build(rt, &serde_json::Value::Object(entries));
+    let flattened = catalog.flattened();
+    print(format, &flattened, || render(&flattened));
+    Ok(())
+}
+
+/// Renders a flattened catalog for people: display name, wire name, description, and
+/// the input schema's properties.
+pub fn render(flattened: &serde_json::Value) -> String {
+    let tools = flattened.as_array().map(Vec::as_slice).unwrap_or_default();
+    if tools.is_empty() {
+        return "no tools (mention a charm with @Name to give its handlers to the model)".to_string();
+    }
+    let mut out = Vec::new();
+    for tool in tools {
+        out.push(format!(
+            "{}  (wire name {})\n    {}",
+            tool["display"].as_str().unwrap_or("?"),
+            tool["wire"].as_str().unwrap_or("?"),
+            tool["description"].as_str().unwrap_or("")
+        ));
+        if let Some(props) = tool["input_schema"]["properties"].as_object() {
+            for (name, schema) in props {
+                let kind = schema["type"].as_str().unwrap_or("any");
+                let about = schema["description"].as_str().unwrap_or("");
+                out.push(format!("    - {name} ({kind}) {about}"));
+            }
+        }
+    }
+    out.join("\n")
+}
