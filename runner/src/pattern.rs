@@ -284,7 +284,8 @@ impl<'a> Builder<'a> {
         let stream = self.at(key);
         let at = stream.clone();
         let run: HandlerFn = Arc::new(move |tx, json| {
-            let event = serde_json::from_value::<E>(json)
+            // serde_path_to_error names the offending field: `amount: invalid type ...`.
+            let event: E = serde_path_to_error::deserialize(json)
                 .map_err(|e| Error::BadEvent { stream: at.clone(), message: e.to_string() })?;
             handle(tx, event)
         });

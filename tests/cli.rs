@@ -1,0 +1,155 @@
+//! The `trellis` binary, run as a user runs it, against temporary spaces.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+struct Space {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn space() -> Space {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("space.sqlite");
+    Space { _dir: dir, path }
+}
+
+fn trellis(space: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .arg("--space")
+        .arg(space)
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .expect("run trellis")
+}
+
+fn ok(space: &Path, args: &[&str]) -> String {
+    let out = trellis(space, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "trellis {args:?} failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn fails(space: &Path, args: &[&str]) -> String {
+    let out = trellis(space, args);
+    assert!(!out.status.success(), "trellis {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn json_of(space: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(space, &all)).expect("valid JSON output")
+}
+
+fn count(space: &Path, charm: &str) -> i64 {
+    json_of(space, &["charm", "get", charm])["count"].as_i64().unwrap()
+}
+
+#[test]
+fn a_fresh_space_is_seeded_and_charms_can_be_managed() {
+    let s = space();
+    let names: Vec<String> =
+        json_of(&s.path, &["charm", "list"]).as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect();
+    for expected in ["Counter", "Todo"] {
+        assert!(names.iter().any(|n| n == expected), "{names:?}");
+    }
+    let patterns = ok(&s.path, &["patterns"]);
+    assert!(patterns.contains("counter") && patterns.contains("chatbot"), "{patterns}");
+
+    let id = ok(&s.path, &["charm", "new", "counter", "--name", "Steps", "--arg", r#"{"start": 3}"#]).trim().to_string();
+    assert_eq!(count(&s.path, &id), 3);
+    let sent = ok(&s.path, &["charm", "send", "Steps", "increment", r#"{"amount": 2}"#]);
+    assert!(sent.contains("count: 3 → 5"), "{sent}");
+    let shown = ok(&s.path, &["charm", "get", "Steps"]);
+    assert!(shown.contains("increment: handler(amount)"), "{shown}");
+    let tools = json_of(&s.path, &["tools", "Steps"]);
+    let displays: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["display"].as_str().unwrap()).collect();
+    assert!(displays.contains(&"Steps.increment"), "{displays:?}");
+}
+
+#[test]
+fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let s = space();
+    ok(&s.path, &["charm", "list"]);
+    let before = json_of(&s.path, &["charm", "get", "Counter"]);
+    let err = fails(&s.path, &["charm", "send", "Counter", "explode", "{}"]);
+    assert!(err.contains("no handler `explode`") && err.contains("increment"), "{err}");
+    let err = fails(&s.path, &["charm", "send", "Counter", "increment", "{not json"]);
+    assert!(err.contains("not valid JSON"), "{err}");
+    let err = fails(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": "lots"}"#]);
+    assert!(err.contains("amount"), "{err}");
+    let err = fails(&s.path, &["charm", "get", "Nobody"]);
+    assert!(err.contains("unknown charm"), "{err}");
+    let err = fails(&s.path, &["charm", "new", "no-such-pattern"]);
+    assert!(err.contains("unknown pattern"), "{err}");
+    assert_eq!(json_of(&s.path, &["charm", "get", "Counter"]), before);
+}
+
+#[test]
+fn chat_with_a_scripted_model_changes_the_counter_and_prints_the_transcript() {
+    let s = space();
+    let script = s.path.with_file_name("script.json");
+    std::fs::write(
+        &script,
+        json!([{"tool_calls": [{"name": "Counter.increment", "arguments": {"amount": 4}}]}, {"text": "I added 4."}]).to_string(),
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    let out = ok(&s.path, &["chat", "--model", &model, "--message", "@Counter please add 4"]);
+    assert!(out.contains("you: @Counter please add 4"), "{out}");
+    assert!(out.contains("→ Counter.increment {\"amount\":4}"), "{out}");
+    assert!(out.contains("← count: 0 → 4"), "{out}");
+    assert!(out.contains("assistant: I added 4."), "{out}");
+    assert_eq!(count(&s.path, "Counter"), 4);
+}
+
+#[test]
+fn chat_offline_adds_five_and_works_again_after_a_restart() {
+    let s = space();
+    let out = ok(&s.path, &["chat", "--message", "@Counter add 5"]);
+    assert!(out.contains("Counter.increment"), "{out}");
+    assert_eq!(count(&s.path, "Counter"), 5);
+    // A second process: the charm is restarted from the space, its tools still work.
+    let messages = json_of(&s.path, &["chat", "--message", "@Counter add 2"]);
+    assert!(messages.as_array().unwrap().len() >= 3, "{messages}");
+    assert_eq!(count(&s.path, "Counter"), 7);
+}
+
+#[test]
+fn chat_reads_turns_from_piped_stdin() {
+    use std::io::Write;
+    let s = space();
+    ok(&s.path, &["charm", "list"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .arg("--space")
+        .arg(&s.path)
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"@Counter add 1\n\n@Counter add 2\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(count(&s.path, "Counter"), 3);
+}
+
+#[test]
+fn chat_errors_exit_non_zero_with_a_clear_message() {
+    let s = space();
+    let err = fails(&s.path, &["chat", "--model", "gpt-9", "--message", "hi"]);
+    assert!(err.contains("unknown model `gpt-9`"), "{err}");
+    let err = fails(&s.path, &["chat", "--model", "openai:gpt-4o-mini", "--message", "hi"]);
+    assert!(err.contains("OPENAI_API_KEY"), "{err}");
+    let err = fails(&s.path, &["chat", "--message", "@Nobody do it"]);
+    assert!(err.contains("unknown charm @Nobody"), "{err}");
+    let err = fails(&s.path, &["chat", "--model", "scripted:/no/such/script.json", "--message", "hi"]);
+    assert!(err.contains("script"), "{err}");
+    let err = fails(Path::new("/proc/trellis/space.sqlite"), &["charm", "list"]);
+    assert!(err.contains("cannot open the space"), "{err}");
+}
