@@ -11,9 +11,12 @@ use anyhow::{bail, Context};
 use serde_json::json;
 use trellis_builtins::dialog::DialogHandle;
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
-use trellis_runner::{DocId, Runtime};
+use trellis_runner::{DocId, Read as _, Runtime};
 
 use super::Format;
+
+/// The pattern of the chat's own charm (never an @-mention target).
+const CHATBOT: &str = "chatbot";
 
 /// How long one reply may take before the command gives up on it.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -31,9 +34,9 @@ impl Session {
         // Fail before anything changes: a bad model string or a missing key.
         trellis_builtins::provider::model_from_str(model)?;
         let charms = rt.charms();
-        let chat = match charms.list().into_iter().find(|c| c.pattern == "chatbot") {
+        let chat = match charms.list().into_iter().find(|c| c.pattern == CHATBOT) {
             Some(c) => DocId::from(c.id.as_str()),
-            None => charms.create("chatbot", json!({}))?,
+            None => charms.create(CHATBOT, json!({}))?,
         };
         let session = Session { rt: rt.clone(), dialog: DialogHandle::new(rt.clone(), charms.result(&chat).child("dialog")), chat };
         session.send("set_model", json!({"model": model})).await?;
@@ -58,7 +61,7 @@ impl Session {
     /// Attaches every charm mentioned in `text`; an unknown mention is an error.
     pub async fn attach_mentions(&self, text: &str) -> anyhow::Result<Vec<String>> {
         let charms = self.rt.charms().list();
-        let names: Vec<&str> = charms.iter().filter(|c| c.pattern != "chatbot").map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = charms.iter().filter(|c| c.pattern != CHATBOT).map(|c| c.name.as_str()).collect();
         let mut attached = Vec::new();
         for mention in mentions(text, &names)? {
             for charm in charms.iter().filter(|c| c.name == mention) {
@@ -70,15 +73,44 @@ impl Session {
         Ok(attached)
     }
 
-    /// Sends one user message (attaching its mentions) and waits for the whole reply.
-    pub async fn turn(&self, text: &str) -> anyhow::Result<Vec<Message>> {
+    /// Sends one user message (attaching its mentions first) without waiting for the
+    /// reply; returns the index of that message in the conversation, from which the
+    /// reply's messages follow.
+    pub async fn start(&self, text: &str) -> anyhow::Result<usize> {
         self.attach_mentions(text).await?;
         let before = self.dialog.messages().len();
-        self.dialog.say(text, REPLY_TIMEOUT).await?;
-        if let Some(error) = self.dialog.error() {
-            bail!("the model failed: {error}");
-        }
+        self.dialog.send(Message::user(text)).await?;
+        Ok(before)
+    }
+
+    /// Sends one user message (attaching its mentions) and waits for the whole reply.
+    pub async fn turn(&self, text: &str) -> anyhow::Result<Vec<Message>> {
+        let before = self.start(text).await?;
+        self.dialog.wait(REPLY_TIMEOUT).await?;
+        self.check_error()?;
         Ok(self.dialog.messages().split_off(before))
+    }
+
+    /// The failure of the last request, as an error.
+    pub fn check_error(&self) -> anyhow::Result<()> {
+        match self.dialog.error() {
+            Some(error) => bail!("the model failed: {error}"),
+            None => Ok(()),
+        }
+    }
+
+    /// The names of the attached charms, in the order they were attached.
+    pub fn attachments(&self) -> Vec<String> {
+        let at = self.rt.charms().result(&self.chat).child("attachments");
+        let list = self.rt.read(&at).map(|v| v.to_json()).unwrap_or_default();
+        list.as_array().into_iter().flatten().filter_map(|a| a["name"].as_str().map(str::to_string)).collect()
+    }
+
+    /// The model string the chat uses now.
+    pub fn model(&self) -> String {
+        let at = self.rt.charms().result(&self.chat).child("model");
+        let model = self.rt.read(&at).map(|v| v.to_json()).unwrap_or_default();
+        model.as_str().unwrap_or("offline").to_string()
     }
 
     /// Forgets the conversation and the attachments.
@@ -137,21 +169,35 @@ pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
     Ok(found)
 }
 
+/// The names of the charms a message can mention: every charm but the chatbot.
+pub fn charm_names(rt: &Runtime) -> Vec<String> {
+    rt.charms().list().into_iter().filter(|c| c.pattern != CHATBOT).map(|c| c.name).collect()
+}
+
 /// Renders messages as a transcript for people.
 pub fn transcript(session: &Session, messages: &[Message]) -> String {
     let mut lines = Vec::new();
     for message in messages {
         for part in &message.content {
-            match (message.role, part) {
-                (Role::User, Part::Text { text }) => lines.push(format!("you: {text}")),
-                (_, Part::Text { text }) => lines.push(format!("assistant: {text}")),
-                (_, Part::ToolCall { name, input, .. }) => lines.push(format!("  → {} {input}", session.display_name(name))),
-                (_, Part::ToolResult { output, .. }) => lines.push(format!("  ← {}", describe(output))),
-            }
+            lines.push(line(session, message.role, part));
         }
     }
     lines.join("\n")
 }
+
+/// One part of a message as a transcript line: `you: …`, `assistant: …`, a tool call
+/// (`  → Counter.increment {"amount":5}`) or a tool result (`  ← count: 0 → 5`).
+pub fn line(session: &Session, role: Role, part: &Part) -> String {
+    match (role, part) {
+        (Role::User, Part::Text { text }) => format!("you: {text}"),
+        (_, Part::Text { text }) => format!("{ASSISTANT}{text}"),
+        (_, Part::ToolCall { name, input, .. }) => format!("  → {} {input}", session.display_name(name)),
+        (_, Part::ToolResult { output, .. }) => format!("  ← {}", describe(output)),
+    }
+}
+
+/// What starts the model's text in a transcript.
+pub const ASSISTANT: &str = "assistant: ";
 
 /// One line for a tool result.
 pub fn describe(output: &ToolOutput) -> String {

@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 use tracing::Instrument;
 use trellis_runner::{DocId, Link, Path, Read, Runtime};
 
-use super::summary::{changes, clean};
+use super::summary::{changes, snapshot};
 use super::{Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
 
@@ -142,6 +142,9 @@ impl Tool {
         let validator = validator.as_ref().map_err(|e| {
             format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
         })?;
+        if validator.is_valid(&arguments) {
+            return Ok(arguments);
+        }
         let violations: Vec<String> = validator
             .iter_errors(&arguments)
             .take(MAX_VIOLATIONS + 1)
@@ -167,16 +170,16 @@ impl Tool {
     async fn call_handler(&self, rt: &Runtime, stream: &Link, arguments: Value, timeout: Duration) -> Invocation {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
-        let before = rt.read_deep(&result).map(|v| v.to_json()).unwrap_or(Value::Null);
+        let before = snapshot(rt, &result).unwrap_or(Value::Null);
         if let Err(message) = send_within(rt, stream, event, timeout).await {
             return Invocation::error(format!("`{}` {message}", self.display));
         }
-        let (after, note) = match rt.read_deep(&result) {
-            Ok(after) => (after.to_json(), None),
+        let (after, note) = match snapshot(rt, &result) {
+            Ok(after) => (after, None),
             Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
         };
         let summary = changes(&before, &after);
-        let mut output = json!({ "result": clean(after), "summary": summary });
+        let mut output = json!({ "result": after, "summary": summary });
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
@@ -213,8 +216,8 @@ impl Tool {
                 self.display
             ));
         }
-        match rt.charms().get(&charm.id) {
-            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": clean(result) })), summary: None },
+        match snapshot(rt, &result) {
+            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": result })), summary: None },
             Err(error) => Invocation::error(format!("`{}` ran, but its result cannot be read: {error}", self.display)),
         }
     }

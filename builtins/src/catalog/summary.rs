@@ -3,25 +3,80 @@
 //!
 //! Snapshots drop every stream marker (the model reaches handlers through tools, and a
 //! marker's event schema would only repeat the tool's input schema) and the `$UI` tree
-//! (presentation, often large, meaningless to a model). Any link left over becomes the
-//! string `"(link)"`: a tool result never carries a live link.
+//! (presentation, often large, meaningless to a model); a marker inside an array becomes
+//! the string `"(handler)"` so indices stay right. Links are followed, so a tool result
+//! never carries a live link.
 
 use serde_json::{Map, Value};
 use trellis_runner::link::{stream_schema, LINK_KEY, STREAM_KEY};
-use trellis_runner::UI;
+use trellis_runner::value::Segment;
+use trellis_runner::{DocId, Link, Path, Read, Runtime, Value as Stored, UI};
+
+/// What a stream marker inside an array becomes in a snapshot.
+const HANDLER: &str = "(handler)";
 
 /// How many changed fields a summary names before it says "and N more".
 const MAX_CHANGES: usize = 6;
 /// How long one rendered value in a summary may be.
 const MAX_VALUE_CHARS: usize = 40;
 
-/// The snapshot a tool call returns (see the module docs).
-pub(crate) fn clean(value: Value) -> Value {
-    clean_inner(value).unwrap_or(Value::Null)
+/// The plain JSON snapshot of the value at `link` that a tool call returns (see the
+/// module docs). Links are followed wherever they appear; stream markers are skipped
+/// without converting their schemas, which keeps a snapshot cheap.
+pub(crate) fn snapshot(rt: &Runtime, link: &Link) -> Result<Value, trellis_runner::Error> {
+    let (at, value) = rt.resolve(link)?;
+    let mut path = at.path.segments().to_vec();
+    Ok(plain(rt, &at.doc, &mut path, &value)?.unwrap_or(Value::Null))
 }
 
 /// `None` for a stream marker: dropped from objects, `"(handler)"` in arrays (so indices
 /// stay right).
+fn plain(
+    rt: &Runtime,
+    doc: &DocId,
+    path: &mut Vec<Segment>,
+    value: &Stored,
+) -> Result<Option<Value>, trellis_runner::Error> {
+    Ok(Some(match value {
+        Stored::Object(map) if map.contains_key(STREAM_KEY) => return Ok(None),
+        Stored::Object(map) if map.contains_key(LINK_KEY) => {
+            let target = rt.read_deep(&Link::new(doc.clone(), Path::new(path.iter().cloned())))?;
+            clean(target.to_json())
+        }
+        Stored::Object(map) => {
+            let mut out = Map::new();
+            for (key, item) in map {
+                if &**key == UI {
+                    continue;
+                }
+                path.push(key.clone());
+                let item = plain(rt, doc, path, item);
+                path.pop();
+                if let Some(item) = item? {
+                    out.insert(key.to_string(), item);
+                }
+            }
+            Value::Object(out)
+        }
+        Stored::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (index, item) in items.iter().enumerate() {
+                path.push(Segment::from(index.to_string()));
+                let item = plain(rt, doc, path, item);
+                path.pop();
+                out.push(item?.unwrap_or_else(|| Value::String(HANDLER.into())));
+            }
+            Value::Array(out)
+        }
+        other => other.to_json(),
+    }))
+}
+
+/// [`snapshot`]'s cleaning, for JSON that is already plain (a deep read of a link target).
+pub(crate) fn clean(value: Value) -> Value {
+    clean_inner(value).unwrap_or(Value::Null)
+}
+
 fn clean_inner(value: Value) -> Option<Value> {
     Some(match value {
         Value::Object(map) if map.contains_key(STREAM_KEY) => return None,
@@ -35,7 +90,7 @@ fn clean_inner(value: Value) -> Option<Value> {
         Value::Array(items) => Value::Array(
             items
                 .into_iter()
-                .map(|v| clean_inner(v).unwrap_or_else(|| Value::String("(handler)".into())))
+                .map(|v| clean_inner(v).unwrap_or_else(|| Value::String(HANDLER.into())))
                 .collect(),
         ),
         other => other,
@@ -119,6 +174,33 @@ mod tests {
         assert!(summary.ends_with(", and 4 more"), "{summary}");
         assert_eq!(compact(&json!({ "a": "y".repeat(80) }), 40), "{1 fields}");
         assert_eq!(compact(&json!("é".repeat(50)), 5).chars().count(), 5);
+    }
+
+    #[test]
+    fn snapshots_follow_links_and_drop_streams_and_ui() {
+        let rt = Runtime::in_memory();
+        let other = Link::new("other", Path::root());
+        rt.transact(|tx| {
+            tx.write(&other, Stored::from(json!({ "x": 1, "s": { "$stream": {} } })))?;
+            let root = Link::new("doc", Path::root());
+            tx.write(
+                &root,
+                Stored::from(json!({
+                    "$NAME": "N", "$UI": { "big": true }, "n": 2,
+                    "inc": { "$stream": { "schema": { "type": "object" } } },
+                    "list": [1, { "$stream": {} }, other.to_json()],
+                    "alias": other.to_json(),
+                })),
+            )
+        })
+        .expect("written");
+        let snap = snapshot(&rt, &Link::new("doc", Path::root())).expect("readable");
+        assert_eq!(
+            snap,
+            json!({ "$NAME": "N", "n": 2, "list": [1, "(handler)", { "x": 1 }], "alias": { "x": 1 } })
+        );
+        let nested = snapshot(&rt, &Link::new("doc", Path::new(["alias"]))).expect("readable");
+        assert_eq!(nested, json!({ "x": 1 }));
     }
 
     #[test]

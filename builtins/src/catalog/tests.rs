@@ -642,3 +642,22 @@ async fn zz_measure_round_trip() {
     for _ in 0..10 { let _ = Catalog::build(&rt, &tools); }
     eprintln!("build 100x4: {:?} (setup {:?})", t2.elapsed() / 10, t2 - t);
 }
+
+#[tokio::test]
+async fn zz_measure_parts() {
+    let rt = runtime();
+    let id = rt.charms().create("counter", json!({})).expect("created");
+    let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
+    let tool = catalog.get("Counter_increment").unwrap();
+    let root = rt.charms().result(&id.clone());
+    let t = Instant::now();
+    for _ in 0..2000 { let _ = tool.check_arguments(json!({ "amount": 1 })); }
+    eprintln!("check: {:?}", t.elapsed() / 2000);
+    let t = Instant::now();
+    for _ in 0..2000 { let _ = rt.read_deep(&root).map(|v| v.to_json()); }
+    eprintln!("read_deep: {:?}", t.elapsed() / 2000);
+    let before = rt.read_deep(&root).unwrap().to_json();
+    let t = Instant::now();
+    for _ in 0..2000 { let _ = super::summary::changes(&before, &before); let _ = super::summary::clean(before.clone()); }
+    eprintln!("summary+clean: {:?}", t.elapsed() / 2000);
+}

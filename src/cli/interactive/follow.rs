@@ -1,0 +1,193 @@
+//! Following a reply while it is generated: the streamed text as it arrives, tool calls
+//! and results as their messages appear, Ctrl-C to cancel (a second one leaves).
+//!
+//! The terminal is in its ordinary (cooked) mode here: the line editor only owns it
+//! while reading a line, so Ctrl-C arrives as SIGINT, which tokio's handler turns into
+//! an event instead of ending the process.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use trellis_builtins::message::{Part, Role};
+
+use crate::cli::chat::{line, Session, ASSISTANT};
+
+/// How often the dialog's state is looked at.
+const TICK: Duration = Duration::from_millis(30);
+
+/// How a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It completed (or failed; the failure is printed).
+    Done,
+    /// Ctrl-C cancelled it.
+    Cancelled,
+    /// Ctrl-C was pressed again: leave.
+    Quit,
+}
+
+/// Prints the reply to the message at index `sent` until no request is pending.
+pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
+    let mut printer = Printer { seen: sent, streamed: String::new(), mid_line: false };
+    let mut interrupts = Interrupts::new()?;
+    let mut tick = tokio::time::interval(TICK);
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                // Read `pending` first: every message committed before it turned false
+                // is then seen by this round.
+                let pending = session.dialog().pending();
+                printer.catch_up(session)?;
+                if !pending {
+                    break;
+                }
+            }
+            () = interrupts.next() => {
+                printer.end_line()?;
+                if cancelled {
+                    println!("(leaving)");
+                    return Ok(Outcome::Quit);
+                }
+                cancelled = true;
+                println!("(cancelling the reply; Ctrl-C again leaves)");
+                session.dialog().cancel().await.context("cannot cancel the reply")?;
+            }
+        }
+    }
+    printer.end_line()?;
+    if cancelled {
+        println!("(cancelled)");
+        return Ok(Outcome::Cancelled);
+    }
+    if let Err(e) = session.check_error() {
+        println!("error: {e:#}");
+    }
+    Ok(Outcome::Done)
+}
+
+/// What of the conversation is on the screen already.
+struct Printer {
+    /// Messages printed (or skipped) so far.
+    seen: usize,
+    /// The streamed text of the answer in progress that is printed.
+    streamed: String,
+    /// Whether the cursor is after text on its line.
+    mid_line: bool,
+}
+
+impl Printer {
+    fn catch_up(&mut self, session: &Session) -> anyhow::Result<()> {
+        let messages = session.dialog().messages();
+        let mut out = std::io::stdout().lock();
+        for message in messages.iter().skip(self.seen) {
+            for part in &message.content {
+                match (message.role, part) {
+                    // The user's own message: it is on the screen as typed.
+                    (Role::User, Part::Text { .. }) => {}
+                    (_, Part::Text { text }) => {
+                        let streamed = self.streamed.as_str();
+                        if !streamed.is_empty() && text.starts_with(streamed) {
+                            // Print what did not stream yet.
+                            let rest = text[streamed.len()..].trim_end();
+                            write!(out, "{rest}")?;
+                            if self.mid_line || !rest.is_empty() {
+                                writeln!(out)?;
+                            }
+                        } else if !streamed.is_empty() && streamed.starts_with(text.trim_end()) {
+                            if self.mid_line {
+                                writeln!(out)?;
+                            }
+                        } else {
+                            if self.mid_line {
+                                writeln!(out)?;
+                            }
+                            writeln!(out, "{ASSISTANT}{}", text.trim_end())?;
+                        }
+                        self.streamed.clear();
+                        self.mid_line = false;
+                    }
+                    _ => {
+                        if self.mid_line {
+                            writeln!(out)?;
+                            self.mid_line = false;
+                        }
+                        writeln!(out, "{}", line(session, message.role, part))?;
+                    }
+                }
+            }
+            // A finished answer replaces whatever of it was streamed.
+            self.streamed.clear();
+        }
+        self.seen = self.seen.max(messages.len());
+        // The answer in progress; a `partial` that does not extend what is printed
+        // belongs to the next answer, whose message shows up on a later round.
+        let partial = session.dialog().partial();
+        if partial.len() > self.streamed.len() && partial.starts_with(self.streamed.as_str()) {
+            if self.streamed.is_empty() {
+                if self.mid_line {
+                    writeln!(out)?;
+                }
+                write!(out, "{ASSISTANT}")?;
+            }
+            let new = &partial[self.streamed.len()..];
+            write!(out, "{new}")?;
+            self.mid_line = !partial.ends_with('\n');
+            self.streamed = partial;
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// Ends a streamed line that is still open.
+    fn end_line(&mut self) -> anyhow::Result<()> {
+        if self.mid_line {
+            let mut out = std::io::stdout().lock();
+            writeln!(out)?;
+            out.flush()?;
+            self.mid_line = false;
+        }
+        Ok(())
+    }
+}
+
+/// Ctrl-C presses (SIGINT) from the moment this is made; earlier ones are not seen.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .context("cannot listen for Ctrl-C")?;
+            Ok(Interrupts { signal })
+        }
+        #[cfg(not(unix))]
+        Ok(Interrupts {})
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.signal.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Makes Ctrl-C outside a line read an event for [`follow`] instead of the end of the
+/// process (the handler stays for the rest of the process).
+pub fn install_ctrl_c() -> anyhow::Result<()> {
+    Interrupts::new().map(drop)
+}

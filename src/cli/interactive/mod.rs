@@ -1,0 +1,138 @@
+//! The interactive chat on a terminal: a line editor with history and Tab completion
+//! of `@` mentions and `/commands`, the attachments as a line of chips, and each reply
+//! as it happens (streamed text, tool calls and results).
+//!
+//! Ctrl-C: while a reply is generated it cancels the reply, and a second one leaves; at
+//! the prompt it clears the line, and on an empty line twice in a row (or right after a
+//! cancelled reply) it leaves. Ctrl-D on an empty line leaves.
+
+mod completion;
+mod follow;
+
+use anyhow::Context as _;
+use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
+use rustyline::{CompletionType, Config, Editor, EventHandler, KeyEvent};
+
+use self::completion::{CtrlC, Helper};
+use self::follow::Outcome;
+use super::chat::Session;
+use super::Format;
+
+const PROMPT: &str = "> ";
+
+const HELP: &str = "Type a message; mention charms with @Name to give the model their handlers.
+  /tools         the tools the model has now
+  /clear         forget the conversation and the attachments
+  /model [NAME]  show or switch the model (offline, scripted:PATH, openai:M, anthropic:M, ollama:M)
+  /help          this text
+  /quit          leave (or Ctrl-D)
+Tab completes @names and /commands; Up and Down recall earlier lines.
+Ctrl-C cancels a reply being generated; pressed again (or twice at an empty prompt) it leaves.";
+
+/// Runs the prompt loop until Ctrl-D, `/quit` or a second Ctrl-C.
+pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
+    follow::install_ctrl_c()?;
+    let mut editor = editor(&session)?;
+    println!(
+        "trellis chat with {}: @Name mentions a charm (Tab completes), /help lists the commands, Ctrl-D leaves.",
+        session.model()
+    );
+    let mut chips = Chips::default();
+    // Whether the last thing that happened was a Ctrl-C (at the prompt or cancelling).
+    let mut interrupted = false;
+    loop {
+        chips.show(&session);
+        // The editor owns the terminal (raw mode) only while it reads a line.
+        let read = tokio::task::block_in_place(|| editor.readline(PROMPT));
+        let line = match read {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                if interrupted {
+                    return Ok(());
+                }
+                interrupted = true;
+                println!("(Ctrl-C again or Ctrl-D to leave)");
+                continue;
+            }
+            Err(ReadlineError::Eof) => return Ok(()),
+            Err(e) => return Err(e).context("cannot read from the terminal"),
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // History is a convenience: failing to record a line is no reason to stop.
+        let _ = editor.add_history_entry(line);
+        interrupted = false;
+        match step(&session, &mut chips, line).await {
+            Ok(Outcome::Done) => {}
+            Ok(Outcome::Cancelled) => interrupted = true,
+            Ok(Outcome::Quit) => return Ok(()),
+            Err(e) => println!("error: {e:#}"),
+        }
+    }
+}
+
+fn editor(session: &Session) -> anyhow::Result<Editor<Helper, DefaultHistory>> {
+    let config = Config::builder()
+        .completion_type(CompletionType::List)
+        .max_history_size(1000)
+        .and_then(|b| b.history_ignore_dups(true))
+        .context("cannot configure the line editor")?
+        .build();
+    let mut editor = Editor::with_config(config).context("cannot set up line editing on this terminal")?;
+    editor.set_helper(Some(Helper::new(session.runtime().clone())));
+    editor.bind_sequence(KeyEvent::ctrl('C'), EventHandler::Conditional(Box::new(CtrlC)));
+    Ok(editor)
+}
+
+/// Handles one line: a command, or a message and its reply.
+async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Result<Outcome> {
+    let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let rest = rest.trim();
+    match word {
+        "/quit" | "/exit" => return Ok(Outcome::Quit),
+        "/help" => println!("{HELP}"),
+        "/clear" => {
+            session.clear().await?;
+            println!("(conversation and attachments cleared)");
+        }
+        "/tools" => println!("{}", super::tools::render(&session.dialog().flattened_tools())),
+        "/model" if rest.is_empty() => println!("model: {}", session.model()),
+        "/model" => {
+            session.set_model(rest).await?;
+            println!("model: {rest}");
+        }
+        _ if word.starts_with('/') => println!("unknown command {word}; /help lists the commands"),
+        _ => {
+            let sent = session.start(line).await?;
+            chips.show(session);
+            return follow::follow(session, sent).await;
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// The attachments as last shown: `[@Counter] [@Todo]`, printed when they change.
+#[derive(Default)]
+struct Chips {
+    shown: Vec<String>,
+}
+
+impl Chips {
+    fn show(&mut self, session: &Session) {
+        let now = session.attachments();
+        if now != self.shown {
+            // None left (after /clear) says nothing: the command already did.
+            if !now.is_empty() {
+                println!("{}", chips(&now));
+            }
+            self.shown = now;
+        }
+    }
+}
+
+fn chips(names: &[String]) -> String {
+    names.iter().map(|n| format!("[@{n}]")).collect::<Vec<_>>().join(" ")
+}
