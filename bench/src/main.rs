@@ -13,6 +13,7 @@ mod peers;
 mod propagation;
 mod reactive;
 mod storage;
+mod tools;
 mod trellis_system;
 
 use std::io::{self, Write};
@@ -24,6 +25,7 @@ use harness::{Measurement, RunConfig, Suite};
 const SUITES: &[Suite] = &[
     propagation::SUITE,
     storage::SUITE,
+    tools::SUITE,
     // tools::SUITE,
 ];
 

@@ -12,9 +12,10 @@
 //! timeout) is an [`ToolOutput::ErrorText`] the model can read and act on.
 //!
 //! **Timeouts.** Handlers are synchronous and run inside [`Runtime::send`], so the send
-//! runs on Tokio's blocking pool: the timeout fires even while a slow handler runs. A
-//! handler cannot be interrupted, though: after a timeout it still finishes, and if it
-//! succeeds its change is committed (the error text says so). Pattern tools are timed
+//! runs on Tokio's blocking pool: the timeout fires even while a slow handler runs (see
+//! [`Catalog::inline_handlers`] for the cheaper alternative). A handler cannot be
+//! interrupted, though: after a timeout it still finishes, and if it succeeds its change
+//! is committed (the error text says so). Pattern tools are timed
 //! while their result settles (async builtin work); building the charm is synchronous
 //! and not covered. Calls need a Tokio runtime (any flavour).
 
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
-use trellis_runner::{DocId, Link, Path, Read, Runtime};
+use trellis_runner::{DocId, Link, Path, Runtime};
 
 use super::summary::{changes, snapshot};
 use super::{Catalog, Tool, ToolTarget};
@@ -44,7 +45,10 @@ pub struct Invocation {
 
 impl Invocation {
     fn error(message: impl Into<String>) -> Self {
-        Invocation { output: ToolOutput::ErrorText(message.into()), summary: None }
+        Invocation {
+            output: ToolOutput::ErrorText(message.into()),
+            summary: None,
+        }
     }
 
     /// Whether the call failed.
@@ -57,9 +61,18 @@ impl Catalog {
     /// Calls the tool named `name` (wire name, or display name when unambiguous) with the
     /// model's `arguments` (see the module docs). Never panics on model input: every
     /// failure is an error text.
-    pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
+    pub async fn invoke(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Invocation {
         match self.get(name) {
-            Some(tool) => tool.invoke(rt, arguments, timeout).await,
+            Some(tool) => {
+                tool.call(rt, arguments, timeout, self.inline_handlers)
+                    .await
+            }
             None => {
                 let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
                 let _enter = span.enter();
@@ -99,22 +112,40 @@ impl Catalog {
 }
 
 impl Tool {
-    /// Calls this tool (see the module docs), inside a `tool_call` tracing span.
+    /// Calls this tool (see the module docs), inside a `tool_call` tracing span; the
+    /// handler runs on Tokio's blocking pool (see [`Catalog::inline_handlers`]).
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
+        self.call(rt, arguments, timeout, false).await
+    }
+
+    async fn call(
+        &self,
+        rt: &Runtime,
+        arguments: Value,
+        timeout: Duration,
+        inline: bool,
+    ) -> Invocation {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
             let invocation = match self.check_arguments(arguments) {
                 Err(message) => Invocation::error(message),
                 Ok(arguments) => match &self.target {
-                    ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout).await,
+                    ToolTarget::Handler { stream } => {
+                        self.call_handler(rt, stream, arguments, timeout, inline)
+                            .await
+                    }
                     ToolTarget::Pattern { id, prefilled } => {
-                        self.run_pattern(rt, id, prefilled, arguments, timeout).await
+                        self.run_pattern(rt, id, prefilled, arguments, timeout)
+                            .await
                     }
                 },
             };
             match &invocation.output {
                 ToolOutput::ErrorText(error) => tracing::info!(%error, "tool call failed"),
-                _ => tracing::debug!(summary = invocation.summary.as_deref().unwrap_or(""), "tool call done"),
+                _ => tracing::debug!(
+                    summary = invocation.summary.as_deref().unwrap_or(""),
+                    "tool call done"
+                ),
             }
             invocation
         }
@@ -136,11 +167,14 @@ impl Tool {
             })?,
             other => other,
         };
-        let validator = self
-            .validator
-            .get_or_init(|| jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string()));
+        let validator = self.validator.get_or_init(|| {
+            jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string())
+        });
         let validator = validator.as_ref().map_err(|e| {
-            format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
+            format!(
+                "`{}` cannot be called: its input schema cannot be used for validation: {e}",
+                self.display
+            )
         })?;
         if validator.is_valid(&arguments) {
             return Ok(arguments);
@@ -157,7 +191,12 @@ impl Tool {
         if violations.is_empty() {
             return Ok(arguments);
         }
-        let mut listed = violations.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
+        let mut listed = violations
+            .iter()
+            .take(MAX_VIOLATIONS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
         if violations.len() > MAX_VIOLATIONS {
             listed.push_str("; and more");
         }
@@ -167,23 +206,38 @@ impl Tool {
         ))
     }
 
-    async fn call_handler(&self, rt: &Runtime, stream: &Link, arguments: Value, timeout: Duration) -> Invocation {
+    async fn call_handler(
+        &self,
+        rt: &Runtime,
+        stream: &Link,
+        arguments: Value,
+        timeout: Duration,
+        inline: bool,
+    ) -> Invocation {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
         let before = snapshot(rt, &result).unwrap_or(Value::Null);
-        if let Err(message) = send_within(rt, stream, event, timeout).await {
+        if let Err(message) = send_within(rt, stream, event, timeout, inline).await {
             return Invocation::error(format!("`{}` {message}", self.display));
         }
         let (after, note) = match snapshot(rt, &result) {
             Ok(after) => (after, None),
-            Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
+            Err(error) => (
+                Value::Null,
+                Some(format!(
+                    "the handler ran, but its result cannot be read: {error}"
+                )),
+            ),
         };
         let summary = changes(&before, &after);
         let mut output = json!({ "result": after, "summary": summary });
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
-        Invocation { output: ToolOutput::Json(output), summary: Some(summary) }
+        Invocation {
+            output: ToolOutput::Json(output),
+            summary: Some(summary),
+        }
     }
 
     async fn run_pattern(
@@ -196,7 +250,10 @@ impl Tool {
     ) -> Invocation {
         let started = Instant::now();
         if tokio::runtime::Handle::try_current().is_err() {
-            return Invocation::error(format!("`{}` cannot run: tool calls need a Tokio runtime", self.display));
+            return Invocation::error(format!(
+                "`{}` cannot run: tool calls need a Tokio runtime",
+                self.display
+            ));
         }
         let mut argument = self.shape.event_from_arguments(arguments);
         match &mut argument {
@@ -205,7 +262,10 @@ impl Tool {
             _ => {}
         }
         let charm = match rt.charms().create(id, argument) {
-            Ok(charm) => Instance { rt: rt.clone(), id: charm },
+            Ok(charm) => Instance {
+                rt: rt.clone(),
+                id: charm,
+            },
             Err(error) => return Invocation::error(format!("`{}` failed: {error}", self.display)),
         };
         let result = rt.charms().result(&charm.id);
@@ -217,8 +277,14 @@ impl Tool {
             ));
         }
         match snapshot(rt, &result) {
-            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": result })), summary: None },
-            Err(error) => Invocation::error(format!("`{}` ran, but its result cannot be read: {error}", self.display)),
+            Ok(result) => Invocation {
+                output: ToolOutput::Json(json!({ "result": result })),
+                summary: None,
+            },
+            Err(error) => Invocation::error(format!(
+                "`{}` ran, but its result cannot be read: {error}",
+                self.display
+            )),
         }
     }
 }
@@ -241,18 +307,34 @@ impl Drop for Instance {
 
 /// Sends `event` and waits for the handler's commit, at most `timeout`; the error is the
 /// rest of a sentence starting with the tool's name.
-async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duration) -> Result<(), String> {
+async fn send_within(
+    rt: &Runtime,
+    stream: &Link,
+    event: Value,
+    timeout: Duration,
+    inline: bool,
+) -> Result<(), String> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
-    let (rt, stream) = (rt.clone(), stream.clone());
-    // The handler runs synchronously inside `send`: on a blocking thread it cannot keep
-    // the timer below from firing.
-    let task = tokio::task::spawn_blocking(move || futures::executor::block_on(rt.send(&stream, event)));
-    match tokio::time::timeout(timeout, task).await {
+    let outcome = if inline {
+        tokio::time::timeout(timeout, rt.send(stream, event))
+            .await
+            .map(Ok)
+    } else {
+        let (rt, stream) = (rt.clone(), stream.clone());
+        // The handler runs synchronously inside `send`: on a blocking thread it cannot
+        // keep the timer below from firing.
+        let task = tokio::task::spawn_blocking(move || {
+            futures::executor::block_on(rt.send(&stream, event))
+        });
+        tokio::time::timeout(timeout, task).await
+    };
+    match outcome {
         Ok(Ok(Ok(_sent))) => Ok(()),
         Ok(Ok(Err(error))) => Err(format!("failed: {error}")),
         Ok(Err(join)) => Err(format!("failed: the call stopped unexpectedly: {join}")),
+        Err(_) if inline => Err(format!("timed out after {timeout:?} waiting for the handler to run")),
         Err(_) => Err(format!(
             "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"
         )),

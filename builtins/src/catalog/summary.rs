@@ -113,7 +113,9 @@ pub(crate) fn changes(before: &Value, after: &Value) -> String {
         .filter_map(|key| {
             let (old, new) = (before.get(key), after.get(key));
             (old != new && is_data(old) && is_data(new)).then(|| {
-                let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS));
+                let show = |v: Option<&Value>| {
+                    v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS))
+                };
                 format!("{key}: {} → {}", show(old), show(new))
             })
         })
@@ -121,7 +123,12 @@ pub(crate) fn changes(before: &Value, after: &Value) -> String {
     if changed.is_empty() {
         return "no changes".to_string();
     }
-    let mut line = changed.iter().take(MAX_CHANGES).cloned().collect::<Vec<_>>().join(", ");
+    let mut line = changed
+        .iter()
+        .take(MAX_CHANGES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if changed.len() > MAX_CHANGES {
         line.push_str(&format!(", and {} more", changed.len() - MAX_CHANGES));
     }
@@ -155,7 +162,10 @@ mod tests {
     fn summarises_changed_data_fields_only() {
         let before = json!({ "$NAME": "Counter", "count": 0, "label": "Count: 0", "inc": { "$stream": {} } });
         let after = json!({ "$NAME": "Renamed", "count": 5, "label": "Count: 5", "inc": { "$stream": { "schema": {} } } });
-        assert_eq!(changes(&before, &after), r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#);
+        assert_eq!(
+            changes(&before, &after),
+            r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#
+        );
         assert_eq!(changes(&before, &before), "no changes");
         assert_eq!(changes(&json!({}), &json!({ "a": [1] })), "a: (none) → [1]");
         assert_eq!(changes(&json!({ "a": 1 }), &json!({})), "a: 1 → (none)");
@@ -167,7 +177,10 @@ mod tests {
         let items: Vec<u32> = (0..50).collect();
         let text = "x".repeat(100);
         let summary = changes(&json!({}), &json!({ "items": items, "text": text }));
-        assert!(summary.starts_with("items: (none) → [50 items], text: (none) → \"xxx"), "{summary}");
+        assert!(
+            summary.starts_with("items: (none) → [50 items], text: (none) → \"xxx"),
+            "{summary}"
+        );
         assert!(summary.ends_with('…'), "{summary}");
         let many: Map<String, Value> = (0..10).map(|i| (format!("k{i}"), json!(i))).collect();
         let summary = changes(&json!({}), &Value::Object(many));
@@ -181,7 +194,10 @@ mod tests {
         let rt = Runtime::in_memory();
         let other = Link::new("other", Path::root());
         rt.transact(|tx| {
-            tx.write(&other, Stored::from(json!({ "x": 1, "s": { "$stream": {} } })))?;
+            tx.write(
+                &other,
+                Stored::from(json!({ "x": 1, "s": { "$stream": {} } })),
+            )?;
             let root = Link::new("doc", Path::root());
             tx.write(
                 &root,

@@ -17,7 +17,7 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
     for message in messages {
         // Anything but tool results ends the answers to earlier calls.
         if message.role != Role::Tool {
-            close(&mut out, &mut open_calls, &answered);
+            close(&mut out, &mut open_calls, &mut answered);
         }
         let mut content = Vec::with_capacity(message.content.len());
         for part in &message.content {
@@ -41,15 +41,16 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
             out.push(Message { role: message.role, content });
         }
     }
-    close(&mut out, &mut open_calls, &answered);
+    close(&mut out, &mut open_calls, &mut answered);
     out
 }
 
-/// Appends error results for the calls in `open` that got none, then forgets them.
-fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>, answered: &HashSet<String>) {
+/// Appends error results for the calls in `open` that got none, then forgets them (ids
+/// are only unique within one batch of calls: some models reuse them in later turns).
+fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>, answered: &mut HashSet<String>) {
     let missing: Vec<Part> = open
         .drain(..)
-        .filter(|(id, _)| !answered.contains(id))
+        .filter(|(id, _)| !answered.remove(id))
         .map(|(id, name)| Part::ToolResult { id, name, output: ToolOutput::ErrorText("no result: the call was interrupted".into()) })
         .collect();
     if missing.is_empty() {
@@ -133,6 +134,19 @@ mod tests {
         assert_eq!(results[0], &result("a"));
         assert!(matches!(results[1], Part::ToolResult { id, output: ToolOutput::ErrorText(_), .. } if id == "b"));
         assert_eq!(out[3], Message::user("again"));
+    }
+
+    #[test]
+    fn ids_reused_in_a_later_turn_are_answered_again() {
+        let turn = |text: &str| {
+            vec![
+                Message::user(text),
+                Message { role: Role::Assistant, content: vec![call("c1")] },
+                Message { role: Role::Tool, content: vec![result("c1")] },
+            ]
+        };
+        let messages: Vec<Message> = turn("one").into_iter().chain(turn("two")).collect();
+        assert_eq!(prepare_for_provider(&messages), messages);
     }
 
     #[test]

@@ -1,0 +1,172 @@
+//! The `tools` suite: what turning charms into tools costs (issue targets in brackets).
+//!
+//! * `catalog-100x10`: build the tool catalog of 100 charms with 10 handlers each
+//!   (≤ 1 ms): introspect each charm's result, prepare 1000 input schemas, allocate
+//!   1000 wire names.
+//! * `tool-call`: one tool call without a model (≤ 20 µs median): look the tool up,
+//!   validate the arguments against its schema, run the handler in a transaction, commit,
+//!   re-run the derived label, and build the result snapshot and change summary.
+//! * `dialog-round`: the dialog's own overhead per round with an instant model
+//!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
+//!   including catalog builds, message storage, tool invocation and request bookkeeping.
+//!
+//! All on an in-memory space. Trellis only: no peer has charms, so there is no ratio.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use trellis_builtins::catalog::Catalog;
+use trellis_builtins::dialog::{DialogHandle, LlmDialog};
+use trellis_builtins::message::{Message, Role};
+use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+use trellis_runner::{Pattern, Runtime};
+
+use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
+
+/// The suite entry for `main.rs`.
+pub const SUITE: Suite = Suite {
+    name: "tools",
+    description: "tool catalog build, tool call round trip, dialog overhead per round",
+    run,
+};
+
+const BUDGET: Budget = Budget { warmup: 20, min_samples: 50, max_samples: 5000, max_time: Duration::from_millis(2000) };
+
+/// Handlers per charm in `catalog-100x10`.
+const HANDLERS: usize = 10;
+/// Charms in `catalog-100x10`.
+const CHARMS: usize = 100;
+
+fn run(config: &RunConfig) -> Vec<Measurement> {
+    let scenarios: [(&str, fn(&RunConfig) -> Stats); 3] =
+        [("catalog-100x10", catalog_build), ("tool-call", tool_call), ("dialog-round", dialog_round)];
+    scenarios
+        .into_iter()
+        .map(|(name, measure)| harness::run_guarded(config, SUITE.name, name, "trellis", || measure(config)))
+        .collect()
+}
+
+/// A pattern with `HANDLERS` handlers, each with a small documented event.
+fn wide_pattern() -> Pattern {
+    /// Set one slot to a value.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct SetSlot {
+        /// The new value.
+        #[allow(dead_code)]
+        value: i64,
+        /// An optional note.
+        #[allow(dead_code)]
+        note: Option<String>,
+    }
+    Pattern::new("wide", |b, _: serde_json::Value| {
+        b.name("Wide");
+        for i in 0..HANDLERS {
+            let slot = b.state(&format!("slot{i}"), 0i64)?;
+            b.handler(&format!("set{i}"), move |tx, e: SetSlot| Ok(slot.set(tx, e.value)?));
+        }
+        Ok(())
+    })
+}
+
+fn counter_pattern() -> Pattern {
+    /// Add to the count.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Increment {
+        /// How much to add.
+        amount: i64,
+    }
+    Pattern::new("counter", |b, _: serde_json::Value| {
+        b.name("Counter");
+        let count = b.state("count", 0i64)?;
+        b.lift("label", &count, |n: i64| format!("Count: {n}"));
+        b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?));
+        Ok(())
+    })
+}
+
+fn catalog_build(config: &RunConfig) -> Stats {
+    let rt = Runtime::in_memory();
+    rt.register_pattern(wide_pattern());
+    let mut entries = serde_json::Map::new();
+    for _ in 0..CHARMS {
+        let id = rt.charms().create("wide", json!({})).expect("tools: create a charm");
+        entries.insert(id.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
+    }
+    let tools = serde_json::Value::Object(entries);
+    harness::measure(config.budget(BUDGET), || {
+        let (catalog, took) = harness::time(|| Catalog::build(&rt, &tools));
+        assert_eq!(catalog.len(), CHARMS * HANDLERS, "tools: every handler is a tool");
+        took
+    })
+}
+
+fn tokio() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tools: tokio runtime")
+}
+
+fn tool_call(config: &RunConfig) -> Stats {
+    let rt = Runtime::in_memory();
+    rt.register_pattern(counter_pattern());
+    let id = rt.charms().create("counter", json!({})).expect("tools: create the counter");
+    let catalog = Catalog::build(&rt, &json!({"c": {"charm": rt.charms().result(&id).to_json()}}));
+    let tokio = tokio();
+    let timeout = Duration::from_secs(5);
+    harness::measure(config.budget(BUDGET), || {
+        let (invocation, took) =
+            harness::time(|| tokio.block_on(catalog.invoke(&rt, "Counter_increment", json!({"amount": 1}), timeout)));
+        assert!(!invocation.is_error(), "tools: the call failed: {:?}", invocation.output);
+        took
+    })
+}
+
+/// A model that answers at once: a tool call to the user's message, text to a result.
+struct InstantModel;
+
+impl Model for InstantModel {
+    fn name(&self) -> String {
+        "instant".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        let answered = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        let events = if answered {
+            vec![Ok(ModelEvent::TextDelta("done".into())), Ok(ModelEvent::Finish { reason: "stop".into() })]
+        } else {
+            vec![
+                Ok(ModelEvent::ToolCall { id: "c1".into(), name: "Counter_increment".into(), input: json!({"amount": 1}) }),
+                Ok(ModelEvent::Finish { reason: "tool_calls".into() }),
+            ]
+        };
+        Box::pin(async move { Ok(Box::pin(futures::stream::iter(events)) as EventStream) })
+    }
+}
+
+fn dialog_round(config: &RunConfig) -> Stats {
+    let rt = Runtime::in_memory();
+    rt.register_pattern(counter_pattern());
+    let model: Arc<dyn Model> = Arc::new(InstantModel);
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(model.clone())))));
+    let counter = rt.charms().create("counter", json!({})).expect("tools: create the counter");
+    rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
+        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
+        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "instant", "tools": tools}))?;
+        Ok(())
+    }));
+    let chat = rt
+        .charms()
+        .create("chat", json!({"c": {"charm": rt.charms().result(&counter).to_json()}}))
+        .expect("tools: create the chat");
+    let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+    let tokio = tokio();
+    const ROUNDS_PER_SAY: u32 = 2;
+    harness::measure(config.budget(BUDGET), || {
+        let before = dialog.messages().len();
+        let ((), took) = harness::time(|| {
+            tokio.block_on(dialog.say("count", Duration::from_secs(5))).expect("tools: the dialog answered");
+        });
+        assert_eq!(dialog.messages().len(), before + 4, "tools: user, call, result, answer");
+        took / ROUNDS_PER_SAY
+    })
+}

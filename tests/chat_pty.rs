@@ -1,0 +1,270 @@
+//! `trellis chat` in a real pseudo-terminal, typed at the way a person types: Tab
+//! completes an `@` mention, the tool call and its result show up inline, `/tools`
+//! lists the tools, Ctrl-C cancels a streaming reply, Ctrl-D leaves with status 0.
+//!
+//! The screen is matched after stripping ANSI escapes (the line editor redraws the line
+//! with cursor movements), with generous timeouts for a loaded machine.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::wait::WaitStatus;
+use rexpect::session::{spawn_command, PtySession};
+
+/// How long any one expected text may take to show up.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Space {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn space() -> Space {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("space.sqlite");
+    Space { _dir: dir, path }
+}
+
+fn trellis(space: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+    command.arg("--space").arg(space);
+    command.env("TERM", "xterm").env_remove("TRELLIS_SPACE").env_remove("OPENAI_API_KEY").env_remove("ANTHROPIC_API_KEY");
+    // The fake model server is local: keep any proxy out of the way.
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        command.env_remove(var);
+    }
+    command.env("NO_PROXY", "127.0.0.1,localhost");
+    command
+}
+
+/// The chat running in a pseudo-terminal, and everything it has written.
+struct Terminal {
+    session: PtySession,
+    bytes: Vec<u8>,
+    /// How much of the (stripped) screen text earlier expectations consumed.
+    consumed: usize,
+}
+
+impl Terminal {
+    fn chat(space: &Path, args: &[&str], env: &[(&str, &str)]) -> Terminal {
+        let mut command = trellis(space);
+        command.arg("chat").args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let session = spawn_command(command, Some(TIMEOUT.as_millis() as u64)).unwrap();
+        Terminal { session, bytes: Vec::new(), consumed: 0 }
+    }
+
+    /// Moves what the program wrote so far into `bytes`.
+    fn pump(&mut self) {
+        // The reader hands out each byte as a char (U+0000..U+00FF); put the bytes back
+        // together so that UTF-8 text (→, ←) survives.
+        while let Some(c) = self.session.try_read() {
+            match u8::try_from(u32::from(c)) {
+                Ok(b) => self.bytes.push(b),
+                Err(_) => self.bytes.extend_from_slice(c.to_string().as_bytes()),
+            }
+        }
+    }
+
+    /// The screen's text so far, without escape sequences.
+    fn text(&self) -> String {
+        strip_ansi(&String::from_utf8_lossy(&self.bytes))
+    }
+
+    /// Waits until `needle` appears after what earlier expectations matched.
+    fn expect(&mut self, needle: &str) {
+        let start = Instant::now();
+        loop {
+            self.pump();
+            let text = self.text();
+            if let Some(at) = text.get(self.consumed..).and_then(|rest| rest.find(needle)) {
+                self.consumed += at + needle.len();
+                return;
+            }
+            if start.elapsed() > TIMEOUT {
+                panic!("`{needle}` did not show up within {TIMEOUT:?}; the screen after the last match:\n{}", &text[self.consumed.min(text.len())..]);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.session.send(keys).unwrap();
+        self.session.flush().unwrap();
+    }
+
+    /// Waits for the process to end and returns its exit code.
+    fn exit_code(mut self) -> i32 {
+        let start = Instant::now();
+        loop {
+            self.pump();
+            match self.session.process().status() {
+                Some(WaitStatus::Exited(_, code)) => return code,
+                Some(WaitStatus::StillAlive) | None => {}
+                Some(other) => panic!("trellis chat ended with {other:?}; screen:\n{}", self.text()),
+            }
+            if start.elapsed() > TIMEOUT {
+                panic!("trellis chat did not exit within {TIMEOUT:?}; screen:\n{}", self.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Drops CSI (`ESC [ … final`), OSC (`ESC ] … BEL|ESC \`) and two-byte escapes.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn count(space: &Path) -> i64 {
+    let out = trellis(space).args(["--json", "charm", "get", "Counter"]).output().unwrap();
+    assert!(out.status.success(), "charm get failed: {}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["count"].as_i64().unwrap()
+}
+
+#[test]
+fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
+    let s = space();
+    let mut t = Terminal::chat(&s.path, &[], &[]);
+    t.expect("/help");
+    t.expect("> ");
+    t.send("@Cou");
+    t.expect("@Cou");
+    t.send("\t");
+    t.expect("@Counter");
+    t.send(" add 5\r");
+    t.expect("[@Counter]");
+    t.expect("Counter.increment");
+    t.expect("count: 0 → 5");
+    t.expect("Done:");
+    t.expect("> ");
+
+    t.send("/tools\r");
+    t.expect("Counter.increment  (wire name Counter_increment)");
+    t.expect("> ");
+
+    // Errors are shown and the chat goes on.
+    t.send("@Nope hi\r");
+    t.expect("unknown charm @Nope");
+    t.expect("> ");
+    t.send("/model bogus\r");
+    t.expect("unknown model `bogus`");
+    t.expect("> ");
+
+    t.send("\u{4}"); // Ctrl-D
+    assert_eq!(t.exit_code(), 0);
+    assert_eq!(count(&s.path), 5);
+}
+
+#[test]
+fn ctrl_c_twice_at_an_empty_prompt_leaves() {
+    let s = space();
+    let mut t = Terminal::chat(&s.path, &[], &[]);
+    t.expect("> ");
+    t.send("some text");
+    t.expect("some text");
+    t.send("\u{3}"); // clears the line, does not count
+    t.send("\u{3}");
+    t.expect("Ctrl-C again");
+    // Between lines the terminal is in cooked mode; the prompt shows once the editor
+    // reads keys again.
+    t.expect("> ");
+    t.send("\u{3}");
+    assert_eq!(t.exit_code(), 0);
+}
+
+/// A local OpenAI-compatible server whose one reply streams a word every 100 ms for a
+/// long time, so that there is a generation to cancel.
+fn slow_model_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                for i in 0..600 {
+                    let chunk = serde_json::json!({
+                        "id": "slow", "object": "chat.completion.chunk", "model": "slow",
+                        "choices": [{"index": 0, "delta": {"content": format!("word{i} ")}, "finish_reason": null}]
+                    });
+                    if stream.write_all(format!("data: {chunk}\n\n").as_bytes()).and_then(|()| stream.flush()).is_err() {
+                        return; // the client hung up: cancelled
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
+    let s = space();
+    let url = slow_model_server();
+    let mut t = Terminal::chat(&s.path, &["--model", "ollama:slow"], &[("OLLAMA_BASE_URL", &url)]);
+    t.expect("> ");
+    t.send("tell me a long story\r");
+    t.expect("assistant: word0 word1 word2");
+    t.send("\u{3}"); // the terminal is in cooked mode now: this is SIGINT
+    t.expect("(cancelled)");
+    t.expect("> ");
+    t.send("/help\r");
+    t.expect("/tools");
+    t.expect("> ");
+    t.send("\u{4}");
+    assert_eq!(t.exit_code(), 0);
+}
