@@ -3,10 +3,15 @@
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use serde_json::json;
-use trellis_runner::{Link, Runtime};
+use trellis_builtins::catalog::Catalog;
+use trellis_builtins::message::ToolOutput;
+use trellis_runner::Runtime;
 
 use super::output::{print, render_result};
 use super::Format;
+
+/// How long `charm send` waits for a handler.
+const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Subcommand)]
 pub enum CharmCommand {
@@ -69,18 +74,23 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         CharmCommand::Send { charm, handler, event } => {
             let id = charms.find(&charm)?;
             let event: serde_json::Value = serde_json::from_str(&event).context("the event is not valid JSON")?;
-            let stream = stream_of(rt, &id, &handler)?;
-            let before = charms.get(&id)?;
-            rt.send(&stream, event).await?;
-            let after = charms.get(&id)?;
-            let changes = changed_fields(&before, &after);
-            print(format, &json!({"id": &*id, "changes": changes, "result": after}), || {
-                if changes.is_empty() {
-                    "no changes".to_string()
-                } else {
-                    changes.iter().map(|c| format!("{}: {} → {}", c["key"].as_str().unwrap_or(""), c["before"], c["after"])).collect::<Vec<_>>().join("\n")
+            // The same path a model's tool call takes: schema validation first, then the
+            // handler's transaction, then the snapshot and the summary of what changed.
+            let catalog = Catalog::build(rt, &json!({ &*id: {"charm": charms.result(&id).to_json()} }));
+            let tool = catalog.tools().iter().find(|t| t.display.rsplit_once('.').is_some_and(|(_, key)| key == handler));
+            let Some(tool) = tool else {
+                let handlers: Vec<&str> = catalog.tools().iter().filter_map(|t| t.display.rsplit_once('.').map(|(_, k)| k)).collect();
+                bail!("charm {} has no handler `{handler}`; its handlers are: {}", charms.name(&id), handlers.join(", "));
+            };
+            let invocation = tool.invoke(rt, event, SEND_TIMEOUT).await;
+            match invocation.output {
+                ToolOutput::ErrorText(error) => bail!("{error}"),
+                ToolOutput::Json(result) => {
+                    let summary = invocation.summary.unwrap_or_else(|| "no changes".into());
+                    print(format, &json!({"id": &*id, "summary": summary, "result": result["result"]}), || summary.clone());
                 }
-            });
+                ToolOutput::Text(text) => print(format, &json!({"id": &*id, "summary": text}), || text.clone()),
+            }
         }
         CharmCommand::Rename { charm, name } => {
             let id = charms.find(&charm)?;
@@ -89,29 +99,6 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         }
     }
     Ok(())
-}
-
-/// The stream of `handler` in the charm's result, or an error listing the handlers.
-fn stream_of(rt: &Runtime, id: &str, handler: &str) -> anyhow::Result<Link> {
-    let result = rt.charms().get(id)?;
-    let handlers: Vec<&str> = result
-        .as_object()
-        .map(|m| m.iter().filter(|(_, v)| trellis_runner::link::stream_schema(v).is_some()).map(|(k, _)| k.as_str()).collect())
-        .unwrap_or_default();
-    if !handlers.contains(&handler) {
-        bail!("charm {} has no handler `{handler}`; its handlers are: {}", rt.charms().name(id), handlers.join(", "));
-    }
-    Ok(rt.charms().result(&id.into()).child(handler))
-}
-
-/// Top-level data fields whose value differs between two snapshots.
-fn changed_fields(before: &serde_json::Value, after: &serde_json::Value) -> Vec<serde_json::Value> {
-    let empty = serde_json::Map::new();
-    let (b, a) = (before.as_object().unwrap_or(&empty), after.as_object().unwrap_or(&empty));
-    a.iter()
-        .filter(|(k, v)| b.get(*k) != Some(*v))
-        .map(|(k, v)| json!({"key": k, "before": b.get(k).cloned().unwrap_or(serde_json::Value::Null), "after": v}))
-        .collect()
 }
 
 /// `trellis demo`: a counter charm, one event, its derived label.
