@@ -153,3 +153,13 @@ fn chat_errors_exit_non_zero_with_a_clear_message() {
     let err = fails(Path::new("/proc/trellis/space.sqlite"), &["charm", "list"]);
     assert!(err.contains("cannot open the space"), "{err}");
 }
+
+#[test]
+fn the_offline_model_reads_a_charm_through_its_read_tool() {
+    let s = space();
+    ok(&s.path, &["charm", "send", "Todo", "add", r#"{"title": "buy oat milk"}"#]);
+    let out = ok(&s.path, &["chat", "--message", "what is on my @Todo list?"]);
+    assert!(out.contains("→ Todo.read"), "{out}");
+    assert!(out.contains("buy oat milk"), "{out}");
+    assert_eq!(json_of(&s.path, &["charm", "get", "Todo"])["remaining"], 1, "reading changed nothing");
+}

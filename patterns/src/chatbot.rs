@@ -3,8 +3,13 @@
 //! The chatbot keeps the conversation (`messages`) and the user's **attachments**: each
 //! @-mentioned charm is attached once and stays until detached. Its `tools` are derived:
 //! the static tools from the argument merged with one `{charm}` entry per attachment,
-//! so mentioning a charm offers every handler of it to the model (and a read tool for
-//! its data), and detaching it takes them away. Entries of attachments are keyed by
+//! so mentioning a charm offers every handler of it to the model, and detaching it takes
+//! them away.
+//!
+//! Each attached charm also gets one **read tool**, `Charm.read`, taking an optional
+//! `path` into its data. One tool per charm rather than one per field keeps the tool list
+//! short (models choose worse among many tools), reaches nested data (`items/0/title`),
+//! and its description lists the top-level fields so the model knows what to ask for. Entries of attachments are keyed by
 //! charm id, so two charms with the same name never overwrite each other; the tool
 //! catalog gives their tools distinct wire names.
 //!
@@ -89,7 +94,7 @@ pub fn chatbot() -> Pattern {
                 // No entry description: each tool then describes itself from its
                 // handler's event schema, which says far more than the charm's name.
                 let key = format!("@{}", attachment.charm.link().doc);
-                tools.insert(key, json!({"charm": attachment.charm}));
+                tools.insert(key, json!({"charm": attachment.charm, "read": true}));
             }
             Ok(tools)
         });

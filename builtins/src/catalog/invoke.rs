@@ -138,6 +138,7 @@ impl Tool {
                         self.run_pattern(rt, id, prefilled, arguments, timeout)
                             .await
                     }
+                    ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
                 },
             };
             match &invocation.output {
@@ -338,5 +339,16 @@ async fn send_within(
         Err(_) => Err(format!(
             "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"
         )),
+    }
+}
+
+/// A read tool's call: the plain snapshot at `path` below the charm's result.
+fn read_data(rt: &Runtime, charm: &Link, arguments: &Value) -> Invocation {
+    let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
+    let at = path.split('/').map(str::trim).filter(|s| !s.is_empty()).fold(charm.clone(), |at, key| at.child(key));
+    match snapshot(rt, &at) {
+        Ok(Value::Null) if !path.is_empty() => Invocation::error(format!("there is nothing at `{path}`; call it without `path` to see all the data")),
+        Ok(value) => Invocation { output: ToolOutput::Json(json!({ "value": value })), summary: None },
+        Err(e) => Invocation::error(format!("cannot read `{path}`: {e}")),
     }
 }

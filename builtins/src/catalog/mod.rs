@@ -59,6 +59,9 @@ use trellis_runner::link::{is_stream, STREAM_KEY};
 use trellis_runner::{Link, Read, Runtime, Value as Stored, NAME};
 
 use crate::model::ToolSpec;
+
+/// The fields of a stored object.
+type StoredMap = imbl::OrdMap<Arc<str>, Stored>;
 use naming::WireNames;
 use schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 
@@ -120,6 +123,11 @@ pub enum ToolTarget {
         id: String,
         /// Arguments fixed by the entry (`extraParams`), applied over the model's.
         prefilled: Map<String, Value>,
+    },
+    /// Read (part of) a charm's data; changes nothing.
+    Read {
+        /// The charm's result.
+        charm: Link,
     },
 }
 
@@ -406,7 +414,10 @@ fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
         .collect();
     match targets.as_slice() {
         ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
-        ["charm"] => charm_entry(rt, key, &fields["charm"], description, out),
+        ["charm"] => {
+            let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
+            charm_entry(rt, key, &fields["charm"], description, read, out)
+        }
         ["pattern"] => pattern_entry(rt, key, fields, description, out),
         [] => out.problem(key, EntryError::Target("none".into())),
         many => out.problem(key, EntryError::Target(many.join(" and "))),
@@ -463,6 +474,7 @@ fn charm_entry(
     key: &str,
     value: &Value,
     description: Option<&str>,
+    read: bool,
     out: &mut Extraction,
 ) {
     let link = match (Link::from_json(value), value) {
@@ -513,6 +525,9 @@ fn charm_entry(
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| key.to_string());
     let charm = rt.charms().record(&root.doc).map(|_| root.doc.to_string());
+    if read {
+        out.push_read_tool(key, &name, &root, fields, charm.clone());
+    }
     for (field, value) in fields {
         if field.starts_with('$') || !is_stream(value) {
             continue;
@@ -534,6 +549,32 @@ fn charm_entry(
 }
 
 impl Extraction {
+    /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
+    /// a handler called `read`), taking an optional `path` into the charm's data.
+    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &StoredMap, charm: Option<String>) {
+        let data: Vec<&str> = fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
+        let key = if fields.contains_key("read") { "read_data" } else { "read" };
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "Where to read, as keys separated by `/` (for example `items/0/title`); leave it out to read all the data."
+                }
+            }
+        });
+        self.drafts.push(Draft {
+            display: naming::display_name(name, key),
+            identity: format!("{root}#read"),
+            description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
+            prepared: PreparedSchema { schema, shape: InputShape::Object },
+            target: ToolTarget::Read { charm: root.clone() },
+            entry: entry.to_string(),
+            charm,
+            unchecked: false,
+        });
+    }
+
     /// Adds the tool of one stream. `description` is the entry's (already combined with
     /// the key for charm entries); without it the schema's description is used, else a
     /// generic "`key` handler from `owner`" (the charm's name).

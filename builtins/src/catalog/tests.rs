@@ -922,3 +922,42 @@ fn catalogs_and_calls_can_cross_threads() {
     let call = catalog.invoke(&rt, "x", json!({}), TIMEOUT);
     send(&call);
 }
+
+#[tokio::test]
+async fn read_tools_are_offered_on_request_and_read_without_changing_anything() {
+    let rt = runtime();
+    let id = rt.charms().create("counter", json!({})).expect("create");
+    let plain = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
+    assert!(!displays(&plain).contains(&"Counter.read"), "no read tool unless asked for");
+
+    let entry = json!({ "charm": rt.charms().result(&id.clone()).to_json(), "read": true });
+    let catalog = Catalog::build(&rt, &json!({ "c": entry }));
+    let tool = catalog.get("Counter.read").expect("a read tool");
+    assert!(tool.description.contains("count, label"), "{}", tool.description);
+
+    let all = tool.invoke(&rt, json!({}), Duration::from_secs(5)).await;
+    assert_eq!(json_output(&all)["value"], json!({"$NAME": "Counter", "count": 0, "label": "Count: 0"}));
+    let one = tool.invoke(&rt, json!({"path": "label"}), Duration::from_secs(5)).await;
+    assert_eq!(json_output(&one)["value"], "Count: 0");
+    let missing = tool.invoke(&rt, json!({"path": "nothing/here"}), Duration::from_secs(5)).await;
+    assert!(error_text(&missing).contains("nothing at `nothing/here`"), "{missing:?}");
+    assert_eq!(count(&rt, &id), json!(0));
+}
+
+#[test]
+fn a_handler_called_read_moves_the_read_tool_aside() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Nothing {}
+    let rt = Runtime::in_memory();
+    rt.register_pattern(Pattern::new("reader", |b, _: Value| {
+        b.name("Book");
+        b.handler("read", |_, _: Nothing| Ok(()));
+        Ok(())
+    }));
+    let id = rt.charms().create("reader", json!({})).expect("create");
+    let entry = json!({ "charm": rt.charms().result(&id).to_json(), "read": true });
+    let catalog = Catalog::build(&rt, &json!({ "b": entry }));
+    let mut names = displays(&catalog);
+    names.sort();
+    assert_eq!(names, ["Book.read", "Book.read_data"]);
+}
