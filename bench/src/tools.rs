@@ -9,6 +9,7 @@
 //! * `dialog-round`: the dialog's own overhead per round with an instant model
 //!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
 //!   including catalog builds, message storage, tool invocation and request bookkeeping.
+//!   Each sample starts a fresh conversation.
 //!
 //! All on an in-memory space. Trellis only: no peer has charms, so there is no ratio.
 
@@ -150,8 +151,12 @@ fn dialog_round(config: &RunConfig) -> Stats {
     rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(model.clone())))));
     let counter = rt.charms().create("counter", json!({})).expect("tools: create the counter");
     rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
+        /// Start a new conversation.
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        struct Clear {}
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
         b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "instant", "tools": tools}))?;
+        b.handler("clear", move |tx, _: Clear| Ok(messages.set(tx, Vec::new())?));
         Ok(())
     }));
     let chat = rt
@@ -161,12 +166,14 @@ fn dialog_round(config: &RunConfig) -> Stats {
     let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
     let tokio = tokio();
     const ROUNDS_PER_SAY: u32 = 2;
+    let clear = rt.charms().result(&chat).child("clear");
     harness::measure(config.budget(BUDGET), || {
-        let before = dialog.messages().len();
+        // Each sample is a fresh conversation, so the cost does not grow with the samples.
+        tokio.block_on(rt.send(&clear, json!({}))).expect("tools: clear the conversation");
         let ((), took) = harness::time(|| {
             tokio.block_on(dialog.say("count", Duration::from_secs(5))).expect("tools: the dialog answered");
         });
-        assert_eq!(dialog.messages().len(), before + 4, "tools: user, call, result, answer");
+        assert_eq!(dialog.messages().len(), 4, "tools: user, call, result, answer");
         took / ROUNDS_PER_SAY
     })
 }
