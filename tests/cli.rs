@@ -163,3 +163,24 @@ fn the_offline_model_reads_a_charm_through_its_read_tool() {
     assert!(out.contains("buy oat milk"), "{out}");
     assert_eq!(json_of(&s.path, &["charm", "get", "Todo"])["remaining"], 1, "reading changed nothing");
 }
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    let s = space();
+    ok(&s.path, &["charm", "list"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .arg("--space")
+        .arg(&s.path)
+        .args(["patterns", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before anything is written
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

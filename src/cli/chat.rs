@@ -228,12 +228,12 @@ pub async fn run(rt: &Runtime, model: &str, messages: Vec<String>, format: Forma
     for turn in turns {
         let new = session.turn(&turn).await?;
         if !format.json {
-            println!("{}", transcript(&session, &new));
+            super::output::emit(&transcript(&session, &new));
         }
         all.extend(new);
     }
     if format.json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        super::output::emit(&serde_json::to_string_pretty(&all)?);
     }
     Ok(())
 }

@@ -7,9 +7,23 @@ use super::Format;
 /// Prints a JSON value (pretty) or a text rendering.
 pub fn print(format: Format, json: &serde_json::Value, text: impl FnOnce() -> String) {
     if format.json {
-        println!("{}", serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string()));
+        emit(&serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string()));
     } else {
-        println!("{}", text());
+        emit(&text());
+    }
+}
+
+/// Writes one line to standard output. When the reader went away (`trellis ... | head`)
+/// the command stops quietly, as Unix tools do, instead of panicking.
+pub fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write the output: {e}");
+        std::process::exit(1);
     }
 }
 
