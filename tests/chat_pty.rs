@@ -7,9 +7,11 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -19,21 +21,9 @@ use rexpect::session::{spawn_command, PtySession};
 /// How long any one expected text may take to show up.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Space {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn space() -> Space {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("space.sqlite");
-    Space { _dir: dir, path }
-}
-
 fn trellis(space: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-    command.arg("--space").arg(space);
-    command.env("TERM", "xterm").env_remove("TRELLIS_SPACE").env_remove("OPENAI_API_KEY").env_remove("ANTHROPIC_API_KEY");
+    let mut command = common::trellis(space);
+    command.env("TERM", "xterm").env_remove("TRELLIS_SPACE");
     // The fake model server is local: keep any proxy out of the way.
     for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
         command.env_remove(var);
@@ -157,7 +147,7 @@ fn count(space: &Path) -> i64 {
 
 #[test]
 fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
-    let s = space();
+    let s = common::space();
     let mut t = Terminal::chat(&s.path, &[], &[]);
     t.expect("/help");
     t.expect("> ");
@@ -191,7 +181,7 @@ fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
 
 #[test]
 fn ctrl_c_twice_at_an_empty_prompt_leaves() {
-    let s = space();
+    let s = common::space();
     let mut t = Terminal::chat(&s.path, &[], &[]);
     t.expect("> ");
     t.send("some text");
@@ -253,7 +243,7 @@ fn slow_model_server() -> String {
 
 #[test]
 fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
-    let s = space();
+    let s = common::space();
     let url = slow_model_server();
     let mut t = Terminal::chat(&s.path, &["--model", "ollama:slow"], &[("OLLAMA_BASE_URL", &url)]);
     t.expect("> ");

@@ -1,30 +1,16 @@
 //! The `trellis` binary, run as a user runs it, against temporary spaces.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::space;
+
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::{json, Value};
 
-struct Space {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn space() -> Space {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("space.sqlite");
-    Space { _dir: dir, path }
-}
-
 fn trellis(space: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .arg("--space")
-        .arg(space)
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .output()
-        .expect("run trellis")
+    common::trellis(space).args(args).output().expect("run trellis")
 }
 
 fn ok(space: &Path, args: &[&str]) -> String {
@@ -125,9 +111,7 @@ fn chat_reads_turns_from_piped_stdin() {
     use std::io::Write;
     let s = space();
     ok(&s.path, &["charm", "list"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .arg("--space")
-        .arg(&s.path)
+    let mut child = common::trellis(&s.path)
         .arg("chat")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -169,9 +153,7 @@ fn a_closed_pipe_ends_the_output_quietly() {
     use std::io::Read;
     let s = space();
     ok(&s.path, &["charm", "list"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .arg("--space")
-        .arg(&s.path)
+    let mut child = common::trellis(&s.path)
         .args(["patterns", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
