@@ -97,7 +97,8 @@ async fn two_charms_with_the_same_name_make_find_ambiguous() {
     rt.charms().create("counter", json!({})).unwrap();
     rt.charms().create("counter", json!({})).unwrap();
     let err = rt.charms().find("Counter").unwrap_err();
-    assert!(err.to_string().contains("ambiguous"), "{err}");
+    assert!(matches!(&err, Error::AmbiguousCharm { ids, .. } if ids.len() == 2), "{err}");
+    assert!(err.to_string().contains("use one of their ids"), "{err}");
 }
 
 #[tokio::test]

@@ -42,17 +42,42 @@ fn disjoint_writes_to_one_document_do_not_conflict() {
     let rt = Runtime::in_memory();
     let doc = rt.new_cell("doc", json!({"a": 0, "b": 0})).unwrap();
     let (a, b) = (doc.key::<i64>("a"), doc.key::<i64>("b"));
-    let space = rt.space();
-    // Interleave two transactions by hand: both start, then both commit.
-    let first = rt.transact(|tx| {
+    let attempts = AtomicUsize::new(0);
+    let mut interleaved = false;
+    // Interleave two transactions by hand: the outer one reads `a`, another commits `b`
+    // meanwhile (only on the first attempt), then the outer one writes `a`.
+    let interleave = std::sync::Mutex::new(&mut interleaved);
+    rt.transact(|tx| {
+        attempts.fetch_add(1, Ordering::Relaxed);
         let n = a.get(tx)?;
-        // A second transaction commits in between, touching only `b`.
-        std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| b.set(tx2, 7))).join().unwrap())?;
-        a.set(tx, n + 1)?;
-        Ok(space.snapshot(&a.link().doc).1)
-    });
-    assert!(first.is_ok());
+        let mut first = interleave.lock().unwrap();
+        if !**first {
+            **first = true;
+            std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| b.set(tx2, 7))).join().unwrap())?;
+        }
+        a.set(tx, n + 1)
+    })
+    .unwrap();
     assert_eq!(doc.get(&rt).unwrap(), json!({"a": 1, "b": 7}));
+    assert_eq!(attempts.load(Ordering::Relaxed), 1, "no retry: the transactions touched different paths");
+
+    // Writing what the other one read does conflict, and the retry sees the new value.
+    let attempts = AtomicUsize::new(0);
+    let mut interfered = false;
+    let interfere = std::sync::Mutex::new(&mut interfered);
+    rt.transact(|tx| {
+        attempts.fetch_add(1, Ordering::Relaxed);
+        let n = a.get(tx)?;
+        let mut first = interfere.lock().unwrap();
+        if !**first {
+            **first = true;
+            std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| a.set(tx2, 100))).join().unwrap())?;
+        }
+        b.set(tx, n)
+    })
+    .unwrap();
+    assert_eq!(attempts.load(Ordering::Relaxed), 2);
+    assert_eq!(doc.get(&rt).unwrap(), json!({"a": 100, "b": 100}));
 }
 
 #[tokio::test]
@@ -79,7 +104,7 @@ async fn a_panicking_handler_is_rolled_back_and_reported_and_the_runtime_goes_on
     assert_eq!(rt.charms().get(&id).unwrap()["n"], 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_senders_to_one_charm_all_apply() {
     let rt = Runtime::in_memory();
     rt.register_pattern(counter());
@@ -99,4 +124,5 @@ async fn concurrent_senders_to_one_charm_all_apply() {
     }
     rt.idle().await;
     assert_eq!(rt.charms().get(&id).unwrap()["label"], "Count: 200");
+    assert!(rt.take_errors().is_empty(), "no false cycle reports under concurrent load");
 }

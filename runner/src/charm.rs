@@ -22,6 +22,9 @@ pub const CHARMS_DOC: &str = "charms";
 #[derive(Default)]
 pub(crate) struct CharmState {
     running: DashSet<DocId>,
+    /// Held while a charm is being built and activated (reentrant: building one charm may
+    /// start another).
+    starting: parking_lot::ReentrantMutex<()>,
 }
 
 /// What is stored about a charm.
@@ -64,7 +67,7 @@ impl Runtime {
     /// Starts the charm a stream belongs to, if it is a stored charm that is not running.
     pub(crate) fn start_charm_for(&self, stream: &Link) -> Result<()> {
         let charms = self.charms();
-        if charms.record(&stream.doc).is_some() && !self.0.charms.running.contains(&stream.doc) {
+        if charms.record(&stream.doc).is_some() {
             charms.start(&stream.doc)?;
         }
         Ok(())
@@ -91,6 +94,9 @@ impl Charms<'_> {
     pub fn create_named(&self, pattern: &str, argument: serde_json::Value, name: Option<&str>) -> Result<DocId> {
         let found = self.rt.patterns().get(pattern).ok_or_else(|| Error::UnknownPattern(pattern.to_string()))?;
         let id = self.rt.space().new_doc_id("charm");
+        // Held until the charm is active, so an early event waits instead of starting it
+        // a second time.
+        let _starting = self.rt.0.charms.starting.lock();
         // Build first: a pattern that rejects its argument leaves no record behind.
         let wiring = self.rt.build_charm(&found, &id, argument.clone(), name)?;
         let record = CharmRecord { pattern: pattern.to_string(), argument, name: name.map(str::to_string) };
@@ -117,6 +123,8 @@ impl Charms<'_> {
     /// Starts a stored charm that is not running (after a restart or a stop).
     pub fn start(&self, id: &str) -> Result<()> {
         let id = DocId::from(id);
+        // Of two concurrent starts, the second waits here and then finds it running.
+        let _starting = self.rt.0.charms.starting.lock();
         if self.rt.0.charms.running.contains(&id) {
             return Ok(());
         }
@@ -191,10 +199,10 @@ impl Charms<'_> {
         match matches.as_slice() {
             [one] => Ok(DocId::from(one.id.as_str())),
             [] => Err(Error::UnknownCharm(id_or_name.to_string())),
-            many => Err(Error::UnknownCharm(format!(
-                "{id_or_name}` is ambiguous: use one of the ids {}`",
-                many.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
-            ))),
+            many => Err(Error::AmbiguousCharm {
+                name: id_or_name.to_string(),
+                ids: many.iter().map(|c| c.id.clone()).collect(),
+            }),
         }
     }
 

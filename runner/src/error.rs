@@ -88,6 +88,17 @@ pub enum Error {
         /// How often it ran.
         runs: u32,
     },
+    /// Code run after a commit (a builtin's hook) panicked; the commit itself stands.
+    #[error("a hook run after a commit panicked: {0}")]
+    HookPanicked(String),
+    /// Several charms have this name.
+    #[error("`{name}` names {} charms; use one of their ids: {}", ids.len(), ids.join(", "))]
+    AmbiguousCharm {
+        /// The name.
+        name: String,
+        /// The charms that have it.
+        ids: Vec<String>,
+    },
     /// No pattern with this id is registered.
     #[error("unknown pattern `{0}`; `trellis patterns` lists the registered ones")]
     UnknownPattern(String),

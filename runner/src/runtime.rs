@@ -55,6 +55,7 @@ pub struct Sent {
 }
 
 type Reply = oneshot::Sender<Result<(Sent, (u64, Durable))>>;
+type ReplyReceiver = oneshot::Receiver<Result<(Sent, (u64, Durable))>>;
 
 struct Event {
     stream: Link,
@@ -184,8 +185,10 @@ impl Runtime {
             drop(graph);
             self.notify_observers(&commit.changes);
         }
-        for f in after_commit {
-            f(self);
+        for hook in after_commit {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(self))) {
+                self.report(Error::HookPanicked(panic_message(&panic)));
+            }
         }
         Ok(commit)
     }
@@ -193,8 +196,7 @@ impl Runtime {
     /// Registers a computation that writes what `run` returns to `output`, and re-runs
     /// whenever something it read changes. It first runs at the next settle.
     pub fn add_computation(&self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
-        let id = self.0.graph.lock().add(name, output, owner, run);
-        id
+        self.0.graph.lock().add(name, output, owner, run)
     }
 
     /// Removes a computation.
@@ -227,7 +229,7 @@ impl Runtime {
     /// A stream whose charm is not running starts the charm first; a stream with no
     /// handler and no charm is an error, never a silent drop.
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
-        let (rx, _) = self.enqueue(stream, event, true)?;
+        let rx = self.enqueue(stream, event, true)?;
         self.pump();
         let (sent, (seq, durable)) =
             rx.ok_or_else(|| Error::NoHandler(stream.clone()))?.await.map_err(|_| Error::NoHandler(stream.clone()))??;
@@ -243,14 +245,8 @@ impl Runtime {
         Ok(())
     }
 
-    #[allow(clippy::type_complexity)]
-    fn enqueue(
-        &self,
-        stream: &Link,
-        event: serde_json::Value,
-        want_reply: bool,
-    ) -> Result<(Option<oneshot::Receiver<Result<(Sent, (u64, Durable))>>>, ())> {
-        let (at, _) = crate::tx::resolve(&self.0.space, stream, true)?;
+    fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
+        let (at, _) = crate::tx::resolve(&self.0.space, stream, true, true)?;
         let handler = match self.handler(&at) {
             Some(h) => h,
             None => {
@@ -265,7 +261,7 @@ impl Runtime {
             (None, None)
         };
         self.0.events.lock().push_back(Event { stream: at, handler, event, reply });
-        Ok((rx, ()))
+        Ok(rx)
     }
 
     /// Runs queued work (dirty computations first, then events) on this thread until
@@ -274,7 +270,6 @@ impl Runtime {
         loop {
             let Some(guard) = self.0.engine.try_lock() else { return };
             while self.step() {}
-            self.0.graph.lock().settled();
             drop(guard);
             if !self.has_queued_work() {
                 self.0.idle.notify_waiters();
@@ -405,7 +400,9 @@ impl Runtime {
             let notified = self.0.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if !self.has_queued_work() && self.0.engine.try_lock().is_some() && self.0.tasks.load(Ordering::SeqCst) == 0 {
+            // `is_locked`, not `try_lock`: briefly taking the engine lock here could make a
+            // concurrent `pump` give up on work it just queued.
+            if !self.has_queued_work() && !self.0.engine.is_locked() && self.0.tasks.load(Ordering::SeqCst) == 0 {
                 return;
             }
             notified.await;
@@ -422,7 +419,8 @@ impl Runtime {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 let busy = self.0.task_docs.get(&link.doc).is_some_and(|n| *n > 0);
-                if !busy && !self.has_queued_work() {
+                // Work taken off the queue is still running while the engine is locked.
+                if !busy && !self.has_queued_work() && !self.0.engine.is_locked() {
                     return;
                 }
                 notified.await;
@@ -460,7 +458,9 @@ impl Runtime {
                 Some(list) => list.iter().filter(|(p, _)| paths.iter().any(|w| w.overlaps(p))).map(|(_, o)| o.clone()).collect(),
                 None => continue,
             };
-            let dead: Vec<Observer> = hit.into_iter().filter(|o| !o(self)).collect();
+            // An observer that panics is dropped like one that asked to stop.
+            let dead: Vec<Observer> =
+                hit.into_iter().filter(|o| !catch_unwind(AssertUnwindSafe(|| o(self))).unwrap_or(false)).collect();
             if !dead.is_empty() {
                 if let Some(mut list) = self.0.observers.get_mut(doc) {
                     list.retain(|(_, o)| !dead.iter().any(|d| Arc::ptr_eq(d, o)));
@@ -504,9 +504,10 @@ struct TaskGuard {
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
-        if let Some(mut n) = self.rt.0.task_docs.get_mut(&self.doc) {
+        self.rt.0.task_docs.remove_if_mut(&self.doc, |_, n| {
             *n = n.saturating_sub(1);
-        }
+            *n == 0
+        });
         self.rt.0.tasks.fetch_sub(1, Ordering::SeqCst);
         self.rt.0.idle.notify_waiters();
     }

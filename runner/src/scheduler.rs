@@ -72,6 +72,14 @@ impl Graph {
         self.next_id += 1;
         let id = ComputationId(self.next_id);
         self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
+        // Computations that already read where this one writes now depend on it.
+        for reader in self.readers.get(&output.doc).into_iter().flatten() {
+            if let Some(c) = self.computations.get_mut(reader) {
+                if c.deps.iter().any(|d| d.doc == output.doc && d.path.overlaps(&output.path)) {
+                    c.producers.push(id);
+                }
+            }
+        }
         let c = Computation { name: name.into(), output, run, owner, deps: Vec::new(), producers: Vec::new(), height: 0, runs: 0 };
         self.computations.insert(id, c);
         self.mark(id);
@@ -81,6 +89,9 @@ impl Graph {
     /// Removes a computation and forgets its edges.
     pub fn remove(&mut self, id: ComputationId) {
         let Some(c) = self.computations.remove(&id) else { return };
+        for other in self.computations.values_mut() {
+            other.producers.retain(|p| *p != id);
+        }
         for dep in &c.deps {
             if let Some(set) = self.readers.get_mut(&dep.doc) {
                 set.remove(&id);
@@ -138,7 +149,12 @@ impl Graph {
             }
             let Some(c) = self.computations.get(&id) else { continue };
             if height != c.height {
-                continue; // a stale queue entry; the current one is queued too
+                // Its height changed after it was queued (it ran again meanwhile): queue
+                // it again at its current height rather than lose it.
+                let current = c.height;
+                self.seq += 1;
+                self.dirty.push(Reverse((current, self.seq, id)));
+                continue;
             }
             let needed = self.producer_height(c).map_or(0, |h| h + 1);
             if needed > c.height && needed <= limit {
@@ -156,6 +172,8 @@ impl Graph {
             }
             return Some(Ok(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() }));
         }
+        // Nothing is dirty: the next change starts with a fresh run budget.
+        self.reset_budgets();
         None
     }
 
@@ -217,12 +235,57 @@ impl Graph {
         }
     }
 
-    /// Called when the queue is empty: the next change starts a fresh run budget.
-    pub fn settled(&mut self) {
+    fn reset_budgets(&mut self) {
         for id in self.ran.drain(..) {
             if let Some(c) = self.computations.get_mut(&id) {
                 c.runs = 0;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(doc: &str, key: &str) -> Link {
+        Link::new(doc, Path::new([key]))
+    }
+
+    fn noop() -> ComputeFn {
+        Arc::new(|_| Ok(Value::Null))
+    }
+
+    #[test]
+    fn a_computation_marked_while_its_height_changes_still_runs() {
+        let mut g = Graph::default();
+        let p = g.add("p", link("d", "p"), None, noop());
+        let c = g.add("c", link("d", "c"), None, noop());
+        assert!(matches!(g.next(), Some(Ok(r)) if r.id == p));
+        g.ran(p, vec![link("d", "other")]);
+        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c));
+        g.ran(c, vec![link("d", "src")]);
+        g.changed(&"d".into(), &[Path::new(["src"])]);
+        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c), "c runs again");
+        // While it runs, a commit marks it dirty again (queued at its height 0)...
+        g.changed(&"d".into(), &[Path::new(["src"])]);
+        // ...and this run reads `p`, which raises its height to 1.
+        g.ran(c, vec![link("d", "src"), link("d", "p")]);
+        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c), "the stale entry is requeued, not dropped");
+        assert!(g.next().is_none());
+        assert!(!g.has_dirty());
+    }
+
+    #[test]
+    fn a_producer_added_later_orders_its_readers() {
+        let mut g = Graph::default();
+        let reader = g.add("reader", link("d", "out"), None, noop());
+        assert!(g.next().is_some());
+        g.ran(reader, vec![link("d", "later")]);
+        let producer = g.add("producer", link("d", "later"), None, noop());
+        g.changed(&"d".into(), &[Path::new(["later"])]);
+        // Both are dirty; the producer must run first although the reader was queued at
+        // height 0 before the producer existed.
+        assert!(matches!(g.next(), Some(Ok(r)) if r.id == producer));
     }
 }

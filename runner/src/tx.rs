@@ -27,7 +27,7 @@ pub trait Read {
 
     /// Follows links along `link` and at its end; returns the final location and value.
     fn resolve(&self, link: &Link) -> Result<(Link, Value)> {
-        resolve(self, link, true)
+        resolve(self, link, true, true)
     }
 
     /// The value at `link`, following links.
@@ -70,8 +70,10 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, depth: usize) -> Resul
     }
 }
 
-/// Follows links along the path (and at its end when `follow_last`).
-pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, follow_last: bool) -> Result<(Link, Value)> {
+/// Follows links along the path (and at its end when `follow_last`). The links followed
+/// are recorded as reads; so is the final location when `note_end` (a write target's
+/// parent is not a read: recording it would make writes to sibling fields conflict).
+pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, follow_last: bool, note_end: bool) -> Result<(Link, Value)> {
     let mut doc = link.doc.clone();
     let mut segments: Vec<Segment> = link.path.segments().to_vec();
     'hops: for _ in 0..MAX_LINK_HOPS {
@@ -100,7 +102,9 @@ pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, follow_last: bool) -
             }
         }
         let at = Link::new(doc, Path::new(segments));
-        r.note_read(&at);
+        if note_end {
+            r.note_read(&at);
+        }
         return Ok((at, cur.clone()));
     }
     Err(Error::LinkLoop(link.clone()))
@@ -161,7 +165,8 @@ impl<'s> Tx<'s> {
         let target = match link.path.segments().split_last() {
             None => link.clone(),
             Some((last, parent)) => {
-                let (parent_at, _) = resolve(self, &Link::new(link.doc.clone(), Path::new(parent.iter().cloned())), true)?;
+                let parent = Link::new(link.doc.clone(), Path::new(parent.iter().cloned()));
+                let (parent_at, _) = resolve(self, &parent, true, false)?;
                 parent_at.child(last.clone())
             }
         };
