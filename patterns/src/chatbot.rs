@@ -56,7 +56,7 @@ pub struct Attach {
     pub charm: Cell<serde_json::Value>,
 }
 
-/// Detach a charm (by its link or its name).
+/// Detach a charm by the name it was attached by.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Detach {
     /// The name it was attached by.

@@ -34,6 +34,13 @@ fn one() -> i64 {
     1
 }
 
+/// Adds `amount` to the count, refusing to overflow.
+fn add(count: &Cell<i64>, tx: &Tx, amount: i64) -> Result<(), BoxError> {
+    let n = count.get(tx)?;
+    let next = n.checked_add(amount).ok_or_else(|| format!("{n} + {amount} does not fit in a counter"))?;
+    Ok(count.set(tx, next)?)
+}
+
 /// The counter pattern: state `count`, derived `label`, handlers `increment`,
 /// `decrement`, `reset`.
 pub fn counter() -> Pattern {
@@ -42,9 +49,9 @@ pub fn counter() -> Pattern {
         let count = b.state("count", args.start)?;
         b.lift("label", &count, |n: i64| format!("Count: {n}"));
         let c = count.clone();
-        b.handler("increment", move |tx, e: Increment| Ok(c.update(tx, |n| n + e.amount)?));
+        b.handler("increment", move |tx, e: Increment| add(&c, tx, e.amount));
         let c = count.clone();
-        b.handler("decrement", move |tx, e: Decrement| Ok(c.update(tx, |n| n - e.amount)?));
+        b.handler("decrement", move |tx, e: Decrement| add(&c, tx, e.amount.checked_neg().ok_or("that amount is too large")?));
         b.handler("reset", move |tx, _: Reset| Ok(count.set(tx, 0)?));
         Ok(())
     })

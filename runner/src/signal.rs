@@ -36,7 +36,10 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         let watch: Weak<()> = Arc::downgrade(&alive);
         let signal = CellSignal { inner: mutable.signal_cloned(), _alive: alive };
         let cell = self.clone();
-        rt.observe(self.link(), move |rt| {
+        // Observe where the value really lives: a cell that is an alias (a link) is
+        // written at its target, not at its own location.
+        let at = crate::tx::Read::resolve(rt, self.link()).map(|(at, _)| at).unwrap_or_else(|_| self.link().clone());
+        rt.observe(&at, move |rt| {
             if watch.strong_count() == 0 {
                 return false;
             }

@@ -145,6 +145,10 @@ pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
     sorted.sort_by_key(|n| std::cmp::Reverse(n.len()));
     let mut found: Vec<String> = Vec::new();
     for (at, _) in text.match_indices('@') {
+        // `me@example.com` is not a mention: a mention starts a word.
+        if text[..at].ends_with(|c: char| c.is_alphanumeric()) {
+            continue;
+        }
         let rest = &text[at + 1..];
         let hit = sorted.iter().find(|name| {
             rest.len() >= name.len()
@@ -249,6 +253,7 @@ mod tests {
         assert_eq!(mentions("put it on @Todo list now", &names).unwrap(), ["Todo list"]);
         assert_eq!(mentions("@Todo and @Counter and @Todo", &names).unwrap(), ["Todo", "Counter"]);
         assert!(mentions("mail me at a@ b", &names).unwrap().is_empty());
+        assert!(mentions("write to me@example.com", &names).unwrap().is_empty());
         let err = mentions("@Nope do it", &names).unwrap_err().to_string();
         assert!(err.contains("@Nope") && err.contains("Counter"), "{err}");
         assert!(mentions("@Counters", &names).is_err(), "a longer word is not the name");

@@ -69,8 +69,8 @@ pub(crate) struct Shared {
     resolver: ModelResolver,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     pub(crate) settings: DialogSettings,
-    /// The running request of each dialog (by its location), to abort on cancel.
-    running: Mutex<HashMap<Link, tokio::task::AbortHandle>>,
+    /// The running request of each dialog (by its location) and its id, to abort on cancel.
+    running: Mutex<HashMap<Link, (u64, tokio::task::AbortHandle)>>,
 }
 
 impl Default for LlmDialog {
@@ -113,12 +113,33 @@ impl Shared {
     /// The model for a model string; one instance per string, so a scripted model keeps
     /// its place in the script across requests.
     pub(crate) fn model(&self, spec: &str) -> Result<Arc<dyn Model>, ModelError> {
-        if let Some(model) = self.models.lock().get(spec) {
+        let mut models = self.models.lock();
+        if let Some(model) = models.get(spec) {
             return Ok(model.clone());
         }
         let model = (self.resolver)(spec)?;
-        self.models.lock().insert(spec.to_string(), model.clone());
+        models.insert(spec.to_string(), model.clone());
         Ok(model)
+    }
+
+    /// Records the running request of a dialog.
+    pub(crate) fn remember(&self, dialog: Link, id: u64, handle: tokio::task::AbortHandle) {
+        self.running.lock().insert(dialog, (id, handle));
+    }
+
+    /// Forgets request `id` of a dialog, unless a newer one is recorded.
+    pub(crate) fn forget(&self, dialog: &Link, id: u64) {
+        let mut running = self.running.lock();
+        if running.get(dialog).is_some_and(|(current, _)| *current == id) {
+            running.remove(dialog);
+        }
+    }
+
+    /// Aborts whatever request of the dialog runs.
+    fn abort(&self, dialog: &Link) {
+        if let Some((_, handle)) = self.running.lock().remove(dialog) {
+            handle.abort();
+        }
     }
 }
 
@@ -196,7 +217,11 @@ impl Builtin for LlmDialog {
 
 fn init(b: &mut Builder<'_>, cells: &DialogCells) -> Result<(), BoxError> {
     let tx = b.tx();
-    // A restart interrupts whatever request was running: nothing is pending any more.
+    // A (re)start interrupts whatever request was running: a new request id supersedes
+    // it, so a task still alive from before writes nothing more.
+    if cells.pending.get(tx).unwrap_or(false) {
+        cells.request.update(tx, |n| n + 1)?;
+    }
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
     if cells.request.get_value(tx)? == Value::Null {
@@ -240,11 +265,7 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     messages::close_unanswered(tx, &cells.messages(), "cancelled by the user before this tool finished")?;
     let shared = shared.clone();
     let base = cells.base.clone();
-    tx.after_commit(move |_| {
-        if let Some(handle) = shared.running.lock().remove(&base) {
-            handle.abort();
-        }
-    });
+    tx.after_commit(move |_| shared.abort(&base));
     Ok(())
 }
 

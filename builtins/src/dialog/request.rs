@@ -27,13 +27,31 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u6
     let handle = rt.spawn_tracked(
         cells.base.doc.clone(),
         async move {
+            // Ends the request even if `run` panics: `pending` must never stay true.
+            let guard = Finish { rt: task_rt.clone(), cells: task_cells.clone(), id, error: Some("the request stopped unexpectedly".into()) };
             let outcome = run(&task_shared, &task_rt, &task_cells, id).await;
-            finish(&task_rt, &task_cells, id, outcome.err());
-            task_shared.running.lock().remove(&task_cells.base);
+            task_shared.forget(&task_cells.base, id);
+            let mut guard = guard;
+            guard.error = outcome.err();
         }
         .instrument(span),
     );
-    shared.running.lock().insert(cells.base, handle.abort_handle());
+    shared.remember(cells.base, id, handle.abort_handle());
+}
+
+/// Finishes request `id` when dropped: on completion, on a panic, and on abort (where the
+/// request is no longer current, so nothing changes).
+struct Finish {
+    rt: Runtime,
+    cells: DialogCells,
+    id: u64,
+    error: Option<String>,
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        finish(&self.rt, &self.cells, self.id, self.error.take());
+    }
 }
 
 /// Whether `id` is still the dialog's current request.

@@ -433,21 +433,20 @@ impl OpenAiStreamParser {
 
     /// A fresh key for a call the server gave `index`; keys keep the server's order.
     fn new_key(&mut self, index: u64) -> u64 {
-        let key = if self.calls.contains_key(&index) {
-            self.next_key(index)
-        } else {
-            index
-        };
+        if self.calls.contains_key(&index) {
+            return self.next_key(index);
+        }
         self.calls.insert(
-            key,
+            index,
             PendingCall {
                 index,
                 ..PendingCall::default()
             },
         );
-        key
+        index
     }
 
+    /// A key after every key in use (for a second call reusing an index).
     fn next_key(&mut self, index: u64) -> u64 {
         let key = self
             .calls

@@ -57,6 +57,12 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// Another process (or another runtime in this one) has the space open.
+    #[error("the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again")]
+    InUse {
+        /// The space's file.
+        path: String,
+    },
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,

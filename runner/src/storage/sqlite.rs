@@ -66,6 +66,9 @@ pub struct SqliteStorage {
     writer: Option<JoinHandle<()>>,
     reader: Mutex<Connection>,
     counters: Arc<Counters>,
+    /// An exclusive lock on `<file>.lock` while this storage is open: two processes
+    /// writing whole documents to one file would silently lose each other's updates.
+    _lock: std::fs::File,
 }
 
 /// Counters describing the writer's work so far; see [`SqliteStorage::stats`].
@@ -123,6 +126,7 @@ impl SqliteStorage {
             })?;
         }
 
+        let lock = lock_space(&path)?;
         let writer_conn = open_writer(&path).map_err(sqlite)?;
         let reader = open_reader(&path).map_err(sqlite)?;
 
@@ -148,6 +152,7 @@ impl SqliteStorage {
             writer: Some(handle),
             reader: Mutex::new(reader),
             counters,
+            _lock: lock,
         })
     }
 
@@ -234,6 +239,23 @@ impl fmt::Debug for SqliteStorage {
             .field("path", &self.path)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+/// Takes the space's lock file, or says which file is in use.
+fn lock_space(path: &Path) -> Result<std::fs::File, StorageError> {
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    let io = |action, source| StorageError::Io { path: lock_path.display().to_string(), action, source };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| io("open the lock file", e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::InUse { path: path.display().to_string() }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io("lock the space", e)),
     }
 }
 
@@ -649,5 +671,21 @@ mod tests {
     fn storage_is_send_and_sync() {
         fn assert_storage<T: Storage>() {}
         assert_storage::<SqliteStorage>();
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    #[test]
+    fn storage_a_space_is_open_in_one_place_at_a_time() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("space.sqlite");
+        let first = SqliteStorage::open(&path).expect("first open");
+        let err = SqliteStorage::open(&path).expect_err("second open is refused");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(first);
+        SqliteStorage::open(&path).expect("open again once the first is closed");
     }
 }

@@ -5,6 +5,7 @@
 //! while reading a line, so Ctrl-C arrives as SIGINT, which tokio's handler turns into
 //! an event instead of ending the process.
 
+use crate::cli::output::emit;
 use std::io::Write;
 use std::time::Duration;
 
@@ -47,22 +48,22 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
             () = interrupts.next() => {
                 printer.end_line()?;
                 if cancelled {
-                    println!("(leaving)");
+                    emit("(leaving)");
                     return Ok(Outcome::Quit);
                 }
                 cancelled = true;
-                println!("(cancelling the reply; Ctrl-C again leaves)");
+                emit("(cancelling the reply; Ctrl-C again leaves)");
                 session.dialog().cancel().await.context("cannot cancel the reply")?;
             }
         }
     }
     printer.end_line()?;
     if cancelled {
-        println!("(cancelled)");
+        emit("(cancelled)");
         return Ok(Outcome::Cancelled);
     }
     if let Err(e) = session.check_error() {
-        println!("error: {e:#}");
+        emit(&format!("error: {e:#}"));
     }
     Ok(Outcome::Done)
 }

@@ -9,6 +9,7 @@
 mod completion;
 mod follow;
 
+use crate::cli::output::emit;
 use anyhow::Context as _;
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
@@ -34,10 +35,10 @@ Ctrl-C cancels a reply being generated; pressed again (or twice at an empty prom
 pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
     follow::install_ctrl_c()?;
     let mut editor = editor(&session)?;
-    println!(
+    emit(&format!(
         "trellis chat with {}: @Name mentions a charm (Tab completes), /help lists the commands, Ctrl-D leaves.",
         session.model()
-    );
+    ));
     let mut chips = Chips::default();
     // Whether the last thing that happened was a Ctrl-C (at the prompt or cancelling).
     let mut interrupted = false;
@@ -52,7 +53,7 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 interrupted = true;
-                println!("(Ctrl-C again or Ctrl-D to leave)");
+                emit("(Ctrl-C again or Ctrl-D to leave)");
                 continue;
             }
             Err(ReadlineError::Eof) => return Ok(()),
@@ -69,7 +70,7 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
             Ok(Outcome::Done) => {}
             Ok(Outcome::Cancelled) => interrupted = true,
             Ok(Outcome::Quit) => return Ok(()),
-            Err(e) => println!("error: {e:#}"),
+            Err(e) => emit(&format!("error: {e:#}")),
         }
     }
 }
@@ -93,18 +94,18 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
     let rest = rest.trim();
     match word {
         "/quit" | "/exit" => return Ok(Outcome::Quit),
-        "/help" => println!("{HELP}"),
+        "/help" => emit(HELP),
         "/clear" => {
             session.clear().await?;
-            println!("(conversation and attachments cleared)");
+            emit("(conversation and attachments cleared)");
         }
-        "/tools" => println!("{}", super::tools::render(&session.dialog().flattened_tools())),
-        "/model" if rest.is_empty() => println!("model: {}", session.model()),
+        "/tools" => emit(&super::tools::render(&session.dialog().flattened_tools())),
+        "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
         "/model" => {
             session.set_model(rest).await?;
-            println!("model: {rest}");
+            emit(&format!("model: {rest}"));
         }
-        _ if word.starts_with('/') => println!("unknown command {word}; /help lists the commands"),
+        _ if word.starts_with('/') => emit(&format!("unknown command {word}; /help lists the commands")),
         _ => {
             let sent = session.start(line).await?;
             chips.show(session);
@@ -126,7 +127,7 @@ impl Chips {
         if now != self.shown {
             // None left (after /clear) says nothing: the command already did.
             if !now.is_empty() {
-                println!("{}", chips(&now));
+                emit(&chips(&now));
             }
             self.shown = now;
         }
