@@ -156,7 +156,8 @@ impl Runtime {
     }
 
     /// A computed cell in a new document: `compute` re-runs whenever a cell it read
-    /// changes. The value is there once this returns.
+    /// changes. The value is there once this returns, unless another thread is running
+    /// the engine at that moment (then await [`Runtime::idle`]).
     pub fn computed<T, F>(&self, name: &str, compute: F) -> Result<Cell<T>>
     where
         T: Serialize + DeserializeOwned,

@@ -150,6 +150,13 @@ impl Charms<'_> {
         Ok(())
     }
 
+    /// Removes a charm: stops it and deletes its record, so it is no longer listed,
+    /// found or started. (Its result document stays in the space, unreferenced.)
+    pub fn remove(&self, id: &str) -> Result<()> {
+        self.stop(id)?;
+        self.rt.transact(|tx| tx.write(&Self::record_link(id), Value::Null))
+    }
+
     /// Whether the charm runs in this process.
     pub fn is_running(&self, id: &str) -> bool {
         self.rt.0.charms.running.contains(id)

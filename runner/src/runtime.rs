@@ -140,7 +140,11 @@ impl Runtime {
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
-    /// computations it affected have re-run and all of it is durable.
+    /// commit is durable and, unless another thread is running the engine at that moment
+    /// (then use [`Runtime::idle`]), the computations it affected have re-run.
+    ///
+    /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
+    /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
         let (value, (seq, durable)) = self.transact_inner(&f)?;
         self.pump();

@@ -300,8 +300,8 @@ struct Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if let Err(error) = self.rt.charms().stop(&self.id) {
-            tracing::warn!(charm = %self.id, %error, "could not stop a pattern tool's charm");
+        if let Err(error) = self.rt.charms().remove(&self.id) {
+            tracing::warn!(charm = %self.id, %error, "could not remove a pattern tool's charm");
         }
     }
 }

@@ -12,6 +12,9 @@ use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role};
 use crate::model::{ModelEvent, ModelRequest};
 
+/// How often the streamed text of a reply is written to `partial`.
+const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
 /// `settled` wait for it) and abortable by `cancel_generation`.
 pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u64) {
@@ -153,17 +156,27 @@ async fn answer(
     let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut shown_at: Option<std::time::Instant> = None;
     while let Some(event) = stream.next().await {
         match event.map_err(|e| e.to_string())? {
             ModelEvent::TextDelta(delta) => {
                 text.push_str(&delta);
+                // Each update of `partial` is a durable commit: show progress a few times
+                // a second, not once per token (the full text lands in the message anyway).
+                if shown_at.is_some_and(|at| at.elapsed() < PARTIAL_EVERY) {
+                    continue;
+                }
+                shown_at = Some(std::time::Instant::now());
                 let shown = text.clone();
-                let _ = rt.transact(|tx| {
+                let written = rt.transact(|tx| {
                     if is_current(tx, cells, id)? {
                         cells.partial.set(tx, shown.clone())?;
                     }
                     Ok(())
                 });
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, "could not show the partial reply");
+                }
             }
             ModelEvent::ToolCall { id, name, input } => calls.push(Part::ToolCall { id, name, input }),
             ModelEvent::Finish { .. } => break,
