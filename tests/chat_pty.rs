@@ -79,7 +79,10 @@ impl Terminal {
                 return;
             }
             if start.elapsed() > TIMEOUT {
-                panic!("`{needle}` did not show up within {TIMEOUT:?}; the screen after the last match:\n{}", &text[self.consumed.min(text.len())..]);
+                panic!(
+                    "`{needle}` did not show up within {TIMEOUT:?}; the screen after the last match:\n{}",
+                    &text[self.consumed.min(text.len())..]
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -230,7 +233,8 @@ fn slow_model_server() -> String {
                         "id": "slow", "object": "chat.completion.chunk", "model": "slow",
                         "choices": [{"index": 0, "delta": {"content": format!("word{i} ")}, "finish_reason": null}]
                     });
-                    if stream.write_all(format!("data: {chunk}\n\n").as_bytes()).and_then(|()| stream.flush()).is_err() {
+                    if stream.write_all(format!("data: {chunk}\n\n").as_bytes()).and_then(|()| stream.flush()).is_err()
+                    {
                         return; // the client hung up: cancelled
                     }
                     std::thread::sleep(Duration::from_millis(100));

@@ -1,5 +1,7 @@
 //! The chatbot pattern: attachments become tools, detaching removes them.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +31,8 @@ async fn attach(rt: &Runtime, chat: &DocId, charm: &DocId) {
 
 fn tool_names(rt: &Runtime, chat: &DocId) -> Vec<String> {
     let tools = rt.charms().get(chat).unwrap()["flattened_tools"].clone();
-    let mut names: Vec<String> = tools.as_array().unwrap().iter().map(|t| t["display"].as_str().unwrap().to_string()).collect();
+    let mut names: Vec<String> =
+        tools.as_array().unwrap().iter().map(|t| t["display"].as_str().unwrap().to_string()).collect();
     names.sort();
     names
 }
@@ -83,8 +86,13 @@ async fn two_charms_with_the_same_name_both_get_tools() {
     attach(&rt, &chat, &a).await;
     attach(&rt, &chat, &b).await;
     let tools = rt.charms().get(&chat).unwrap()["flattened_tools"].clone();
-    let wires: Vec<&str> =
-        tools.as_array().unwrap().iter().filter(|t| t["display"] == "Counter.increment").map(|t| t["wire"].as_str().unwrap()).collect();
+    let wires: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["display"] == "Counter.increment")
+        .map(|t| t["wire"].as_str().unwrap())
+        .collect();
     assert_eq!(wires.len(), 2);
     assert_ne!(wires[0], wires[1]);
 }

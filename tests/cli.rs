@@ -1,5 +1,7 @@
 //! The `trellis` binary, run as a user runs it, against temporary spaces.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 mod common;
 
 use common::space;
@@ -39,15 +41,20 @@ fn count(space: &Path, charm: &str) -> i64 {
 #[test]
 fn a_fresh_space_is_seeded_and_charms_can_be_managed() {
     let s = space();
-    let names: Vec<String> =
-        json_of(&s.path, &["charm", "list"]).as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> = json_of(&s.path, &["charm", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
     for expected in ["Counter", "Todo"] {
         assert!(names.iter().any(|n| n == expected), "{names:?}");
     }
     let patterns = ok(&s.path, &["patterns"]);
     assert!(patterns.contains("counter") && patterns.contains("chatbot"), "{patterns}");
 
-    let id = ok(&s.path, &["charm", "new", "counter", "--name", "Steps", "--arg", r#"{"start": 3}"#]).trim().to_string();
+    let id =
+        ok(&s.path, &["charm", "new", "counter", "--name", "Steps", "--arg", r#"{"start": 3}"#]).trim().to_string();
     assert_eq!(count(&s.path, &id), 3);
     let sent = ok(&s.path, &["charm", "send", "Steps", "increment", r#"{"amount": 2}"#]);
     assert!(sent.contains("count: 3 → 5"), "{sent}");
@@ -82,7 +89,8 @@ fn chat_with_a_scripted_model_changes_the_counter_and_prints_the_transcript() {
     let script = s.path.with_file_name("script.json");
     std::fs::write(
         &script,
-        json!([{"tool_calls": [{"name": "Counter.increment", "arguments": {"amount": 4}}]}, {"text": "I added 4."}]).to_string(),
+        json!([{"tool_calls": [{"name": "Counter.increment", "arguments": {"amount": 4}}]}, {"text": "I added 4."}])
+            .to_string(),
     )
     .unwrap();
     let model = format!("scripted:{}", script.display());

@@ -1,5 +1,7 @@
 //! A counter charm driven the way a pattern author drives it.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use serde_json::json;
 use trellis::patterns::counter::counter;
 use trellis::prelude::*;

@@ -1,5 +1,7 @@
 //! `llm_dialog` with the scripted model: tool calls change charms and results flow back.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +119,10 @@ async fn a_tool_call_changes_the_charm_and_the_result_flows_back() {
     assert!(!s.dialog.pending());
     assert_eq!(s.dialog.error(), None);
     let names = displays(&s.dialog);
-    assert!(names.iter().any(|n| n == "Counter.increment") && names.iter().any(|n| n == "Fragile.explode"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "Counter.increment") && names.iter().any(|n| n == "Fragile.explode"),
+        "{names:?}"
+    );
 }
 
 #[tokio::test]
@@ -168,8 +173,16 @@ async fn parallel_calls_keep_their_order() {
     );
     s.dialog.say("all at once", WAIT).await.unwrap();
     let messages = s.dialog.messages();
-    let calls: Vec<&String> = messages[1].content.iter().filter_map(|p| if let Part::ToolCall { id, .. } = p { Some(id) } else { None }).collect();
-    let results: Vec<&String> = messages[2].content.iter().filter_map(|p| if let Part::ToolResult { id, .. } = p { Some(id) } else { None }).collect();
+    let calls: Vec<&String> = messages[1]
+        .content
+        .iter()
+        .filter_map(|p| if let Part::ToolCall { id, .. } = p { Some(id) } else { None })
+        .collect();
+    let results: Vec<&String> = messages[2]
+        .content
+        .iter()
+        .filter_map(|p| if let Part::ToolResult { id, .. } = p { Some(id) } else { None })
+        .collect();
     assert_eq!(calls, results, "one result per call, in call order");
     assert_eq!(count(&s, 0), 1);
 }
@@ -225,7 +238,10 @@ impl Model for LateModel {
         "late".into()
     }
 
-    fn stream(&self, request: ModelRequest) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
         let model = self.0.lock().clone();
         Box::pin(async move {
             match model {
@@ -247,7 +263,10 @@ impl Model for GatedModel {
         "gated".into()
     }
 
-    fn stream(&self, request: ModelRequest) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
         Box::pin(async move {
             self.gate.notified().await;
             self.inner.stream(request).await
@@ -258,7 +277,10 @@ impl Model for GatedModel {
 #[tokio::test]
 async fn a_message_while_pending_is_refused_and_cancel_discards_the_late_answer() {
     let gate = Arc::new(Notify::new());
-    let model = GatedModel { gate: gate.clone(), inner: ScriptedModel::from_turns(vec![Turn::text("late"), Turn::text("fresh")]) };
+    let model = GatedModel {
+        gate: gate.clone(),
+        inner: ScriptedModel::from_turns(vec![Turn::text("late"), Turn::text("fresh")]),
+    };
     let s = setup_with(Arc::new(model), DialogSettings::default(), 1, &[]);
     s.dialog.send(Message::user("first")).await.unwrap();
     assert!(s.dialog.pending());

@@ -1,6 +1,8 @@
 //! Dependency graphs that must never show a glitch: every computation sees a state in
 //! which all of its inputs are up to date, and runs once per change.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,8 +13,18 @@ use trellis::runner::Error;
 fn diamond_runs_the_join_once_and_never_sees_a_half_update() {
     let rt = Runtime::in_memory();
     let a = rt.new_cell("a", 1i64).unwrap();
-    let b = rt.computed("b", { let a = a.clone(); move |tx| Ok(a.get(tx)? + 1) }).unwrap();
-    let c = rt.computed("c", { let a = a.clone(); move |tx| Ok(a.get(tx)? * 10) }).unwrap();
+    let b = rt
+        .computed("b", {
+            let a = a.clone();
+            move |tx| Ok(a.get(tx)? + 1)
+        })
+        .unwrap();
+    let c = rt
+        .computed("c", {
+            let a = a.clone();
+            move |tx| Ok(a.get(tx)? * 10)
+        })
+        .unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let d = rt
         .computed("d", {
@@ -114,7 +126,12 @@ fn dynamic_dependencies_are_tracked() {
 fn equal_values_stop_propagation() {
     let rt = Runtime::in_memory();
     let n = rt.new_cell("n", 1i64).unwrap();
-    let parity = rt.computed("parity", { let n = n.clone(); move |tx| Ok(n.get(tx)? % 2) }).unwrap();
+    let parity = rt
+        .computed("parity", {
+            let n = n.clone();
+            move |tx| Ok(n.get(tx)? % 2)
+        })
+        .unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     rt.computed("after", {
         let (p, runs) = (parity.clone(), runs.clone());
@@ -145,10 +162,7 @@ fn a_runaway_cycle_stops_with_an_error_naming_the_computation() {
     );
     rt.settle();
     let errors = rt.take_errors();
-    assert!(
-        errors.iter().any(|e| matches!(e, Error::Cycle { name, .. } if name == "ever_growing")),
-        "{errors:?}"
-    );
+    assert!(errors.iter().any(|e| matches!(e, Error::Cycle { name, .. } if name == "ever_growing")), "{errors:?}");
     assert!(errors[0].to_string().contains("ever_growing"));
     // The runtime keeps working afterwards.
     let other = rt.new_cell("other", 1i64).unwrap();
@@ -173,7 +187,10 @@ fn a_failing_computation_is_reported_and_keeps_its_last_value() {
     rt.transact(|tx| n.set(tx, 0)).unwrap();
     assert_eq!(inverse.get(&rt).unwrap(), 100);
     let errors = rt.take_errors();
-    assert!(errors.iter().any(|e| e.to_string().contains("inverse") && e.to_string().contains("division by zero")), "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.to_string().contains("inverse") && e.to_string().contains("division by zero")),
+        "{errors:?}"
+    );
     rt.transact(|tx| n.set(tx, 4)).unwrap();
     assert_eq!(inverse.get(&rt).unwrap(), 25, "it recovers once its input is valid again");
 }

@@ -9,6 +9,8 @@
 //! at least the last one the child reported. Several rounds reuse the same file, so each
 //! round also recovers the previous round's killed WAL.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -141,10 +143,7 @@ fn kill9_loses_no_committed_transaction() {
                 }
             };
             if let Some(n) = committed(&line) {
-                assert!(
-                    n > last,
-                    "round {round}: commits out of order ({n} after {last})"
-                );
+                assert!(n > last, "round {round}: commits out of order ({n} after {last})");
                 first.get_or_insert(n);
                 last = n;
                 seen += 1;
@@ -157,17 +156,10 @@ fn kill9_loses_no_committed_transaction() {
         #[cfg(unix)]
         {
             use std::os::unix::process::ExitStatusExt;
-            assert_eq!(
-                status.signal(),
-                Some(9),
-                "round {round}: child was not SIGKILLed: {status}"
-            );
+            assert_eq!(status.signal(), Some(9), "round {round}: child was not SIGKILLed: {status}");
         }
         #[cfg(not(unix))]
-        assert!(
-            !status.success(),
-            "round {round}: child was not killed: {status}"
-        );
+        assert!(!status.success(), "round {round}: child was not killed: {status}");
 
         // Lines the child printed before it died are still in the pipe: take them all.
         loop {
@@ -201,9 +193,7 @@ fn kill9_loses_no_committed_transaction() {
             "round {round}: kill -9 lost committed transactions: child reported {last} as \
              committed, but the database holds {stored}"
         );
-        eprintln!(
-            "kill9 round {round}: child committed up to {last}, database holds {stored} after kill -9"
-        );
+        eprintln!("kill9 round {round}: child committed up to {last}, database holds {stored} after kill -9");
         previous = stored;
     }
 }

@@ -170,10 +170,16 @@ async fn dice_event_schema_carries_doc_comments_and_ranges() {
     let roll = rt.charms().get(&id).unwrap()["roll"]["$stream"]["schema"].clone();
     assert!(roll["description"].as_str().unwrap().starts_with("Roll `count` dice"), "{roll}");
     let count = &roll["properties"]["count"];
-    assert_eq!((count["minimum"].clone(), count["maximum"].clone(), count["default"].clone()), (json!(1), json!(100), json!(1)));
+    assert_eq!(
+        (count["minimum"].clone(), count["maximum"].clone(), count["default"].clone()),
+        (json!(1), json!(100), json!(1))
+    );
     assert!(count["description"].as_str().unwrap().contains("How many dice"), "{count}");
     let sides = &roll["properties"]["sides"];
-    assert_eq!((sides["minimum"].clone(), sides["maximum"].clone(), sides["default"].clone()), (json!(2), json!(1000), json!(6)));
+    assert_eq!(
+        (sides["minimum"].clone(), sides["maximum"].clone(), sides["default"].clone()),
+        (json!(2), json!(1000), json!(6))
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,7 @@
 //! A durable space survives the process: charms, their state and their handlers.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use serde_json::json;
 use trellis::patterns::{counter::counter, todo::todo};
 use trellis::prelude::*;

@@ -1,5 +1,7 @@
 //! A todo list: pushes, nested keys and links.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use serde_json::json;
 use trellis::patterns::todo::{todo, Task};
 use trellis::prelude::*;

@@ -1,5 +1,7 @@
 //! Transactions: concurrent conflicts resolved by retry, panics rolled back.
 
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

@@ -82,15 +82,11 @@ pub fn measure(budget: Budget, mut sample: impl FnMut() -> Duration) -> Stats {
     let max = budget.max_samples.max(budget.min_samples).max(1);
     let mut durations = Vec::with_capacity(max);
     let started = Instant::now();
-    while durations.len() < max
-        && (durations.len() < budget.min_samples.max(1) || started.elapsed() < budget.max_time)
+    while durations.len() < max && (durations.len() < budget.min_samples.max(1) || started.elapsed() < budget.max_time)
     {
         durations.push(sample());
     }
-    Stats {
-        median_ns: median_ns(&mut durations),
-        samples: durations.len(),
-    }
+    Stats { median_ns: median_ns(&mut durations), samples: durations.len() }
 }
 
 /// Times `f`, returning its result and how long it took.
@@ -193,9 +189,7 @@ pub fn ratios(measurements: &[Measurement]) -> Vec<Option<f64>> {
     let mut best: BTreeMap<(&str, &str), f64> = BTreeMap::new();
     for m in measurements {
         if let (Ok(ns), false) = (&m.median_ns, is_trellis(&m.system)) {
-            let entry = best
-                .entry((m.suite.as_str(), m.scenario.as_str()))
-                .or_insert(*ns);
+            let entry = best.entry((m.suite.as_str(), m.scenario.as_str())).or_insert(*ns);
             if *ns < *entry {
                 *entry = *ns;
             }
@@ -276,11 +270,8 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
     let ratios = ratios(measurements);
     let suites = unique(measurements.iter().map(|m| m.suite.as_str()));
     for suite in suites {
-        let rows: Vec<(&Measurement, Option<f64>)> = measurements
-            .iter()
-            .zip(ratios.iter().copied())
-            .filter(|(m, _)| m.suite == suite)
-            .collect();
+        let rows: Vec<(&Measurement, Option<f64>)> =
+            measurements.iter().zip(ratios.iter().copied()).filter(|(m, _)| m.suite == suite).collect();
         let scenarios = unique(rows.iter().map(|(m, _)| m.scenario.as_str()));
         let systems = unique(rows.iter().map(|(m, _)| m.system.as_str()));
         let ours: Vec<&str> = systems.iter().copied().filter(|s| is_trellis(s)).collect();
@@ -295,10 +286,7 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
 
         let mut table = vec![header];
         for scenario in &scenarios {
-            let find = |system: &str| {
-                rows.iter()
-                    .find(|(m, _)| m.scenario == *scenario && m.system == system)
-            };
+            let find = |system: &str| rows.iter().find(|(m, _)| m.scenario == *scenario && m.system == system);
             let mut line = vec![scenario.to_string()];
             for system in &systems {
                 line.push(match find(system) {
@@ -323,16 +311,9 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
             table.push(line);
         }
 
-        writeln!(
-            out,
-            "suite: {suite}  (median per iteration; (Nx) = ratio to the fastest peer)"
-        )?;
+        writeln!(out, "suite: {suite}  (median per iteration; (Nx) = ratio to the fastest peer)")?;
         write_grid(out, &table)?;
-        let failures: Vec<&Measurement> = rows
-            .iter()
-            .map(|(m, _)| *m)
-            .filter(|m| m.median_ns.is_err())
-            .collect();
+        let failures: Vec<&Measurement> = rows.iter().map(|(m, _)| *m).filter(|m| m.median_ns.is_err()).collect();
         for m in failures {
             if let Err(e) = &m.median_ns {
                 writeln!(out, "  FAILED {}/{}: {e}", m.scenario, m.system)?;
@@ -346,16 +327,8 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
 
 /// Writes, for each scenario with a [`Measurement::rate_unit`], one line with every
 /// successful system's operations per second (`1e9 / median`).
-fn write_rates(
-    out: &mut impl Write,
-    scenarios: &[&str],
-    rows: &[(&Measurement, Option<f64>)],
-) -> io::Result<()> {
-    let width = scenarios
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0);
+fn write_rates(out: &mut impl Write, scenarios: &[&str], rows: &[(&Measurement, Option<f64>)]) -> io::Result<()> {
+    let width = scenarios.iter().map(|s| s.chars().count()).max().unwrap_or(0);
     for scenario in scenarios {
         let rates: Vec<String> = rows
             .iter()
@@ -378,26 +351,21 @@ fn write_rates(
 fn write_grid(out: &mut impl Write, table: &[Vec<String>]) -> io::Result<()> {
     let columns = table.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            table
-                .iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|c| table.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
         .collect();
     for (i, row) in table.iter().enumerate() {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(c, cell)| {
-                if c == 0 {
-                    format!("{cell:<w$}", w = widths[c])
-                } else {
-                    format!("{cell:>w$}", w = widths[c])
-                }
-            })
+            .map(
+                |(c, cell)| {
+                    if c == 0 {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                },
+            )
             .collect();
         writeln!(out, "{}", cells.join(" | "))?;
         if i == 0 {
@@ -451,10 +419,7 @@ mod tests {
             m("b", "trellis", Ok(10.0)),
             m("b", "p1", Err("boom".into())),
         ];
-        assert_eq!(
-            ratios(&ms),
-            vec![Some(0.5), Some(2.0), Some(1.0), None, None]
-        );
+        assert_eq!(ratios(&ms), vec![Some(0.5), Some(2.0), Some(1.0), None, None]);
     }
 
     #[test]
@@ -463,10 +428,8 @@ mod tests {
         let mut out = Vec::new();
         write_json(&mut out, &ms).expect("write to a Vec");
         let text = String::from_utf8(out).expect("utf-8");
-        let lines: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-            .collect();
+        let lines: Vec<serde_json::Value> =
+            text.lines().map(|l| serde_json::from_str(l).expect("valid JSON line")).collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["median_ns"], 200);
         assert_eq!(lines[0]["ratio_vs_best_peer"], 1.0);
@@ -494,27 +457,14 @@ mod tests {
         let mut table = Vec::new();
         write_table(&mut table, &ms).expect("write to a Vec");
         let text = String::from_utf8(table).expect("utf-8");
-        assert!(
-            text.contains("trellis: 40,000 commits/s | p1: 20,000 commits/s"),
-            "{text}"
-        );
+        assert!(text.contains("trellis: 40,000 commits/s | p1: 20,000 commits/s"), "{text}");
         assert!(!text.lines().any(|l| l.starts_with("  plain")), "{text}");
         let mut json = Vec::new();
         write_json(&mut json, &ms).expect("write to a Vec");
-        let line: serde_json::Value = serde_json::from_str(
-            String::from_utf8(json)
-                .expect("utf-8")
-                .lines()
-                .next()
-                .expect("a line"),
-        )
-        .expect("valid JSON");
-        let keys: Vec<&str> = line
-            .as_object()
-            .expect("object")
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let line: serde_json::Value =
+            serde_json::from_str(String::from_utf8(json).expect("utf-8").lines().next().expect("a line"))
+                .expect("valid JSON");
+        let keys: Vec<&str> = line.as_object().expect("object").keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 5, "{keys:?}");
     }
 
@@ -528,12 +478,7 @@ mod tests {
 
     #[test]
     fn measure_respects_min_and_max_samples() {
-        let budget = Budget {
-            warmup: 2,
-            min_samples: 3,
-            max_samples: 5,
-            max_time: Duration::ZERO,
-        };
+        let budget = Budget { warmup: 2, min_samples: 3, max_samples: 5, max_time: Duration::ZERO };
         let mut calls = 0;
         let stats = measure(budget, || {
             calls += 1;

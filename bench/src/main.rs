@@ -45,12 +45,7 @@ struct Args {
 
 /// Parses the arguments (without the program name).
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut parsed = Args {
-        suite: None,
-        json: false,
-        quick: false,
-        help: false,
-    };
+    let mut parsed = Args { suite: None, json: false, quick: false, help: false };
     for arg in args {
         match arg.as_str() {
             "--json" => parsed.json = true,
@@ -59,9 +54,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             flag if flag.starts_with('-') => return Err(format!("unknown option `{flag}`")),
             name => {
                 if let Some(previous) = &parsed.suite {
-                    return Err(format!(
-                        "only one suite may be given (`{previous}`, `{name}`)"
-                    ));
+                    return Err(format!("only one suite may be given (`{previous}`, `{name}`)"));
                 }
                 if !SUITES.iter().any(|s| s.name == name) {
                     return Err(format!("unknown suite `{name}`"));
@@ -100,15 +93,9 @@ fn usage() -> String {
 
 /// Runs the selected suites on a big-stack thread.
 fn run_suites(args: &Args) -> Result<Vec<Measurement>, String> {
-    let config = RunConfig {
-        quick: args.quick,
-        progress: true,
-    };
-    let selected: Vec<Suite> = SUITES
-        .iter()
-        .filter(|s| args.suite.as_deref().is_none_or(|name| s.name == name))
-        .copied()
-        .collect();
+    let config = RunConfig { quick: args.quick, progress: true };
+    let selected: Vec<Suite> =
+        SUITES.iter().filter(|s| args.suite.as_deref().is_none_or(|name| s.name == name)).copied().collect();
     let worker = std::thread::Builder::new()
         .name("bench".into())
         .stack_size(STACK_SIZE)
@@ -121,9 +108,7 @@ fn run_suites(args: &Args) -> Result<Vec<Measurement>, String> {
             all
         })
         .map_err(|e| format!("cannot start the benchmark thread: {e}"))?;
-    worker
-        .join()
-        .map_err(|_| "the benchmark thread panicked".to_string())
+    worker.join().map_err(|_| "the benchmark thread panicked".to_string())
 }
 
 fn main() -> ExitCode {

@@ -23,27 +23,16 @@ use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
 use crate::reactive::{visit_systems, Counter, Inputs, ReactiveSystem, Row, SystemVisitor};
 
 /// The suite entry for `main.rs`.
-pub const SUITE: Suite = Suite {
-    name: "propagation",
-    description: "cellx layered graph and kairo cases from js-reactivity-benchmark",
-    run,
-};
+pub const SUITE: Suite =
+    Suite { name: "propagation", description: "cellx layered graph and kairo cases from js-reactivity-benchmark", run };
 
 /// Budget for one kairo case on one system (a sample is one iteration, ~µs to ~ms).
-const KAIRO_BUDGET: Budget = Budget {
-    warmup: 3,
-    min_samples: 5,
-    max_samples: 2000,
-    max_time: std::time::Duration::from_millis(1000),
-};
+const KAIRO_BUDGET: Budget =
+    Budget { warmup: 3, min_samples: 5, max_samples: 2000, max_time: std::time::Duration::from_millis(1000) };
 
 /// Budget for one cellx size on one system (a sample builds a whole graph).
-const CELLX_BUDGET: Budget = Budget {
-    warmup: 1,
-    min_samples: 3,
-    max_samples: 15,
-    max_time: std::time::Duration::from_millis(2500),
-};
+const CELLX_BUDGET: Budget =
+    Budget { warmup: 1, min_samples: 3, max_samples: 15, max_time: std::time::Duration::from_millis(2500) };
 
 /// One scenario of the suite.
 #[derive(Clone, Copy, Debug)]
@@ -124,11 +113,7 @@ impl Kairo {
 /// Runs every scenario on every registered system (scenario by scenario, so the systems
 /// of one row are measured close together in time).
 fn run(config: &RunConfig) -> Vec<Measurement> {
-    let mut runner = Runner {
-        config: *config,
-        scenario: SCENARIOS[0],
-        out: Vec::new(),
-    };
+    let mut runner = Runner { config: *config, scenario: SCENARIOS[0], out: Vec::new() };
     for scenario in SCENARIOS {
         runner.scenario = scenario;
         visit_systems(&mut runner);
@@ -147,16 +132,10 @@ impl SystemVisitor for Runner {
     fn visit<S: ReactiveSystem>(&mut self) {
         let config = self.config;
         let scenario = self.scenario;
-        let measurement = harness::run_guarded(
-            &config,
-            SUITE.name,
-            &scenario.name(),
-            S::NAME,
-            || match scenario {
-                Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
-                Scenario::Kairo(case) => measure_kairo::<S>(&config, case),
-            },
-        );
+        let measurement = harness::run_guarded(&config, SUITE.name, &scenario.name(), S::NAME, || match scenario {
+            Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
+            Scenario::Kairo(case) => measure_kairo::<S>(&config, case),
+        });
         self.out.push(measurement);
     }
 }
@@ -223,18 +202,10 @@ fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Stats 
         _ => panic!("{name}: needs at least one layer"),
     };
     if let Some(published) = cellx_expected(layers) {
-        check(
-            &name,
-            "simulation vs published values",
-            expected_last,
-            published,
-        );
+        check(&name, "simulation vs published values", expected_last, published);
     }
-    let changed_cells: u64 = before
-        .iter()
-        .zip(&after)
-        .map(|(b, a)| b.iter().zip(a).filter(|(x, y)| x != y).count() as u64)
-        .sum();
+    let changed_cells: u64 =
+        before.iter().zip(&after).map(|(b, a)| b.iter().zip(a).filter(|(x, y)| x != y).count() as u64).sum();
 
     harness::measure(config.budget(CELLX_BUDGET), || {
         let mut sys = S::new();
@@ -253,12 +224,7 @@ fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Stats 
             prev = [a, b, c, d];
         }
         sys.settle();
-        check(
-            &name,
-            "initial effect runs",
-            effects.take(),
-            4 * layers as u64,
-        );
+        check(&name, "initial effect runs", effects.take(), 4 * layers as u64);
 
         let ((first, last), elapsed) = harness::time(|| {
             let first = [0, 1, 2, 3].map(|i| sys.get(&prev[i]));
@@ -271,19 +237,9 @@ fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Stats 
             (first, last)
         });
 
-        check(
-            &name,
-            "last layer before the update",
-            first,
-            expected_last.0,
-        );
+        check(&name, "last layer before the update", first, expected_last.0);
         check(&name, "last layer after the update", last, expected_last.1);
-        check(
-            &name,
-            "effect runs (one per changed cell)",
-            effects.take(),
-            changed_cells,
-        );
+        check(&name, "effect runs (one per changed cell)", effects.take(), changed_cells);
         drop(sys);
         elapsed
     })
@@ -298,9 +254,7 @@ type Iteration<S> = Box<dyn FnMut(&mut S)>;
 fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Stats {
     let mut sys = S::new();
     let mut iteration = case.build(&mut sys);
-    let stats = harness::measure(config.budget(KAIRO_BUDGET), || {
-        harness::time(|| iteration(&mut sys)).1
-    });
+    let stats = harness::measure(config.budget(KAIRO_BUDGET), || harness::time(|| iteration(&mut sys)).1);
     drop(iteration);
     drop(sys);
     stats
@@ -384,20 +338,10 @@ fn broad_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            check(
-                NAME,
-                format_args!("last branch after head = {i}"),
-                sys.get(&last),
-                i + BRANCHES,
-            );
+            check(NAME, format_args!("last branch after head = {i}"), sys.get(&last), i + BRANCHES);
         }
         // Every write changes head, and each change reaches every branch's effect once.
-        check(
-            NAME,
-            "effect runs",
-            effect_runs.take(),
-            (BRANCHES * WRITES) as u64,
-        );
+        check(NAME, "effect runs", effect_runs.take(), (BRANCHES * WRITES) as u64);
     })
 }
 
@@ -420,12 +364,7 @@ fn deep_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            check(
-                NAME,
-                format_args!("end of chain after head = {i}"),
-                sys.get(&current),
-                LEN + i,
-            );
+            check(NAME, format_args!("end of chain after head = {i}"), sys.get(&current), LEN + i);
         }
         check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
     })
@@ -439,9 +378,8 @@ fn diamond<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const WRITES: i64 = 500;
     let head = sys.signal(0);
     let head_node = sys.node(&head);
-    let branches: Vec<S::Node<i64>> = (0..WIDTH)
-        .map(|_| calc(sys, std::slice::from_ref(&head_node), |x| x.get(0) + 1))
-        .collect();
+    let branches: Vec<S::Node<i64>> =
+        (0..WIDTH).map(|_| calc(sys, std::slice::from_ref(&head_node), |x| x.get(0) + 1)).collect();
     let (sum_runs, effect_runs) = (Counter::new(), Counter::new());
     let counter = sum_runs.clone();
     let sum = calc(sys, &branches, move |x| {
@@ -458,12 +396,7 @@ fn diamond<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            check(
-                NAME,
-                format_args!("sum after head = {i}"),
-                sys.get(&sum),
-                (i + 1) * WIDTH,
-            );
+            check(NAME, format_args!("sum after head = {i}"), sys.get(&sum), (i + 1) * WIDTH);
         }
         check(NAME, "sum runs", sum_runs.take(), WRITES as u64);
         check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
@@ -478,13 +411,11 @@ fn mux<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const WRITTEN: i64 = 10;
     let heads: Vec<S::Signal<i64>> = (0..SOURCES).map(|_| sys.signal(0)).collect();
     let head_nodes: Vec<S::Node<i64>> = heads.iter().map(|h| sys.node(h)).collect();
-    let mux =
-        sys.computed::<i64, Row, _>(&head_nodes, |x| (0..x.len()).map(|i| x.get(i)).collect());
+    let mux = sys.computed::<i64, Row, _>(&head_nodes, |x| (0..x.len()).map(|i| x.get(i)).collect());
     let effect_runs = Counter::new();
     let mut split = Vec::with_capacity(SOURCES);
     for index in 0..SOURCES {
-        let picked =
-            sys.computed::<Row, i64, _>(std::slice::from_ref(&mux), move |x| x.get(0)[index]);
+        let picked = sys.computed::<Row, i64, _>(std::slice::from_ref(&mux), move |x| x.get(0)[index]);
         let plus_one = calc(sys, &[picked], |x| x.get(0) + 1);
         count_effect(sys, &plus_one, &effect_runs);
         split.push(plus_one);
@@ -496,31 +427,16 @@ fn mux<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         for (i, (head, out)) in heads.iter().zip(&split).take(WRITTEN as usize).enumerate() {
             let i = i as i64;
             sys.write(head, i);
-            check(
-                NAME,
-                format_args!("split[{i}] after heads[{i}] = {i}"),
-                sys.get(out),
-                i + 1,
-            );
+            check(NAME, format_args!("split[{i}] after heads[{i}] = {i}"), sys.get(out), i + 1);
         }
         for (i, (head, out)) in heads.iter().zip(&split).take(WRITTEN as usize).enumerate() {
             let i = i as i64;
             sys.write(head, 2 * i);
-            check(
-                NAME,
-                format_args!("split[{i}] after heads[{i}] = {}", 2 * i),
-                sys.get(out),
-                2 * i + 1,
-            );
+            check(NAME, format_args!("split[{i}] after heads[{i}] = {}", 2 * i), sys.get(out), 2 * i + 1);
         }
         // heads[0] is written 0 twice (no change); the 18 other writes each change exactly
         // one split node, whose effect alone must run.
-        check(
-            NAME,
-            "effect runs",
-            effect_runs.take(),
-            2 * (WRITTEN as u64 - 1),
-        );
+        check(NAME, "effect runs", effect_runs.take(), 2 * (WRITTEN as u64 - 1));
     })
 }
 
@@ -547,12 +463,7 @@ fn repeated_observers<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            check(
-                NAME,
-                format_args!("value after head = {i}"),
-                sys.get(&current),
-                i * SIZE,
-            );
+            check(NAME, format_args!("value after head = {i}"), sys.get(&current), i * SIZE);
         }
         check(NAME, "computation runs", runs.take(), WRITES as u64);
         check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
@@ -587,12 +498,7 @@ fn triangle<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            check(
-                NAME,
-                format_args!("sum after head = {i}"),
-                sys.get(&sum),
-                WIDTH * i + offset,
-            );
+            check(NAME, format_args!("sum after head = {i}"), sys.get(&sum), WIDTH * i + offset);
         }
         check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
     })
@@ -614,11 +520,7 @@ fn unstable<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         counter.hit();
         let mut result = 0;
         for _ in 0..READS {
-            result += if x.get(0) % 2 != 0 {
-                x.get(1)
-            } else {
-                x.get(2)
-            };
+            result += if x.get(0) % 2 != 0 { x.get(1) } else { x.get(2) };
         }
         result
     });
@@ -632,17 +534,8 @@ fn unstable<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         effect_runs.take();
         for i in 0..WRITES {
             sys.write(&head, i);
-            let expected = if i % 2 != 0 {
-                2 * i * READS
-            } else {
-                -i * READS
-            };
-            check(
-                NAME,
-                format_args!("value after head = {i}"),
-                sys.get(&current),
-                expected,
-            );
+            let expected = if i % 2 != 0 { 2 * i * READS } else { -i * READS };
+            check(NAME, format_args!("value after head = {i}"), sys.get(&current), expected);
         }
         check(NAME, "computation runs", runs.take(), WRITES as u64);
         // Every write changes the value (odd heads give positive, even ones non-positive).
@@ -662,20 +555,13 @@ mod tests {
             let before = cellx_simulate(layers, [1, 2, 3, 4]);
             let after = cellx_simulate(layers, [4, 3, 2, 1]);
             let published = cellx_expected(layers).expect("published");
-            assert_eq!(
-                (before[layers - 1], after[layers - 1]),
-                published,
-                "{layers} layers"
-            );
+            assert_eq!((before[layers - 1], after[layers - 1]), published, "{layers} layers");
         }
     }
 
     /// Runs every scenario once per peer with tiny budgets: the verifications must pass.
     fn smoke<S: ReactiveSystem>() {
-        let config = RunConfig {
-            quick: true,
-            progress: false,
-        };
+        let config = RunConfig { quick: true, progress: false };
         for scenario in SCENARIOS {
             match scenario {
                 Scenario::Cellx(layers) => {
@@ -712,10 +598,7 @@ mod tests {
     /// A system that computes wrong values must fail verification, not win.
     #[test]
     fn a_broken_system_fails_verification() {
-        let config = RunConfig {
-            quick: true,
-            progress: false,
-        };
+        let config = RunConfig { quick: true, progress: false };
         let m = harness::run_guarded(&config, "propagation", "deepPropagation", "broken", || {
             measure_kairo::<broken::OffByOne>(&config, Kairo::Deep)
         });
@@ -762,11 +645,7 @@ mod tests {
                 };
                 self.0.computed(deps, broken)
             }
-            fn effect<T: crate::reactive::Value, F: FnMut(&T) + Send + 'static>(
-                &mut self,
-                node: &Self::Node<T>,
-                f: F,
-            ) {
+            fn effect<T: crate::reactive::Value, F: FnMut(&T) + Send + 'static>(&mut self, node: &Self::Node<T>, f: F) {
                 self.0.effect(node, f)
             }
             fn set<T: crate::reactive::Value>(&mut self, s: &Self::Signal<T>, v: T) {

@@ -77,11 +77,7 @@ impl Value for Row {
     }
 
     fn from_json(json: &serde_json::Value) -> Option<Self> {
-        json.as_array()?
-            .iter()
-            .map(serde_json::Value::as_i64)
-            .collect::<Option<Vec<i64>>>()
-            .map(Row::from)
+        json.as_array()?.iter().map(serde_json::Value::as_i64).collect::<Option<Vec<i64>>>().map(Row::from)
     }
 }
 

@@ -43,11 +43,8 @@ use trellis_runner::{Cell, Link, Pattern, Runtime};
 use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
 
 /// The suite entry for `main.rs`.
-pub const SUITE: Suite = Suite {
-    name: "storage",
-    description: "durable SQLite commits (target >= 20k/s): Trellis vs raw rusqlite",
-    run,
-};
+pub const SUITE: Suite =
+    Suite { name: "storage", description: "durable SQLite commits (target >= 20k/s): Trellis vs raw rusqlite", run };
 
 /// Commits per sample (all threads together in `commit-8threads`).
 const COMMITS: usize = 1000;
@@ -60,12 +57,7 @@ const THREADS: usize = 8;
 
 /// Budget for one scenario on one system: a sample is a batch of [`COMMITS`] commits
 /// (a few to a few tens of milliseconds).
-const BUDGET: Budget = Budget {
-    warmup: 1,
-    min_samples: 7,
-    max_samples: 41,
-    max_time: Duration::from_millis(3000),
-};
+const BUDGET: Budget = Budget { warmup: 1, min_samples: 7, max_samples: 41, max_time: Duration::from_millis(3000) };
 
 /// What the median is the time of (the table shows commits per second).
 const UNIT: &str = "commit";
@@ -93,11 +85,7 @@ enum Scenario {
 }
 
 /// Every scenario, in table order.
-const SCENARIOS: [Scenario; 3] = [
-    Scenario::Commit1Thread,
-    Scenario::Commit8Threads,
-    Scenario::HandlerSend,
-];
+const SCENARIOS: [Scenario; 3] = [Scenario::Commit1Thread, Scenario::Commit8Threads, Scenario::HandlerSend];
 
 impl Scenario {
     /// Name in the output.
@@ -147,10 +135,9 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
             if !system.covers(scenario) {
                 continue;
             }
-            let measurement =
-                harness::run_guarded(config, SUITE.name, scenario.name(), system.name(), || {
-                    measure(config, scenario, system)
-                });
+            let measurement = harness::run_guarded(config, SUITE.name, scenario.name(), system.name(), || {
+                measure(config, scenario, system)
+            });
             out.push(measurement.per(UNIT));
         }
     }
@@ -180,19 +167,13 @@ fn per_commit(config: &RunConfig, commits: usize, mut batch: impl FnMut() -> Dur
 /// Splits the `commits` of one batch over `threads` threads (the first ones take the
 /// remainder).
 fn shares(commits: usize, threads: usize) -> Vec<usize> {
-    (0..threads)
-        .map(|i| commits / threads + usize::from(i < commits % threads))
-        .collect()
+    (0..threads).map(|i| commits / threads + usize::from(i < commits % threads)).collect()
 }
 
 /// Runs `work(i, share)` on `shares.len()` threads started together, and returns the wall
 /// time from their common start until the last one finished. With one share it runs on
 /// the calling thread.
-fn timed_threads<S: Send>(
-    states: &mut [S],
-    shares: &[usize],
-    work: impl Fn(&mut S, usize) + Sync,
-) -> Duration {
+fn timed_threads<S: Send>(states: &mut [S], shares: &[usize], work: impl Fn(&mut S, usize) + Sync) -> Duration {
     if let ([state], [share]) = (&mut *states, shares) {
         return harness::time(|| work(state, *share)).1;
     }
@@ -232,18 +213,14 @@ struct Writer {
 fn trellis_commits(config: &RunConfig, path: &Path, scenario: Scenario, commits: usize) -> Stats {
     let rt = Runtime::open(path).expect("trellis: open the SQLite runtime");
     let mut writers: Vec<Writer> = (0..scenario.threads())
-        .map(|_| Writer {
-            cell: rt.new_cell("bench", 0i64).expect("trellis: create a cell"),
-            last: 0,
-        })
+        .map(|_| Writer { cell: rt.new_cell("bench", 0i64).expect("trellis: create a cell"), last: 0 })
         .collect();
     let shares = shares(commits, writers.len());
     let stats = per_commit(config, commits, || {
         timed_threads(&mut writers, &shares, |writer, share| {
             for _ in 0..share {
                 let n = writer.last + 1;
-                rt.transact(|tx| writer.cell.set(tx, n))
-                    .expect("trellis: durable commit");
+                rt.transact(|tx| writer.cell.set(tx, n)).expect("trellis: durable commit");
                 writer.last = n;
             }
         })
@@ -254,10 +231,7 @@ fn trellis_commits(config: &RunConfig, path: &Path, scenario: Scenario, commits:
         assert_eq!(value, writer.last, "trellis: cell {i} in memory");
     }
     drop(rt);
-    let links: Vec<(Link, i64)> = writers
-        .iter()
-        .map(|w| (w.cell.link().clone(), w.last))
-        .collect();
+    let links: Vec<(Link, i64)> = writers.iter().map(|w| (w.cell.link().clone(), w.last)).collect();
     check_reopened(path, &links);
     stats
 }
@@ -266,9 +240,7 @@ fn trellis_commits(config: &RunConfig, path: &Path, scenario: Scenario, commits:
 fn check_reopened(path: &Path, expected: &[(Link, i64)]) {
     let rt = Runtime::open(path).expect("trellis: reopen the SQLite runtime");
     for (link, last) in expected {
-        let value = Cell::<i64>::from_link(link.clone())
-            .get(&rt)
-            .expect("trellis: read a reopened cell");
+        let value = Cell::<i64>::from_link(link.clone()).get(&rt).expect("trellis: read a reopened cell");
         assert_eq!(value, *last, "trellis: {link} after reopening the file");
     }
 }
@@ -278,10 +250,7 @@ fn counter_pattern() -> Pattern {
     Pattern::new("bench-counter", |b, _arg: serde_json::Value| {
         let count = b.state("count", 0i64)?;
         b.handler("increment", move |tx, event: serde_json::Value| {
-            let amount = event
-                .get("amount")
-                .and_then(serde_json::Value::as_i64)
-                .unwrap_or(1);
+            let amount = event.get("amount").and_then(serde_json::Value::as_i64).unwrap_or(1);
             count.update(tx, |n| n + amount)?;
             Ok(())
         });
@@ -293,10 +262,7 @@ fn counter_pattern() -> Pattern {
 fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stats {
     let rt = Runtime::open(path).expect("trellis: open the SQLite runtime");
     rt.register_pattern(counter_pattern());
-    let id = rt
-        .charms()
-        .create("bench-counter", json!({}))
-        .expect("trellis: create the counter charm");
+    let id = rt.charms().create("bench-counter", json!({})).expect("trellis: create the counter charm");
     let increment = rt.charms().result(&id).child("increment");
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -307,9 +273,7 @@ fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stat
         let elapsed = tokio.block_on(async {
             let started = Instant::now();
             for _ in 0..commits {
-                rt.send(&increment, json!({ "amount": 1 }))
-                    .await
-                    .expect("trellis: durable send");
+                rt.send(&increment, json!({ "amount": 1 })).await.expect("trellis: durable send");
             }
             started.elapsed()
         });
@@ -317,16 +281,11 @@ fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stat
         elapsed
     });
 
-    let count =
-        |rt: &Runtime| rt.charms().get(&id).expect("trellis: read the counter")["count"].as_i64();
+    let count = |rt: &Runtime| rt.charms().get(&id).expect("trellis: read the counter")["count"].as_i64();
     assert_eq!(count(&rt), Some(sent), "trellis: counter in memory");
     drop(rt);
     let reopened = Runtime::open(path).expect("trellis: reopen the SQLite runtime");
-    assert_eq!(
-        count(&reopened),
-        Some(sent),
-        "trellis: counter after reopening the file"
-    );
+    assert_eq!(count(&reopened), Some(sent), "trellis: counter after reopening the file");
     stats
 }
 
@@ -337,19 +296,12 @@ fn trellis_handler_send(config: &RunConfig, path: &Path, commits: usize) -> Stat
 /// `synchronous=NORMAL`, and the `documents` table.
 fn open_peer(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("rusqlite: open");
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .expect("rusqlite: busy timeout");
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .expect("rusqlite: journal_mode");
-    assert!(
-        mode.eq_ignore_ascii_case("wal"),
-        "rusqlite: journal_mode is {mode}, not WAL"
-    );
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .expect("rusqlite: synchronous");
-    conn.execute_batch(CREATE_TABLE)
-        .expect("rusqlite: create the table");
+    conn.busy_timeout(BUSY_TIMEOUT).expect("rusqlite: busy timeout");
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).expect("rusqlite: journal_mode");
+    assert!(mode.eq_ignore_ascii_case("wal"), "rusqlite: journal_mode is {mode}, not WAL");
+    conn.pragma_update(None, "synchronous", "NORMAL").expect("rusqlite: synchronous");
+    conn.execute_batch(CREATE_TABLE).expect("rusqlite: create the table");
     conn
 }
 
@@ -357,9 +309,7 @@ fn open_peer(path: &Path) -> Connection {
 /// its own SQLite transaction.
 fn peer_commit(conn: &mut Connection, id: &str, version: i64, value: i64) {
     let text = serde_json::Value::from(value).to_string();
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .expect("rusqlite: begin");
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).expect("rusqlite: begin");
     tx.prepare_cached(UPSERT)
         .and_then(|mut upsert| upsert.execute(params![id, version, text]))
         .expect("rusqlite: upsert");
@@ -374,12 +324,7 @@ struct Row {
 
 fn rusqlite_commits(config: &RunConfig, path: &Path, scenario: Scenario, commits: usize) -> Stats {
     let conn = Mutex::new(open_peer(path));
-    let mut rows: Vec<Row> = (0..scenario.threads())
-        .map(|i| Row {
-            id: format!("bench:{i}"),
-            last: 0,
-        })
-        .collect();
+    let mut rows: Vec<Row> = (0..scenario.threads()).map(|i| Row { id: format!("bench:{i}"), last: 0 }).collect();
     let shares = shares(commits, rows.len());
     let stats = per_commit(config, commits, || {
         timed_threads(&mut rows, &shares, |row, share| {
@@ -402,18 +347,9 @@ fn check_peer_file(path: &Path, rows: &[Row]) {
     let conn = Connection::open(path).expect("rusqlite: reopen");
     for row in rows {
         let text: String = conn
-            .query_row(
-                "SELECT value FROM documents WHERE id = ?1",
-                [&row.id],
-                |r| r.get(0),
-            )
+            .query_row("SELECT value FROM documents WHERE id = ?1", [&row.id], |r| r.get(0))
             .expect("rusqlite: read a row back");
-        assert_eq!(
-            text,
-            row.last.to_string(),
-            "rusqlite: row {} after reopening",
-            row.id
-        );
+        assert_eq!(text, row.last.to_string(), "rusqlite: row {} after reopening", row.id);
     }
 }
 
@@ -422,10 +358,7 @@ mod tests {
     use super::*;
 
     fn quick() -> RunConfig {
-        RunConfig {
-            quick: true,
-            progress: false,
-        }
+        RunConfig { quick: true, progress: false }
     }
 
     #[test]
@@ -442,18 +375,12 @@ mod tests {
         let ms = run(&quick());
         assert_eq!(ms.len(), 5);
         for m in &ms {
-            let ns = m
-                .median_ns
-                .as_ref()
-                .unwrap_or_else(|e| panic!("{}/{}: {e}", m.scenario, m.system));
+            let ns = m.median_ns.as_ref().unwrap_or_else(|e| panic!("{}/{}: {e}", m.scenario, m.system));
             assert!(*ns > 0.0, "{}/{}", m.scenario, m.system);
             assert_eq!(m.rate_unit, Some(UNIT));
         }
-        let handler: Vec<&str> = ms
-            .iter()
-            .filter(|m| m.scenario == "handler-send")
-            .map(|m| m.system.as_str())
-            .collect();
+        let handler: Vec<&str> =
+            ms.iter().filter(|m| m.scenario == "handler-send").map(|m| m.system.as_str()).collect();
         assert_eq!(handler, ["trellis"]);
     }
 }

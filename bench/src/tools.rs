@@ -27,11 +27,8 @@ use trellis_runner::{Pattern, Runtime};
 use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
 
 /// The suite entry for `main.rs`.
-pub const SUITE: Suite = Suite {
-    name: "tools",
-    description: "tool catalog build, tool call round trip, dialog overhead per round",
-    run,
-};
+pub const SUITE: Suite =
+    Suite { name: "tools", description: "tool catalog build, tool call round trip, dialog overhead per round", run };
 
 const BUDGET: Budget = Budget { warmup: 20, min_samples: 50, max_samples: 5000, max_time: Duration::from_millis(2000) };
 
@@ -41,7 +38,8 @@ const HANDLERS: usize = 10;
 const CHARMS: usize = 100;
 
 fn run(config: &RunConfig) -> Vec<Measurement> {
-    let scenarios: [(&str, fn(&RunConfig) -> Stats); 3] =
+    type Scenario = (&'static str, fn(&RunConfig) -> Stats);
+    let scenarios: [Scenario; 3] =
         [("catalog-100x10", catalog_build), ("tool-call", tool_call), ("dialog-round", dialog_round)];
     scenarios
         .into_iter()
@@ -130,13 +128,20 @@ impl Model for InstantModel {
         "instant".into()
     }
 
-    fn stream(&self, request: ModelRequest) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
         let answered = request.messages.last().is_some_and(|m| m.role == Role::Tool);
         let events = if answered {
             vec![Ok(ModelEvent::TextDelta("done".into())), Ok(ModelEvent::Finish { reason: "stop".into() })]
         } else {
             vec![
-                Ok(ModelEvent::ToolCall { id: "c1".into(), name: "Counter_increment".into(), input: json!({"amount": 1}) }),
+                Ok(ModelEvent::ToolCall {
+                    id: "c1".into(),
+                    name: "Counter_increment".into(),
+                    input: json!({"amount": 1}),
+                }),
                 Ok(ModelEvent::Finish { reason: "tool_calls".into() }),
             ]
         };

@@ -52,10 +52,7 @@ fn empty_object() -> Value {
 impl Turn {
     /// A turn that only answers `text`.
     pub fn text(text: impl Into<String>) -> Self {
-        Turn {
-            text: Some(text.into()),
-            tool_calls: Vec::new(),
-        }
+        Turn { text: Some(text.into()), tool_calls: Vec::new() }
     }
 
     /// A turn that only calls one tool.
@@ -65,10 +62,7 @@ impl Turn {
 
     /// This turn with one more tool call.
     pub fn with_tool_call(mut self, name: impl Into<String>, arguments: Value) -> Self {
-        self.tool_calls.push(ScriptedCall {
-            name: name.into(),
-            arguments,
-        });
+        self.tool_calls.push(ScriptedCall { name: name.into(), arguments });
         self
     }
 }
@@ -112,24 +106,16 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// A model replaying `turns`.
     pub fn from_turns(turns: Vec<Turn>) -> Self {
-        ScriptedModel {
-            source: None,
-            turns,
-            next_turn: AtomicUsize::new(0),
-            next_call: AtomicU64::new(1),
-        }
+        ScriptedModel { source: None, turns, next_turn: AtomicUsize::new(0), next_call: AtomicU64::new(1) }
     }
 
     /// A model replaying the JSON script at `path`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ModelError::Script(format!("cannot read script {}: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ModelError::Script(format!("cannot read script {}: {e}", path.display())))?;
         let mut model = Self::from_json(&text).map_err(|e| match e {
-            ModelError::Script(message) => {
-                ModelError::Script(format!("{}: {message}", path.display()))
-            }
+            ModelError::Script(message) => ModelError::Script(format!("{}: {message}", path.display())),
             other => other,
         })?;
         model.source = Some(path.display().to_string());
@@ -149,9 +135,7 @@ impl ScriptedModel {
 
     /// Turns not yet replayed.
     pub fn remaining(&self) -> usize {
-        self.turns
-            .len()
-            .saturating_sub(self.next_turn.load(Ordering::SeqCst))
+        self.turns.len().saturating_sub(self.next_turn.load(Ordering::SeqCst))
     }
 
     fn answer(&self, request: &ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
@@ -165,10 +149,8 @@ impl ScriptedModel {
                 index.saturating_add(1)
             ))
         })?;
-        let mut events: Vec<ModelEvent> = text_deltas(turn.text.as_deref().unwrap_or_default())
-            .into_iter()
-            .map(ModelEvent::TextDelta)
-            .collect();
+        let mut events: Vec<ModelEvent> =
+            text_deltas(turn.text.as_deref().unwrap_or_default()).into_iter().map(ModelEvent::TextDelta).collect();
         for call in &turn.tool_calls {
             let number = self.next_call.fetch_add(1, Ordering::SeqCst);
             events.push(ModelEvent::ToolCall {
@@ -177,14 +159,8 @@ impl ScriptedModel {
                 input: call.arguments.clone(),
             });
         }
-        let reason = if turn.tool_calls.is_empty() {
-            "stop"
-        } else {
-            "tool_calls"
-        };
-        events.push(ModelEvent::Finish {
-            reason: reason.to_string(),
-        });
+        let reason = if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+        events.push(ModelEvent::Finish { reason: reason.to_string() });
         Ok(events)
     }
 }
@@ -215,16 +191,8 @@ pub fn resolve_tool_name(name: &str, tools: &[ToolSpec]) -> String {
     if tools.iter().any(|t| t.name == name) {
         return name.to_string();
     }
-    let sanitised: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let sanitised: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
     tools
         .iter()
         .filter(|t| t.name.starts_with(&sanitised))
@@ -239,10 +207,7 @@ fn text_deltas(text: &str) -> Vec<String> {
     }
     let words: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
     let per_delta = words.len().div_ceil(3).max(1);
-    words
-        .chunks(per_delta)
-        .map(|chunk| chunk.concat())
-        .collect()
+    words.chunks(per_delta).map(|chunk| chunk.concat()).collect()
 }
 
 #[cfg(test)]
@@ -253,23 +218,11 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-        }
+        ToolSpec { name: name.into(), description: String::new(), input_schema: json!({"type": "object"}) }
     }
 
-    async fn events(
-        model: &ScriptedModel,
-        tools: Vec<ToolSpec>,
-    ) -> Result<Vec<ModelEvent>, ModelError> {
-        let stream = model
-            .stream(ModelRequest {
-                tools,
-                ..ModelRequest::default()
-            })
-            .await?;
+    async fn events(model: &ScriptedModel, tools: Vec<ToolSpec>) -> Result<Vec<ModelEvent>, ModelError> {
+        let stream = model.stream(ModelRequest { tools, ..ModelRequest::default() }).await?;
         stream.collect::<Vec<_>>().await.into_iter().collect()
     }
 
@@ -282,11 +235,7 @@ mod tests {
                     {"text": "Done."}]"#,
             )
             .unwrap();
-            let tools = vec![
-                tool("Counter_increment_2"),
-                tool("Counter_increment"),
-                tool("read_file"),
-            ];
+            let tools = vec![tool("Counter_increment_2"), tool("Counter_increment"), tool("read_file")];
             let first = events(&model, tools.clone()).await.unwrap();
             assert_eq!(
                 first,
@@ -298,30 +247,15 @@ mod tests {
                         name: "Counter_increment".into(),
                         input: json!({"by": 2})
                     },
-                    ModelEvent::ToolCall {
-                        id: "call_2".into(),
-                        name: "read_file".into(),
-                        input: json!({})
-                    },
-                    ModelEvent::ToolCall {
-                        id: "call_3".into(),
-                        name: "Nope.nothing".into(),
-                        input: json!({})
-                    },
-                    ModelEvent::Finish {
-                        reason: "tool_calls".into()
-                    },
+                    ModelEvent::ToolCall { id: "call_2".into(), name: "read_file".into(), input: json!({}) },
+                    ModelEvent::ToolCall { id: "call_3".into(), name: "Nope.nothing".into(), input: json!({}) },
+                    ModelEvent::Finish { reason: "tool_calls".into() },
                 ]
             );
             let second = events(&model, tools.clone()).await.unwrap();
             assert_eq!(
                 second,
-                vec![
-                    ModelEvent::TextDelta("Done.".into()),
-                    ModelEvent::Finish {
-                        reason: "stop".into()
-                    }
-                ]
+                vec![ModelEvent::TextDelta("Done.".into()), ModelEvent::Finish { reason: "stop".into() }]
             );
             assert_eq!(model.remaining(), 0);
             let error = events(&model, tools).await.unwrap_err();
@@ -335,27 +269,15 @@ mod tests {
     #[test]
     fn prefix_match_for_disambiguated_wire_names() {
         // The catalog may append a suffix to keep names unique.
-        assert_eq!(
-            resolve_tool_name("Notes.add", &[tool("Notes_add_x1f")]),
-            "Notes_add_x1f"
-        );
+        assert_eq!(resolve_tool_name("Notes.add", &[tool("Notes_add_x1f")]), "Notes_add_x1f");
         assert_eq!(resolve_tool_name("Notes.add", &[]), "Notes.add");
     }
 
     #[test]
     fn text_is_streamed_in_pieces_that_add_up() {
-        for text in [
-            "one",
-            "one two",
-            "a b c d e f g",
-            "  spaced  out ",
-            "ünï cödé wörds here",
-        ] {
+        for text in ["one", "one two", "a b c d e f g", "  spaced  out ", "ünï cödé wörds here"] {
             let deltas = text_deltas(text);
-            assert!(
-                !deltas.is_empty() && deltas.len() <= 3,
-                "{text}: {deltas:?}"
-            );
+            assert!(!deltas.is_empty() && deltas.len() <= 3, "{text}: {deltas:?}");
             assert!(deltas.iter().all(|d| !d.is_empty()));
             assert_eq!(deltas.concat(), text);
         }
@@ -367,9 +289,6 @@ mod tests {
         let error = ScriptedModel::from_json(r#"[{"txt": "typo"}]"#).unwrap_err();
         assert!(error.to_string().contains("txt"), "{error}");
         let error = ScriptedModel::from_file("/nonexistent/script.json").unwrap_err();
-        assert!(
-            error.to_string().contains("/nonexistent/script.json"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("/nonexistent/script.json"), "{error}");
     }
 }

@@ -16,8 +16,7 @@ use serde_json::{json, Value};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
 use trellis_builtins::provider::{
-    model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig,
-    OpenAiModel, RetryPolicy,
+    model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig, OpenAiModel, RetryPolicy,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -89,18 +88,13 @@ struct Server {
 
 impl Server {
     async fn start(responses: Vec<Canned>) -> Server {
-        let script = Arc::new(Script {
-            responses: Mutex::new(responses.into()),
-            ..Script::default()
-        });
+        let script = Arc::new(Script { responses: Mutex::new(responses.into()), ..Script::default() });
         let handler_script = script.clone();
         let app = axum::Router::new().fallback(move |request: Request| {
             let script = handler_script.clone();
             async move { respond(script, request).await }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind loopback");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -139,35 +133,23 @@ impl Server {
 async fn respond(script: Arc<Script>, request: Request) -> Response {
     let path = request.uri().path().to_string();
     let headers = request.headers().clone();
-    let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
-        .await
-        .unwrap_or_default();
+    let bytes = axum::body::to_bytes(request.into_body(), usize::MAX).await.unwrap_or_default();
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    script.received.lock().expect("lock").push(Received {
-        path,
-        headers,
-        body,
-    });
+    script.received.lock().expect("lock").push(Received { path, headers, body });
     let canned = script.responses.lock().expect("lock").pop_front();
     let Some(canned) = canned else {
-        return Response::builder()
-            .status(500)
-            .body(Body::from("test server: no response left"))
-            .expect("response");
+        return Response::builder().status(500).body(Body::from("test server: no response left")).expect("response");
     };
     tokio::time::sleep(canned.delay).await;
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = canned
-        .body
-        .chunks(canned.chunk.max(1))
-        .map(|c| Ok(c.to_vec()))
-        .collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        canned.body.chunks(canned.chunk.max(1)).map(|c| Ok(c.to_vec())).collect();
     let body = futures::stream::iter(chunks);
     let body = match canned.after_body {
         None => Body::from_stream(body),
         Some(false) => Body::from_stream(body.chain(futures::stream::pending())),
-        Some(true) => Body::from_stream(body.chain(futures::stream::once(async {
-            Err(std::io::Error::other("connection dropped"))
-        }))),
+        Some(true) => Body::from_stream(
+            body.chain(futures::stream::once(async { Err(std::io::Error::other("connection dropped")) })),
+        ),
     };
     let mut response = Response::builder().status(canned.status);
     for (name, value) in canned.headers {
@@ -219,18 +201,11 @@ async fn collect(model: &dyn Model, request: ModelRequest) -> Result<Vec<ModelEv
 }
 
 fn hello() -> ModelRequest {
-    ModelRequest {
-        messages: vec![Message::user("hi")],
-        ..ModelRequest::default()
-    }
+    ModelRequest { messages: vec![Message::user("hi")], ..ModelRequest::default() }
 }
 
 fn tool_call(id: &str, name: &str, input: Value) -> ModelEvent {
-    ModelEvent::ToolCall {
-        id: id.into(),
-        name: name.into(),
-        input,
-    }
+    ModelEvent::ToolCall { id: id.into(), name: name.into(), input }
 }
 
 fn text(t: &str) -> ModelEvent {
@@ -238,9 +213,7 @@ fn text(t: &str) -> ModelEvent {
 }
 
 fn finish(reason: &str) -> ModelEvent {
-    ModelEvent::Finish {
-        reason: reason.into(),
-    }
+    ModelEvent::Finish { reason: reason.into() }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -253,26 +226,15 @@ fn fixtures_match_the_shared_copies() {
     if !shared.is_dir() {
         return; // A checkout without shared/ beside it: the copies are all there is.
     }
-    for name in [
-        "openai-compatible-tool-call.sse",
-        "anthropic-tool-no-args.jsonl",
-        "anthropic-json-tool.jsonl",
-    ] {
+    for name in ["openai-compatible-tool-call.sse", "anthropic-tool-no-args.jsonl", "anthropic-json-tool.jsonl"] {
         let original = std::fs::read_to_string(shared.join(name)).expect("shared fixture");
-        assert_eq!(
-            fixture(name),
-            original,
-            "{name} differs from shared/fixtures/providers"
-        );
+        assert_eq!(fixture(name), original, "{name} differs from shared/fixtures/providers");
     }
 }
 
 #[tokio::test]
 async fn openai_recorded_tool_call() {
-    let server = Server::start(vec![Canned::sse(fixture(
-        "openai-compatible-tool-call.sse",
-    ))])
-    .await;
+    let server = Server::start(vec![Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
     let events = collect(&server.openai(), hello()).await.expect("events");
     assert_eq!(
         events,
@@ -293,21 +255,14 @@ async fn openai_recorded_tool_call() {
 
 #[tokio::test]
 async fn anthropic_recorded_tool_without_arguments() {
-    let server = Server::start(vec![Canned::sse(anthropic_sse(
-        "anthropic-tool-no-args.jsonl",
-    ))])
-    .await;
+    let server = Server::start(vec![Canned::sse(anthropic_sse("anthropic-tool-no-args.jsonl"))]).await;
     let events = collect(&server.anthropic(), hello()).await.expect("events");
     assert_eq!(
         events,
         vec![
             text("I'll update the issue list for"),
             text(" you."),
-            tool_call(
-                "toolu_01QE1WLsSVp5hy5Q3GmGTmjP",
-                "updateIssueList",
-                json!({})
-            ),
+            tool_call("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", json!({})),
             finish("tool_calls"),
         ]
     );
@@ -320,10 +275,7 @@ async fn anthropic_recorded_tool_without_arguments() {
 
 #[tokio::test]
 async fn anthropic_recorded_json_fragments() {
-    let server = Server::start(vec![Canned::sse(anthropic_sse(
-        "anthropic-json-tool.jsonl",
-    ))])
-    .await;
+    let server = Server::start(vec![Canned::sse(anthropic_sse("anthropic-json-tool.jsonl"))]).await;
     let events = collect(&server.anthropic(), hello()).await.expect("events");
     assert_eq!(
         events,
@@ -340,18 +292,12 @@ async fn anthropic_recorded_json_fragments() {
 
 #[tokio::test]
 async fn ollama_needs_no_key_and_uses_its_base_url() {
-    let server = Server::start(vec![Canned::sse(fixture(
-        "openai-compatible-tool-call.sse",
-    ))])
-    .await;
+    let server = Server::start(vec![Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
     let base = format!("http://{}/v1", server.addr);
     let env = move |var: &str| (var == "OLLAMA_BASE_URL").then(|| base.clone());
     let model = model_from_str_with_env("ollama:llama3.2", &env).expect("ollama model");
     assert_eq!(model.name(), "ollama:llama3.2");
-    let request = ModelRequest {
-        max_tokens: Some(64),
-        ..hello()
-    };
+    let request = ModelRequest { max_tokens: Some(64), ..hello() };
     let events = collect(model.as_ref(), request).await.expect("events");
     assert_eq!(events.len(), 4);
     let received = server.received();
@@ -366,13 +312,8 @@ async fn ollama_needs_no_key_and_uses_its_base_url() {
 
 #[tokio::test]
 async fn rate_limited_then_success() {
-    let limited = Canned::json(429, json!({"error": {"message": "Rate limit reached"}}))
-        .header("retry-after", "0");
-    let server = Server::start(vec![
-        limited,
-        Canned::sse(fixture("openai-compatible-tool-call.sse")),
-    ])
-    .await;
+    let limited = Canned::json(429, json!({"error": {"message": "Rate limit reached"}})).header("retry-after", "0");
+    let server = Server::start(vec![limited, Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
     let events = collect(&server.openai(), hello()).await.expect("retried");
     assert_eq!(events.last(), Some(&finish("tool_calls")));
     assert_eq!(server.received().len(), 2);
@@ -380,39 +321,26 @@ async fn rate_limited_then_success() {
 
 #[tokio::test]
 async fn overloaded_twice_then_success_anthropic() {
-    let overloaded = Canned::json(
-        529,
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-    );
+    let overloaded =
+        Canned::json(529, json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}));
     let server = Server::start(vec![
         overloaded.clone(),
         Canned::json(503, json!({})),
         Canned::sse(anthropic_sse("anthropic-json-tool.jsonl")),
     ])
     .await;
-    let events = collect(&server.anthropic(), hello())
-        .await
-        .expect("retried");
+    let events = collect(&server.anthropic(), hello()).await.expect("retried");
     assert_eq!(events.len(), 2);
     assert_eq!(server.received().len(), 3);
 }
 
 #[tokio::test]
 async fn server_errors_give_up_after_the_retries() {
-    let failing = Canned::json(
-        500,
-        json!({"error": {"message": "The server had an error"}}),
-    );
+    let failing = Canned::json(500, json!({"error": {"message": "The server had an error"}}));
     let server = Server::start(vec![failing; 6]).await;
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
     match error {
-        ModelError::Refused {
-            status: 500,
-            message,
-            ..
-        } => assert_eq!(message, "The server had an error"),
+        ModelError::Refused { status: 500, message, .. } => assert_eq!(message, "The server had an error"),
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(server.received().len(), 4, "one attempt and three retries");
@@ -420,16 +348,10 @@ async fn server_errors_give_up_after_the_retries() {
 
 #[tokio::test]
 async fn long_retry_after_is_not_waited_for() {
-    let limited =
-        Canned::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "3600");
+    let limited = Canned::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "3600");
     let server = Server::start(vec![limited]).await;
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
-    assert!(
-        matches!(error, ModelError::Refused { status: 429, .. }),
-        "{error:?}"
-    );
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
+    assert!(matches!(error, ModelError::Refused { status: 429, .. }), "{error:?}");
     assert_eq!(server.received().len(), 1);
 }
 
@@ -437,15 +359,9 @@ async fn long_retry_after_is_not_waited_for() {
 async fn bad_request_is_refused_with_the_provider_message() {
     let body = json!({"error": {"message": "The model `gpt-nope` does not exist", "type": "invalid_request_error", "code": "model_not_found"}});
     let server = Server::start(vec![Canned::json(404, body)]).await;
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
     match &error {
-        ModelError::Refused {
-            provider,
-            status: 404,
-            message,
-        } => {
+        ModelError::Refused { provider, status: 404, message } => {
             assert_eq!(provider, "openai");
             assert_eq!(message, "The model `gpt-nope` does not exist");
         }
@@ -454,11 +370,10 @@ async fn bad_request_is_refused_with_the_provider_message() {
     assert!(error.to_string().contains("gpt-nope"));
     assert_eq!(server.received().len(), 1, "4xx is not retried");
 
-    let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: must be positive"}});
+    let body =
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: must be positive"}});
     let server = Server::start(vec![Canned::json(400, body)]).await;
-    let error = collect(&server.anthropic(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
     assert!(
         matches!(&error, ModelError::Refused { status: 400, message, .. } if message == "max_tokens: must be positive"),
         "{error:?}"
@@ -469,22 +384,15 @@ async fn bad_request_is_refused_with_the_provider_message() {
 async fn unauthorized_is_refused() {
     let body = json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
     let server = Server::start(vec![Canned::json(401, body)]).await;
-    let error = collect(&server.anthropic(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
     assert!(
         matches!(&error, ModelError::Refused { status: 401, message, .. } if message == "invalid x-api-key"),
         "{error:?}"
     );
     let body = json!({"error": {"message": "Incorrect API key provided: sk-test.", "type": "invalid_request_error"}});
     let server = Server::start(vec![Canned::json(401, body)]).await;
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
-    assert!(
-        matches!(&error, ModelError::Refused { status: 401, .. }),
-        "{error:?}"
-    );
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
+    assert!(matches!(&error, ModelError::Refused { status: 401, .. }), "{error:?}");
     assert_eq!(server.received().len(), 1);
 }
 
@@ -493,10 +401,7 @@ fn missing_keys_and_unknown_models() {
     let no_env = |_: &str| None;
     match model_from_str_with_env("openai:gpt-4o", &no_env) {
         Err(ModelError::MissingKey { var, provider }) => {
-            assert_eq!(
-                (var.as_str(), provider.as_str()),
-                ("OPENAI_API_KEY", "openai")
-            )
+            assert_eq!((var.as_str(), provider.as_str()), ("OPENAI_API_KEY", "openai"))
         }
         other => panic!("unexpected {:?}", other.map(|m| m.name())),
     }
@@ -508,13 +413,7 @@ fn missing_keys_and_unknown_models() {
         other => panic!("unexpected {:?}", other.map(|m| m.name())),
     }
     for spec in ["gpt-4o", "openai:", "mystery:model", ""] {
-        assert!(
-            matches!(
-                model_from_str_with_env(spec, &no_env),
-                Err(ModelError::UnknownModel(_))
-            ),
-            "{spec}"
-        );
+        assert!(matches!(model_from_str_with_env(spec, &no_env), Err(ModelError::UnknownModel(_))), "{spec}");
     }
     let offline = model_from_str_with_env(" offline ", &no_env).expect("offline needs nothing");
     assert_eq!(offline.name(), "offline");
@@ -532,22 +431,15 @@ async fn scripted_model_from_a_file() {
     let model = model_from_str_with_env(&spec, &|_| None).expect("scripted");
     let events = collect(model.as_ref(), hello()).await.expect("events");
     assert_eq!(events.last(), Some(&finish("stop")));
-    let error = collect(model.as_ref(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(model.as_ref(), hello()).await.expect_err("should fail");
     assert!(matches!(error, ModelError::Script(_)));
 }
 
 #[tokio::test]
 async fn malformed_sse_line() {
-    let body =
-        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\nthis is not sse\n\n";
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\nthis is not sse\n\n";
     let server = Server::start(vec![Canned::sse(body)]).await;
-    let stream = server
-        .openai()
-        .stream(hello())
-        .await
-        .expect("stream starts");
+    let stream = server.openai().stream(hello()).await.expect("stream starts");
     let items: Vec<_> = stream.collect().await;
     assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(t)) if t == "Hi"));
     match &items[1] {
@@ -562,20 +454,14 @@ async fn malformed_sse_line() {
 
 #[tokio::test]
 async fn malformed_json_payload_and_mid_stream_error() {
-    let server = Server::start(vec![Canned::sse(
-        "event: message_start\ndata: {\"type\": \"message_start\",\n\n",
-    )])
-    .await;
-    let error = collect(&server.anthropic(), hello())
-        .await
-        .expect_err("should fail");
+    let server =
+        Server::start(vec![Canned::sse("event: message_start\ndata: {\"type\": \"message_start\",\n\n")]).await;
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
     assert!(matches!(error, ModelError::Malformed { .. }), "{error:?}");
 
     let body = "data: {\"type\":\"ping\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
     let server = Server::start(vec![Canned::sse(body)]).await;
-    let error = collect(&server.anthropic(), hello())
-        .await
-        .expect_err("should fail");
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
     match error {
         ModelError::Interrupted { provider, message } => {
             assert_eq!(provider, "anthropic");
@@ -588,37 +474,23 @@ async fn malformed_json_payload_and_mid_stream_error() {
 #[tokio::test]
 async fn stream_cut_short_is_an_error() {
     let full = fixture("openai-compatible-tool-call.sse");
-    let cut = &full[..full
-        .find("finish_reason\":\"tool_calls")
-        .expect("fixture has a finish")
-        - 40];
+    let cut = &full[..full.find("finish_reason\":\"tool_calls").expect("fixture has a finish") - 40];
     let mut truncated = Canned::sse(cut.rsplit_once("\n\n").expect("whole events").0.to_string());
     truncated.after_body = None;
     let mut dropped = Canned::sse(cut.to_string());
     dropped.after_body = Some(true);
     let server = Server::start(vec![truncated, dropped]).await;
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
-    assert!(
-        matches!(&error, ModelError::Malformed { message, .. } if message.contains("ended")),
-        "{error:?}"
-    );
-    let error = collect(&server.openai(), hello())
-        .await
-        .expect_err("should fail");
-    assert!(
-        matches!(&error, ModelError::Network { message, .. } if message.contains("cut off")),
-        "{error:?}"
-    );
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
+    assert!(matches!(&error, ModelError::Malformed { message, .. } if message.contains("ended")), "{error:?}");
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
+    assert!(matches!(&error, ModelError::Network { message, .. } if message.contains("cut off")), "{error:?}");
 }
 
 #[tokio::test]
 async fn timeouts() {
     let mut slow = Canned::sse(fixture("openai-compatible-tool-call.sse"));
     slow.delay = Duration::from_secs(2);
-    let mut stalled =
-        Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+    let mut stalled = Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
     stalled.after_body = Some(false);
     let server = Server::start(vec![slow.clone(), stalled]).await;
     let quick = |mut model: OpenAiConfig| {
@@ -629,22 +501,11 @@ async fn timeouts() {
     };
     let model = quick(server.openai().config().clone());
     let error = collect(&model, hello()).await.expect_err("should fail");
-    assert!(
-        matches!(&error, ModelError::Network { message, .. } if message.contains("no response")),
-        "{error:?}"
-    );
+    assert!(matches!(&error, ModelError::Network { message, .. } if message.contains("no response")), "{error:?}");
 
-    let items: Vec<_> = model
-        .stream(hello())
-        .await
-        .expect("headers arrive")
-        .collect()
-        .await;
+    let items: Vec<_> = model.stream(hello()).await.expect("headers arrive").collect().await;
     assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(_))));
-    assert!(
-        matches!(&items[1], Err(ModelError::Network { message, .. }) if message.contains("stalled")),
-        "{items:?}"
-    );
+    assert!(matches!(&items[1], Err(ModelError::Network { message, .. }) if message.contains("stalled")), "{items:?}");
 }
 
 #[tokio::test]
@@ -677,31 +538,14 @@ fn conversation() -> ModelRequest {
         messages: vec![
             Message {
                 role: Role::User,
-                content: vec![
-                    Part::Text {
-                        text: "Read a.txt".into(),
-                    },
-                    Part::Text {
-                        text: String::new(),
-                    },
-                ],
+                content: vec![Part::Text { text: "Read a.txt".into() }, Part::Text { text: String::new() }],
             },
             Message {
                 role: Role::Assistant,
                 content: vec![
-                    Part::Text {
-                        text: String::new(),
-                    },
-                    Part::ToolCall {
-                        id: "call_1".into(),
-                        name: "read_file".into(),
-                        input: json!({"path": "a.txt"}),
-                    },
-                    Part::ToolCall {
-                        id: "call_2".into(),
-                        name: "Counter_increment".into(),
-                        input: json!({}),
-                    },
+                    Part::Text { text: String::new() },
+                    Part::ToolCall { id: "call_1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
+                    Part::ToolCall { id: "call_2".into(), name: "Counter_increment".into(), input: json!({}) },
                 ],
             },
             Message {
@@ -719,12 +563,7 @@ fn conversation() -> ModelRequest {
                     },
                 ],
             },
-            Message {
-                role: Role::Assistant,
-                content: vec![Part::Text {
-                    text: String::new(),
-                }],
-            },
+            Message { role: Role::Assistant, content: vec![Part::Text { text: String::new() }] },
             Message::assistant("It says hello."),
         ],
         tools: vec![
@@ -762,13 +601,8 @@ fn assert_no_empty_text(value: &Value) {
 
 #[tokio::test]
 async fn openai_request_body_shape() {
-    let server = Server::start(vec![Canned::sse(fixture(
-        "openai-compatible-tool-call.sse",
-    ))])
-    .await;
-    collect(&server.openai(), conversation())
-        .await
-        .expect("events");
+    let server = Server::start(vec![Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
+    collect(&server.openai(), conversation()).await.expect("events");
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
     assert_eq!(body["max_completion_tokens"], json!(100));
@@ -798,13 +632,8 @@ async fn openai_request_body_shape() {
 
 #[tokio::test]
 async fn anthropic_request_body_shape() {
-    let server = Server::start(vec![Canned::sse(anthropic_sse(
-        "anthropic-tool-no-args.jsonl",
-    ))])
-    .await;
-    collect(&server.anthropic(), conversation())
-        .await
-        .expect("events");
+    let server = Server::start(vec![Canned::sse(anthropic_sse("anthropic-tool-no-args.jsonl"))]).await;
+    collect(&server.anthropic(), conversation()).await.expect("events");
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
     assert_eq!(body["system"], json!("You are terse."));
@@ -832,18 +661,12 @@ async fn anthropic_request_body_shape() {
 
 #[tokio::test]
 async fn dropping_the_stream_cancels_the_request() {
-    let mut stalled =
-        Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+    let mut stalled = Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
     stalled.after_body = Some(false);
     let server = Server::start(vec![stalled]).await;
     let model = server.openai();
     let mut stream = model.stream(hello()).await.expect("stream");
-    assert!(matches!(
-        stream.next().await,
-        Some(Ok(ModelEvent::TextDelta(_)))
-    ));
+    assert!(matches!(stream.next().await, Some(Ok(ModelEvent::TextDelta(_)))));
     // Dropping must return at once even though the server never finishes.
-    tokio::time::timeout(Duration::from_secs(1), async move { drop(stream) })
-        .await
-        .expect("drop is immediate");
+    tokio::time::timeout(Duration::from_secs(1), async move { drop(stream) }).await.expect("drop is immediate");
 }

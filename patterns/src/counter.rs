@@ -51,7 +51,9 @@ pub fn counter() -> Pattern {
         let c = count.clone();
         b.handler("increment", move |tx, e: Increment| add(&c, tx, e.amount));
         let c = count.clone();
-        b.handler("decrement", move |tx, e: Decrement| add(&c, tx, e.amount.checked_neg().ok_or("that amount is too large")?));
+        b.handler("decrement", move |tx, e: Decrement| {
+            add(&c, tx, e.amount.checked_neg().ok_or("that amount is too large")?)
+        });
         b.handler("reset", move |tx, _: Reset| Ok(count.set(tx, 0)?));
         Ok(())
     })

@@ -68,9 +68,13 @@ pub fn todo() -> Pattern {
         let list = items.clone();
         b.handler("add", move |tx, e: Add| Ok(list.push(tx, Task { title: e.title, done: false })?));
         let list = items.clone();
-        b.handler("complete", move |tx, e: Complete| Ok(task_at(&list, tx, e.index)?.key::<bool>("done").set(tx, true)?));
+        b.handler("complete", move |tx, e: Complete| {
+            Ok(task_at(&list, tx, e.index)?.key::<bool>("done").set(tx, true)?)
+        });
         let list = items.clone();
-        b.handler("rename", move |tx, e: Rename| Ok(task_at(&list, tx, e.index)?.key::<String>("title").set(tx, e.title)?));
+        b.handler("rename", move |tx, e: Rename| {
+            Ok(task_at(&list, tx, e.index)?.key::<String>("title").set(tx, e.title)?)
+        });
         b.handler("remove", move |tx, e: Remove| {
             task_at(&items, tx, e.index)?;
             Ok(items.update(tx, |mut all| {

@@ -164,12 +164,7 @@ impl Runtime {
         F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
     {
         let link = Link::new(self.space().new_doc_id(name), crate::value::Path::root());
-        self.add_computation(
-            name,
-            link.clone(),
-            None,
-            Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?)),
-        );
+        self.add_computation(name, link.clone(), None, Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?)));
         self.settle();
         Ok(Cell::from_link(link))
     }

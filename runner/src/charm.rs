@@ -129,7 +129,8 @@ impl Charms<'_> {
             return Ok(());
         }
         let record = self.record(&id).ok_or_else(|| Error::UnknownCharm(id.to_string()))?;
-        let pattern = self.rt.patterns().get(&record.pattern).ok_or_else(|| Error::UnknownPattern(record.pattern.clone()))?;
+        let pattern =
+            self.rt.patterns().get(&record.pattern).ok_or_else(|| Error::UnknownPattern(record.pattern.clone()))?;
         let wiring = self.rt.build_charm(&pattern, &id, record.argument, record.name.as_deref())?;
         self.activate(&id, wiring);
         Ok(())
@@ -182,7 +183,12 @@ impl Charms<'_> {
             .iter()
             .filter_map(|(id, v)| {
                 let record: CharmRecord = serde_json::from_value(v.to_json()).ok()?;
-                Some(CharmInfo { id: id.to_string(), name: self.name(id), pattern: record.pattern, running: self.is_running(id) })
+                Some(CharmInfo {
+                    id: id.to_string(),
+                    name: self.name(id),
+                    pattern: record.pattern,
+                    running: self.is_running(id),
+                })
             })
             .collect();
         list.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));

@@ -167,9 +167,16 @@ impl Runtime {
         self.0.builtins.register(builtin);
     }
 
-    pub(crate) fn build_charm(&self, pattern: &Pattern, charm: &DocId, argument: serde_json::Value, name: Option<&str>) -> Result<Wiring> {
+    pub(crate) fn build_charm(
+        &self,
+        pattern: &Pattern,
+        charm: &DocId,
+        argument: serde_json::Value,
+        name: Option<&str>,
+    ) -> Result<Wiring> {
         self.with_retries(|| {
-            let mut builder = Builder { rt: self, charm: charm.clone(), tx: Tx::new(self.space()), wiring: Wiring::default() };
+            let mut builder =
+                Builder { rt: self, charm: charm.clone(), tx: Tx::new(self.space()), wiring: Wiring::default() };
             (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e.downcast::<Error>() {
                 Ok(e) => *e,
                 Err(e) => Error::PatternFailed { pattern: pattern.id.clone(), message: e.to_string() },
@@ -189,8 +196,11 @@ impl Runtime {
 pub(crate) struct Wiring {
     pub handlers: Vec<(Link, Handler)>,
     pub computations: Vec<(String, Link, ComputeFn)>,
-    pub tasks: Vec<Box<dyn FnOnce(&Runtime) + Send>>,
+    pub tasks: Vec<StartTask>,
 }
+
+/// Work a builtin asked to run once its charm is active (see [`Builder::on_start`]).
+pub(crate) type StartTask = Box<dyn FnOnce(&Runtime) + Send>;
 
 /// Wires one charm: its state, derived values, handlers and builtins. Keys are paths
 /// in the charm's result, with `/` between segments (`"dialog/pending"`).

@@ -235,8 +235,10 @@ impl Runtime {
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
         let rx = self.enqueue(stream, event, true)?;
         self.pump();
-        let (sent, (seq, durable)) =
-            rx.ok_or_else(|| Error::NoHandler(stream.clone()))?.await.map_err(|_| Error::NoHandler(stream.clone()))??;
+        let (sent, (seq, durable)) = rx
+            .ok_or_else(|| Error::NoHandler(stream.clone()))?
+            .await
+            .map_err(|_| Error::NoHandler(stream.clone()))??;
         // The computations the handler triggered committed after it: wait for them too.
         self.0.space.durable_after(seq, durable).await?;
         Ok(sent)
@@ -360,7 +362,9 @@ impl Runtime {
             let written = match outcome {
                 Ok(Ok(value)) => tx.write(&ready.output, value),
                 Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
-                Err(panic) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) }),
+                Err(panic) => {
+                    Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) })
+                }
             };
             self.0.graph.lock().ran(ready.id, deps);
             written?;
@@ -459,7 +463,9 @@ impl Runtime {
     fn notify_observers(&self, changes: &[(DocId, Vec<Path>)]) {
         for (doc, paths) in changes {
             let hit: Vec<Observer> = match self.0.observers.get(doc) {
-                Some(list) => list.iter().filter(|(p, _)| paths.iter().any(|w| w.overlaps(p))).map(|(_, o)| o.clone()).collect(),
+                Some(list) => {
+                    list.iter().filter(|(p, _)| paths.iter().any(|w| w.overlaps(p))).map(|(_, o)| o.clone()).collect()
+                }
                 None => continue,
             };
             // An observer that panics is dropped like one that asked to stop.
@@ -527,7 +533,8 @@ pub(crate) fn backoff(attempt: u32) {
         std::thread::yield_now();
         return;
     }
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let ceiling = 1u64 << attempt.min(14); // up to ~16 ms
     std::thread::sleep(Duration::from_micros(u64::from(nanos) % ceiling));
 }

@@ -80,7 +80,16 @@ impl Graph {
                 }
             }
         }
-        let c = Computation { name: name.into(), output, run, owner, deps: Vec::new(), producers: Vec::new(), height: 0, runs: 0 };
+        let c = Computation {
+            name: name.into(),
+            output,
+            run,
+            owner,
+            deps: Vec::new(),
+            producers: Vec::new(),
+            height: 0,
+            runs: 0,
+        };
         self.computations.insert(id, c);
         self.mark(id);
         id
@@ -123,9 +132,9 @@ impl Graph {
         let hit: Vec<ComputationId> = readers
             .iter()
             .filter(|id| {
-                self.computations.get(id).is_some_and(|c| {
-                    c.deps.iter().any(|d| &d.doc == doc && paths.iter().any(|p| p.overlaps(&d.path)))
-                })
+                self.computations
+                    .get(id)
+                    .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.iter().any(|p| p.overlaps(&d.path))))
             })
             .copied()
             .collect();
@@ -187,7 +196,12 @@ impl Graph {
 
     /// The greatest height among dirty computations whose output this one reads.
     fn producer_height(&self, c: &Computation) -> Option<u32> {
-        c.producers.iter().filter(|p| self.dirty_set.contains(p)).filter_map(|p| self.computations.get(p)).map(|p| p.height).max()
+        c.producers
+            .iter()
+            .filter(|p| self.dirty_set.contains(p))
+            .filter_map(|p| self.computations.get(p))
+            .map(|p| p.height)
+            .max()
     }
 
     fn producers_of<'a>(&'a self, deps: &'a [Link]) -> impl Iterator<Item = ComputationId> + 'a {

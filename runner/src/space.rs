@@ -56,7 +56,8 @@ pub struct Commit {
 impl Space {
     /// A space that lives only in memory.
     pub fn in_memory() -> Self {
-        Self::with_storage(Box::new(MemoryStorage)).unwrap_or_else(|_| unreachable!("memory storage cannot fail to load"))
+        Self::with_storage(Box::new(MemoryStorage))
+            .unwrap_or_else(|_| unreachable!("memory storage cannot fail to load"))
     }
 
     /// A space backed by `storage`, loading what it holds.
@@ -73,7 +74,14 @@ impl Space {
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
-        Ok(Space { docs, commit_lock: ReentrantMutex::new(()), storage, next_id: AtomicU64::new(0), id_prefix, commits: AtomicU64::new(0) })
+        Ok(Space {
+            docs,
+            commit_lock: ReentrantMutex::new(()),
+            storage,
+            next_id: AtomicU64::new(0),
+            id_prefix,
+            commits: AtomicU64::new(0),
+        })
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.
@@ -153,7 +161,11 @@ impl Space {
         let mut changes = Vec::with_capacity(updated.len());
         for (id, value, version, paths) in updated {
             stored.push(StoredDoc { id: id.to_string(), version, value: value.clone() });
-            let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc { value: Value::Null, version: 0, recent: VecDeque::new() });
+            let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc {
+                value: Value::Null,
+                version: 0,
+                recent: VecDeque::new(),
+            });
             if doc.recent.len() == RECENT_COMMITS {
                 doc.recent.pop_front();
             }
@@ -191,10 +203,7 @@ fn validate(id: &DocId, writes: &DocWrites, version: u64, recent: &VecDeque<(u64
 
 impl Read for Space {
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
-        self.docs
-            .get(&**doc)
-            .and_then(|d| d.value.at(path.segments()).cloned())
-            .unwrap_or(Value::Null)
+        self.docs.get(&**doc).and_then(|d| d.value.at(path.segments()).cloned()).unwrap_or(Value::Null)
     }
 
     fn note_read(&self, _link: &Link) {}

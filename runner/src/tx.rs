@@ -73,7 +73,12 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, depth: usize) -> Resul
 /// Follows links along the path (and at its end when `follow_last`). The links followed
 /// are recorded as reads; so is the final location when `note_end` (a write target's
 /// parent is not a read: recording it would make writes to sibling fields conflict).
-pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, follow_last: bool, note_end: bool) -> Result<(Link, Value)> {
+pub(crate) fn resolve<R: Read + ?Sized>(
+    r: &R,
+    link: &Link,
+    follow_last: bool,
+    note_end: bool,
+) -> Result<(Link, Value)> {
     let mut doc = link.doc.clone();
     let mut segments: Vec<Segment> = link.path.segments().to_vec();
     'hops: for _ in 0..MAX_LINK_HOPS {
@@ -138,7 +143,12 @@ pub struct Tx<'s> {
 
 impl<'s> Tx<'s> {
     pub(crate) fn new(space: &'s Space) -> Self {
-        Tx { space, docs: RefCell::new(Vec::new()), after_commit: RefCell::new(Vec::new()), reads: RefCell::new(Vec::new()) }
+        Tx {
+            space,
+            docs: RefCell::new(Vec::new()),
+            after_commit: RefCell::new(Vec::new()),
+            reads: RefCell::new(Vec::new()),
+        }
     }
 
     /// The space this transaction runs against.
@@ -152,7 +162,10 @@ impl<'s> Tx<'s> {
             Some(index) => index,
             None => {
                 let (value, version) = self.space.snapshot(doc);
-                docs.push((doc.clone(), DocWrites { read_version: version, local: value, ops: Vec::new(), reads: Vec::new() }));
+                docs.push((
+                    doc.clone(),
+                    DocWrites { read_version: version, local: value, ops: Vec::new(), reads: Vec::new() },
+                ));
                 docs.len() - 1
             }
         };

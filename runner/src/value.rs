@@ -196,9 +196,9 @@ impl Value {
             Value::Number(n) => serde_json::Value::Number(n.clone()),
             Value::String(s) => serde_json::Value::String(s.to_string()),
             Value::Array(items) => items.iter().map(Value::to_json).collect(),
-            Value::Object(map) => serde_json::Value::Object(
-                map.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect(),
-            ),
+            Value::Object(map) => {
+                serde_json::Value::Object(map.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect())
+            }
         }
     }
 

@@ -77,17 +77,25 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
             // The same path a model's tool call takes: schema validation first, then the
             // handler's transaction, then the snapshot and the summary of what changed.
             let catalog = Catalog::build(rt, &json!({ &*id: {"charm": charms.result(&id).to_json()} }));
-            let tool = catalog.tools().iter().find(|t| t.display.rsplit_once('.').is_some_and(|(_, key)| key == handler));
+            let tool =
+                catalog.tools().iter().find(|t| t.display.rsplit_once('.').is_some_and(|(_, key)| key == handler));
             let Some(tool) = tool else {
-                let handlers: Vec<&str> = catalog.tools().iter().filter_map(|t| t.display.rsplit_once('.').map(|(_, k)| k)).collect();
-                bail!("charm {} has no handler `{handler}`; its handlers are: {}", charms.name(&id), handlers.join(", "));
+                let handlers: Vec<&str> =
+                    catalog.tools().iter().filter_map(|t| t.display.rsplit_once('.').map(|(_, k)| k)).collect();
+                bail!(
+                    "charm {} has no handler `{handler}`; its handlers are: {}",
+                    charms.name(&id),
+                    handlers.join(", ")
+                );
             };
             let invocation = tool.invoke(rt, event, SEND_TIMEOUT).await;
             match invocation.output {
                 ToolOutput::ErrorText(error) => bail!("{error}"),
                 ToolOutput::Json(result) => {
                     let summary = invocation.summary.unwrap_or_else(|| "no changes".into());
-                    print(format, &json!({"id": &*id, "summary": summary, "result": result["result"]}), || summary.clone());
+                    print(format, &json!({"id": &*id, "summary": summary, "result": result["result"]}), || {
+                        summary.clone()
+                    });
                 }
                 ToolOutput::Text(text) => print(format, &json!({"id": &*id, "summary": text}), || text.clone()),
             }

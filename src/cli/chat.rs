@@ -38,7 +38,11 @@ impl Session {
             Some(c) => DocId::from(c.id.as_str()),
             None => charms.create(CHATBOT, json!({}))?,
         };
-        let session = Session { rt: rt.clone(), dialog: DialogHandle::new(rt.clone(), charms.result(&chat).child("dialog")), chat };
+        let session = Session {
+            rt: rt.clone(),
+            dialog: DialogHandle::new(rt.clone(), charms.result(&chat).child("dialog")),
+            chat,
+        };
         session.send("set_model", json!({"model": model})).await?;
         Ok(session)
     }

@@ -36,9 +36,7 @@ use std::task::{Context, Poll, Waker};
 use futures::executor::{LocalPool, LocalSpawner};
 use futures::task::LocalSpawnExt;
 use futures_signals::map_ref;
-use futures_signals::signal::{
-    Broadcaster, BroadcasterSignalCloned, LocalBoxSignal, Mutable, Signal, SignalExt,
-};
+use futures_signals::signal::{Broadcaster, BroadcasterSignalCloned, LocalBoxSignal, Mutable, Signal, SignalExt};
 
 use crate::reactive::{Inputs, ReactiveSystem, Value};
 
@@ -96,18 +94,12 @@ impl<T: Value> FsNode<T> {
             Self::Source(m) => m.get_cloned(),
             Self::Computed(c) => {
                 let mut slot = c.reader.borrow_mut();
-                let reader = slot.get_or_insert_with(|| Reader {
-                    signal: c.broadcaster.signal_cloned(),
-                    last: None,
-                });
+                let reader = slot.get_or_insert_with(|| Reader { signal: c.broadcaster.signal_cloned(), last: None });
                 let mut cx = Context::from_waker(Waker::noop());
                 while let Poll::Ready(Some(value)) = reader.signal.poll_change_unpin(&mut cx) {
                     reader.last = Some(value);
                 }
-                reader
-                    .last
-                    .clone()
-                    .expect("futures-signals: a computed produced no value when polled")
+                reader.last.clone().expect("futures-signals: a computed produced no value when polled")
             }
         }
     }
@@ -153,9 +145,7 @@ impl<A: Clone> Inputs<A> for Many<'_, A> {
     }
 
     fn get(&self, i: usize) -> A {
-        self.0[i]
-            .clone()
-            .expect("CombineAll runs its function only once every input has a value")
+        self.0[i].clone().expect("CombineAll runs its function only once every input has a value")
     }
 }
 
@@ -197,12 +187,7 @@ where
         let this = self.get_mut();
         let mut changed = false;
         let mut all_ended = true;
-        for ((input, value), ended) in this
-            .inputs
-            .iter_mut()
-            .zip(this.values.iter_mut())
-            .zip(this.ended.iter_mut())
-        {
+        for ((input, value), ended) in this.inputs.iter_mut().zip(this.values.iter_mut()).zip(this.ended.iter_mut()) {
             if *ended {
                 continue;
             }
@@ -253,11 +238,7 @@ impl ReactiveSystem for FuturesSignals {
         F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
     {
         let combined: Boxed<B> = match deps {
-            [a] => a
-                .signal()
-                .map(move |x| f(&One(&x)))
-                .dedupe_cloned()
-                .boxed_local(),
+            [a] => a.signal().map(move |x| f(&One(&x))).dedupe_cloned().boxed_local(),
             [a, b] => {
                 let (sa, sb) = (a.signal(), b.signal());
                 map_ref! {
@@ -267,14 +248,9 @@ impl ReactiveSystem for FuturesSignals {
                 .dedupe_cloned()
                 .boxed_local()
             }
-            _ => CombineAll::new(deps.iter().map(FsNode::signal).collect(), f)
-                .dedupe_cloned()
-                .boxed_local(),
+            _ => CombineAll::new(deps.iter().map(FsNode::signal).collect(), f).dedupe_cloned().boxed_local(),
         };
-        FsNode::Computed(Rc::new(Computed {
-            broadcaster: Broadcaster::new(combined),
-            reader: RefCell::new(None),
-        }))
+        FsNode::Computed(Rc::new(Computed { broadcaster: Broadcaster::new(combined), reader: RefCell::new(None) }))
     }
 
     fn effect<T, F>(&mut self, node: &FsNode<T>, mut f: F)
@@ -286,9 +262,7 @@ impl ReactiveSystem for FuturesSignals {
             f(&value);
             std::future::ready(())
         });
-        self.spawner
-            .spawn_local(task)
-            .expect("futures-signals: the LocalPool refused to spawn an effect");
+        self.spawner.spawn_local(task).expect("futures-signals: the LocalPool refused to spawn an effect");
     }
 
     fn set<T: Value>(&mut self, signal: &Mutable<T>, value: T) {

@@ -15,8 +15,7 @@
 //! the current root through a thread-local.
 
 use sycamore_reactive::{
-    batch, create_effect, create_root, create_selector, create_signal, ReadSignal, RootHandle,
-    Signal,
+    batch, create_effect, create_root, create_selector, create_signal, ReadSignal, RootHandle, Signal,
 };
 
 use crate::reactive::{Inputs, ReactiveSystem, Value};
@@ -46,9 +45,7 @@ impl ReactiveSystem for Sycamore {
     type Node<T: Value> = ReadSignal<T>;
 
     fn new() -> Self {
-        Self {
-            root: create_root(|| {}),
-        }
+        Self { root: create_root(|| {}) }
     }
 
     fn signal<T: Value>(&mut self, initial: T) -> Signal<T> {
@@ -66,8 +63,7 @@ impl ReactiveSystem for Sycamore {
         F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
     {
         let deps = deps.to_vec();
-        self.root
-            .run_in(|| create_selector(move || f(&Tracked(&deps))))
+        self.root.run_in(|| create_selector(move || f(&Tracked(&deps))))
     }
 
     fn effect<T, F>(&mut self, node: &ReadSignal<T>, mut f: F)
@@ -76,8 +72,7 @@ impl ReactiveSystem for Sycamore {
         F: FnMut(&T) + Send + 'static,
     {
         let node = *node;
-        self.root
-            .run_in(|| create_effect(move || node.with(|value| f(value))));
+        self.root.run_in(|| create_effect(move || node.with(|value| f(value))));
     }
 
     fn set<T: Value>(&mut self, signal: &Signal<T>, value: T) {

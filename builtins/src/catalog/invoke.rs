@@ -45,10 +45,7 @@ pub struct Invocation {
 
 impl Invocation {
     fn error(message: impl Into<String>) -> Self {
-        Invocation {
-            output: ToolOutput::ErrorText(message.into()),
-            summary: None,
-        }
+        Invocation { output: ToolOutput::ErrorText(message.into()), summary: None }
     }
 
     /// Whether the call failed.
@@ -61,18 +58,9 @@ impl Catalog {
     /// Calls the tool named `name` (wire name, or display name when unambiguous) with the
     /// model's `arguments` (see the module docs). Never panics on model input: every
     /// failure is an error text.
-    pub async fn invoke(
-        &self,
-        rt: &Runtime,
-        name: &str,
-        arguments: Value,
-        timeout: Duration,
-    ) -> Invocation {
+    pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
         match self.get(name) {
-            Some(tool) => {
-                tool.call(rt, arguments, timeout, self.inline_handlers)
-                    .await
-            }
+            Some(tool) => tool.call(rt, arguments, timeout, self.inline_handlers).await,
             None => {
                 let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
                 let _enter = span.enter();
@@ -92,18 +80,18 @@ impl Catalog {
         } else {
             format!("unknown tool `{name}`")
         };
-        let mut listed: Vec<String> = self
-            .tools
-            .iter()
-            .take(MAX_LISTED)
-            .map(|t| {
-                if t.wire == t.display {
-                    format!("`{}`", t.wire)
-                } else {
-                    format!("`{}` ({})", t.wire, t.display)
-                }
-            })
-            .collect();
+        let mut listed: Vec<String> =
+            self.tools
+                .iter()
+                .take(MAX_LISTED)
+                .map(|t| {
+                    if t.wire == t.display {
+                        format!("`{}`", t.wire)
+                    } else {
+                        format!("`{}` ({})", t.wire, t.display)
+                    }
+                })
+                .collect();
         if self.tools.len() > MAX_LISTED {
             listed.push(format!("and {} more", self.tools.len() - MAX_LISTED));
         }
@@ -118,35 +106,22 @@ impl Tool {
         self.call(rt, arguments, timeout, false).await
     }
 
-    async fn call(
-        &self,
-        rt: &Runtime,
-        arguments: Value,
-        timeout: Duration,
-        inline: bool,
-    ) -> Invocation {
+    async fn call(&self, rt: &Runtime, arguments: Value, timeout: Duration, inline: bool) -> Invocation {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
             let invocation = match self.check_arguments(arguments) {
                 Err(message) => Invocation::error(message),
                 Ok(arguments) => match &self.target {
-                    ToolTarget::Handler { stream } => {
-                        self.call_handler(rt, stream, arguments, timeout, inline)
-                            .await
-                    }
+                    ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, inline).await,
                     ToolTarget::Pattern { id, prefilled } => {
-                        self.run_pattern(rt, id, prefilled, arguments, timeout)
-                            .await
+                        self.run_pattern(rt, id, prefilled, arguments, timeout).await
                     }
                     ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
                 },
             };
             match &invocation.output {
                 ToolOutput::ErrorText(error) => tracing::info!(%error, "tool call failed"),
-                _ => tracing::debug!(
-                    summary = invocation.summary.as_deref().unwrap_or(""),
-                    "tool call done"
-                ),
+                _ => tracing::debug!(summary = invocation.summary.as_deref().unwrap_or(""), "tool call done"),
             }
             invocation
         }
@@ -168,14 +143,10 @@ impl Tool {
             })?,
             other => other,
         };
-        let validator = self.validator.get_or_init(|| {
-            jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string())
-        });
+        let validator =
+            self.validator.get_or_init(|| jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string()));
         let validator = validator.as_ref().map_err(|e| {
-            format!(
-                "`{}` cannot be called: its input schema cannot be used for validation: {e}",
-                self.display
-            )
+            format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
         })?;
         if validator.is_valid(&arguments) {
             return Ok(arguments);
@@ -192,12 +163,7 @@ impl Tool {
         if violations.is_empty() {
             return Ok(arguments);
         }
-        let mut listed = violations
-            .iter()
-            .take(MAX_VIOLATIONS)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ");
+        let mut listed = violations.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
         if violations.len() > MAX_VIOLATIONS {
             listed.push_str("; and more");
         }
@@ -223,22 +189,14 @@ impl Tool {
         }
         let (after, note) = match snapshot(rt, &result) {
             Ok(after) => (after, None),
-            Err(error) => (
-                Value::Null,
-                Some(format!(
-                    "the handler ran, but its result cannot be read: {error}"
-                )),
-            ),
+            Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
         };
         let summary = changes(&before, &after);
         let mut output = json!({ "result": after, "summary": summary });
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
-        Invocation {
-            output: ToolOutput::Json(output),
-            summary: Some(summary),
-        }
+        Invocation { output: ToolOutput::Json(output), summary: Some(summary) }
     }
 
     async fn run_pattern(
@@ -251,10 +209,7 @@ impl Tool {
     ) -> Invocation {
         let started = Instant::now();
         if tokio::runtime::Handle::try_current().is_err() {
-            return Invocation::error(format!(
-                "`{}` cannot run: tool calls need a Tokio runtime",
-                self.display
-            ));
+            return Invocation::error(format!("`{}` cannot run: tool calls need a Tokio runtime", self.display));
         }
         let mut argument = self.shape.event_from_arguments(arguments);
         match &mut argument {
@@ -263,10 +218,7 @@ impl Tool {
             _ => {}
         }
         let charm = match rt.charms().create(id, argument) {
-            Ok(charm) => Instance {
-                rt: rt.clone(),
-                id: charm,
-            },
+            Ok(charm) => Instance { rt: rt.clone(), id: charm },
             Err(error) => return Invocation::error(format!("`{}` failed: {error}", self.display)),
         };
         let result = rt.charms().result(&charm.id);
@@ -278,14 +230,8 @@ impl Tool {
             ));
         }
         match snapshot(rt, &result) {
-            Ok(result) => Invocation {
-                output: ToolOutput::Json(json!({ "result": result })),
-                summary: None,
-            },
-            Err(error) => Invocation::error(format!(
-                "`{}` ran, but its result cannot be read: {error}",
-                self.display
-            )),
+            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": result })), summary: None },
+            Err(error) => Invocation::error(format!("`{}` ran, but its result cannot be read: {error}", self.display)),
         }
     }
 }
@@ -308,27 +254,17 @@ impl Drop for Instance {
 
 /// Sends `event` and waits for the handler's commit, at most `timeout`; the error is the
 /// rest of a sentence starting with the tool's name.
-async fn send_within(
-    rt: &Runtime,
-    stream: &Link,
-    event: Value,
-    timeout: Duration,
-    inline: bool,
-) -> Result<(), String> {
+async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duration, inline: bool) -> Result<(), String> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
     let outcome = if inline {
-        tokio::time::timeout(timeout, rt.send(stream, event))
-            .await
-            .map(Ok)
+        tokio::time::timeout(timeout, rt.send(stream, event)).await.map(Ok)
     } else {
         let (rt, stream) = (rt.clone(), stream.clone());
         // The handler runs synchronously inside `send`: on a blocking thread it cannot
         // keep the timer below from firing.
-        let task = tokio::task::spawn_blocking(move || {
-            futures::executor::block_on(rt.send(&stream, event))
-        });
+        let task = tokio::task::spawn_blocking(move || futures::executor::block_on(rt.send(&stream, event)));
         tokio::time::timeout(timeout, task).await
     };
     match outcome {
@@ -347,7 +283,9 @@ fn read_data(rt: &Runtime, charm: &Link, arguments: &Value) -> Invocation {
     let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
     let at = path.split('/').map(str::trim).filter(|s| !s.is_empty()).fold(charm.clone(), |at, key| at.child(key));
     match snapshot(rt, &at) {
-        Ok(Value::Null) if !path.is_empty() => Invocation::error(format!("there is nothing at `{path}`; call it without `path` to see all the data")),
+        Ok(Value::Null) if !path.is_empty() => {
+            Invocation::error(format!("there is nothing at `{path}`; call it without `path` to see all the data"))
+        }
         Ok(value) => Invocation { output: ToolOutput::Json(json!({ "value": value })), summary: None },
         Err(e) => Invocation::error(format!("cannot read `{path}`: {e}")),
     }

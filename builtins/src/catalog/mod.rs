@@ -223,10 +223,7 @@ struct Extraction {
 impl Extraction {
     fn problem(&mut self, entry: &str, error: EntryError) {
         tracing::warn!(entry, %error, "tool entry skipped");
-        self.problems.push(Problem {
-            entry: entry.to_string(),
-            error,
-        });
+        self.problems.push(Problem { entry: entry.to_string(), error });
     }
 }
 
@@ -255,9 +252,7 @@ impl Catalog {
     }
 
     fn from_drafts(out: Extraction) -> Catalog {
-        let Extraction {
-            drafts, problems, ..
-        } = out;
+        let Extraction { drafts, problems, .. } = out;
         // The same stream listed twice under the same name is one tool.
         let mut seen = HashSet::new();
         let keep: Vec<bool> = drafts
@@ -271,28 +266,13 @@ impl Catalog {
             })
             .collect();
         drop(seen);
-        let drafts: Vec<Draft> = drafts
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(d, keep)| keep.then_some(d))
-            .collect();
-        let names = WireNames::assign(
-            drafts
-                .iter()
-                .map(|d| (d.display.as_str(), d.identity.as_str())),
-        );
-        let mut catalog = Catalog {
-            problems,
-            ..Catalog::default()
-        };
+        let drafts: Vec<Draft> = drafts.into_iter().zip(keep).filter_map(|(d, keep)| keep.then_some(d)).collect();
+        let names = WireNames::assign(drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())));
+        let mut catalog = Catalog { problems, ..Catalog::default() };
         for (draft, entry) in drafts.into_iter().zip(names.entries()) {
             let index = catalog.tools.len();
             catalog.by_wire.insert(entry.wire.clone(), index);
-            catalog
-                .by_display
-                .entry(draft.display.clone())
-                .and_modify(|slot| *slot = None)
-                .or_insert(Some(index));
+            catalog.by_display.entry(draft.display.clone()).and_modify(|slot| *slot = None).or_insert(Some(index));
             catalog.tools.push(Tool {
                 display: draft.display,
                 wire: entry.wire.clone(),
@@ -403,15 +383,9 @@ fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
     let Value::Object(fields) = entry else {
         return out.problem(key, EntryError::NotAnObject(kind(entry)));
     };
-    let description = fields
-        .get("description")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|d| !d.is_empty());
-    let targets: Vec<&str> = ["handler", "pattern", "charm"]
-        .into_iter()
-        .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
-        .collect();
+    let description = fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+    let targets: Vec<&str> =
+        ["handler", "pattern", "charm"].into_iter().filter(|t| fields.get(*t).is_some_and(|v| !v.is_null())).collect();
     match targets.as_slice() {
         ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
         ["charm"] => {
@@ -425,23 +399,10 @@ fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
 }
 
 /// `{"handler": LINK}`: one tool named by the entry key.
-fn handler_entry(
-    rt: &Runtime,
-    key: &str,
-    value: &Value,
-    description: Option<&str>,
-    out: &mut Extraction,
-) {
+fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
     let Some(link) = Link::from_json(value) else {
         let found = short(value);
-        return out.problem(
-            key,
-            EntryError::NotALink {
-                field: "handler",
-                also: "",
-                found,
-            },
-        );
+        return out.problem(key, EntryError::NotALink { field: "handler", also: "", found });
     };
     let (stream, marker) = match rt.resolve(&link) {
         Ok(found) => found,
@@ -451,56 +412,23 @@ fn handler_entry(
         return out.problem(key, EntryError::NotAStream(stream.to_string()));
     }
     let schema = out.schemas.of_stream(rt, &stream, &marker);
-    let charm = rt
-        .charms()
-        .record(&stream.doc)
-        .map(|_| stream.doc.to_string());
+    let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
     let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
     let description = description.map(str::to_string);
-    out.push_stream_tool(
-        key,
-        key.to_string(),
-        stream,
-        schema,
-        description,
-        charm_name.as_deref(),
-        charm,
-    );
+    out.push_stream_tool(key, key.to_string(), stream, schema, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
-fn charm_entry(
-    rt: &Runtime,
-    key: &str,
-    value: &Value,
-    description: Option<&str>,
-    read: bool,
-    out: &mut Extraction,
-) {
+fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
     let link = match (Link::from_json(value), value) {
         (Some(link), _) => link,
         (None, Value::String(id)) => match rt.charms().find(id) {
             Ok(doc) => rt.charms().result(&doc),
-            Err(e) => {
-                return out.problem(
-                    key,
-                    EntryError::Unreadable {
-                        at: id.clone(),
-                        message: e.to_string(),
-                    },
-                )
-            }
+            Err(e) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message: e.to_string() }),
         },
         (None, other) => {
             let also = " or a charm id (was the map read with its links resolved?)";
-            return out.problem(
-                key,
-                EntryError::NotALink {
-                    field: "charm",
-                    also,
-                    found: short(other),
-                },
-            );
+            return out.problem(key, EntryError::NotALink { field: "charm", also, found: short(other) });
         }
     };
     // Only the top level is read: its streams are markers, and nested links (data fields
@@ -510,13 +438,7 @@ fn charm_entry(
         Err(e) => return out.problem(key, unreadable(&link, e)),
     };
     let Some(fields) = result.as_object() else {
-        return out.problem(
-            key,
-            EntryError::NotACharm {
-                at: root.to_string(),
-                found: result.kind(),
-            },
-        );
+        return out.problem(key, EntryError::NotACharm { at: root.to_string(), found: result.kind() });
     };
     let name = rt
         .read(&root.child(NAME))
@@ -536,15 +458,7 @@ fn charm_entry(
         let schema = out.schemas.of_stream(rt, &stream, value);
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
-        out.push_stream_tool(
-            key,
-            display,
-            stream,
-            schema,
-            description,
-            Some(&name),
-            charm.clone(),
-        );
+        out.push_stream_tool(key, display, stream, schema, description, Some(&name), charm.clone());
     }
 }
 
@@ -552,7 +466,8 @@ impl Extraction {
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
     /// a handler called `read`), taking an optional `path` into the charm's data.
     fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &StoredMap, charm: Option<String>) {
-        let data: Vec<&str> = fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
+        let data: Vec<&str> =
+            fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
         let key = if fields.contains_key("read") { "read_data" } else { "read" };
         let schema = json!({
             "type": "object",
@@ -591,28 +506,13 @@ impl Extraction {
     ) {
         let prepared = match schema.prepared {
             Ok(prepared) => prepared,
-            Err(source) => {
-                return self.problem(
-                    entry,
-                    EntryError::Schema {
-                        tool: display,
-                        source,
-                    },
-                )
-            }
+            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source }),
         };
-        let key = stream
-            .path
-            .segments()
-            .last()
-            .map(|s| s.to_string())
-            .unwrap_or_default();
-        let mut description = description
-            .or(schema.description)
-            .unwrap_or_else(|| match owner {
-                Some(owner) => format!("{key} handler from {owner}"),
-                None => format!("{key} handler"),
-            });
+        let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
+        let mut description = description.or(schema.description).unwrap_or_else(|| match owner {
+            Some(owner) => format!("{key} handler from {owner}"),
+            None => format!("{key} handler"),
+        });
         if schema.unchecked {
             description = format!("{description} {UNCHECKED_NOTE}");
         }
@@ -641,11 +541,7 @@ struct StreamSchema {
 
 impl StreamSchema {
     fn of(raw: &Value) -> StreamSchema {
-        StreamSchema {
-            prepared: prepare_input_schema(raw),
-            description: description_of(raw),
-            unchecked: raw.is_null(),
-        }
+        StreamSchema { prepared: prepare_input_schema(raw), description: description_of(raw), unchecked: raw.is_null() }
     }
 }
 
@@ -666,11 +562,7 @@ impl SchemaCache {
             .filter(|schema| !matches!(schema, Stored::Null));
         match stored {
             Some(schema) => self.prepare(schema),
-            None => StreamSchema::of(
-                &rt.handler(stream)
-                    .and_then(|h| h.schema)
-                    .unwrap_or(Value::Null),
-            ),
+            None => StreamSchema::of(&rt.handler(stream).and_then(|h| h.schema).unwrap_or(Value::Null)),
         }
     }
 
@@ -721,9 +613,7 @@ fn hash_stored(value: &Stored, hasher: &mut impl Hasher, depth: usize) {
         Stored::String(s) => (3u8, s).hash(hasher),
         Stored::Array(items) => {
             (4u8, items.len()).hash(hasher);
-            items
-                .iter()
-                .for_each(|item| hash_stored(item, hasher, depth + 1));
+            items.iter().for_each(|item| hash_stored(item, hasher, depth + 1));
         }
         Stored::Object(map) => {
             (5u8, map.len()).hash(hasher);
@@ -748,24 +638,12 @@ fn pattern_entry(
     let (id, params) = match spec {
         Value::String(id) => (id.as_str(), fields.get("extraParams")),
         Value::Object(inner) => match inner.get("id").and_then(Value::as_str) {
-            Some(id) => (
-                id,
-                inner
-                    .get("extraParams")
-                    .or_else(|| fields.get("extraParams")),
-            ),
-            None => {
-                return out.problem(
-                    key,
-                    EntryError::Pattern("`pattern` object needs a string `id`".into()),
-                )
-            }
+            Some(id) => (id, inner.get("extraParams").or_else(|| fields.get("extraParams"))),
+            None => return out.problem(key, EntryError::Pattern("`pattern` object needs a string `id`".into())),
         },
         other => {
-            let message = format!(
-                "`pattern` must be a pattern id or {{\"id\", \"extraParams\"}}, found {}",
-                kind(other)
-            );
+            let message =
+                format!("`pattern` must be a pattern id or {{\"id\", \"extraParams\"}}, found {}", kind(other));
             return out.problem(key, EntryError::Pattern(message));
         }
     };
@@ -782,15 +660,7 @@ fn pattern_entry(
     };
     let prepared = match pattern_schema(pattern.argument_schema(), &prefilled) {
         Ok(prepared) => prepared,
-        Err(source) => {
-            return out.problem(
-                key,
-                EntryError::Schema {
-                    tool: key.to_string(),
-                    source,
-                },
-            )
-        }
+        Err(source) => return out.problem(key, EntryError::Schema { tool: key.to_string(), source }),
     };
     let description = description
         .map(str::to_string)
@@ -802,10 +672,7 @@ fn pattern_entry(
         identity: format!("pattern:{key}"),
         description,
         prepared,
-        target: ToolTarget::Pattern {
-            id: id.to_string(),
-            prefilled,
-        },
+        target: ToolTarget::Pattern { id: id.to_string(), prefilled },
         entry: key.to_string(),
         charm: None,
         unchecked: false,
@@ -813,10 +680,7 @@ fn pattern_entry(
 }
 
 /// A pattern's argument schema as an input schema, without the pre-filled properties.
-fn pattern_schema(
-    raw: &Value,
-    prefilled: &Map<String, Value>,
-) -> Result<PreparedSchema, SchemaError> {
+fn pattern_schema(raw: &Value, prefilled: &Map<String, Value>) -> Result<PreparedSchema, SchemaError> {
     // Preparation drops a top-level `result` property (the field the runtime injects into
     // handler events); in a pattern's argument it is a real parameter, so hide it.
     const HIDDEN: &str = "\u{0}result";
@@ -838,11 +702,7 @@ fn pattern_schema(
             required.retain(|name| !name.as_str().is_some_and(|n| prefilled.contains_key(n)));
         }
         if let Value::Object(map) = &mut prepared.schema {
-            if map
-                .get("required")
-                .and_then(Value::as_array)
-                .is_some_and(Vec::is_empty)
-            {
+            if map.get("required").and_then(Value::as_array).is_some_and(Vec::is_empty) {
                 map.remove("required");
             }
         }
@@ -867,10 +727,7 @@ fn rename_property(schema: &mut Value, from: &str, to: &str) {
 }
 
 fn unreadable(link: &Link, error: trellis_runner::Error) -> EntryError {
-    EntryError::Unreadable {
-        at: link.to_string(),
-        message: error.to_string(),
-    }
+    EntryError::Unreadable { at: link.to_string(), message: error.to_string() }
 }
 
 /// The JSON type of a value, for messages.

@@ -58,16 +58,12 @@ pub fn sanitize(display: &str) -> String {
 /// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`.
 pub fn is_valid_wire_name(name: &str) -> bool {
     (1..=MAX_WIRE_LEN).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// 64-bit FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
 pub fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// One allocated tool name.
@@ -103,10 +99,7 @@ impl WireNames {
         D: Into<String>,
         K: Into<String>,
     {
-        let tools: Vec<(String, String)> = tools
-            .into_iter()
-            .map(|(d, k)| (d.into(), k.into()))
-            .collect();
+        let tools: Vec<(String, String)> = tools.into_iter().map(|(d, k)| (d.into(), k.into())).collect();
         let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
         let mut base_counts: HashMap<&str, usize> = HashMap::new();
         for base in &bases {
@@ -118,8 +111,7 @@ impl WireNames {
         let mut wires: Vec<Option<String>> = bases
             .iter()
             .map(|base| {
-                (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1))
-                    .then(|| base.clone())
+                (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone())
             })
             .collect();
 
@@ -144,12 +136,7 @@ impl WireNames {
             names.by_wire.insert(wire.clone(), index);
             names.by_identity.entry(identity.clone()).or_insert(index);
             let suffixed = wire.contains('-');
-            names.entries.push(WireEntry {
-                wire,
-                display,
-                identity,
-                suffixed,
-            });
+            names.entries.push(WireEntry { wire, display, identity, suffixed });
         }
         names
     }
@@ -166,9 +153,7 @@ impl WireNames {
 
     /// The wire name allocated to an identity key.
     pub fn wire_name(&self, identity: &str) -> Option<&str> {
-        self.by_identity
-            .get(identity)
-            .map(|&i| self.entries[i].wire.as_str())
+        self.by_identity.get(identity).map(|&i| self.entries[i].wire.as_str())
     }
 
     /// How many entries there are.
@@ -184,17 +169,10 @@ impl WireNames {
 
 /// `base` cut to fit, `-`, and six hex digits of the (salted) identity hash.
 fn suffixed_name(base: &str, identity: &str, salt: u64) -> String {
-    let hash = if salt == 0 {
-        stable_hash(identity)
-    } else {
-        stable_hash(&format!("{identity}\u{0}{salt}"))
-    };
+    let hash = if salt == 0 { stable_hash(identity) } else { stable_hash(&format!("{identity}\u{0}{salt}")) };
     let keep = MAX_WIRE_LEN - SUFFIX_HEX - 1;
     // `base` is ASCII, so any byte index is a char boundary.
-    let cut = base
-        .get(..keep.min(base.len()))
-        .unwrap_or(base)
-        .trim_end_matches('_');
+    let cut = base.get(..keep.min(base.len())).unwrap_or(base).trim_end_matches('_');
     let cut = if cut.is_empty() { EMPTY_NAME } else { cut };
     format!("{cut}-{:06x}", hash & 0x00ff_ffff)
 }
@@ -204,21 +182,14 @@ mod tests {
     use super::*;
 
     fn names(tools: &[(&str, &str)]) -> Vec<String> {
-        WireNames::assign(tools.iter().copied())
-            .entries()
-            .iter()
-            .map(|e| e.wire.clone())
-            .collect()
+        WireNames::assign(tools.iter().copied()).entries().iter().map(|e| e.wire.clone()).collect()
     }
 
     #[test]
     fn simple_and_dotted_names() {
         assert_eq!(sanitize("Counter"), "Counter");
         assert_eq!(sanitize("Counter.increment"), "Counter_increment");
-        assert_eq!(
-            names(&[("Counter.increment", "c1/increment")]),
-            ["Counter_increment"]
-        );
+        assert_eq!(names(&[("Counter.increment", "c1/increment")]), ["Counter_increment"]);
         assert_eq!(display_name("Counter", "increment"), "Counter.increment");
     }
 
@@ -246,20 +217,13 @@ mod tests {
 
     #[test]
     fn two_charms_with_the_same_name_both_get_suffixes() {
-        let tools = WireNames::assign([
-            ("Counter.increment", "doc-a/increment"),
-            ("Counter.increment", "doc-b/increment"),
-        ]);
+        let tools =
+            WireNames::assign([("Counter.increment", "doc-a/increment"), ("Counter.increment", "doc-b/increment")]);
         let [a, b] = [&tools.entries()[0], &tools.entries()[1]];
         assert_ne!(a.wire, b.wire);
         assert!(a.suffixed && b.suffixed);
-        assert!(
-            a.wire.starts_with("Counter_increment-") && b.wire.starts_with("Counter_increment-")
-        );
-        assert_eq!(
-            tools.lookup(&a.wire).map(|e| e.identity.as_str()),
-            Some("doc-a/increment")
-        );
+        assert!(a.wire.starts_with("Counter_increment-") && b.wire.starts_with("Counter_increment-"));
+        assert_eq!(tools.lookup(&a.wire).map(|e| e.identity.as_str()), Some("doc-a/increment"));
         assert_eq!(tools.wire_name("doc-b/increment"), Some(b.wire.as_str()));
         assert!(tools.lookup("Counter_increment").is_none());
     }
@@ -279,21 +243,13 @@ mod tests {
     #[test]
     fn order_does_not_matter() {
         let long = "x".repeat(90);
-        let tools = [
-            ("Counter.inc", "a"),
-            ("Counter.inc", "b"),
-            ("Notes.add", "c"),
-            (long.as_str(), "d"),
-        ];
+        let tools = [("Counter.inc", "a"), ("Counter.inc", "b"), ("Notes.add", "c"), (long.as_str(), "d")];
         let forward = WireNames::assign(tools);
         let mut reversed = tools;
         reversed.reverse();
         let backward = WireNames::assign(reversed);
         for entry in forward.entries() {
-            assert_eq!(
-                backward.wire_name(&entry.identity),
-                Some(entry.wire.as_str())
-            );
+            assert_eq!(backward.wire_name(&entry.identity), Some(entry.wire.as_str()));
         }
     }
 
@@ -325,21 +281,15 @@ mod tests {
             let tools: Vec<(String, String)> = (0..40)
                 .map(|i| {
                     let len = (next() % 90) as usize;
-                    let display: String = (0..len)
-                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-                        .collect();
+                    let display: String =
+                        (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
                     (display, format!("doc{round}/{i}"))
                 })
                 .collect();
             let assigned = WireNames::assign(tools.clone());
             let mut seen = HashSet::new();
             for entry in assigned.entries() {
-                assert!(
-                    is_valid_wire_name(&entry.wire),
-                    "{:?} -> {:?}",
-                    entry.display,
-                    entry.wire
-                );
+                assert!(is_valid_wire_name(&entry.wire), "{:?} -> {:?}", entry.display, entry.wire);
                 assert!(seen.insert(entry.wire.clone()), "duplicate {}", entry.wire);
                 assert_eq!(assigned.lookup(&entry.wire), Some(entry));
             }

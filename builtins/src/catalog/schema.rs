@@ -33,18 +33,8 @@ pub const MAX_NODES: usize = 20_000;
 pub const WRAPPED_PROPERTY: &str = "value";
 
 /// Keywords dropped everywhere: document plumbing and runtime-only markers.
-const DROPPED: &[&str] = &[
-    "$schema",
-    "$defs",
-    "definitions",
-    "$id",
-    "$comment",
-    "asCell",
-    "asStream",
-    "$stream",
-    "$link",
-    "ifc",
-];
+const DROPPED: &[&str] =
+    &["$schema", "$defs", "definitions", "$id", "$comment", "asCell", "asStream", "$stream", "$link", "ifc"];
 /// Keywords whose value is one schema.
 const ONE_SCHEMA: &[&str] = &[
     "items",
@@ -83,9 +73,7 @@ impl InputShape {
     pub fn event_from_arguments(self, arguments: Value) -> Value {
         match (self, arguments) {
             (InputShape::Object, arguments) => arguments,
-            (InputShape::Wrapped, Value::Object(mut map)) => {
-                map.remove(WRAPPED_PROPERTY).unwrap_or(Value::Null)
-            }
+            (InputShape::Wrapped, Value::Object(mut map)) => map.remove(WRAPPED_PROPERTY).unwrap_or(Value::Null),
             (InputShape::Wrapped, _) => Value::Null,
         }
     }
@@ -134,11 +122,7 @@ pub fn prepare_input_schema(schema: &Value) -> Result<PreparedSchema, SchemaErro
     let prepared = match schema {
         Value::Null => Map::new(),
         _ => {
-            let mut inliner = Inliner {
-                root: schema,
-                nodes: 0,
-                expanding: vec!["#".into()],
-            };
+            let mut inliner = Inliner { root: schema, nodes: 0, expanding: vec!["#".into()] };
             inliner.schema(schema, 0, &mut Vec::new())?
         }
     };
@@ -149,11 +133,7 @@ pub fn prepare_input_schema(schema: &Value) -> Result<PreparedSchema, SchemaErro
 /// local `$ref` when the schema itself has none).
 pub fn description_of(schema: &Value) -> Option<String> {
     let own = |s: &Value| {
-        s.get("description")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(str::to_owned)
+        s.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned)
     };
     own(schema).or_else(|| {
         let pointer = schema.get("$ref")?.as_str()?.strip_prefix('#')?;
@@ -176,22 +156,14 @@ impl Inliner<'_> {
         path: &mut Vec<String>,
     ) -> Result<Map<String, Value>, SchemaError> {
         if depth > MAX_DEPTH {
-            return Err(SchemaError::TooDeep {
-                limit: MAX_DEPTH,
-                path: pointer(path),
-            });
+            return Err(SchemaError::TooDeep { limit: MAX_DEPTH, path: pointer(path) });
         }
         self.count(1)?;
         let map = match node {
             Value::Bool(true) => return Ok(Map::new()),
             Value::Bool(false) => return Ok(not_anything()),
             Value::Object(map) => map,
-            other => {
-                return Err(SchemaError::NotASchema {
-                    path: pointer(path),
-                    found: type_name(other),
-                })
-            }
+            other => return Err(SchemaError::NotASchema { path: pointer(path), found: type_name(other) }),
         };
         let mut out = match map.get("$ref") {
             Some(Value::String(reference)) => self.reference(reference, depth, path)?,
@@ -246,9 +218,7 @@ impl Inliner<'_> {
             // `additionalProperties: false` stays literal: providers (OpenAI strict mode)
             // look for exactly that, and it means the same as `{"not": {}}`.
             Value::Bool(_) if KEEP_BOOLEAN.contains(&key) => Ok(value.clone()),
-            _ if ONE_SCHEMA.contains(&key) => {
-                Ok(Value::Object(self.schema(value, depth + 1, path)?))
-            }
+            _ if ONE_SCHEMA.contains(&key) => Ok(Value::Object(self.schema(value, depth + 1, path)?)),
             _ => self.data(value, depth + 1, path),
         }
     }
@@ -260,19 +230,13 @@ impl Inliner<'_> {
         depth: usize,
         path: &mut Vec<String>,
     ) -> Result<Map<String, Value>, SchemaError> {
-        let target = reference
-            .strip_prefix('#')
-            .and_then(|p| self.root.pointer(p));
+        let target = reference.strip_prefix('#').and_then(|p| self.root.pointer(p));
         let Some(target) = target else {
-            return Ok(described(format!(
-                "unresolved reference `{reference}`; any value"
-            )));
+            return Ok(described(format!("unresolved reference `{reference}`; any value")));
         };
         if self.expanding.iter().any(|r| r == reference) {
             let name = reference.rsplit('/').next().unwrap_or(reference);
-            return Ok(described(format!(
-                "recursive reference to `{name}`, not expanded"
-            )));
+            return Ok(described(format!("recursive reference to `{name}`, not expanded")));
         }
         self.expanding.push(reference.to_owned());
         let inlined = self.schema(target, depth, path);
@@ -286,10 +250,7 @@ impl Inliner<'_> {
         let mut stack = vec![(value, depth)];
         while let Some((node, level)) = stack.pop() {
             if level > MAX_DEPTH {
-                return Err(SchemaError::TooDeep {
-                    limit: MAX_DEPTH,
-                    path: pointer(path),
-                });
+                return Err(SchemaError::TooDeep { limit: MAX_DEPTH, path: pointer(path) });
             }
             self.count(1)?;
             match node {
@@ -318,9 +279,8 @@ fn into_object_schema(mut map: Map<String, Value>) -> PreparedSchema {
         Some(_) => false,
         None => {
             let has_properties = map.contains_key("properties") || map.contains_key("required");
-            let has_alternatives = ["anyOf", "oneOf", "allOf", "not", "enum", "const"]
-                .iter()
-                .any(|k| map.contains_key(*k));
+            let has_alternatives =
+                ["anyOf", "oneOf", "allOf", "not", "enum", "const"].iter().any(|k| map.contains_key(*k));
             has_properties && !has_alternatives
         }
     };
@@ -331,15 +291,9 @@ fn into_object_schema(mut map: Map<String, Value>) -> PreparedSchema {
         if let Some(description) = map.get("description") {
             wrapper.insert("description".into(), description.clone());
         }
-        wrapper.insert(
-            "properties".into(),
-            json!({ WRAPPED_PROPERTY: Value::Object(map) }),
-        );
+        wrapper.insert("properties".into(), json!({ WRAPPED_PROPERTY: Value::Object(map) }));
         wrapper.insert("required".into(), json!([WRAPPED_PROPERTY]));
-        return PreparedSchema {
-            schema: Value::Object(wrapper),
-            shape: InputShape::Wrapped,
-        };
+        return PreparedSchema { schema: Value::Object(wrapper), shape: InputShape::Wrapped };
     }
     map.insert("type".into(), json!("object"));
     match map.entry("properties").or_insert_with(|| json!({})) {
@@ -354,10 +308,7 @@ fn into_object_schema(mut map: Map<String, Value>) -> PreparedSchema {
             map.remove("required");
         }
     }
-    PreparedSchema {
-        schema: Value::Object(map),
-        shape: InputShape::Object,
-    }
+    PreparedSchema { schema: Value::Object(map), shape: InputShape::Object }
 }
 
 fn not_anything() -> Map<String, Value> {
@@ -376,9 +327,7 @@ fn pointer(path: &[String]) -> String {
     if path.is_empty() {
         return "/".into();
     }
-    path.iter()
-        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
-        .collect()
+    path.iter().map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1"))).collect()
 }
 
 fn type_name(value: &Value) -> &'static str {
@@ -412,13 +361,8 @@ mod tests {
             prepared.schema,
             json!({ "type": "object", "properties": { "amount": { "type": "integer" } }, "required": ["amount"] })
         );
-        let only_result = prepare(
-            json!({ "type": "object", "properties": { "result": {} }, "required": ["result"] }),
-        );
-        assert_eq!(
-            only_result.schema,
-            json!({ "type": "object", "properties": {} })
-        );
+        let only_result = prepare(json!({ "type": "object", "properties": { "result": {} }, "required": ["result"] }));
+        assert_eq!(only_result.schema, json!({ "type": "object", "properties": {} }));
     }
 
     #[test]
@@ -451,16 +395,9 @@ mod tests {
         }));
         let props = &prepared.schema["properties"];
         let next = &props["root"]["properties"]["next"];
-        assert!(
-            next["description"]
-                .as_str()
-                .is_some_and(|d| d.contains("recursive")),
-            "{next}"
-        );
+        assert!(next["description"].as_str().is_some_and(|d| d.contains("recursive")), "{next}");
         // `#` is the root, which is being expanded.
-        assert!(props["again"]["description"]
-            .as_str()
-            .is_some_and(|d| d.contains("recursive")));
+        assert!(props["again"]["description"].as_str().is_some_and(|d| d.contains("recursive")));
     }
 
     #[test]
@@ -471,11 +408,7 @@ mod tests {
         }}));
         for key in ["remote", "missing"] {
             let d = &prepared.schema["properties"][key]["description"];
-            assert!(
-                d.as_str()
-                    .is_some_and(|d| d.starts_with("unresolved reference")),
-                "{d}"
-            );
+            assert!(d.as_str().is_some_and(|d| d.starts_with("unresolved reference")), "{d}");
         }
     }
 
@@ -513,10 +446,7 @@ mod tests {
                 "any": {}, "none": { "not": {} }, "list": { "type": "array", "items": { "not": {} } }
             }, "additionalProperties": false })
         );
-        assert_eq!(
-            prepare(json!(true)).schema,
-            json!({ "type": "object", "properties": {} })
-        );
+        assert_eq!(prepare(json!(true)).schema, json!({ "type": "object", "properties": {} }));
         let never = prepare(json!(false));
         assert_eq!(never.shape, InputShape::Wrapped);
         assert_eq!(never.schema["properties"]["value"], json!({ "not": {} }));
@@ -525,13 +455,7 @@ mod tests {
     #[test]
     fn missing_or_empty_schemas_become_empty_objects() {
         let empty = json!({ "type": "object", "properties": {} });
-        assert_eq!(
-            prepare(Value::Null),
-            PreparedSchema {
-                schema: empty.clone(),
-                shape: InputShape::Object
-            }
-        );
+        assert_eq!(prepare(Value::Null), PreparedSchema { schema: empty.clone(), shape: InputShape::Object });
         assert_eq!(prepare(json!({})).schema, empty);
         assert_eq!(
             prepare(json!({ "title": "Ping", "description": "Pings." })).schema,
@@ -553,39 +477,20 @@ mod tests {
                     "properties": { "value": { "type": "string", "description": "A name." } },
                     "required": ["value"] })
         );
-        assert_eq!(
-            InputShape::Wrapped.event_from_arguments(json!({ "value": "Ada" })),
-            json!("Ada")
-        );
-        assert_eq!(
-            InputShape::Wrapped.event_from_arguments(json!("junk")),
-            Value::Null
-        );
-        assert_eq!(
-            InputShape::Object.event_from_arguments(json!({ "n": 1 })),
-            json!({ "n": 1 })
-        );
+        assert_eq!(InputShape::Wrapped.event_from_arguments(json!({ "value": "Ada" })), json!("Ada"));
+        assert_eq!(InputShape::Wrapped.event_from_arguments(json!("junk")), Value::Null);
+        assert_eq!(InputShape::Object.event_from_arguments(json!({ "n": 1 })), json!({ "n": 1 }));
         // An optional object (`Option<T>`) is not plainly an object either.
-        assert_eq!(
-            prepare(json!({ "type": ["object", "null"] })).shape,
-            InputShape::Wrapped
-        );
-        assert_eq!(
-            prepare(json!({ "oneOf": [{ "type": "integer" }] })).shape,
-            InputShape::Wrapped
-        );
+        assert_eq!(prepare(json!({ "type": ["object", "null"] })).shape, InputShape::Wrapped);
+        assert_eq!(prepare(json!({ "oneOf": [{ "type": "integer" }] })).shape, InputShape::Wrapped);
     }
 
     #[test]
     fn describes_from_the_top_level() {
-        assert_eq!(
-            description_of(&json!({ "description": " Adds. " })),
-            Some("Adds.".into())
-        );
+        assert_eq!(description_of(&json!({ "description": " Adds. " })), Some("Adds.".into()));
         assert_eq!(description_of(&json!({ "description": "  " })), None);
         assert_eq!(description_of(&json!(true)), None);
-        let via_ref =
-            json!({ "$ref": "#/$defs/E", "$defs": { "E": { "description": "From def." } } });
+        let via_ref = json!({ "$ref": "#/$defs/E", "$defs": { "E": { "description": "From def." } } });
         assert_eq!(description_of(&via_ref), Some("From def.".into()));
     }
 
@@ -595,46 +500,28 @@ mod tests {
         for _ in 0..200 {
             deep = json!({ "type": "array", "items": deep });
         }
-        assert!(matches!(
-            prepare_input_schema(&deep),
-            Err(SchemaError::TooDeep { .. })
-        ));
+        assert!(matches!(prepare_input_schema(&deep), Err(SchemaError::TooDeep { .. })));
 
         let mut deep_data = json!(1);
         for _ in 0..100 {
             deep_data = json!([deep_data]);
         }
         let schema = json!({ "type": "object", "properties": { "x": { "default": deep_data } } });
-        assert!(matches!(
-            prepare_input_schema(&schema),
-            Err(SchemaError::TooDeep { .. })
-        ));
+        assert!(matches!(prepare_input_schema(&schema), Err(SchemaError::TooDeep { .. })));
 
         // Each level references the next one twice: 2^30 nodes once inlined.
         let mut defs = Map::new();
         for i in 0..30 {
             let next = format!("#/$defs/d{}", i + 1);
-            defs.insert(
-                format!("d{i}"),
-                json!({ "anyOf": [{ "$ref": next }, { "$ref": next }] }),
-            );
+            defs.insert(format!("d{i}"), json!({ "anyOf": [{ "$ref": next }, { "$ref": next }] }));
         }
         defs.insert("d30".into(), json!({ "type": "string" }));
         let bomb = json!({ "type": "object", "properties": { "x": { "$ref": "#/$defs/d0" } }, "$defs": defs });
-        assert_eq!(
-            prepare_input_schema(&bomb),
-            Err(SchemaError::TooLarge { limit: MAX_NODES })
-        );
+        assert_eq!(prepare_input_schema(&bomb), Err(SchemaError::TooLarge { limit: MAX_NODES }));
 
         let not_schema = json!({ "type": "object", "properties": { "a/b": 3 } });
         let err = prepare_input_schema(&not_schema).expect_err("a number is not a schema");
-        assert_eq!(
-            err,
-            SchemaError::NotASchema {
-                path: "/properties/a~1b".into(),
-                found: "number"
-            }
-        );
+        assert_eq!(err, SchemaError::NotASchema { path: "/properties/a~1b".into(), found: "number" });
         assert!(prepare_input_schema(&json!("string")).is_err());
     }
 
@@ -661,30 +548,14 @@ mod tests {
             "default",
             "x",
         ];
-        let refs = [
-            "#",
-            "#/$defs/a",
-            "#/$defs/b",
-            "#/properties",
-            "#/nope",
-            "http://x",
-        ];
-        fn build(
-            next: &mut dyn FnMut(u64) -> u64,
-            depth: u32,
-            keys: &[&str],
-            refs: &[&str],
-        ) -> Value {
+        let refs = ["#", "#/$defs/a", "#/$defs/b", "#/properties", "#/nope", "http://x"];
+        fn build(next: &mut dyn FnMut(u64) -> u64, depth: u32, keys: &[&str], refs: &[&str]) -> Value {
             match if depth > 6 { next(4) } else { next(8) } {
                 0 => json!(next(2) == 0),
                 1 => json!(next(100)),
                 2 => json!(refs[next(refs.len() as u64) as usize]),
                 3 => Value::Null,
-                4 | 5 => Value::Array(
-                    (0..next(4))
-                        .map(|_| build(next, depth + 1, keys, refs))
-                        .collect(),
-                ),
+                4 | 5 => Value::Array((0..next(4)).map(|_| build(next, depth + 1, keys, refs)).collect()),
                 _ => {
                     let mut map = Map::new();
                     for _ in 0..next(5) {
@@ -705,10 +576,7 @@ mod tests {
             if let Ok(prepared) = prepare_input_schema(&schema) {
                 assert_eq!(prepared.schema["type"], "object", "{schema}");
                 assert!(prepared.schema["properties"].is_object(), "{schema}");
-                assert!(
-                    prepared.schema["properties"].get("result").is_none()
-                        || prepared.shape == InputShape::Wrapped
-                );
+                assert!(prepared.schema["properties"].get("result").is_none() || prepared.shape == InputShape::Wrapped);
             }
             let _ = description_of(&schema);
         }
@@ -747,10 +615,7 @@ mod tests {
     #[test]
     fn prepares_a_real_schemars_schema() {
         let raw = serde_json::to_value(schemars::schema_for!(AddNote)).expect("schema serialises");
-        assert!(
-            raw.get("$defs").is_some(),
-            "schemars should emit $defs: {raw}"
-        );
+        assert!(raw.get("$defs").is_some(), "schemars should emit $defs: {raw}");
         assert_eq!(description_of(&raw), Some("Add a note to the list.".into()));
 
         let prepared = prepare(raw);
@@ -760,24 +625,13 @@ mod tests {
             assert!(!text.contains(gone), "{gone} left in {text}");
         }
         let props = &prepared.schema["properties"];
-        assert_eq!(
-            props["text"],
-            json!({ "type": "string", "description": "The note's text." })
-        );
+        assert_eq!(props["text"], json!({ "type": "string", "description": "The note's text." }));
         assert_eq!(props["priority"]["description"], "How urgent it is.");
-        let variants = props["priority"]["anyOf"][0]["oneOf"]
-            .as_array()
-            .expect("enum variants inlined");
+        let variants = props["priority"]["anyOf"][0]["oneOf"].as_array().expect("enum variants inlined");
         assert_eq!(variants[0]["enum"], json!(["Low", "High"]));
-        assert_eq!(
-            props["tags"]["items"]["properties"]["name"],
-            json!({ "type": "string" })
-        );
+        assert_eq!(props["tags"]["items"]["properties"]["name"], json!({ "type": "string" }));
         let cut = &props["tags"]["items"]["properties"]["children"]["items"]["description"];
-        assert!(
-            cut.as_str().is_some_and(|d| d.contains("recursive")),
-            "{cut}"
-        );
+        assert!(cut.as_str().is_some_and(|d| d.contains("recursive")), "{cut}");
         assert_eq!(prepared.schema["required"], json!(["text", "tags"]));
         assert_eq!(prepared.schema["description"], "Add a note to the list.");
     }

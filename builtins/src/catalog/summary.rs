@@ -88,10 +88,7 @@ fn clean_inner(value: Value) -> Option<Value> {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(|v| clean_inner(v).unwrap_or_else(|| Value::String(HANDLER.into())))
-                .collect(),
+            items.into_iter().map(|v| clean_inner(v).unwrap_or_else(|| Value::String(HANDLER.into()))).collect(),
         ),
         other => other,
     })
@@ -113,9 +110,7 @@ pub(crate) fn changes(before: &Value, after: &Value) -> String {
         .filter_map(|key| {
             let (old, new) = (before.get(key), after.get(key));
             (old != new && is_data(old) && is_data(new)).then(|| {
-                let show = |v: Option<&Value>| {
-                    v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS))
-                };
+                let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS));
                 format!("{key}: {} → {}", show(old), show(new))
             })
         })
@@ -123,12 +118,7 @@ pub(crate) fn changes(before: &Value, after: &Value) -> String {
     if changed.is_empty() {
         return "no changes".to_string();
     }
-    let mut line = changed
-        .iter()
-        .take(MAX_CHANGES)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut line = changed.iter().take(MAX_CHANGES).cloned().collect::<Vec<_>>().join(", ");
     if changed.len() > MAX_CHANGES {
         line.push_str(&format!(", and {} more", changed.len() - MAX_CHANGES));
     }
@@ -161,11 +151,9 @@ mod tests {
     #[test]
     fn summarises_changed_data_fields_only() {
         let before = json!({ "$NAME": "Counter", "count": 0, "label": "Count: 0", "inc": { "$stream": {} } });
-        let after = json!({ "$NAME": "Renamed", "count": 5, "label": "Count: 5", "inc": { "$stream": { "schema": {} } } });
-        assert_eq!(
-            changes(&before, &after),
-            r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#
-        );
+        let after =
+            json!({ "$NAME": "Renamed", "count": 5, "label": "Count: 5", "inc": { "$stream": { "schema": {} } } });
+        assert_eq!(changes(&before, &after), r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#);
         assert_eq!(changes(&before, &before), "no changes");
         assert_eq!(changes(&json!({}), &json!({ "a": [1] })), "a: (none) → [1]");
         assert_eq!(changes(&json!({ "a": 1 }), &json!({})), "a: 1 → (none)");
@@ -177,10 +165,7 @@ mod tests {
         let items: Vec<u32> = (0..50).collect();
         let text = "x".repeat(100);
         let summary = changes(&json!({}), &json!({ "items": items, "text": text }));
-        assert!(
-            summary.starts_with("items: (none) → [50 items], text: (none) → \"xxx"),
-            "{summary}"
-        );
+        assert!(summary.starts_with("items: (none) → [50 items], text: (none) → \"xxx"), "{summary}");
         assert!(summary.ends_with('…'), "{summary}");
         let many: Map<String, Value> = (0..10).map(|i| (format!("k{i}"), json!(i))).collect();
         let summary = changes(&json!({}), &Value::Object(many));
@@ -194,10 +179,7 @@ mod tests {
         let rt = Runtime::in_memory();
         let other = Link::new("other", Path::root());
         rt.transact(|tx| {
-            tx.write(
-                &other,
-                Stored::from(json!({ "x": 1, "s": { "$stream": {} } })),
-            )?;
+            tx.write(&other, Stored::from(json!({ "x": 1, "s": { "$stream": {} } })))?;
             let root = Link::new("doc", Path::root());
             tx.write(
                 &root,
@@ -211,10 +193,7 @@ mod tests {
         })
         .expect("written");
         let snap = snapshot(&rt, &Link::new("doc", Path::root())).expect("readable");
-        assert_eq!(
-            snap,
-            json!({ "$NAME": "N", "n": 2, "list": [1, "(handler)", { "x": 1 }], "alias": { "x": 1 } })
-        );
+        assert_eq!(snap, json!({ "$NAME": "N", "n": 2, "list": [1, "(handler)", { "x": 1 }], "alias": { "x": 1 } }));
         let nested = snapshot(&rt, &Link::new("doc", Path::new(["alias"]))).expect("readable");
         assert_eq!(nested, json!({ "x": 1 }));
     }

@@ -65,9 +65,7 @@ fn counter() -> Pattern {
         let count = b.state("count", 0i64)?;
         b.lift("label", &count, |n: i64| format!("Count: {n}"));
         let c = count.clone();
-        b.handler("increment", move |tx, e: Increment| {
-            Ok(c.update(tx, |n| n + e.amount)?)
-        });
+        b.handler("increment", move |tx, e: Increment| Ok(c.update(tx, |n| n + e.amount)?));
         let c = count.clone();
         b.handler("reset", move |tx, _: Reset| Ok(c.set(tx, 0)?));
         let c = count.clone();
@@ -120,26 +118,13 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
     let rt = runtime();
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    assert_eq!(
-        displays(&catalog),
-        [
-            "Counter.boom",
-            "Counter.increment",
-            "Counter.reset",
-            "Counter.wait"
-        ]
-    );
+    assert_eq!(displays(&catalog), ["Counter.boom", "Counter.increment", "Counter.reset", "Counter.wait"]);
     assert!(catalog.problems().is_empty(), "{:?}", catalog.problems());
     let tool = catalog.get("Counter_increment").expect("by wire name");
     assert_eq!(tool.charm.as_deref(), Some(&*id));
     assert_eq!(tool.entry, "c");
     assert!(!tool.suffixed && !tool.unchecked);
-    assert_eq!(
-        tool.target,
-        ToolTarget::Handler {
-            stream: rt.charms().result(&id).child("increment")
-        }
-    );
+    assert_eq!(tool.target, ToolTarget::Handler { stream: rt.charms().result(&id).child("increment") });
     assert_eq!(
         catalog.specs()[1],
         crate::model::ToolSpec {
@@ -172,10 +157,7 @@ fn a_charm_with_one_handler_and_one_with_only_data() {
     }));
     let one = rt.charms().create("one", json!({})).expect("created");
     let data = rt.charms().create("data", json!({})).expect("created");
-    let catalog = Catalog::build(
-        &rt,
-        &json!({ "a": charm_entry(&rt, &one), "b": charm_entry(&rt, &data) }),
-    );
+    let catalog = Catalog::build(&rt, &json!({ "a": charm_entry(&rt, &one), "b": charm_entry(&rt, &data) }));
     assert_eq!(displays(&catalog), ["One.only"]);
     assert!(catalog.problems().is_empty());
 }
@@ -213,65 +195,31 @@ async fn two_charms_with_the_same_name_stay_distinct_and_each_changes_only_itsel
     let rt = runtime();
     let a = rt.charms().create("counter", json!({})).expect("created");
     let b = rt.charms().create("counter", json!({})).expect("created");
-    let catalog = Catalog::build(
-        &rt,
-        &json!({ "a": charm_entry(&rt, &a), "b": charm_entry(&rt, &b) }),
-    );
+    let catalog = Catalog::build(&rt, &json!({ "a": charm_entry(&rt, &a), "b": charm_entry(&rt, &b) }));
     assert_eq!(catalog.len(), 8);
-    let increments: Vec<&Tool> = catalog
-        .tools()
-        .iter()
-        .filter(|t| t.display == "Counter.increment")
-        .collect();
+    let increments: Vec<&Tool> = catalog.tools().iter().filter(|t| t.display == "Counter.increment").collect();
     assert_eq!(increments.len(), 2);
     assert_ne!(increments[0].wire, increments[1].wire);
     for tool in &increments {
-        assert!(
-            tool.suffixed && tool.wire.starts_with("Counter_increment-"),
-            "{}",
-            tool.wire
-        );
+        assert!(tool.suffixed && tool.wire.starts_with("Counter_increment-"), "{}", tool.wire);
     }
     // The display name is ambiguous now: it finds nothing, and says so.
     assert!(catalog.get("Counter.increment").is_none());
-    let ambiguous = catalog
-        .invoke(&rt, "Counter.increment", json!({ "amount": 1 }), TIMEOUT)
-        .await;
-    assert!(
-        error_text(&ambiguous).contains("names several tools"),
-        "{ambiguous:?}"
-    );
+    let ambiguous = catalog.invoke(&rt, "Counter.increment", json!({ "amount": 1 }), TIMEOUT).await;
+    assert!(error_text(&ambiguous).contains("names several tools"), "{ambiguous:?}");
 
     let (wire_a, wire_b) = (increments[0].wire.clone(), increments[1].wire.clone());
     let charm_a = increments[0].charm.clone().expect("charm a");
     let charm_b = increments[1].charm.clone().expect("charm b");
-    assert!(!catalog
-        .invoke(&rt, &wire_a, json!({ "amount": 2 }), TIMEOUT)
-        .await
-        .is_error());
-    assert_eq!(
-        (count(&rt, &charm_a), count(&rt, &charm_b)),
-        (json!(2), json!(0))
-    );
-    assert!(!catalog
-        .invoke(&rt, &wire_b, json!({ "amount": 7 }), TIMEOUT)
-        .await
-        .is_error());
-    assert_eq!(
-        (count(&rt, &charm_a), count(&rt, &charm_b)),
-        (json!(2), json!(7))
-    );
+    assert!(!catalog.invoke(&rt, &wire_a, json!({ "amount": 2 }), TIMEOUT).await.is_error());
+    assert_eq!((count(&rt, &charm_a), count(&rt, &charm_b)), (json!(2), json!(0)));
+    assert!(!catalog.invoke(&rt, &wire_b, json!({ "amount": 7 }), TIMEOUT).await.is_error());
+    assert_eq!((count(&rt, &charm_a), count(&rt, &charm_b)), (json!(2), json!(7)));
 
     // Same names whatever the order of the entries.
-    let swapped = Catalog::build(
-        &rt,
-        &json!({ "a": charm_entry(&rt, &b), "b": charm_entry(&rt, &a) }),
-    );
+    let swapped = Catalog::build(&rt, &json!({ "a": charm_entry(&rt, &b), "b": charm_entry(&rt, &a) }));
     for tool in swapped.tools() {
-        assert_eq!(
-            catalog.get(&tool.wire).map(|t| &t.target),
-            Some(&tool.target)
-        );
+        assert_eq!(catalog.get(&tool.wire).map(|t| &t.target), Some(&tool.target));
     }
 }
 
@@ -279,28 +227,15 @@ async fn two_charms_with_the_same_name_stay_distinct_and_each_changes_only_itsel
 async fn names_longer_than_the_limit_get_a_valid_wire_name() {
     let rt = runtime();
     let long = "Very long charm name ".repeat(6);
-    let id = rt
-        .charms()
-        .create("counter", json!({ "name": long }))
-        .expect("created");
+    let id = rt.charms().create("counter", json!({ "name": long })).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    let tool = catalog
-        .get(&format!("{long}.increment"))
-        .expect("by display name");
-    assert!(
-        tool.wire.len() <= MAX_WIRE_LEN && is_valid_wire_name(&tool.wire),
-        "{}",
-        tool.wire
-    );
+    let tool = catalog.get(&format!("{long}.increment")).expect("by display name");
+    assert!(tool.wire.len() <= MAX_WIRE_LEN && is_valid_wire_name(&tool.wire), "{}", tool.wire);
     assert!(tool.suffixed);
-    let wires: std::collections::HashSet<&str> =
-        catalog.tools().iter().map(|t| t.wire.as_str()).collect();
+    let wires: std::collections::HashSet<&str> = catalog.tools().iter().map(|t| t.wire.as_str()).collect();
     assert_eq!(wires.len(), 4);
     let wire = tool.wire.clone();
-    assert!(!catalog
-        .invoke(&rt, &wire, json!({ "amount": 3 }), TIMEOUT)
-        .await
-        .is_error());
+    assert!(!catalog.invoke(&rt, &wire, json!({ "amount": 3 }), TIMEOUT).await.is_error());
     assert_eq!(count(&rt, &id), 3);
 }
 
@@ -333,23 +268,12 @@ async fn descriptions_fall_back_from_entry_to_schema_to_generic() {
     let mut described = charm_entry(&rt, &id);
     described["description"] = json!("Counter tools");
     let catalog = Catalog::build(&rt, &json!({ "c": described }));
-    assert_eq!(
-        catalog
-            .get("Counter.increment")
-            .map(|t| t.description.as_str()),
-        Some("Counter tools - increment")
-    );
+    assert_eq!(catalog.get("Counter.increment").map(|t| t.description.as_str()), Some("Counter tools - increment"));
 
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
     let description = |name: &str| catalog.get(name).map(|t| t.description.clone());
-    assert_eq!(
-        description("Counter.increment").as_deref(),
-        Some("Increase the count by `amount`.")
-    );
-    assert_eq!(
-        description("Counter.reset").as_deref(),
-        Some("reset handler from Counter")
-    );
+    assert_eq!(description("Counter.increment").as_deref(), Some("Increase the count by `amount`."));
+    assert_eq!(description("Counter.reset").as_deref(), Some("reset handler from Counter"));
 
     // A `{handler}` entry: named by its key, described by the entry, else the schema.
     let stream = rt.charms().result(&id).child("reset").to_json();
@@ -362,16 +286,10 @@ async fn descriptions_fall_back_from_entry_to_schema_to_generic() {
         }),
     );
     assert_eq!(displays(&catalog), ["bump", "zero", "zero_again"]);
-    assert_eq!(
-        catalog.tools()[0].description,
-        "Increase the count by `amount`."
-    );
+    assert_eq!(catalog.tools()[0].description, "Increase the count by `amount`.");
     assert_eq!(catalog.tools()[1].description, "Start over.");
     assert_eq!(catalog.tools()[2].description, "reset handler from Counter");
-    assert!(!catalog
-        .invoke(&rt, "bump", json!({ "amount": 4 }), TIMEOUT)
-        .await
-        .is_error());
+    assert!(!catalog.invoke(&rt, "bump", json!({ "amount": 4 }), TIMEOUT).await.is_error());
     assert_eq!(count(&rt, &id), 4);
 }
 
@@ -397,17 +315,9 @@ async fn a_handler_without_schema_is_a_flagged_tool_that_passes_arguments_throug
     let catalog = Catalog::build(&rt, &json!({ "r": charm_entry(&rt, &id) }));
     let tool = catalog.get("Raw.poke").expect("a tool without schema");
     assert!(tool.unchecked);
-    assert_eq!(
-        tool.description,
-        format!("poke handler from Raw {UNCHECKED_NOTE}")
-    );
-    assert_eq!(
-        tool.input_schema,
-        json!({ "type": "object", "properties": {} })
-    );
-    let done = catalog
-        .invoke(&rt, "Raw_poke", json!({ "anything": [1, 2] }), TIMEOUT)
-        .await;
+    assert_eq!(tool.description, format!("poke handler from Raw {UNCHECKED_NOTE}"));
+    assert_eq!(tool.input_schema, json!({ "type": "object", "properties": {} }));
+    let done = catalog.invoke(&rt, "Raw_poke", json!({ "anything": [1, 2] }), TIMEOUT).await;
     assert!(!done.is_error(), "{done:?}");
     assert_eq!(seen.get(), Some(json!({ "anything": [1, 2] })));
 }
@@ -442,42 +352,14 @@ fn schemas_that_cannot_be_prepared_are_problems_that_spare_the_other_tools() {
     );
     assert_eq!(catalog.tools().iter().filter(|t| t.entry == "d").count(), 1);
     assert_eq!(catalog.tools().iter().filter(|t| t.entry == "k").count(), 4);
-    let problems: Vec<(String, String)> = catalog
-        .problems()
-        .iter()
-        .map(|p| (p.entry.clone(), p.to_string()))
-        .collect();
+    let problems: Vec<(String, String)> = catalog.problems().iter().map(|p| (p.entry.clone(), p.to_string())).collect();
     let entries: Vec<&str> = problems.iter().map(|(e, _)| e.as_str()).collect();
-    assert_eq!(
-        entries,
-        ["d", "e", "f", "g", "h", "i", "j"],
-        "{problems:#?}"
-    );
-    assert!(
-        problems[0].1.contains("Deep.abyss") && problems[0].1.contains("deeper"),
-        "{}",
-        problems[0].1
-    );
-    assert!(
-        problems[3].1.contains("is not a stream"),
-        "{}",
-        problems[3].1
-    );
-    assert!(
-        problems[4].1.contains("unknown pattern `no-such-pattern`"),
-        "{}",
-        problems[4].1
-    );
-    assert!(
-        problems[5].1.contains("links resolved"),
-        "{}",
-        problems[5].1
-    );
-    assert!(
-        problems[6].1.contains("handler and charm"),
-        "{}",
-        problems[6].1
-    );
+    assert_eq!(entries, ["d", "e", "f", "g", "h", "i", "j"], "{problems:#?}");
+    assert!(problems[0].1.contains("Deep.abyss") && problems[0].1.contains("deeper"), "{}", problems[0].1);
+    assert!(problems[3].1.contains("is not a stream"), "{}", problems[3].1);
+    assert!(problems[4].1.contains("unknown pattern `no-such-pattern`"), "{}", problems[4].1);
+    assert!(problems[5].1.contains("links resolved"), "{}", problems[5].1);
+    assert!(problems[6].1.contains("handler and charm"), "{}", problems[6].1);
 
     let not_a_map = Catalog::build(&rt, &json!([1]));
     assert!(not_a_map.is_empty() && not_a_map.problems().len() == 1);
@@ -524,9 +406,7 @@ async fn pattern_tools_hide_prefilled_parameters_and_apply_them() {
     assert!(catalog.problems().is_empty(), "{:?}", catalog.problems());
     let add = catalog.get("add").expect("pattern tool");
     assert_eq!(add.description, "Adds two numbers");
-    let properties = add.input_schema["properties"]
-        .as_object()
-        .expect("properties");
+    let properties = add.input_schema["properties"].as_object().expect("properties");
     let mut names: Vec<&String> = properties.keys().collect();
     names.sort();
     assert_eq!(names, ["a", "b", "result"]);
@@ -536,34 +416,17 @@ async fn pattern_tools_hide_prefilled_parameters_and_apply_them() {
     assert_eq!(plain.input_schema["required"], json!(["a", "b", "label"]));
 
     let before = rt.charms().list().len();
-    let done = catalog
-        .invoke(
-            &rt,
-            "add",
-            json!({ "a": 2, "b": 3, "result": "total" }),
-            TIMEOUT,
-        )
-        .await;
+    let done = catalog.invoke(&rt, "add", json!({ "a": 2, "b": 3, "result": "total" }), TIMEOUT).await;
     let result = &json_output(&done)["result"];
     assert_eq!(result["sum"], 5);
     assert_eq!(result["label"], "fixed");
     assert_eq!(result["result_name"], "total");
-    assert!(
-        result.get("noop").is_none(),
-        "streams are not part of a snapshot: {result}"
-    );
+    assert!(result.get("noop").is_none(), "streams are not part of a snapshot: {result}");
     assert_eq!(rt.charms().list().len(), before, "the instance was stopped and removed");
 
     let bad = catalog.invoke(&rt, "add", json!({ "a": 2 }), TIMEOUT).await;
-    assert!(
-        error_text(&bad).contains("\"b\" is a required property"),
-        "{bad:?}"
-    );
-    assert_eq!(
-        rt.charms().list().len(),
-        before,
-        "an invalid call creates nothing"
-    );
+    assert!(error_text(&bad).contains("\"b\" is a required property"), "{bad:?}");
+    assert_eq!(rt.charms().list().len(), before, "an invalid call creates nothing");
 }
 
 #[tokio::test]
@@ -579,9 +442,7 @@ async fn a_pattern_whose_result_never_settles_times_out_and_is_stopped() {
     }));
     let catalog = Catalog::build(&rt, &json!({ "wait": { "pattern": "forever" } }));
     let started = Instant::now();
-    let out = catalog
-        .invoke(&rt, "wait", json!({}), Duration::from_millis(50))
-        .await;
+    let out = catalog.invoke(&rt, "wait", json!({}), Duration::from_millis(50)).await;
     assert!(error_text(&out).contains("timed out after 50ms"), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(rt.charms().list().iter().all(|c| !c.running));
@@ -592,9 +453,7 @@ async fn a_successful_call_returns_a_snapshot_and_a_summary() {
     let rt = runtime();
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    let done = catalog
-        .invoke(&rt, "Counter_increment", json!({ "amount": 5 }), TIMEOUT)
-        .await;
+    let done = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 5 }), TIMEOUT).await;
     let summary = done.summary.clone().expect("a summary");
     assert!(summary.starts_with("count: 0 → 5"), "{summary}");
     assert_eq!(summary, r#"count: 0 → 5, label: "Count: 0" → "Count: 5""#);
@@ -606,25 +465,11 @@ async fn a_successful_call_returns_a_snapshot_and_a_summary() {
         })
     );
     // Arguments as a JSON string (as some providers send them) work too.
-    let done = catalog
-        .invoke(&rt, "Counter.increment", json!("{\"amount\": 1}"), TIMEOUT)
-        .await;
-    assert_eq!(
-        done.summary.as_deref(),
-        Some(r#"count: 5 → 6, label: "Count: 5" → "Count: 6""#)
-    );
-    let done = catalog
-        .invoke(&rt, "Counter.reset", json!(""), TIMEOUT)
-        .await;
-    assert!(
-        done.summary
-            .as_deref()
-            .is_some_and(|s| s.starts_with("count: 6 → 0")),
-        "{done:?}"
-    );
-    let again = catalog
-        .invoke(&rt, "Counter.reset", Value::Null, TIMEOUT)
-        .await;
+    let done = catalog.invoke(&rt, "Counter.increment", json!("{\"amount\": 1}"), TIMEOUT).await;
+    assert_eq!(done.summary.as_deref(), Some(r#"count: 5 → 6, label: "Count: 5" → "Count: 6""#));
+    let done = catalog.invoke(&rt, "Counter.reset", json!(""), TIMEOUT).await;
+    assert!(done.summary.as_deref().is_some_and(|s| s.starts_with("count: 6 → 0")), "{done:?}");
+    let again = catalog.invoke(&rt, "Counter.reset", Value::Null, TIMEOUT).await;
     assert_eq!(again.summary.as_deref(), Some("no changes"));
 }
 
@@ -633,28 +478,16 @@ async fn unknown_tools_and_invalid_json_are_error_texts() {
     let rt = runtime();
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    let unknown = catalog
-        .invoke(&rt, "Counter.explode", json!({}), TIMEOUT)
-        .await;
+    let unknown = catalog.invoke(&rt, "Counter.explode", json!({}), TIMEOUT).await;
     let text = error_text(&unknown);
     assert!(text.starts_with("unknown tool `Counter.explode`"), "{text}");
-    assert!(
-        text.contains("`Counter_increment` (Counter.increment)"),
-        "{text}"
-    );
+    assert!(text.contains("`Counter_increment` (Counter.increment)"), "{text}");
 
-    let empty = Catalog::default()
-        .invoke(&rt, "x", json!({}), TIMEOUT)
-        .await;
+    let empty = Catalog::default().invoke(&rt, "x", json!({}), TIMEOUT).await;
     assert!(error_text(&empty).contains("no tools are available"));
 
-    let invalid = catalog
-        .invoke(&rt, "Counter_increment", json!("{amount: 5"), TIMEOUT)
-        .await;
-    assert!(
-        error_text(&invalid).starts_with("invalid JSON in the arguments of `Counter.increment`"),
-        "{invalid:?}"
-    );
+    let invalid = catalog.invoke(&rt, "Counter_increment", json!("{amount: 5"), TIMEOUT).await;
+    assert!(error_text(&invalid).starts_with("invalid JSON in the arguments of `Counter.increment`"), "{invalid:?}");
     assert_eq!(count(&rt, &id), 0);
 }
 
@@ -674,52 +507,22 @@ async fn schema_violations_name_each_path_and_leave_the_charm_unchanged() {
     }));
     let notes = rt.charms().create("notes", json!({})).expect("created");
     let id = rt.charms().create("counter", json!({})).expect("created");
-    let catalog = Catalog::build(
-        &rt,
-        &json!({ "c": charm_entry(&rt, &id), "n": charm_entry(&rt, &notes) }),
-    );
+    let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id), "n": charm_entry(&rt, &notes) }));
 
-    let bad = catalog
-        .invoke(
-            &rt,
-            "Counter_increment",
-            json!({ "amount": "lots" }),
-            TIMEOUT,
-        )
-        .await;
+    let bad = catalog.invoke(&rt, "Counter_increment", json!({ "amount": "lots" }), TIMEOUT).await;
     let text = error_text(&bad);
-    assert!(
-        text.contains("at /amount: \"lots\" is not of type \"integer\""),
-        "{text}"
-    );
+    assert!(text.contains("at /amount: \"lots\" is not of type \"integer\""), "{text}");
     assert!(text.contains("Nothing was run"), "{text}");
     assert_eq!(count(&rt, &id), 0);
 
-    let bad = catalog
-        .invoke(
-            &rt,
-            "Notes_add",
-            json!({ "text": 3, "priority": "Urgent" }),
-            TIMEOUT,
-        )
-        .await;
+    let bad = catalog.invoke(&rt, "Notes_add", json!({ "text": 3, "priority": "Urgent" }), TIMEOUT).await;
     let text = error_text(&bad);
-    assert!(
-        text.contains("at /text:") && text.contains("at /priority:"),
-        "{text}"
-    );
+    assert!(text.contains("at /text:") && text.contains("at /priority:"), "{text}");
     let bad = catalog.invoke(&rt, "Notes_add", json!([1]), TIMEOUT).await;
     assert!(error_text(&bad).contains("at the top level"), "{bad:?}");
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the handler never ran");
 
-    let good = catalog
-        .invoke(
-            &rt,
-            "Notes_add",
-            json!({ "text": "hi", "priority": "High" }),
-            TIMEOUT,
-        )
-        .await;
+    let good = catalog.invoke(&rt, "Notes_add", json!({ "text": "hi", "priority": "High" }), TIMEOUT).await;
     assert!(!good.is_error(), "{good:?}");
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
@@ -729,18 +532,11 @@ async fn a_panicking_handler_is_an_error_text_and_the_next_call_works() {
     let rt = runtime();
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    let boom = catalog
-        .invoke(&rt, "Counter_boom", json!({}), TIMEOUT)
-        .await;
+    let boom = catalog.invoke(&rt, "Counter_boom", json!({}), TIMEOUT).await;
     let text = error_text(&boom);
-    assert!(
-        text.starts_with("`Counter.boom` failed:") && text.contains("panicked: boom"),
-        "{text}"
-    );
+    assert!(text.starts_with("`Counter.boom` failed:") && text.contains("panicked: boom"), "{text}");
     assert_eq!(count(&rt, &id), 0, "rolled back");
-    let next = catalog
-        .invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT)
-        .await;
+    let next = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT).await;
     assert!(!next.is_error(), "{next:?}");
     assert_eq!(count(&rt, &id), 1);
 }
@@ -751,28 +547,13 @@ async fn a_slow_handler_times_out_but_cannot_be_interrupted() {
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
     let started = Instant::now();
-    let slow = catalog
-        .invoke(
-            &rt,
-            "Counter_wait",
-            json!({ "ms": 400 }),
-            Duration::from_millis(50),
-        )
-        .await;
+    let slow = catalog.invoke(&rt, "Counter_wait", json!({ "ms": 400 }), Duration::from_millis(50)).await;
     let elapsed = started.elapsed();
     let text = error_text(&slow);
-    assert!(
-        text.starts_with("`Counter.wait` timed out after 50ms"),
-        "{text}"
-    );
-    assert!(
-        elapsed < Duration::from_millis(300),
-        "the timeout fired while the handler ran: {elapsed:?}"
-    );
+    assert!(text.starts_with("`Counter.wait` timed out after 50ms"), "{text}");
+    assert!(elapsed < Duration::from_millis(300), "the timeout fired while the handler ran: {elapsed:?}");
     // The next call queues behind the slow handler, which still completes its change.
-    let next = catalog
-        .invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT)
-        .await;
+    let next = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT).await;
     assert!(!next.is_error(), "{next:?}");
     assert_eq!(count(&rt, &id), 101);
 }
@@ -783,14 +564,8 @@ async fn a_stopped_charm_is_started_by_a_call() {
     let id = rt.charms().create("counter", json!({})).expect("created");
     rt.charms().stop(&id).expect("stopped");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    assert_eq!(
-        catalog.len(),
-        4,
-        "tools come from the stored result, running or not"
-    );
-    let done = catalog
-        .invoke(&rt, "Counter_increment", json!({ "amount": 2 }), TIMEOUT)
-        .await;
+    assert_eq!(catalog.len(), 4, "tools come from the stored result, running or not");
+    let done = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 2 }), TIMEOUT).await;
     assert!(!done.is_error(), "{done:?}");
     assert!(rt.charms().is_running(&id));
     assert_eq!(rt.charms().get(&id).expect("charm")["label"], "Count: 2");
@@ -801,10 +576,7 @@ fn flattened_lists_what_a_ui_shows() {
     let rt = runtime();
     rt.register_pattern(adder());
     let id = rt.charms().create("counter", json!({})).expect("created");
-    let catalog = Catalog::build(
-        &rt,
-        &json!({ "c": charm_entry(&rt, &id), "sum": { "pattern": "adder" } }),
-    );
+    let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id), "sum": { "pattern": "adder" } }));
     let flat = catalog.flattened();
     let items = flat.as_array().expect("a list");
     assert_eq!(items.len(), 5);
@@ -843,22 +615,10 @@ async fn inline_handlers_work_but_cannot_time_out_a_running_handler() {
     let rt = runtime();
     let id = rt.charms().create("counter", json!({})).expect("created");
     let catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) })).inline_handlers(true);
-    let done = catalog
-        .invoke(&rt, "Counter_increment", json!({ "amount": 2 }), TIMEOUT)
-        .await;
-    assert_eq!(
-        done.summary.as_deref(),
-        Some(r#"count: 0 → 2, label: "Count: 0" → "Count: 2""#)
-    );
+    let done = catalog.invoke(&rt, "Counter_increment", json!({ "amount": 2 }), TIMEOUT).await;
+    assert_eq!(done.summary.as_deref(), Some(r#"count: 0 → 2, label: "Count: 0" → "Count: 2""#));
     // Inline, the handler runs inside the timed future's first poll: it completes.
-    let slow = catalog
-        .invoke(
-            &rt,
-            "Counter_wait",
-            json!({ "ms": 100 }),
-            Duration::from_millis(10),
-        )
-        .await;
+    let slow = catalog.invoke(&rt, "Counter_wait", json!({ "ms": 100 }), Duration::from_millis(10)).await;
     assert!(!slow.is_error(), "{slow:?}");
     assert_eq!(count(&rt, &id), 102);
 }
@@ -871,10 +631,7 @@ async fn entries_and_handlers_may_be_reached_through_links() {
     rt.register_pattern(Pattern::new("proxy", move |b, _: Value| {
         b.name("Proxy");
         b.alias("bump", &increment)?;
-        b.state(
-            "entry",
-            json!({ "handler": increment.to_json(), "description": "Bump it." }),
-        )?;
+        b.state("entry", json!({ "handler": increment.to_json(), "description": "Bump it." }))?;
         Ok(())
     }));
     let proxy = rt.charms().create("proxy", json!({})).expect("created");
@@ -887,23 +644,12 @@ async fn entries_and_handlers_may_be_reached_through_links() {
             "linked_entry": result.child("entry").to_json(),
         }),
     );
-    assert_eq!(
-        displays(&catalog),
-        ["linked_entry", "via_alias"],
-        "aliases are not charm tools"
-    );
+    assert_eq!(displays(&catalog), ["linked_entry", "via_alias"], "aliases are not charm tools");
     assert_eq!(catalog.tools()[0].description, "Bump it.");
-    let stream = ToolTarget::Handler {
-        stream: rt.charms().result(&id).child("increment"),
-    };
+    let stream = ToolTarget::Handler { stream: rt.charms().result(&id).child("increment") };
     assert!(catalog.tools().iter().all(|t| t.target == stream));
-    assert!(!catalog
-        .invoke(&rt, "via_alias", json!({ "amount": 2 }), TIMEOUT)
-        .await
-        .is_error());
-    let done = catalog
-        .invoke(&rt, "linked_entry", json!({ "amount": 3 }), TIMEOUT)
-        .await;
+    assert!(!catalog.invoke(&rt, "via_alias", json!({ "amount": 2 }), TIMEOUT).await.is_error());
+    let done = catalog.invoke(&rt, "linked_entry", json!({ "amount": 3 }), TIMEOUT).await;
     assert_eq!(json_output(&done)["result"]["count"], 5);
 }
 

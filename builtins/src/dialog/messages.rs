@@ -51,7 +51,11 @@ fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>, answered: &mu
     let missing: Vec<Part> = open
         .drain(..)
         .filter(|(id, _)| !answered.remove(id))
-        .map(|(id, name)| Part::ToolResult { id, name, output: ToolOutput::ErrorText("no result: the call was interrupted".into()) })
+        .map(|(id, name)| Part::ToolResult {
+            id,
+            name,
+            output: ToolOutput::ErrorText("no result: the call was interrupted".into()),
+        })
         .collect();
     if missing.is_empty() {
         return;

@@ -232,7 +232,12 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn add_message(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx, message: Message) -> Result<(), BoxError> {
+fn add_message(
+    shared: &Arc<Shared>,
+    cells: &DialogCells,
+    tx: &trellis_runner::Tx,
+    message: Message,
+) -> Result<(), BoxError> {
     if cells.pending.get(tx)? {
         return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
     }

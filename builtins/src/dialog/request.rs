@@ -31,7 +31,12 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u6
         cells.base.doc.clone(),
         async move {
             // Ends the request even if `run` panics: `pending` must never stay true.
-            let guard = Finish { rt: task_rt.clone(), cells: task_cells.clone(), id, error: Some("the request stopped unexpectedly".into()) };
+            let guard = Finish {
+                rt: task_rt.clone(),
+                cells: task_cells.clone(),
+                id,
+                error: Some("the request stopped unexpectedly".into()),
+            };
             let outcome = run(&task_shared, &task_rt, &task_cells, id).await;
             task_shared.forget(&task_cells.base, id);
             let mut guard = guard;

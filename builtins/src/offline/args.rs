@@ -48,10 +48,7 @@ pub(super) fn fill(
     name_stems: &HashSet<String>,
 ) -> Result<Map<String, Value>, Vec<String>> {
     let empty = Map::new();
-    let properties = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
     let required: HashSet<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -59,20 +56,10 @@ pub(super) fn fill(
         .unwrap_or_default();
     let props: Vec<(&str, Kind, Vec<String>)> = properties
         .iter()
-        .map(|(name, s)| {
-            (
-                name.as_str(),
-                kind(s, 0),
-                name_words(name).iter().map(|w| stem(w)).collect(),
-            )
-        })
+        .map(|(name, s)| (name.as_str(), kind(s, 0), name_words(name).iter().map(|w| stem(w)).collect()))
         .collect();
 
-    let mut filler = Filler {
-        parsed,
-        used: HashSet::new(),
-        args: Map::new(),
-    };
+    let mut filler = Filler { parsed, used: HashSet::new(), args: Map::new() };
     for (name, kind, _) in &props {
         match kind {
             Kind::Fixed(value) => filler.set(name, value.clone(), None),
@@ -80,11 +67,7 @@ pub(super) fn fill(
             _ => {}
         }
     }
-    let booleans: Vec<&str> = props
-        .iter()
-        .filter(|p| p.1 == Kind::Boolean)
-        .map(|p| p.0)
-        .collect();
+    let booleans: Vec<&str> = props.iter().filter(|p| p.1 == Kind::Boolean).map(|p| p.0).collect();
     for name in booleans {
         let found = filler.unused(|t| match t {
             Token::Word(w) if ["yes", "true", "on"].contains(&w.as_str()) => Some(json!(true)),
@@ -95,10 +78,7 @@ pub(super) fn fill(
             filler.set(name, value, Some(index));
         }
     }
-    let numeric: Vec<_> = props
-        .iter()
-        .filter(|p| matches!(p.1, Kind::Integer | Kind::Number))
-        .collect();
+    let numeric: Vec<_> = props.iter().filter(|p| matches!(p.1, Kind::Integer | Kind::Number)).collect();
     filler.distribute(&numeric, |t, kind| match t {
         Token::Number(n) => number_value(*n, *kind == Kind::Integer),
         _ => None,
@@ -108,11 +88,7 @@ pub(super) fn fill(
         Token::Quoted(q) => Some(json!(q)),
         _ => None,
     });
-    let required_texts: Vec<&str> = texts
-        .iter()
-        .map(|p| p.0)
-        .filter(|name| required.contains(name))
-        .collect();
+    let required_texts: Vec<&str> = texts.iter().map(|p| p.0).filter(|name| required.contains(name)).collect();
     if let [only] = required_texts[..] {
         if !filler.args.contains_key(only) {
             if let Some(text) = free_text(parsed, &filler.used, name_stems) {
@@ -156,10 +132,7 @@ impl Filler<'_> {
     /// Unused tokens that `read` turns into a value, with their index.
     fn unused<F: Fn(&Token) -> Option<Value>>(&self, read: F) -> Vec<(usize, Value)> {
         let tokens = self.parsed.tokens.iter().enumerate();
-        tokens
-            .filter(|(i, _)| !self.used.contains(i))
-            .filter_map(|(i, (t, _))| read(t).map(|v| (i, v)))
-            .collect()
+        tokens.filter(|(i, _)| !self.used.contains(i)).filter_map(|(i, (t, _))| read(t).map(|v| (i, v))).collect()
     }
 
     /// Gives each property a value: first a value written next to a word of the property's
@@ -168,17 +141,10 @@ impl Filler<'_> {
     where
         F: Fn(&Token, &Kind) -> Option<Value>,
     {
-        let mut open: Vec<_> = props
-            .iter()
-            .filter(|p| !self.args.contains_key(p.0))
-            .collect();
+        let mut open: Vec<_> = props.iter().filter(|p| !self.args.contains_key(p.0)).collect();
         open.retain(|(name, kind, words)| {
-            let near = self
-                .unused(|t| read(t, kind))
-                .into_iter()
-                .find(|(i, _)| self.next_to(*i, words));
-            near.map(|(i, value)| self.set(name, value, Some(i)))
-                .is_none()
+            let near = self.unused(|t| read(t, kind)).into_iter().find(|(i, _)| self.next_to(*i, words));
+            near.map(|(i, value)| self.set(name, value, Some(i))).is_none()
         });
         for (name, kind, _) in open {
             if let Some((i, value)) = self.unused(|t| read(t, kind)).into_iter().next() {
@@ -190,13 +156,10 @@ impl Filler<'_> {
     /// Whether the token at `index` is right next to one of `words`.
     fn next_to(&self, index: usize, words: &[String]) -> bool {
         let neighbours = [index.checked_sub(1), Some(index + 1)];
-        neighbours
-            .into_iter()
-            .flatten()
-            .any(|n| match self.parsed.tokens.get(n) {
-                Some((Token::Word(w), _)) => words.iter().any(|p| relatedness(&stem(w), p) == 2),
-                _ => false,
-            })
+        neighbours.into_iter().flatten().any(|n| match self.parsed.tokens.get(n) {
+            Some((Token::Word(w), _)) => words.iter().any(|p| relatedness(&stem(w), p) == 2),
+            _ => false,
+        })
     }
 
     /// Picks the enum option whose words all appear in the message (the longest such).
@@ -217,10 +180,8 @@ impl Filler<'_> {
                 continue;
             };
             let wanted: Vec<String> = name_words(text).iter().map(|w| stem(w)).collect();
-            let hits: Vec<usize> = wanted
-                .iter()
-                .filter_map(|w| words.iter().find(|(_, s)| s == w).map(|(i, _)| *i))
-                .collect();
+            let hits: Vec<usize> =
+                wanted.iter().filter_map(|w| words.iter().find(|(_, s)| s == w).map(|(i, _)| *i)).collect();
             let better = !matches!(&best, Some((n, _, _)) if wanted.len() <= *n);
             if !wanted.is_empty() && hits.len() == wanted.len() && better {
                 best = Some((wanted.len(), option.clone(), hits));
@@ -243,10 +204,7 @@ fn kind(schema: &Value, depth: usize) -> Kind {
     }
     let type_name = match schema.get("type") {
         Some(Value::String(t)) => Some(t.as_str()),
-        Some(Value::Array(types)) => types
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|t| *t != "null"),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).find(|t| *t != "null"),
         _ => None,
     };
     match type_name {
@@ -280,11 +238,7 @@ fn number_value(n: f64, integer: bool) -> Option<Value> {
 
 /// The message without mentions, used tokens and the words that picked the tool, trimmed
 /// of stopwords at both ends; `None` when nothing is left.
-fn free_text(
-    parsed: &Parsed,
-    used: &HashSet<usize>,
-    name_stems: &HashSet<String>,
-) -> Option<String> {
+fn free_text(parsed: &Parsed, used: &HashSet<usize>, name_stems: &HashSet<String>) -> Option<String> {
     let kept: Vec<(bool, &str)> = parsed
         .chunks
         .iter()
@@ -297,28 +251,16 @@ fn free_text(
                 .filter(|(_, (_, chunk))| *chunk == c)
                 .map(|(i, (t, _))| (i, t))
                 .collect();
-            let dropped = tokens
-                .iter()
-                .any(|(i, t)| used.contains(i) || matches!(t, Token::Mention(_)))
+            let dropped = tokens.iter().any(|(i, t)| used.contains(i) || matches!(t, Token::Mention(_)))
                 || (!tokens.is_empty()
-                    && tokens.iter().all(
-                        |(_, t)| matches!(t, Token::Word(w) if name_stems.contains(&stem(w))),
-                    ));
-            let filler = tokens
-                .iter()
-                .all(|(_, t)| matches!(t, Token::Word(w) if is_stopword(w)));
+                    && tokens.iter().all(|(_, t)| matches!(t, Token::Word(w) if name_stems.contains(&stem(w)))));
+            let filler = tokens.iter().all(|(_, t)| matches!(t, Token::Word(w) if is_stopword(w)));
             (!dropped).then_some((filler, text.as_str()))
         })
         .collect();
     let start = kept.iter().position(|(filler, _)| !filler)?;
     let end = kept.iter().rposition(|(filler, _)| !filler)?;
-    Some(
-        kept[start..=end]
-            .iter()
-            .map(|(_, text)| *text)
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    Some(kept[start..=end].iter().map(|(_, text)| *text).collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]
@@ -335,14 +277,8 @@ mod tests {
     fn numbers_go_next_to_their_names_then_in_order() {
         let schema = json!({ "type": "object", "properties": {
             "count": { "type": "integer" }, "sides": { "type": "integer" } } });
-        assert_eq!(
-            fill_from(schema.clone(), "roll 3 dice with 6 sides", &[]),
-            Ok(json!({ "count": 3, "sides": 6 }))
-        );
-        assert_eq!(
-            fill_from(schema.clone(), "sides 20, 2 of them", &[]),
-            Ok(json!({ "count": 2, "sides": 20 }))
-        );
+        assert_eq!(fill_from(schema.clone(), "roll 3 dice with 6 sides", &[]), Ok(json!({ "count": 3, "sides": 6 })));
+        assert_eq!(fill_from(schema.clone(), "sides 20, 2 of them", &[]), Ok(json!({ "count": 2, "sides": 20 })));
         assert_eq!(fill_from(schema, "roll 1.5", &[]), Ok(json!({})));
     }
 
@@ -365,14 +301,8 @@ mod tests {
     fn a_single_required_string_takes_the_rest_of_the_message() {
         let schema = json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] });
         let stems = ["add", "note"];
-        assert_eq!(
-            fill_from(schema.clone(), "@Notes add a note buy milk", &stems),
-            Ok(json!({ "text": "buy milk" }))
-        );
-        assert_eq!(
-            fill_from(schema.clone(), "add a note 'buy eggs' now", &stems),
-            Ok(json!({ "text": "buy eggs" }))
-        );
+        assert_eq!(fill_from(schema.clone(), "@Notes add a note buy milk", &stems), Ok(json!({ "text": "buy milk" })));
+        assert_eq!(fill_from(schema.clone(), "add a note 'buy eggs' now", &stems), Ok(json!({ "text": "buy eggs" })));
         let missing = fill_from(schema, "@Notes add a note", &stems);
         assert_eq!(missing, Err(vec!["`text` (some text)".to_owned()]));
     }
@@ -381,9 +311,6 @@ mod tests {
     fn optional_unfillable_properties_are_left_out() {
         let schema = json!({ "type": "object", "properties": {
             "tags": { "type": "array" }, "n": { "anyOf": [{ "type": "null" }, { "type": "number" }] } } });
-        assert_eq!(
-            fill_from(schema, "set it to -2.5", &[]),
-            Ok(json!({ "n": -2.5 }))
-        );
+        assert_eq!(fill_from(schema, "set it to -2.5", &[]), Ok(json!({ "n": -2.5 })));
     }
 }

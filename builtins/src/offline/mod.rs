@@ -65,13 +65,8 @@ impl OfflineModel {
         if let Some(reply) = reply_to_results(request) {
             return say(&reply);
         }
-        let user_text = request
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.text())
-            .unwrap_or_default();
+        let user_text =
+            request.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.text()).unwrap_or_default();
         if asks_about_itself(&user_text) {
             return say(&about(&request.tools));
         }
@@ -111,15 +106,8 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
         .filter(|tool| mentions.is_empty() || mentions.iter().any(|m| mentioned(&tool.name, m)))
         .collect();
     if candidates.is_empty() && !mentions.is_empty() {
-        let named = mentions
-            .iter()
-            .map(|m| format!("@{m}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return say(&format!(
-            "I have no tools for {named}.\n{}{REAL_PROVIDERS}",
-            tool_list(&request.tools)
-        ));
+        let named = mentions.iter().map(|m| format!("@{m}")).collect::<Vec<_>>().join(", ");
+        return say(&format!("I have no tools for {named}.\n{}{REAL_PROVIDERS}", tool_list(&request.tools)));
     }
 
     let stems = parsed.stems();
@@ -146,22 +134,12 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
     match args::fill(&tool.input_schema, &parsed, &chosen.name_stems) {
         Ok(arguments) => {
             let input = serde_json::Value::Object(arguments);
-            let calls_so_far = request
-                .messages
-                .iter()
-                .flat_map(|m| &m.content)
-                .filter(|p| matches!(p, Part::ToolCall { .. }))
-                .count();
+            let calls_so_far =
+                request.messages.iter().flat_map(|m| &m.content).filter(|p| matches!(p, Part::ToolCall { .. })).count();
             vec![
                 ModelEvent::TextDelta(format!("Calling {} with {input}.\n", tool.name)),
-                ModelEvent::ToolCall {
-                    id: format!("offline_{}", calls_so_far + 1),
-                    name: tool.name.clone(),
-                    input,
-                },
-                ModelEvent::Finish {
-                    reason: "tool_calls".into(),
-                },
+                ModelEvent::ToolCall { id: format!("offline_{}", calls_so_far + 1), name: tool.name.clone(), input },
+                ModelEvent::Finish { reason: "tool_calls".into() },
             ]
         }
         Err(missing) => say(&format!(
@@ -178,8 +156,7 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
 /// `Counter`, and `@Counter.increment` names `Counter_increment`).
 fn mentioned(tool: &str, mention: &str) -> bool {
     let tool = sanitize(tool).to_lowercase();
-    tool.strip_prefix(mention)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+    tool.strip_prefix(mention).is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
 }
 
 /// Plain words for the tool results ending the conversation, if it ends with them.
@@ -207,13 +184,9 @@ fn render_json(value: &serde_json::Value) -> String {
     use serde_json::Value;
     match value.get("summary").unwrap_or(value) {
         Value::String(s) => clip(s),
-        Value::Array(items) if items.iter().all(Value::is_string) => clip(
-            &items
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            clip(&items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))
+        }
         Value::Null => "done".into(),
         other => clip(&other.to_string()),
     }
@@ -235,10 +208,7 @@ fn asks_about_itself(text: &str) -> bool {
         .collect();
     let joined = words.join(" ");
     let padded = format!(" {joined} ");
-    ABOUT_MESSAGES.contains(&joined.as_str())
-        || ABOUT_PHRASES
-            .iter()
-            .any(|p| padded.contains(&format!(" {p} ")))
+    ABOUT_MESSAGES.contains(&joined.as_str()) || ABOUT_PHRASES.iter().any(|p| padded.contains(&format!(" {p} ")))
 }
 
 /// The honest introduction.
@@ -281,9 +251,7 @@ fn clip(text: &str) -> String {
 fn say(text: &str) -> Vec<ModelEvent> {
     text.split_inclusive('\n')
         .map(|line| ModelEvent::TextDelta(line.to_owned()))
-        .chain([ModelEvent::Finish {
-            reason: "stop".into(),
-        }])
+        .chain([ModelEvent::Finish { reason: "stop".into() }])
         .collect()
 }
 
@@ -295,11 +263,7 @@ mod tests {
     use crate::message::Message;
 
     fn tool(name: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            input_schema: schema,
-        }
+        ToolSpec { name: name.into(), description: description.into(), input_schema: schema }
     }
 
     fn amount() -> serde_json::Value {
@@ -308,16 +272,8 @@ mod tests {
 
     fn counter_tools(charm: &str) -> Vec<ToolSpec> {
         vec![
-            tool(
-                &format!("{charm}_increment"),
-                "Increase the count by `amount` (default 1).",
-                amount(),
-            ),
-            tool(
-                &format!("{charm}_decrement"),
-                "Decrease the count by `amount` (default 1).",
-                amount(),
-            ),
+            tool(&format!("{charm}_increment"), "Increase the count by `amount` (default 1).", amount()),
+            tool(&format!("{charm}_decrement"), "Decrease the count by `amount` (default 1).", amount()),
             tool(
                 &format!("{charm}_reset"),
                 "Set the count back to zero.",
@@ -332,11 +288,7 @@ mod tests {
     }
 
     fn ask(tools: Vec<ToolSpec>, text: &str) -> Vec<ModelEvent> {
-        OfflineModel.answer(&ModelRequest {
-            messages: vec![Message::user(text)],
-            tools,
-            ..Default::default()
-        })
+        OfflineModel.answer(&ModelRequest { messages: vec![Message::user(text)], tools, ..Default::default() })
     }
 
     fn call_of(events: &[ModelEvent]) -> Option<(String, serde_json::Value)> {
@@ -366,21 +318,12 @@ mod tests {
     #[test]
     fn mention_and_verb_pick_increment_with_its_amount() {
         let events = ask(counter_tools("Counter"), "@Counter add 5");
-        assert_eq!(
-            call_of(&events),
-            Some(("Counter_increment".into(), json!({ "amount": 5 })))
-        );
-        assert_eq!(
-            events[0],
-            ModelEvent::TextDelta("Calling Counter_increment with {\"amount\":5}.\n".into())
-        );
+        assert_eq!(call_of(&events), Some(("Counter_increment".into(), json!({ "amount": 5 }))));
+        assert_eq!(events[0], ModelEvent::TextDelta("Calling Counter_increment with {\"amount\":5}.\n".into()));
         assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_1"));
         assert_eq!(finish_of(&events), Some("tool_calls"));
         let events = ask(counter_tools("Counter"), "please subtract 2");
-        assert_eq!(
-            call_of(&events),
-            Some(("Counter_decrement".into(), json!({ "amount": 2 })))
-        );
+        assert_eq!(call_of(&events), Some(("Counter_decrement".into(), json!({ "amount": 2 }))));
         let events = ask(counter_tools("Counter"), "reset the counter");
         assert_eq!(call_of(&events), Some(("Counter_reset".into(), json!({}))));
     }
@@ -390,22 +333,12 @@ mod tests {
         let schema = json!({ "type": "object", "properties": {
             "count": { "type": "integer" }, "sides": { "type": "integer" } }, "required": ["count", "sides"] });
         let mut tools = counter_tools("Counter");
-        tools.push(tool(
-            "Dice_roll",
-            "Roll `count` dice with `sides` sides.",
-            schema,
-        ));
+        tools.push(tool("Dice_roll", "Roll `count` dice with `sides` sides.", schema));
         let events = ask(tools.clone(), "roll 3 dice with 6 sides");
-        assert_eq!(
-            call_of(&events),
-            Some(("Dice_roll".into(), json!({ "count": 3, "sides": 6 })))
-        );
+        assert_eq!(call_of(&events), Some(("Dice_roll".into(), json!({ "count": 3, "sides": 6 }))));
         // Without names next to them, numbers go in schema property order.
         let events = ask(tools, "throw 2 d 20");
-        assert_eq!(
-            call_of(&events),
-            Some(("Dice_roll".into(), json!({ "count": 2, "sides": 20 })))
-        );
+        assert_eq!(call_of(&events), Some(("Dice_roll".into(), json!({ "count": 2, "sides": 20 }))));
     }
 
     #[test]
@@ -413,10 +346,7 @@ mod tests {
         let mut tools = counter_tools("Counter");
         tools.push(notes_tool());
         let events = ask(tools.clone(), "add a note \"buy milk\"");
-        assert_eq!(
-            call_of(&events),
-            Some(("Notes_addNote".into(), json!({ "text": "buy milk" })))
-        );
+        assert_eq!(call_of(&events), Some(("Notes_addNote".into(), json!({ "text": "buy milk" }))));
         let events = ask(tools, "@Notes add a note");
         assert_eq!(call_of(&events), None);
         assert!(text_of(&events).contains("`text`"), "{}", text_of(&events));
@@ -428,10 +358,7 @@ mod tests {
         let text = text_of(&events);
         assert_eq!(call_of(&events), None);
         assert!(text.contains("can't help with that offline"), "{text}");
-        assert!(
-            text.contains("- Counter_reset: Set the count back to zero."),
-            "{text}"
-        );
+        assert!(text.contains("- Counter_reset: Set the count back to zero."), "{text}");
         assert!(text.contains("--model openai:gpt-4o-mini"), "{text}");
         assert_eq!(finish_of(&events), Some("stop"));
         assert!(events.len() > 3, "text streams in several deltas");
@@ -449,10 +376,7 @@ mod tests {
                 "ANTHROPIC_API_KEY",
                 "ollama:llama3.2",
             ] {
-                assert!(
-                    text.contains(needle),
-                    "{question}: {needle} missing in {text}"
-                );
+                assert!(text.contains(needle), "{question}: {needle} missing in {text}");
             }
         }
         assert!(text_of(&ask(vec![], "help")).contains("no tools right now"));
@@ -471,56 +395,29 @@ mod tests {
         };
         let result = |output| Message {
             role: Role::Tool,
-            content: vec![Part::ToolResult {
-                id: "offline_1".into(),
-                name: "Counter_increment".into(),
-                output,
-            }],
+            content: vec![Part::ToolResult { id: "offline_1".into(), name: "Counter_increment".into(), output }],
         };
         let answer = |output| {
-            let messages = vec![
-                Message::user("@Counter add 2"),
-                call.clone(),
-                result(output),
-            ];
-            let events = OfflineModel.answer(&ModelRequest {
-                messages,
-                tools: counter_tools("Counter"),
-                ..Default::default()
-            });
+            let messages = vec![Message::user("@Counter add 2"), call.clone(), result(output)];
+            let events =
+                OfflineModel.answer(&ModelRequest { messages, tools: counter_tools("Counter"), ..Default::default() });
             assert_eq!(finish_of(&events), Some("stop"));
             text_of(&events)
         };
         let summary = json!({ "result": { "count": 5 }, "summary": "count: 3 → 5" });
-        assert_eq!(
-            answer(ToolOutput::Json(summary)),
-            "Done: Counter_increment → count: 3 → 5\n"
-        );
-        assert_eq!(
-            answer(ToolOutput::Json(json!({ "count": 5 }))),
-            "Done: Counter_increment → {\"count\":5}\n"
-        );
-        assert_eq!(
-            answer(ToolOutput::Text("ok".into())),
-            "Done: Counter_increment → ok\n"
-        );
+        assert_eq!(answer(ToolOutput::Json(summary)), "Done: Counter_increment → count: 3 → 5\n");
+        assert_eq!(answer(ToolOutput::Json(json!({ "count": 5 }))), "Done: Counter_increment → {\"count\":5}\n");
+        assert_eq!(answer(ToolOutput::Text("ok".into())), "Done: Counter_increment → ok\n");
         assert_eq!(
             answer(ToolOutput::ErrorText("amount must be an integer".into())),
             "That failed: Counter_increment → amount must be an integer\n"
         );
 
         // A new request after the answer numbers its call after the earlier one.
-        let messages = vec![
-            Message::user("add 1"),
-            call,
-            result(ToolOutput::Text("ok".into())),
-            Message::user("add 2"),
-        ];
-        let events = OfflineModel.answer(&ModelRequest {
-            messages,
-            tools: counter_tools("Counter"),
-            ..Default::default()
-        });
+        let messages =
+            vec![Message::user("add 1"), call, result(ToolOutput::Text("ok".into())), Message::user("add 2")];
+        let events =
+            OfflineModel.answer(&ModelRequest { messages, tools: counter_tools("Counter"), ..Default::default() });
         assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_2"));
     }
 
@@ -532,22 +429,12 @@ mod tests {
             call_of(&ask(tools.clone(), "@tally, add 4")),
             Some(("Tally_increment".into(), json!({ "amount": 4 })))
         );
-        assert_eq!(
-            call_of(&ask(tools.clone(), "add 4")),
-            Some(("Counter_increment".into(), json!({ "amount": 4 })))
-        );
+        assert_eq!(call_of(&ask(tools.clone(), "add 4")), Some(("Counter_increment".into(), json!({ "amount": 4 }))));
         let events = ask(tools.clone(), "@Count add 4");
         assert_eq!(call_of(&events), None);
-        assert!(
-            text_of(&events).contains("no tools for @count"),
-            "{}",
-            text_of(&events)
-        );
+        assert!(text_of(&events).contains("no tools for @count"), "{}", text_of(&events));
         // Suffixed wire names of two charms named alike still match the mention.
-        let twins = vec![
-            notes_tool(),
-            tool("Counter_increment-0a1b2c", "Increase the count.", amount()),
-        ];
+        let twins = vec![notes_tool(), tool("Counter_increment-0a1b2c", "Increase the count.", amount())];
         assert_eq!(
             call_of(&ask(twins.clone(), "@Counter.increment-0a1b2c")),
             Some(("Counter_increment-0a1b2c".into(), json!({ "amount": 1 })))
@@ -596,12 +483,7 @@ mod tests {
             }
             let events = ask(tools.clone(), &text);
             assert!(finish_of(&events).is_some(), "{text:?}");
-            assert!(
-                events
-                    .iter()
-                    .all(|e| !matches!(e, ModelEvent::TextDelta(t) if t.is_empty())),
-                "{text:?}"
-            );
+            assert!(events.iter().all(|e| !matches!(e, ModelEvent::TextDelta(t) if t.is_empty())), "{text:?}");
         }
     }
 
@@ -619,9 +501,6 @@ mod tests {
             let stream = model.stream(request).await.expect("offline never fails");
             stream.map(|e| e.expect("no stream errors")).collect().await
         });
-        assert_eq!(
-            call_of(&events),
-            Some(("Counter_increment".into(), json!({ "amount": 5 })))
-        );
+        assert_eq!(call_of(&events), Some(("Counter_increment".into(), json!({ "amount": 5 }))));
     }
 }

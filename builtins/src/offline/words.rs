@@ -6,32 +6,16 @@ use crate::model::ToolSpec;
 
 /// Words that carry no intent; ignored when scoring and trimmed from free text.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "to", "of", "by", "for", "in", "on", "at", "with", "and", "or", "my", "me",
-    "i", "it", "is", "be", "this", "that", "please", "can", "you", "could", "would", "do", "some",
-    "from", "into", "its", "your", "not", "saying", "called", "named",
+    "a", "an", "the", "to", "of", "by", "for", "in", "on", "at", "with", "and", "or", "my", "me", "i", "it", "is",
+    "be", "this", "that", "please", "can", "you", "could", "would", "do", "some", "from", "into", "its", "your", "not",
+    "saying", "called", "named",
 ];
 
 /// Small, hand-picked groups of words treated as meaning the same thing. Kept short on
 /// purpose: the offline model should be predictable, not clever.
 const SYNONYMS: &[&[&str]] = &[
-    &[
-        "add",
-        "increment",
-        "increase",
-        "plus",
-        "more",
-        "raise",
-        "bump",
-    ],
-    &[
-        "subtract",
-        "decrement",
-        "decrease",
-        "minus",
-        "less",
-        "lower",
-        "reduce",
-    ],
+    &["add", "increment", "increase", "plus", "more", "raise", "bump"],
+    &["subtract", "decrement", "decrease", "minus", "less", "lower", "reduce"],
     &["remove", "delete", "erase", "drop", "discard"],
     &["reset", "clear", "zero", "restart"],
     &["roll", "dice", "die", "throw"],
@@ -107,18 +91,14 @@ pub(super) fn parse(text: &str) -> Parsed {
             }
             i += 1;
         } else if c == '@' && at_chunk_start {
-            let end = (i + 1..chars.len())
-                .find(|&j| chars[j].is_whitespace())
-                .unwrap_or(chars.len());
+            let end = (i + 1..chars.len()).find(|&j| chars[j].is_whitespace()).unwrap_or(chars.len());
             let name: String = chars[i + 1..end].iter().collect();
             chunk.extend(&chars[i..end]);
             parsed.tokens.push((Token::Mention(name), index));
             i = end;
         } else if let Some(end) = closing_quote(&chars, i, at_chunk_start) {
             chunk.extend(&chars[i..=end]);
-            parsed
-                .tokens
-                .push((Token::Quoted(chars[i + 1..end].iter().collect()), index));
+            parsed.tokens.push((Token::Quoted(chars[i + 1..end].iter().collect()), index));
             i = end + 1;
         } else if c.is_ascii_digit()
             || (c == '-'
@@ -129,8 +109,7 @@ pub(super) fn parse(text: &str) -> Parsed {
             while end < chars.len() && chars[end].is_ascii_digit() {
                 end += 1;
             }
-            if chars.get(end) == Some(&'.') && chars.get(end + 1).is_some_and(char::is_ascii_digit)
-            {
+            if chars.get(end) == Some(&'.') && chars.get(end + 1).is_some_and(char::is_ascii_digit) {
                 end += 2;
                 while end < chars.len() && chars[end].is_ascii_digit() {
                     end += 1;
@@ -143,14 +122,10 @@ pub(super) fn parse(text: &str) -> Parsed {
             chunk.push_str(&written);
             i = end;
         } else if c.is_alphabetic() {
-            let end = (i..chars.len())
-                .find(|&j| !chars[j].is_alphabetic())
-                .unwrap_or(chars.len());
+            let end = (i..chars.len()).find(|&j| !chars[j].is_alphabetic()).unwrap_or(chars.len());
             let word: String = chars[i..end].iter().collect();
             chunk.push_str(&word);
-            parsed
-                .tokens
-                .push((Token::Word(word.to_lowercase()), index));
+            parsed.tokens.push((Token::Word(word.to_lowercase()), index));
             i = end;
         } else {
             chunk.push(c);
@@ -170,12 +145,10 @@ fn closing_quote(chars: &[char], start: usize, at_chunk_start: bool) -> Option<u
     let rest = start + 1..chars.len();
     match chars[start] {
         '"' => rest.into_iter().find(|&j| chars[j] == '"'),
-        '“' => rest
-            .into_iter()
-            .find(|&j| chars[j] == '”' || chars[j] == '"'),
-        '\'' if at_chunk_start => rest.into_iter().find(|&j| {
-            chars[j] == '\'' && !matches!(chars.get(j + 1), Some(n) if n.is_alphanumeric())
-        }),
+        '“' => rest.into_iter().find(|&j| chars[j] == '”' || chars[j] == '"'),
+        '\'' if at_chunk_start => {
+            rest.into_iter().find(|&j| chars[j] == '\'' && !matches!(chars.get(j + 1), Some(n) if n.is_alphanumeric()))
+        }
         _ => None,
     }
 }
@@ -263,13 +236,7 @@ pub(super) fn score(stems: &[String], tool: &ToolSpec) -> Score {
             _ => None,
         })
         .collect();
-    let best = |stem: &str, words: &[String]| {
-        words
-            .iter()
-            .map(|w| relatedness(stem, w))
-            .max()
-            .unwrap_or(0)
-    };
+    let best = |stem: &str, words: &[String]| words.iter().map(|w| relatedness(stem, w)).max().unwrap_or(0);
     let mut result = Score::default();
     for s in stems {
         let in_name = best(s, &name);

@@ -51,18 +51,13 @@ impl AnthropicConfig {
     /// Keyed by `ANTHROPIC_API_KEY`, at `ANTHROPIC_BASE_URL` (default
     /// [`ANTHROPIC_BASE_URL`]); `env` looks variables up.
     pub fn from_env(model: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
-        let non_empty = |var: &str| {
-            env(var)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
+        let non_empty = |var: &str| env(var).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let api_key = non_empty("ANTHROPIC_API_KEY").ok_or_else(|| ModelError::MissingKey {
             var: "ANTHROPIC_API_KEY".to_string(),
             provider: "anthropic".to_string(),
         })?;
         Ok(AnthropicConfig {
-            base_url: non_empty("ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|| ANTHROPIC_BASE_URL.to_string()),
+            base_url: non_empty("ANTHROPIC_BASE_URL").unwrap_or_else(|| ANTHROPIC_BASE_URL.to_string()),
             api_key,
             model: model.to_string(),
             default_max_tokens: 4096,
@@ -128,18 +123,12 @@ impl Model for AnthropicModel {
 pub fn request_body(model: &str, default_max_tokens: u32, request: &ModelRequest) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_tokens.unwrap_or(default_max_tokens)),
-    );
+    body.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(default_max_tokens)));
     body.insert("stream".into(), json!(true));
     if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
         body.insert("system".into(), json!(system));
     }
-    body.insert(
-        "messages".into(),
-        Value::Array(translate_messages(&request.messages)),
-    );
+    body.insert("messages".into(), Value::Array(translate_messages(&request.messages)));
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -195,8 +184,7 @@ fn translate_messages(messages: &[Message]) -> Vec<Value> {
         .map(|(role, mut blocks)| {
             if role == "user" {
                 // Stable: results keep their order, text keeps its order after them.
-                blocks
-                    .sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
+                blocks.sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
             }
             json!({"role": role, "content": blocks})
         })
@@ -268,35 +256,18 @@ impl AnthropicStreamParser {
         self.push_typed(None, data)
     }
 
-    fn push_typed(
-        &mut self,
-        sse_event: Option<&str>,
-        data: &str,
-    ) -> Result<Vec<ModelEvent>, ParseError> {
-        let malformed =
-            |what: &str| ParseError::Malformed(format!("{what}: {}", truncate(data, 200)));
-        let payload: Value = serde_json::from_str(data)
-            .map_err(|e| malformed(&format!("event is not JSON ({e})")))?;
+    fn push_typed(&mut self, sse_event: Option<&str>, data: &str) -> Result<Vec<ModelEvent>, ParseError> {
+        let malformed = |what: &str| ParseError::Malformed(format!("{what}: {}", truncate(data, 200)));
+        let payload: Value = serde_json::from_str(data).map_err(|e| malformed(&format!("event is not JSON ({e})")))?;
         if !payload.is_object() {
             return Err(malformed("event is not a JSON object"));
         }
-        let kind = payload
-            .get("type")
-            .and_then(Value::as_str)
-            .or(sse_event)
-            .unwrap_or_default();
-        let index = || {
-            payload
-                .get("index")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| malformed("event has no index"))
-        };
+        let kind = payload.get("type").and_then(Value::as_str).or(sse_event).unwrap_or_default();
+        let index = || payload.get("index").and_then(Value::as_u64).ok_or_else(|| malformed("event has no index"));
         let mut events = Vec::new();
         match kind {
             "content_block_start" => {
-                let block = payload
-                    .get("content_block")
-                    .ok_or_else(|| malformed("no content_block"))?;
+                let block = payload.get("content_block").ok_or_else(|| malformed("no content_block"))?;
                 match block.get("type").and_then(Value::as_str) {
                     Some("text") => push_text(&mut events, block.get("text")),
                     Some("tool_use") => {
@@ -311,15 +282,8 @@ impl AnthropicStreamParser {
                             .and_then(Value::as_str)
                             .map_or_else(|| format!("toolu_{index}"), str::to_string);
                         let initial = block.get("input").cloned().unwrap_or(Value::Null);
-                        self.tool_blocks.insert(
-                            index,
-                            ToolBlock {
-                                id,
-                                name: name.to_string(),
-                                initial,
-                                json: String::new(),
-                            },
-                        );
+                        self.tool_blocks
+                            .insert(index, ToolBlock { id, name: name.to_string(), initial, json: String::new() });
                     }
                     // Thinking and server-side tool blocks are not part of the answer's text.
                     _ => {}
@@ -331,13 +295,11 @@ impl AnthropicStreamParser {
                     Some("text_delta") => push_text(&mut events, delta.get("text")),
                     Some("input_json_delta") => {
                         let index = index()?;
-                        let fragment = delta
-                            .get("partial_json")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        let block = self.tool_blocks.get_mut(&index).ok_or_else(|| {
-                            malformed("input_json_delta for a block that is not a started tool_use")
-                        })?;
+                        let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                        let block = self
+                            .tool_blocks
+                            .get_mut(&index)
+                            .ok_or_else(|| malformed("input_json_delta for a block that is not a started tool_use"))?;
                         block.json.push_str(fragment);
                     }
                     _ => {}
@@ -349,10 +311,7 @@ impl AnthropicStreamParser {
                 }
             }
             "message_delta" => {
-                if let Some(reason) = payload
-                    .pointer("/delta/stop_reason")
-                    .and_then(Value::as_str)
-                {
+                if let Some(reason) = payload.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(reason.to_string());
                 }
             }
@@ -369,17 +328,12 @@ impl AnthropicStreamParser {
                     None if self.calls_emitted => "tool_calls",
                     None => "stop",
                 };
-                events.push(ModelEvent::Finish {
-                    reason: reason.to_string(),
-                });
+                events.push(ModelEvent::Finish { reason: reason.to_string() });
                 self.done = true;
             }
             "error" => {
                 let error = payload.get("error").unwrap_or(&payload);
-                let message = error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("unknown error");
                 let text = match error.get("type").and_then(Value::as_str) {
                     Some(kind) => format!("{kind}: {message}"),
                     None => message.to_string(),
@@ -402,11 +356,7 @@ impl AnthropicStreamParser {
         } else {
             http::parse_arguments(&block.json)
         };
-        ModelEvent::ToolCall {
-            id: block.id,
-            name: block.name,
-            input,
-        }
+        ModelEvent::ToolCall { id: block.id, name: block.name, input }
     }
 }
 
@@ -425,9 +375,7 @@ impl StreamParser for AnthropicStreamParser {
         if self.done {
             Ok(Vec::new())
         } else {
-            Err(ParseError::Malformed(
-                "the stream ended before message_stop".into(),
-            ))
+            Err(ParseError::Malformed("the stream ended before message_stop".into()))
         }
     }
 
@@ -468,9 +416,7 @@ mod tests {
             );
         }
         payloads.push(json!({"type": "content_block_stop", "index": 1}).to_string());
-        payloads.push(
-            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}).to_string(),
-        );
+        payloads.push(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}).to_string());
         payloads.push(json!({"type": "message_stop"}).to_string());
         payloads
     }
@@ -486,14 +432,8 @@ mod tests {
                 events,
                 vec![
                     ModelEvent::TextDelta("Sure.".into()),
-                    ModelEvent::ToolCall {
-                        id: "t".into(),
-                        name: "f".into(),
-                        input: expected.clone()
-                    },
-                    ModelEvent::Finish {
-                        reason: "tool_calls".into()
-                    },
+                    ModelEvent::ToolCall { id: "t".into(), name: "f".into(), input: expected.clone() },
+                    ModelEvent::Finish { reason: "tool_calls".into() },
                 ],
                 "split at {cut}"
             );
@@ -504,57 +444,33 @@ mod tests {
     fn no_fragments_or_empty_fragment_is_empty_object() {
         for fragments in [&[][..], &[""][..], &["", ""][..]] {
             let events = run(&tool_stream(fragments)).unwrap();
-            assert_eq!(
-                events[1],
-                ModelEvent::ToolCall {
-                    id: "t".into(),
-                    name: "f".into(),
-                    input: json!({})
-                }
-            );
+            assert_eq!(events[1], ModelEvent::ToolCall { id: "t".into(), name: "f".into(), input: json!({}) });
         }
         let events = run(&tool_stream(&["{\"a\": tru"])).unwrap();
-        assert_eq!(
-            events[1],
-            ModelEvent::ToolCall {
-                id: "t".into(),
-                name: "f".into(),
-                input: json!("{\"a\": tru")
-            }
-        );
+        assert_eq!(events[1], ModelEvent::ToolCall { id: "t".into(), name: "f".into(), input: json!("{\"a\": tru") });
     }
 
     #[test]
     fn stop_reasons_are_normalised() {
-        for (wire, ours) in [
-            ("end_turn", "stop"),
-            ("max_tokens", "length"),
-            ("refusal", "refusal"),
-        ] {
+        for (wire, ours) in [("end_turn", "stop"), ("max_tokens", "length"), ("refusal", "refusal")] {
             let events = run(&[
                 json!({"type": "message_delta", "delta": {"stop_reason": wire}}).to_string(),
                 json!({"type": "message_stop"}).to_string(),
             ])
             .unwrap();
-            assert_eq!(
-                events,
-                vec![ModelEvent::Finish {
-                    reason: ours.into()
-                }]
-            );
+            assert_eq!(events, vec![ModelEvent::Finish { reason: ours.into() }]);
         }
     }
 
     #[test]
     fn errors() {
         assert_eq!(
-            run(&[json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string()]),
+            run(
+                &[json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string()]
+            ),
             Err(ParseError::Provider("overloaded_error: Overloaded".into()))
         );
-        assert!(matches!(
-            run(&["nope".into()]),
-            Err(ParseError::Malformed(_))
-        ));
+        assert!(matches!(run(&["nope".into()]), Err(ParseError::Malformed(_))));
         assert!(matches!(
             run(&[json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{"}}).to_string()]),
             Err(ParseError::Malformed(_))
@@ -574,19 +490,9 @@ mod tests {
                 Message {
                     role: Role::Assistant,
                     content: vec![
-                        Part::Text {
-                            text: String::new(),
-                        },
-                        Part::ToolCall {
-                            id: "c1".into(),
-                            name: "read_file".into(),
-                            input: json!({"path": "a.txt"}),
-                        },
-                        Part::ToolCall {
-                            id: "c2".into(),
-                            name: "bad".into(),
-                            input: json!("{oops"),
-                        },
+                        Part::Text { text: String::new() },
+                        Part::ToolCall { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
+                        Part::ToolCall { id: "c2".into(), name: "bad".into(), input: json!("{oops") },
                     ],
                 },
                 Message {

@@ -61,9 +61,7 @@ impl RetryPolicy {
     /// The backoff before retry number `retry` (0-based), without `retry-after`.
     pub fn backoff(&self, retry: u32) -> Duration {
         let factor = 1u32.checked_shl(retry).unwrap_or(u32::MAX);
-        self.initial_delay
-            .saturating_mul(factor)
-            .min(self.max_delay)
+        self.initial_delay.saturating_mul(factor).min(self.max_delay)
     }
 }
 
@@ -81,14 +79,8 @@ pub enum ParseError {
 impl ParseError {
     pub(crate) fn into_model_error(self, provider: &str) -> ModelError {
         match self {
-            ParseError::Malformed(message) => ModelError::Malformed {
-                provider: provider.to_string(),
-                message,
-            },
-            ParseError::Provider(message) => ModelError::Interrupted {
-                provider: provider.to_string(),
-                message,
-            },
+            ParseError::Malformed(message) => ModelError::Malformed { provider: provider.to_string(), message },
+            ParseError::Provider(message) => ModelError::Interrupted { provider: provider.to_string(), message },
         }
     }
 }
@@ -105,10 +97,7 @@ pub trait StreamParser: Send + 'static {
 
 /// Runs `parser` over a whole SSE body given as one byte slice: a helper for tests and
 /// fuzzing that mirrors what the HTTP driver does chunk by chunk.
-pub fn parse_body<P: StreamParser>(
-    parser: &mut P,
-    body: &[u8],
-) -> Result<Vec<ModelEvent>, ParseError> {
+pub fn parse_body<P: StreamParser>(parser: &mut P, body: &[u8]) -> Result<Vec<ModelEvent>, ParseError> {
     let mut decoder = SseDecoder::new();
     let mut out = Vec::new();
     let sse = |e: super::sse::SseError| ParseError::Malformed(e.to_string());
@@ -160,39 +149,18 @@ pub(crate) async fn send_with_retries(
 enum Attempt {
     Done(reqwest::Response),
     Fatal(ModelError),
-    Retryable {
-        error: ModelError,
-        retry_after: Option<Duration>,
-    },
+    Retryable { error: ModelError, retry_after: Option<Duration> },
 }
 
-async fn attempt(
-    provider: &str,
-    settings: &HttpSettings,
-    request: reqwest::RequestBuilder,
-) -> Attempt {
-    let network = |message: String| ModelError::Network {
-        provider: provider.to_string(),
-        message,
-    };
+async fn attempt(provider: &str, settings: &HttpSettings, request: reqwest::RequestBuilder) -> Attempt {
+    let network = |message: String| ModelError::Network { provider: provider.to_string(), message };
     let response = match tokio::time::timeout(settings.request_timeout, request.send()).await {
         Err(_) => {
-            let error = network(format!(
-                "no response within {:.1}s",
-                settings.request_timeout.as_secs_f64()
-            ));
-            return Attempt::Retryable {
-                error,
-                retry_after: None,
-            };
+            let error = network(format!("no response within {:.1}s", settings.request_timeout.as_secs_f64()));
+            return Attempt::Retryable { error, retry_after: None };
         }
         Ok(Err(error)) if error.is_builder() => return Attempt::Fatal(network(describe(&error))),
-        Ok(Err(error)) => {
-            return Attempt::Retryable {
-                error: network(describe(&error)),
-                retry_after: None,
-            }
-        }
+        Ok(Err(error)) => return Attempt::Retryable { error: network(describe(&error)), retry_after: None },
         Ok(Ok(response)) => response,
     };
     let status = response.status();
@@ -205,15 +173,9 @@ async fn attempt(
         _ => String::new(),
     };
     let message = error_message(&body).unwrap_or_else(|| {
-        status
-            .canonical_reason()
-            .map_or_else(|| format!("HTTP {}", status.as_u16()), str::to_string)
+        status.canonical_reason().map_or_else(|| format!("HTTP {}", status.as_u16()), str::to_string)
     });
-    let error = ModelError::Refused {
-        provider: provider.to_string(),
-        status: status.as_u16(),
-        message,
-    };
+    let error = ModelError::Refused { provider: provider.to_string(), status: status.as_u16(), message };
     if status.as_u16() == 429 || status.is_server_error() {
         Attempt::Retryable { error, retry_after }
     } else {
@@ -224,13 +186,7 @@ async fn attempt(
 /// The wait a `retry-after-ms` or `retry-after` (seconds) header asks for.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let number = |name: &str| -> Option<f64> {
-        let value = headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()?;
+        let value = headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
     if let Some(ms) = number("retry-after-ms") {
@@ -251,12 +207,7 @@ pub fn error_message(body: &str) -> Option<String> {
     }
     if let Ok(json) = serde_json::from_str::<serde_json::Value>(body) {
         let error = json.get("error");
-        let candidates = [
-            error.and_then(|e| e.get("message")),
-            error,
-            json.get("message"),
-            json.get("detail"),
-        ];
+        let candidates = [error.and_then(|e| e.get("message")), error, json.get("message"), json.get("detail")];
         for candidate in candidates.into_iter().flatten() {
             if let Some(text) = candidate.as_str().filter(|t| !t.trim().is_empty()) {
                 return Some(truncate(text.trim(), 1000));
@@ -285,12 +236,7 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 /// last event, the first error, or a silence longer than `idle_timeout`.
 ///
 /// Dropping the returned stream drops the body, which closes the connection.
-pub(crate) fn event_stream<P, S, B, E>(
-    provider: String,
-    bytes: S,
-    parser: P,
-    idle_timeout: Duration,
-) -> EventStream
+pub(crate) fn event_stream<P, S, B, E>(provider: String, bytes: S, parser: P, idle_timeout: Duration) -> EventStream
 where
     P: StreamParser,
     S: Stream<Item = Result<B, E>> + Send + 'static,
@@ -339,21 +285,13 @@ where
             }
             match tokio::time::timeout(self.idle_timeout, self.bytes.next()).await {
                 Err(_) => {
-                    let message = format!(
-                        "the answer stalled: nothing received for {:.1}s",
-                        self.idle_timeout.as_secs_f64()
-                    );
-                    self.fail(ModelError::Network {
-                        provider: self.provider.clone(),
-                        message,
-                    });
+                    let message =
+                        format!("the answer stalled: nothing received for {:.1}s", self.idle_timeout.as_secs_f64());
+                    self.fail(ModelError::Network { provider: self.provider.clone(), message });
                 }
                 Ok(Some(Err(error))) => {
                     let message = format!("the answer was cut off: {}", describe(&error));
-                    self.fail(ModelError::Network {
-                        provider: self.provider.clone(),
-                        message,
-                    });
+                    self.fail(ModelError::Network { provider: self.provider.clone(), message });
                 }
                 Ok(Some(Ok(chunk))) => {
                     let events = self.decoder.feed(chunk.as_ref());
@@ -444,17 +382,11 @@ mod tests {
     use crate::provider::anthropic::AnthropicStreamParser;
     use crate::provider::openai::OpenAiStreamParser;
 
-    const OPENAI: &[u8] =
-        include_bytes!("../../tests/fixtures/providers/openai-compatible-tool-call.sse");
-    const ANTHROPIC: &str =
-        include_str!("../../tests/fixtures/providers/anthropic-json-tool.jsonl");
+    const OPENAI: &[u8] = include_bytes!("../../tests/fixtures/providers/openai-compatible-tool-call.sse");
+    const ANTHROPIC: &str = include_str!("../../tests/fixtures/providers/anthropic-json-tool.jsonl");
 
     fn anthropic_sse() -> Vec<u8> {
-        ANTHROPIC
-            .lines()
-            .map(|line| format!("data: {line}\n\n"))
-            .collect::<String>()
-            .into_bytes()
+        ANTHROPIC.lines().map(|line| format!("data: {line}\n\n")).collect::<String>().into_bytes()
     }
 
     #[test]
@@ -468,10 +400,7 @@ mod tests {
                 r#"{"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}"#,
                 "invalid x-api-key",
             ),
-            (
-                r#"{"error": "model 'llama9' not found"}"#,
-                "model 'llama9' not found",
-            ),
+            (r#"{"error": "model 'llama9' not found"}"#, "model 'llama9' not found"),
             (r#"{"detail": "Not Found"}"#, "Not Found"),
             ("<html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
         ];
@@ -497,20 +426,11 @@ mod tests {
     fn retry_after_headers() {
         let mut headers = reqwest::header::HeaderMap::new();
         assert_eq!(retry_after(&headers), None);
-        headers.insert(
-            "retry-after",
-            reqwest::header::HeaderValue::from_static("2"),
-        );
+        headers.insert("retry-after", reqwest::header::HeaderValue::from_static("2"));
         assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert(
-            "retry-after-ms",
-            reqwest::header::HeaderValue::from_static("150"),
-        );
+        headers.insert("retry-after-ms", reqwest::header::HeaderValue::from_static("150"));
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
-        headers.insert(
-            "retry-after-ms",
-            reqwest::header::HeaderValue::from_static("soon"),
-        );
+        headers.insert("retry-after-ms", reqwest::header::HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
     }
 
@@ -535,11 +455,7 @@ mod tests {
         };
         let anthropic = anthropic_sse();
         for round in 0..400 {
-            let mut body = if round % 2 == 0 {
-                OPENAI.to_vec()
-            } else {
-                anthropic.clone()
-            };
+            let mut body = if round % 2 == 0 { OPENAI.to_vec() } else { anthropic.clone() };
             for _ in 0..(1 + next() % 6) {
                 let at = (next() as usize) % body.len();
                 match next() % 4 {

@@ -40,10 +40,7 @@ pub fn model_from_str(spec: &str) -> Result<Arc<dyn Model>, ModelError> {
 
 /// [`model_from_str`] with environment variables looked up through `env`, so callers
 /// and tests control keys and base URLs without touching the process environment.
-pub fn model_from_str_with_env(
-    spec: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Arc<dyn Model>, ModelError> {
+pub fn model_from_str_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc<dyn Model>, ModelError> {
     let spec = spec.trim();
     if spec == "offline" {
         return offline_model();
@@ -70,11 +67,10 @@ fn offline_model() -> Result<Arc<dyn Model>, ModelError> {
 
 /// The HTTP client the adapters share the settings of.
 pub(crate) fn http_client(provider: &str) -> Result<reqwest::Client, ModelError> {
-    reqwest::Client::builder()
-        .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| ModelError::Network {
+    reqwest::Client::builder().user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION"))).build().map_err(|e| {
+        ModelError::Network {
             provider: provider.to_string(),
             message: format!("could not set up the HTTP client: {e}"),
-        })
+        }
+    })
 }

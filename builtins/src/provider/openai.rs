@@ -59,14 +59,10 @@ impl OpenAiConfig {
             var: "OPENAI_API_KEY".to_string(),
             provider: "openai".to_string(),
         })?;
-        let base_url =
-            non_empty(env("OPENAI_BASE_URL")).unwrap_or_else(|| OPENAI_BASE_URL.to_string());
+        let base_url = non_empty(env("OPENAI_BASE_URL")).unwrap_or_else(|| OPENAI_BASE_URL.to_string());
         // Only OpenAI itself insists on the newer field; compatible servers know `max_tokens`.
-        let max_tokens_field = if base_url.trim_end_matches('/') == OPENAI_BASE_URL {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        };
+        let max_tokens_field =
+            if base_url.trim_end_matches('/') == OPENAI_BASE_URL { "max_completion_tokens" } else { "max_tokens" };
         Ok(OpenAiConfig {
             provider: "openai".to_string(),
             base_url,
@@ -81,8 +77,7 @@ impl OpenAiConfig {
     pub fn ollama(model: &str, env: &dyn Fn(&str) -> Option<String>) -> Self {
         OpenAiConfig {
             provider: "ollama".to_string(),
-            base_url: non_empty(env("OLLAMA_BASE_URL"))
-                .unwrap_or_else(|| OLLAMA_BASE_URL.to_string()),
+            base_url: non_empty(env("OLLAMA_BASE_URL")).unwrap_or_else(|| OLLAMA_BASE_URL.to_string()),
             api_key: None,
             model: model.to_string(),
             max_tokens_field: "max_tokens".to_string(),
@@ -92,9 +87,7 @@ impl OpenAiConfig {
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
-    value
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+    value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 /// A model behind an OpenAI-compatible chat-completions endpoint.
@@ -118,16 +111,9 @@ impl OpenAiModel {
 
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
         let body = request_body(&self.config.model, &self.config.max_tokens_field, &request);
-        let url = format!(
-            "{}/chat/completions",
-            self.config.base_url.trim_end_matches('/')
-        );
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let response = http::send_with_retries(&self.config.provider, &self.config.http, || {
-            let builder = self
-                .client
-                .post(&url)
-                .header(reqwest::header::ACCEPT, "text/event-stream")
-                .json(&body);
+            let builder = self.client.post(&url).header(reqwest::header::ACCEPT, "text/event-stream").json(&body);
             match &self.config.api_key {
                 Some(key) => builder.bearer_auth(key),
                 None => builder,
@@ -170,10 +156,7 @@ pub fn request_body(model: &str, max_tokens_field: &str, request: &ModelRequest)
     body.insert("stream".into(), json!(true));
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            request.tools.iter().map(tool_json).collect(),
-        );
+        body.insert("tools".into(), request.tools.iter().map(tool_json).collect());
     }
     if let Some(max_tokens) = request.max_tokens {
         body.insert(max_tokens_field.to_string(), json!(max_tokens));
@@ -222,10 +205,7 @@ fn translate_message(message: &Message, out: &mut Vec<Value>) {
             if has_text || !tool_calls.is_empty() {
                 let mut wire = Map::new();
                 wire.insert("role".into(), json!("assistant"));
-                wire.insert(
-                    "content".into(),
-                    if has_text { json!(text) } else { Value::Null },
-                );
+                wire.insert("content".into(), if has_text { json!(text) } else { Value::Null });
                 if !tool_calls.is_empty() {
                     wire.insert("tool_calls".into(), Value::Array(tool_calls));
                 }
@@ -314,10 +294,7 @@ impl OpenAiStreamParser {
             return Ok(Vec::new());
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            ParseError::Malformed(format!(
-                "chunk is not JSON ({e}): {}",
-                super::sse::truncate(data, 200)
-            ))
+            ParseError::Malformed(format!("chunk is not JSON ({e}): {}", super::sse::truncate(data, 200)))
         })?;
         if let Some(error) = chunk.get("error") {
             return Err(ParseError::Provider(provider_error_text(error)));
@@ -338,11 +315,7 @@ impl OpenAiStreamParser {
         let mut events = Vec::new();
         if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
             for field in ["content", "refusal"] {
-                if let Some(text) = delta
-                    .get(field)
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
+                if let Some(text) = delta.get(field).and_then(Value::as_str).filter(|t| !t.is_empty()) {
                     events.push(ModelEvent::TextDelta(text.to_string()));
                 }
             }
@@ -353,11 +326,7 @@ impl OpenAiStreamParser {
                         self.tool_call_delta(call)?;
                     }
                 }
-                Some(other) => {
-                    return Err(ParseError::Malformed(format!(
-                        "`tool_calls` is not an array: {other}"
-                    )))
-                }
+                Some(other) => return Err(ParseError::Malformed(format!("`tool_calls` is not an array: {other}"))),
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -368,23 +337,14 @@ impl OpenAiStreamParser {
 
     fn tool_call_delta(&mut self, call: &Value) -> Result<(), ParseError> {
         if !call.is_object() {
-            return Err(ParseError::Malformed(format!(
-                "tool call delta is not an object: {call}"
-            )));
+            return Err(ParseError::Malformed(format!("tool call delta is not an object: {call}")));
         }
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty());
+        let id = call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
         let key = match call.get("index").and_then(Value::as_u64) {
             Some(index) => {
                 // Some servers reuse one index for parallel calls: a new id there is a new call.
-                let existing = self
-                    .calls
-                    .iter()
-                    .rev()
-                    .find(|(_, c)| c.index == index)
-                    .map(|(key, c)| (*key, c.id.clone()));
+                let existing =
+                    self.calls.iter().rev().find(|(_, c)| c.index == index).map(|(key, c)| (*key, c.id.clone()));
                 match (existing, id) {
                     (Some((_, Some(old))), Some(new)) if old != new => self.next_key(index),
                     (Some((key, _)), _) => key,
@@ -393,17 +353,9 @@ impl OpenAiStreamParser {
             }
             None => match (self.last_key, id) {
                 (Some(key), None) => key,
-                (Some(key), Some(new))
-                    if self.calls.get(&key).and_then(|c| c.id.as_deref()) == Some(new) =>
-                {
-                    key
-                }
+                (Some(key), Some(new)) if self.calls.get(&key).and_then(|c| c.id.as_deref()) == Some(new) => key,
                 _ => {
-                    let index = self
-                        .calls
-                        .keys()
-                        .next_back()
-                        .map_or(0, |k| k.saturating_add(1));
+                    let index = self.calls.keys().next_back().map_or(0, |k| k.saturating_add(1));
                     self.new_key(index)
                 }
             },
@@ -414,11 +366,7 @@ impl OpenAiStreamParser {
             pending.id.get_or_insert_with(|| id.to_string());
         }
         if let Some(function) = call.get("function").filter(|f| f.is_object()) {
-            if let Some(name) = function
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
+            if let Some(name) = function.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
                 pending.name = name.to_string();
             }
             match function.get("arguments") {
@@ -436,30 +384,14 @@ impl OpenAiStreamParser {
         if self.calls.contains_key(&index) {
             return self.next_key(index);
         }
-        self.calls.insert(
-            index,
-            PendingCall {
-                index,
-                ..PendingCall::default()
-            },
-        );
+        self.calls.insert(index, PendingCall { index, ..PendingCall::default() });
         index
     }
 
     /// A key after every key in use (for a second call reusing an index).
     fn next_key(&mut self, index: u64) -> u64 {
-        let key = self
-            .calls
-            .keys()
-            .next_back()
-            .map_or(index, |k| k.saturating_add(1).max(index));
-        self.calls.insert(
-            key,
-            PendingCall {
-                index,
-                ..PendingCall::default()
-            },
-        );
+        let key = self.calls.keys().next_back().map_or(index, |k| k.saturating_add(1).max(index));
+        self.calls.insert(key, PendingCall { index, ..PendingCall::default() });
         key
     }
 
@@ -472,10 +404,7 @@ impl OpenAiStreamParser {
         let mut events = Vec::new();
         for (key, call) in std::mem::take(&mut self.calls) {
             if call.name.is_empty() {
-                return Err(ParseError::Malformed(format!(
-                    "tool call {} has no function name",
-                    call.index
-                )));
+                return Err(ParseError::Malformed(format!("tool call {} has no function name", call.index)));
             }
             events.push(ModelEvent::ToolCall {
                 id: call.id.unwrap_or_else(|| format!("call_{key}")),
@@ -484,14 +413,8 @@ impl OpenAiStreamParser {
             });
         }
         // Some servers (older Ollama) say `stop` after calling tools.
-        let reason = if !events.is_empty() && reason == "stop" {
-            "tool_calls"
-        } else {
-            reason
-        };
-        events.push(ModelEvent::Finish {
-            reason: reason.to_string(),
-        });
+        let reason = if !events.is_empty() && reason == "stop" { "tool_calls" } else { reason };
+        events.push(ModelEvent::Finish { reason: reason.to_string() });
         Ok(events)
     }
 }
@@ -511,8 +434,7 @@ impl StreamParser for OpenAiStreamParser {
             Ok(Vec::new())
         } else {
             Err(ParseError::Malformed(
-                "the stream ended before the answer was finished (no finish_reason or [DONE])"
-                    .into(),
+                "the stream ended before the answer was finished (no finish_reason or [DONE])".into(),
             ))
         }
     }
@@ -524,10 +446,7 @@ impl StreamParser for OpenAiStreamParser {
 
 fn first_choice(chunk: &Value) -> Option<&Value> {
     let choices = chunk.get("choices")?.as_array()?;
-    choices
-        .iter()
-        .find(|c| c.get("index").and_then(Value::as_u64) == Some(0))
-        .or_else(|| choices.first())
+    choices.iter().find(|c| c.get("index").and_then(Value::as_u64) == Some(0)).or_else(|| choices.first())
 }
 
 /// The message of an `error` value inside a stream: a string or `{message, type, code}`.
@@ -539,10 +458,7 @@ fn provider_error_text(error: &Value) -> String {
     if let Some(text) = error.as_str() {
         return text.to_string();
     }
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown error");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("unknown error");
     match error.get("type").and_then(Value::as_str) {
         Some(kind) => format!("{kind}: {message}"),
         None => message.to_string(),
@@ -603,14 +519,8 @@ mod tests {
             assert_eq!(
                 events,
                 vec![
-                    ModelEvent::ToolCall {
-                        id: "call_a".into(),
-                        name: "read_file".into(),
-                        input: expected.clone()
-                    },
-                    ModelEvent::Finish {
-                        reason: "tool_calls".into()
-                    },
+                    ModelEvent::ToolCall { id: "call_a".into(), name: "read_file".into(), input: expected.clone() },
+                    ModelEvent::Finish { reason: "tool_calls".into() },
                 ],
                 "split at {cut}"
             );
@@ -632,11 +542,7 @@ mod tests {
                 .unwrap();
                 assert_eq!(
                     events[0],
-                    ModelEvent::ToolCall {
-                        id: "c".into(),
-                        name: "t".into(),
-                        input: expected.clone()
-                    }
+                    ModelEvent::ToolCall { id: "c".into(), name: "t".into(), input: expected.clone() }
                 );
             }
         }
@@ -658,19 +564,9 @@ mod tests {
             events,
             vec![
                 ModelEvent::TextDelta("Two things.".into()),
-                ModelEvent::ToolCall {
-                    id: "id0".into(),
-                    name: "first".into(),
-                    input: json!({"a": 1})
-                },
-                ModelEvent::ToolCall {
-                    id: "id1".into(),
-                    name: "second".into(),
-                    input: json!({"b": 2})
-                },
-                ModelEvent::Finish {
-                    reason: "tool_calls".into()
-                },
+                ModelEvent::ToolCall { id: "id0".into(), name: "first".into(), input: json!({"a": 1}) },
+                ModelEvent::ToolCall { id: "id1".into(), name: "second".into(), input: json!({"b": 2}) },
+                ModelEvent::Finish { reason: "tool_calls".into() },
             ]
         );
     }
@@ -683,21 +579,10 @@ mod tests {
             chunk(json!({}), Some("tool_calls")),
         ])
         .unwrap();
-        assert_eq!(
-            events[0],
-            ModelEvent::ToolCall {
-                id: "a".into(),
-                name: "none".into(),
-                input: json!({})
-            }
-        );
+        assert_eq!(events[0], ModelEvent::ToolCall { id: "a".into(), name: "none".into(), input: json!({}) });
         assert_eq!(
             events[1],
-            ModelEvent::ToolCall {
-                id: "b".into(),
-                name: "bad".into(),
-                input: json!("{\"unclosed\": ")
-            }
+            ModelEvent::ToolCall { id: "b".into(), name: "bad".into(), input: json!("{\"unclosed\": ") }
         );
     }
 
@@ -710,21 +595,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(events.len(), 3);
-        assert_eq!(
-            events[1],
-            ModelEvent::ToolCall {
-                id: "b".into(),
-                name: "two".into(),
-                input: json!({"x": 1})
-            }
-        );
+        assert_eq!(events[1], ModelEvent::ToolCall { id: "b".into(), name: "two".into(), input: json!({"x": 1}) });
         // `stop` after tool calls is reported as `tool_calls`.
-        assert_eq!(
-            events[2],
-            ModelEvent::Finish {
-                reason: "tool_calls".into()
-            }
-        );
+        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into() });
     }
 
     #[test]
@@ -737,48 +610,20 @@ mod tests {
             "[DONE]".into(),
         ])
         .unwrap();
-        assert_eq!(
-            events[0],
-            ModelEvent::ToolCall {
-                id: "x".into(),
-                name: "f".into(),
-                input: json!({"k": true})
-            }
-        );
-        assert_eq!(
-            events[1],
-            ModelEvent::ToolCall {
-                id: "y".into(),
-                name: "g".into(),
-                input: json!({})
-            }
-        );
-        assert_eq!(
-            events[2],
-            ModelEvent::Finish {
-                reason: "tool_calls".into()
-            }
-        );
+        assert_eq!(events[0], ModelEvent::ToolCall { id: "x".into(), name: "f".into(), input: json!({"k": true}) });
+        assert_eq!(events[1], ModelEvent::ToolCall { id: "y".into(), name: "g".into(), input: json!({}) });
+        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into() });
     }
 
     #[test]
     fn errors_and_truncation() {
-        assert!(matches!(
-            run(&["{not json".into()]),
-            Err(ParseError::Malformed(_))
-        ));
-        assert!(matches!(
-            run(&["[1,2]".into()]),
-            Err(ParseError::Malformed(_))
-        ));
+        assert!(matches!(run(&["{not json".into()]), Err(ParseError::Malformed(_))));
+        assert!(matches!(run(&["[1,2]".into()]), Err(ParseError::Malformed(_))));
         assert_eq!(
             run(&[json!({"error": {"message": "overloaded", "type": "server_error"}}).to_string()]),
             Err(ParseError::Provider("server_error: overloaded".into()))
         );
-        assert!(matches!(
-            run(&[chunk(json!({"content": "cut"}), None)]),
-            Err(ParseError::Malformed(_))
-        ));
+        assert!(matches!(run(&[chunk(json!({"content": "cut"}), None)]), Err(ParseError::Malformed(_))));
         assert!(matches!(
             run(&[call_fragment(0, Some("a"), None, "{}"), "[DONE]".into()]),
             Err(ParseError::Malformed(_))
@@ -793,15 +638,7 @@ mod tests {
             "[DONE]".into(),
         ])
         .unwrap();
-        assert_eq!(
-            events,
-            vec![
-                ModelEvent::TextDelta("ok".into()),
-                ModelEvent::Finish {
-                    reason: "stop".into()
-                }
-            ]
-        );
+        assert_eq!(events, vec![ModelEvent::TextDelta("ok".into()), ModelEvent::Finish { reason: "stop".into() }]);
     }
 
     #[test]
@@ -813,19 +650,9 @@ mod tests {
                 Message {
                     role: Role::Assistant,
                     content: vec![
-                        Part::Text {
-                            text: String::new(),
-                        },
-                        Part::ToolCall {
-                            id: "c1".into(),
-                            name: "read_file".into(),
-                            input: json!({"path": "a.txt"}),
-                        },
-                        Part::ToolCall {
-                            id: "c2".into(),
-                            name: "oops".into(),
-                            input: json!("{bad"),
-                        },
+                        Part::Text { text: String::new() },
+                        Part::ToolCall { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
+                        Part::ToolCall { id: "c2".into(), name: "oops".into(), input: json!("{bad") },
                     ],
                 },
                 Message {
@@ -843,12 +670,7 @@ mod tests {
                         },
                     ],
                 },
-                Message {
-                    role: Role::Assistant,
-                    content: vec![Part::Text {
-                        text: String::new(),
-                    }],
-                },
+                Message { role: Role::Assistant, content: vec![Part::Text { text: String::new() }] },
                 Message::assistant("It says hi."),
             ],
             tools: vec![ToolSpec {

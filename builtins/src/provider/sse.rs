@@ -96,9 +96,7 @@ impl SseDecoder {
         }
         self.pending.extend_from_slice(&bytes[start..]);
         if self.pending.len() > MAX_EVENT_BYTES || self.data.len() > MAX_EVENT_BYTES {
-            return Err(SseError::TooLong {
-                limit: MAX_EVENT_BYTES,
-            });
+            return Err(SseError::TooLong { limit: MAX_EVENT_BYTES });
         }
         Ok(events)
     }
@@ -120,11 +118,7 @@ impl SseDecoder {
         let line_number = self.line_number;
         let line = std::str::from_utf8(raw).map_err(|_| SseError::NotUtf8 { line: line_number })?;
         // A byte-order mark may start the stream.
-        let line = if line_number == 1 {
-            line.strip_prefix('\u{feff}').unwrap_or(line)
-        } else {
-            line
-        };
+        let line = if line_number == 1 { line.strip_prefix('\u{feff}').unwrap_or(line) } else { line };
         if line.is_empty() {
             self.dispatch(events);
             return Ok(());
@@ -147,10 +141,7 @@ impl SseDecoder {
             "event" => self.event = Some(value.to_string()),
             "id" | "retry" => {}
             _ => {
-                return Err(SseError::NotAField {
-                    line: line_number,
-                    text: truncate(line, 200),
-                });
+                return Err(SseError::NotAField { line: line_number, text: truncate(line, 200) });
             }
         }
         Ok(())
@@ -203,55 +194,32 @@ mod tests {
         assert_eq!(whole.len(), 9);
         assert_eq!(whole[8].data, "[DONE]");
         for cut in 0..=body.len() {
-            assert_eq!(
-                decode_in_pieces(body, &[cut]).unwrap(),
-                whole,
-                "cut at {cut}"
-            );
+            assert_eq!(decode_in_pieces(body, &[cut]).unwrap(), whole, "cut at {cut}");
         }
     }
 
     #[test]
     fn line_ends_and_multibyte_characters_split_anywhere() {
-        let body =
-            "event: a\r\ndata: ünï\r\n\r\ndata: x\rdata: y\r\r: comment\ndata:z\n\n".as_bytes();
+        let body = "event: a\r\ndata: ünï\r\n\r\ndata: x\rdata: y\r\r: comment\ndata:z\n\n".as_bytes();
         let expected = vec![
-            SseEvent {
-                event: Some("a".into()),
-                data: "ünï".into(),
-            },
-            SseEvent {
-                event: None,
-                data: "x\ny".into(),
-            },
-            SseEvent {
-                event: None,
-                data: "z".into(),
-            },
+            SseEvent { event: Some("a".into()), data: "ünï".into() },
+            SseEvent { event: None, data: "x\ny".into() },
+            SseEvent { event: None, data: "z".into() },
         ];
         for i in 0..=body.len() {
             for j in i..=body.len() {
-                assert_eq!(
-                    decode_in_pieces(body, &[i, j]).unwrap(),
-                    expected,
-                    "cuts at {i}, {j}"
-                );
+                assert_eq!(decode_in_pieces(body, &[i, j]).unwrap(), expected, "cuts at {i}, {j}");
             }
         }
     }
 
     #[test]
     fn spec_corner_cases() {
-        let events = decode_in_pieces(
-            b"\xEF\xBB\xBFdata\n\ndata:\ndata:\n\nevent: lonely\n\nid: 1\nretry: 5\ndata: last",
-            &[],
-        )
-        .unwrap();
+        let events =
+            decode_in_pieces(b"\xEF\xBB\xBFdata\n\ndata:\ndata:\n\nevent: lonely\n\nid: 1\nretry: 5\ndata: last", &[])
+                .unwrap();
         assert_eq!(data(&events), vec!["", "\n", "last"]);
-        assert_eq!(
-            events[2].event, None,
-            "an event without data is not dispatched and its name is dropped"
-        );
+        assert_eq!(events[2].event, None, "an event without data is not dispatched and its name is dropped");
     }
 
     #[test]
@@ -260,17 +228,13 @@ mod tests {
             decode_in_pieces(b"{\"error\": \"not sse\"}\n\n", &[]),
             Err(SseError::NotAField { line: 1, .. })
         ));
-        assert!(matches!(
-            decode_in_pieces(b"data: \xFF\xFE\n\n", &[]),
-            Err(SseError::NotUtf8 { line: 1 })
-        ));
+        assert!(matches!(decode_in_pieces(b"data: \xFF\xFE\n\n", &[]), Err(SseError::NotUtf8 { line: 1 })));
     }
 
     /// Deterministic fuzzing: mutated and random inputs never panic.
     #[test]
     fn garbage_never_panics() {
-        let seed_body =
-            include_bytes!("../../tests/fixtures/providers/openai-compatible-tool-call.sse");
+        let seed_body = include_bytes!("../../tests/fixtures/providers/openai-compatible-tool-call.sse");
         let mut state = 0x9E37_79B9_7F4A_7C15_u64;
         let mut next = move || {
             state ^= state << 13;

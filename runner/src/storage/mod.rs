@@ -58,7 +58,9 @@ pub enum StorageError {
         source: std::io::Error,
     },
     /// Another process (or another runtime in this one) has the space open.
-    #[error("the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again")]
+    #[error(
+        "the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again"
+    )]
     InUse {
         /// The space's file.
         path: String,
@@ -112,17 +114,14 @@ impl Durable {
 impl std::future::Future for Durable {
     type Output = Result<(), StorageError>;
 
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         match &mut self.0 {
             DurableInner::Ready(result) => {
                 std::task::Poll::Ready(result.take().unwrap_or(Err(StorageError::WriterGone)))
             }
-            DurableInner::Waiting(rx) => std::pin::Pin::new(rx)
-                .poll(cx)
-                .map(|r| r.unwrap_or(Err(StorageError::WriterGone))),
+            DurableInner::Waiting(rx) => {
+                std::pin::Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StorageError::WriterGone)))
+            }
         }
     }
 }

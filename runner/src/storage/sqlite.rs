@@ -113,10 +113,7 @@ impl SqliteStorage {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
-        let sqlite = |source| StorageError::Sqlite {
-            path: shown.clone(),
-            source,
-        };
+        let sqlite = |source| StorageError::Sqlite { path: shown.clone(), source };
 
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StorageError::Io {
@@ -132,19 +129,11 @@ impl SqliteStorage {
 
         let counters = Arc::new(Counters::default());
         let (queue, jobs) = mpsc::channel();
-        let writer = Writer {
-            conn: writer_conn,
-            path: shown.clone(),
-            counters: Arc::clone(&counters),
-        };
-        let handle = std::thread::Builder::new()
-            .name(WRITER_THREAD.to_owned())
-            .spawn(move || writer.run(jobs))
-            .map_err(|source| StorageError::Io {
-                path: shown.clone(),
-                action: "start the storage writer thread",
-                source,
-            })?;
+        let writer = Writer { conn: writer_conn, path: shown.clone(), counters: Arc::clone(&counters) };
+        let handle =
+            std::thread::Builder::new().name(WRITER_THREAD.to_owned()).spawn(move || writer.run(jobs)).map_err(
+                |source| StorageError::Io { path: shown.clone(), action: "start the storage writer thread", source },
+            )?;
 
         Ok(SqliteStorage {
             path,
@@ -171,24 +160,19 @@ impl SqliteStorage {
     }
 
     fn sqlite_error(&self, source: rusqlite::Error) -> StorageError {
-        StorageError::Sqlite {
-            path: self.path.display().to_string(),
-            source,
-        }
+        StorageError::Sqlite { path: self.path.display().to_string(), source }
     }
 }
 
 impl Storage for SqliteStorage {
     fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
         let conn = self.reader.lock();
-        let mut stmt = conn
-            .prepare_cached(SELECT_ALL)
-            .map_err(|e| self.sqlite_error(e))?;
+        let mut stmt = conn.prepare_cached(SELECT_ALL).map_err(|e| self.sqlite_error(e))?;
         let rows = stmt
             .query_map([], |row| {
                 let version: i64 = row.get(1)?;
-                let version = u64::try_from(version)
-                    .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(1, version))?;
+                let version =
+                    u64::try_from(version).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(1, version))?;
                 Ok((row.get::<_, String>(0)?, version, row.get::<_, String>(2)?))
             })
             .map_err(|e| self.sqlite_error(e))?;
@@ -235,10 +219,7 @@ impl Drop for SqliteStorage {
 
 impl fmt::Debug for SqliteStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqliteStorage")
-            .field("path", &self.path)
-            .field("stats", &self.stats())
-            .finish_non_exhaustive()
+        f.debug_struct("SqliteStorage").field("path", &self.path).field("stats", &self.stats()).finish_non_exhaustive()
     }
 }
 
@@ -267,8 +248,7 @@ fn open_writer(path: &Path) -> rusqlite::Result<Connection> {
 
     // WAL: a commit appends the transaction's pages to the `-wal` file; readers keep
     // reading the last committed state and never block the writer.
-    let mode: String =
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(
             path = %path.display(),
@@ -294,9 +274,7 @@ fn open_writer(path: &Path) -> rusqlite::Result<Connection> {
 
 /// Opens the connection [`Storage::load`] reads through. The file and table exist by now.
 fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_URI;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Read-write so it can take part in WAL recovery and shared memory; but never writes.
@@ -331,15 +309,11 @@ impl Writer {
 
     /// Makes one group of transactions durable and resolves their tickets in order.
     fn write_group(&mut self, group: impl Iterator<Item = Job>) {
-        let encoded: Vec<(DurableSender, Result<Vec<Row>, StorageError>)> = group
-            .map(|job| (job.done, encode(job.writes, &self.path)))
-            .collect();
+        let encoded: Vec<(DurableSender, Result<Vec<Row>, StorageError>)> =
+            group.map(|job| (job.done, encode(job.writes, &self.path))).collect();
 
         let group_result = {
-            let txns: Vec<&[Row]> = encoded
-                .iter()
-                .filter_map(|(_, rows)| rows.as_deref().ok())
-                .collect();
+            let txns: Vec<&[Row]> = encoded.iter().filter_map(|(_, rows)| rows.as_deref().ok()).collect();
             self.write(&txns)
         };
 
@@ -358,10 +332,9 @@ impl Writer {
                 Err(error) => Err(error),
                 Ok(_) if !failed => Ok(()),
                 // Upserts are idempotent, so writing a transaction again is safe.
-                Ok(rows) => self.write(&[&rows]).map_err(|source| StorageError::Sqlite {
-                    path: self.path.clone(),
-                    source,
-                }),
+                Ok(rows) => {
+                    self.write(&[&rows]).map_err(|source| StorageError::Sqlite { path: self.path.clone(), source })
+                }
             };
             let counter = match result {
                 Ok(()) => &self.counters.durable,
@@ -380,9 +353,7 @@ impl Writer {
         }
         // IMMEDIATE takes the write lock up front, so the transaction cannot fail half way
         // because another connection started writing first.
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut upsert = tx.prepare_cached(UPSERT)?;
             for row in txns.iter().flat_map(|rows| rows.iter()) {
@@ -414,11 +385,7 @@ fn encode(writes: Vec<StoredDoc>, path: &str) -> Result<Vec<Row>, StorageError> 
                 });
             };
             match serde_json::to_string(&doc.value) {
-                Ok(value) => Ok(Row {
-                    id: doc.id,
-                    version,
-                    value,
-                }),
+                Ok(value) => Ok(Row { id: doc.id, version, value }),
                 Err(source) => Err(StorageError::Corrupt { id: doc.id, source }),
             }
         })
@@ -432,11 +399,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn doc(id: &str, version: u64, value: serde_json::Value) -> StoredDoc {
-        StoredDoc {
-            id: id.to_owned(),
-            version,
-            value: value.into(),
-        }
+        StoredDoc { id: id.to_owned(), version, value: value.into() }
     }
 
     fn temp_db() -> (tempfile::TempDir, PathBuf) {
@@ -457,10 +420,7 @@ mod tests {
 
         let a = doc("a", 1, json!({"x": 1, "list": [1, 2, {"deep": null}]}));
         let b = doc("b", 7, json!("text with 'quotes' and \"more\" and ünïcode"));
-        storage
-            .submit(vec![a.clone(), b.clone()])
-            .wait()
-            .expect("durable");
+        storage.submit(vec![a.clone(), b.clone()]).wait().expect("durable");
 
         let docs = by_id(storage.load().expect("load"));
         assert_eq!(docs.len(), 2);
@@ -468,11 +428,8 @@ mod tests {
         assert_eq!(docs["b"], b);
         assert!(path.exists());
 
-        let journal_mode: String = storage
-            .reader
-            .lock()
-            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-            .expect("journal mode");
+        let journal_mode: String =
+            storage.reader.lock().query_row("PRAGMA journal_mode", [], |row| row.get(0)).expect("journal mode");
         assert_eq!(journal_mode, "wal");
     }
 
@@ -480,18 +437,10 @@ mod tests {
     fn storage_overwrite_keeps_latest_version() {
         let (_dir, path) = temp_db();
         let storage = SqliteStorage::open(&path).expect("open");
-        storage
-            .submit(vec![doc("d", 1, json!({"n": 1}))])
-            .wait()
-            .expect("durable");
-        storage
-            .submit(vec![doc("d", 2, json!({"n": 2}))])
-            .wait()
-            .expect("durable");
+        storage.submit(vec![doc("d", 1, json!({"n": 1}))]).wait().expect("durable");
+        storage.submit(vec![doc("d", 2, json!({"n": 2}))]).wait().expect("durable");
         // Many versions queued without waiting: submission order decides the winner.
-        let tickets: Vec<Durable> = (3..=500)
-            .map(|n| storage.submit(vec![doc("d", n, json!({"n": n}))]))
-            .collect();
+        let tickets: Vec<Durable> = (3..=500).map(|n| storage.submit(vec![doc("d", n, json!({"n": n}))])).collect();
         for ticket in tickets {
             ticket.wait().expect("durable");
         }
@@ -553,10 +502,7 @@ mod tests {
         let (_dir, path) = temp_db();
         {
             let storage = SqliteStorage::open(&path).expect("open");
-            storage
-                .submit(vec![doc("kept", 1, json!([1, 2, 3]))])
-                .wait()
-                .expect("durable");
+            storage.submit(vec![doc("kept", 1, json!([1, 2, 3]))]).wait().expect("durable");
             // Queued but never waited for: a clean drop must still write them.
             for n in 1..=300 {
                 drop(storage.submit(vec![doc(&format!("q{n}"), n, json!(n))]));
@@ -573,17 +519,11 @@ mod tests {
     fn storage_corrupt_json_row_is_reported() {
         let (_dir, path) = temp_db();
         let storage = SqliteStorage::open(&path).expect("open");
-        storage
-            .submit(vec![doc("good", 1, json!(true))])
-            .wait()
-            .expect("durable");
+        storage.submit(vec![doc("good", 1, json!(true))]).wait().expect("durable");
         {
             let other = Connection::open(&path).expect("second connection");
             other
-                .execute(
-                    "INSERT INTO documents (id, version, value) VALUES ('bad', 3, '{not json')",
-                    [],
-                )
+                .execute("INSERT INTO documents (id, version, value) VALUES ('bad', 3, '{not json')", [])
                 .expect("insert corrupt row");
         }
         match storage.load() {
@@ -597,18 +537,14 @@ mod tests {
         const SUBMITS: u64 = 1000;
         let (_dir, path) = temp_db();
         let storage = SqliteStorage::open(&path).expect("open");
-        let tickets: Vec<Durable> = (1..=SUBMITS)
-            .map(|n| storage.submit(vec![doc(&format!("g{n}"), n, json!({"n": n}))]))
-            .collect();
+        let tickets: Vec<Durable> =
+            (1..=SUBMITS).map(|n| storage.submit(vec![doc(&format!("g{n}"), n, json!({"n": n}))])).collect();
         for ticket in tickets {
             ticket.wait().expect("durable");
         }
         let stats = storage.stats();
         assert_eq!(stats.transactions_durable, SUBMITS);
-        assert!(
-            stats.sqlite_commits < SUBMITS,
-            "expected group commit to batch {SUBMITS} submits, got {stats:?}"
-        );
+        assert!(stats.sqlite_commits < SUBMITS, "expected group commit to batch {SUBMITS} submits, got {stats:?}");
         assert!(stats.sqlite_commits >= SUBMITS.div_ceil(MAX_GROUP as u64));
         assert_eq!(storage.load().expect("load").len() as u64, SUBMITS);
     }
@@ -619,10 +555,7 @@ mod tests {
         let storage = SqliteStorage::open(&path).expect("open");
         // u64::MAX does not fit in SQLite's signed 64-bit INTEGER: that transaction fails.
         let before = storage.submit(vec![doc("before", 1, json!(1))]);
-        let bad = storage.submit(vec![
-            doc("ok-part", 1, json!(0)),
-            doc("bad", u64::MAX, json!(2)),
-        ]);
+        let bad = storage.submit(vec![doc("ok-part", 1, json!(0)), doc("bad", u64::MAX, json!(2))]);
         let after = storage.submit(vec![doc("after", 1, json!(3))]);
         before.wait().expect("before is durable");
         match bad.wait() {
@@ -630,10 +563,7 @@ mod tests {
             other => panic!("expected a SQLite error, got {other:?}"),
         }
         after.wait().expect("after is durable");
-        storage
-            .submit(vec![doc("later", 1, json!(4))])
-            .wait()
-            .expect("writer still running");
+        storage.submit(vec![doc("later", 1, json!(4))]).wait().expect("writer still running");
 
         let docs = by_id(storage.load().expect("load"));
         let mut ids: Vec<&str> = docs.keys().map(String::as_str).collect();
@@ -658,13 +588,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("a-file");
         std::fs::write(&file, b"x").expect("write file");
-        let err = SqliteStorage::open(file.join("sub").join("db.sqlite"))
-            .expect_err("a file is in the way of the directory");
+        let err =
+            SqliteStorage::open(file.join("sub").join("db.sqlite")).expect_err("a file is in the way of the directory");
         assert!(matches!(err, StorageError::Io { .. }), "{err:?}");
-        assert!(
-            err.to_string().contains("create the storage directory"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("create the storage directory"), "{err}");
     }
 
     #[test]

@@ -85,7 +85,9 @@ pub fn candidates(line: &str, pos: usize, names: &[String]) -> (usize, Vec<Pair>
 /// without duplicates, each with `prefix` in front.
 fn matching<'a>(words: impl Iterator<Item = &'a str>, typed: &str, prefix: &str) -> Vec<Pair> {
     let mut hits: Vec<&str> = words
-        .filter(|w| w.len() >= typed.len() && w.is_char_boundary(typed.len()) && w[..typed.len()].eq_ignore_ascii_case(typed))
+        .filter(|w| {
+            w.len() >= typed.len() && w.is_char_boundary(typed.len()) && w[..typed.len()].eq_ignore_ascii_case(typed)
+        })
         .collect();
     hits.sort_unstable();
     hits.dedup();
