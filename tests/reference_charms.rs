@@ -187,7 +187,7 @@ async fn dice_without_a_seed_differ_between_charms() {
     let rt = runtime();
     let a = rt.charms().create("dice", json!({})).unwrap();
     let b = rt.charms().create("dice", json!({})).unwrap();
-    assert_ne!(rt.charms().get(&a).unwrap()["rng"], rt.charms().get(&b).unwrap()["rng"]);
+    assert_ne!(rt.charms().get(&a).unwrap()["$rng"], rt.charms().get(&b).unwrap()["$rng"]);
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `dice`: roll dice; the last roll is kept in `last`, recent totals in `history`.
 //!
 //! The random numbers come from SplitMix64, whose whole state is one `u64` kept in the
-//! `rng` cell: a restarted charm continues the sequence instead of repeating it, and a
+//! `$rng` cell: a restarted charm continues the sequence instead of repeating it, and a
 //! `seed` argument makes the rolls repeatable. Fine for games, never for secrets.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -99,12 +99,13 @@ fn check(what: &str, value: u32, min: u32, max: u32) -> Result<(), BoxError> {
     Err(format!("{what} must be from {min} to {max}, got {value}").into())
 }
 
-/// The dice pattern: state `last`, `history`, `rng`; handler `roll`.
+/// The dice pattern: state `last`, `history`, `$rng`; handler `roll`.
 pub fn dice() -> Pattern {
     Pattern::new("dice", |b, args: DiceArgs| {
         b.name("Dice");
         let seed = args.seed.unwrap_or_else(|| clock_seed(b.charm_id()));
-        let rng = b.state::<u64>("rng", seed)?;
+        // `$`-prefixed: internal state, not data for people or models (no summaries, no read tool).
+        let rng = b.state::<u64>("$rng", seed)?;
         let last = b.state::<Option<Outcome>>("last", None)?;
         let history = b.state::<Vec<u32>>("history", Vec::new())?;
         b.handler("roll", move |tx, e: Roll| {

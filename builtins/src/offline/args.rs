@@ -54,10 +54,13 @@ pub(super) fn fill(
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let props: Vec<(&str, Kind, Vec<String>)> = properties
+    let mut props: Vec<(&str, Kind, Vec<String>)> = properties
         .iter()
         .map(|(name, s)| (name.as_str(), kind(s, 0), name_words(name).iter().map(|w| stem(w)).collect()))
         .collect();
+    // Required properties get the values first: "add a note \"call mom\"" fills the
+    // required `title`, not the optional `body` that sorts before it.
+    props.sort_by_key(|(name, _, _)| !required.contains(name));
 
     let mut filler = Filler { parsed, used: HashSet::new(), args: Map::new() };
     for (name, kind, _) in &props {

@@ -122,6 +122,13 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
     if let (None, [only], false) = (&best, &candidates[..], mentions.is_empty()) {
         best = Some((*only, words::Score::default()));
     }
+    // A question about a mentioned charm ("what is on my @Todo?") reads it.
+    if best.is_none() && !mentions.is_empty() && is_question(text) {
+        let readers: Vec<&&ToolSpec> = candidates.iter().filter(|t| t.name.ends_with("_read")).collect();
+        if let [only] = readers[..] {
+            best = Some((*only, words::Score::default()));
+        }
+    }
     let Some((tool, chosen)) = best else {
         return say(&format!(
             "Sorry, I can't help with that offline. I'm Trellis's offline model: I only pick a \
@@ -149,6 +156,13 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
             missing.join(" and "),
         )),
     }
+}
+
+/// Whether a message asks something rather than asking for something to be done.
+fn is_question(text: &str) -> bool {
+    let first = text.split_whitespace().find(|w| !w.starts_with('@')).unwrap_or("").to_lowercase();
+    text.trim_end().ends_with('?')
+        || ["what", "which", "show", "list", "how", "who", "where", "when"].contains(&first.as_str())
 }
 
 /// Whether the wire name `tool` belongs to the sanitised, lowercase `mention`: the
@@ -419,6 +433,26 @@ mod tests {
         let events =
             OfflineModel.answer(&ModelRequest { messages, tools: counter_tools("Counter"), ..Default::default() });
         assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_2"));
+    }
+
+    #[test]
+    fn a_quoted_text_fills_the_required_property_first() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "body": { "type": "string", "default": "" }, "title": { "type": "string" } },
+            "required": ["title"]
+        });
+        let events = ask(vec![tool("Notes_add", "Add a note.", schema)], "@Notes add a note \"call mom\"");
+        assert_eq!(call_of(&events), Some(("Notes_add".into(), json!({ "title": "call mom", "body": "" }))));
+    }
+
+    #[test]
+    fn a_question_about_a_mentioned_charm_reads_it() {
+        let mut tools = counter_tools("Notes");
+        tools.push(tool("Notes_read", "Read Notes's data without changing it.", json!({ "type": "object", "properties": {} })));
+        let events = ask(tools.clone(), "what is on my @Notes?");
+        assert_eq!(call_of(&events).map(|c| c.0), Some("Notes_read".into()));
+        assert_eq!(call_of(&ask(tools, "@Notes please")), None, "not a question: no guess");
     }
 
     #[test]
