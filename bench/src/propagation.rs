@@ -260,6 +260,135 @@ fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Stats {
     stats
 }
 
+/// The `head` source of a case (starting at 0) and its readable node.
+fn head_signal<S: ReactiveSystem>(sys: &mut S) -> (S::Signal<i64>, S::Node<i64>) {
+    let head = sys.signal(0);
+    let head_node = sys.node(&head);
+    (head, head_node)
+}
+
+/// [`calc`] whose computation counts its runs in `counter` (before computing).
+fn counted_calc<S: ReactiveSystem>(
+    sys: &mut S,
+    deps: &[S::Node<i64>],
+    counter: &Counter,
+    f: impl Fn(&dyn Inputs<i64>) -> i64 + Send + Sync + 'static,
+) -> S::Node<i64> {
+    let counter = counter.clone();
+    calc(sys, deps, move |x| {
+        counter.hit();
+        f(x)
+    })
+}
+
+/// The sum of all inputs.
+fn sum_inputs(x: &dyn Inputs<i64>) -> i64 {
+    (0..x.len()).map(|i| x.get(i)).sum()
+}
+
+/// The iteration shared by the kairo cases driven by one `head` signal: write head = 1
+/// (checking `out` after it if asked to), then head = 0, 1, …, `writes` - 1, checking `out`
+/// after each write; at the end, the exact runs of every counter since their reset (after
+/// the first write unless asked otherwise).
+struct Sweep<S: ReactiveSystem> {
+    head: S::Signal<i64>,
+    /// The node read after each write.
+    out: S::Node<i64>,
+    /// Nodes nobody reads that must live as long as the iteration.
+    keep_alive: Vec<S::Node<i64>>,
+    checks: SweepChecks,
+}
+
+/// What a [`Sweep`] checks (apart from the handles, so that its iteration does not
+/// depend on the lifetime of `S`).
+struct SweepChecks {
+    name: &'static str,
+    /// What `out` is called in messages.
+    what: &'static str,
+    writes: i64,
+    /// The value of `out` for a value of head.
+    expected: fn(i64) -> i64,
+    check_first: bool,
+    count_first: bool,
+    /// Name in messages, counter, exact runs per iteration.
+    runs: Vec<(&'static str, Counter, u64)>,
+}
+
+impl<S: ReactiveSystem> Sweep<S> {
+    fn new(
+        name: &'static str,
+        head: S::Signal<i64>,
+        out: S::Node<i64>,
+        what: &'static str,
+        writes: i64,
+        expected: fn(i64) -> i64,
+    ) -> Self {
+        let checks =
+            SweepChecks { name, what, writes, expected, check_first: false, count_first: false, runs: Vec::new() };
+        Self { head, out, keep_alive: Vec::new(), checks }
+    }
+
+    /// Also checks `out` after the first write (head = 1).
+    fn check_first(mut self) -> Self {
+        self.checks.check_first = true;
+        self
+    }
+
+    /// Resets the counters before the first write, so its runs count too.
+    fn count_first(mut self) -> Self {
+        self.checks.count_first = true;
+        self
+    }
+
+    /// Checks that `counter` ran exactly `expected` times per iteration.
+    fn runs(mut self, what: &'static str, counter: Counter, expected: u64) -> Self {
+        self.checks.runs.push((what, counter, expected));
+        self
+    }
+
+    /// Keeps `node` alive as long as the iteration.
+    fn keep_alive(mut self, node: S::Node<i64>) -> Self {
+        self.keep_alive.push(node);
+        self
+    }
+
+    fn iteration(self) -> Iteration<S> {
+        let Self { head, out, keep_alive, checks } = self;
+        Box::new(move |sys: &mut S| {
+            let _keep_alive = &keep_alive;
+            checks.run(sys, &head, &out)
+        })
+    }
+}
+
+impl SweepChecks {
+    fn run<S: ReactiveSystem>(&self, sys: &mut S, head: &S::Signal<i64>, out: &S::Node<i64>) {
+        let Self { name, what, writes, expected, check_first, count_first, runs } = self;
+        let reset = || {
+            for (_, counter, _) in runs {
+                counter.take();
+            }
+        };
+        if *count_first {
+            reset();
+        }
+        sys.write(head, 1);
+        if *check_first {
+            check(name, format_args!("{what} after head = 1"), sys.get(out), expected(1));
+        }
+        if !count_first {
+            reset();
+        }
+        for i in 0..*writes {
+            sys.write(head, i);
+            check(name, format_args!("{what} after head = {i}"), sys.get(out), expected(i));
+        }
+        for (what, counter, runs) in runs {
+            check(name, what, counter.take(), *runs);
+        }
+    }
+}
+
 /// The "heavy computation" of avoidablePropagation: 100 additions the optimiser keeps.
 fn busy() {
     let mut a = 0u32;
@@ -274,19 +403,14 @@ fn busy() {
 fn avoidable_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "avoidablePropagation";
     const WRITES: i64 = 1000;
-    let head = sys.signal(0);
-    let head_node = sys.node(&head);
+    let (head, head_node) = head_signal(sys);
     let (c2_runs, c3_runs, effect_runs) = (Counter::new(), Counter::new(), Counter::new());
     let c1 = calc(sys, &[head_node], |x| x.get(0));
-    let counter = c2_runs.clone();
-    let c2 = calc(sys, &[c1], move |x| {
-        counter.hit();
+    let c2 = counted_calc(sys, &[c1], &c2_runs, |x| {
         let _ = x.get(0);
         0
     });
-    let counter = c3_runs.clone();
-    let c3 = calc(sys, &[c2], move |x| {
-        counter.hit();
+    let c3 = counted_calc(sys, &[c2], &c3_runs, |x| {
         busy();
         x.get(0) + 1
     });
@@ -299,21 +423,15 @@ fn avoidable_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     });
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        for counter in [&c2_runs, &c3_runs, &effect_runs] {
-            counter.take();
-        }
-        sys.write(&head, 1);
-        check(NAME, "c5 after head = 1", sys.get(&c5), 6);
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("c5 after head = {i}"), sys.get(&c5), 6);
-        }
-        // Every write changes head (the previous iteration ends at WRITES - 1).
-        check(NAME, "c2 runs", c2_runs.take(), WRITES as u64 + 1);
-        check(NAME, "c3 (heavy) runs", c3_runs.take(), 0);
-        check(NAME, "effect runs", effect_runs.take(), 0);
-    })
+    // Every write changes head (the previous iteration ends at WRITES - 1).
+    let c2_expected = WRITES as u64 + 1;
+    Sweep::new(NAME, head, c5, "c5", WRITES, |_| 6)
+        .check_first()
+        .count_first()
+        .runs("c2 runs", c2_runs, c2_expected)
+        .runs("c3 (heavy) runs", c3_runs, 0)
+        .runs("effect runs", effect_runs, 0)
+        .iteration()
 }
 
 /// broadPropagation: 50 branches head → head + i → + 1, each with an effect.
@@ -321,8 +439,7 @@ fn broad_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "broadPropagation";
     const BRANCHES: i64 = 50;
     const WRITES: i64 = 50;
-    let head = sys.signal(0);
-    let head_node = sys.node(&head);
+    let (head, head_node) = head_signal(sys);
     let effect_runs = Counter::new();
     let mut last = head_node.clone();
     for i in 0..BRANCHES {
@@ -333,16 +450,10 @@ fn broad_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     }
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        sys.write(&head, 1);
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("last branch after head = {i}"), sys.get(&last), i + BRANCHES);
-        }
-        // Every write changes head, and each change reaches every branch's effect once.
-        check(NAME, "effect runs", effect_runs.take(), (BRANCHES * WRITES) as u64);
-    })
+    // Every write changes head, and each change reaches every branch's effect once.
+    Sweep::new(NAME, head, last, "last branch", WRITES, |i| i + BRANCHES)
+        .runs("effect runs", effect_runs, (BRANCHES * WRITES) as u64)
+        .iteration()
 }
 
 /// deepPropagation: a chain of 50 computeds (+1 each) from head, with an effect at the end.
@@ -350,8 +461,7 @@ fn deep_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "deepPropagation";
     const LEN: i64 = 50;
     const WRITES: i64 = 50;
-    let head = sys.signal(0);
-    let mut current = sys.node(&head);
+    let (head, mut current) = head_signal(sys);
     for _ in 0..LEN {
         current = calc(sys, &[current], |x| x.get(0) + 1);
     }
@@ -359,15 +469,9 @@ fn deep_propagation<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     count_effect(sys, &current, &effect_runs);
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        sys.write(&head, 1);
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("end of chain after head = {i}"), sys.get(&current), LEN + i);
-        }
-        check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
-    })
+    Sweep::new(NAME, head, current, "end of chain", WRITES, |i| LEN + i)
+        .runs("effect runs", effect_runs, WRITES as u64)
+        .iteration()
 }
 
 /// diamond: head → 5 computeds (+1) → sum, with an effect on the sum. The sum must run
@@ -376,31 +480,19 @@ fn diamond<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "diamond";
     const WIDTH: i64 = 5;
     const WRITES: i64 = 500;
-    let head = sys.signal(0);
-    let head_node = sys.node(&head);
+    let (head, head_node) = head_signal(sys);
     let branches: Vec<S::Node<i64>> =
         (0..WIDTH).map(|_| calc(sys, std::slice::from_ref(&head_node), |x| x.get(0) + 1)).collect();
     let (sum_runs, effect_runs) = (Counter::new(), Counter::new());
-    let counter = sum_runs.clone();
-    let sum = calc(sys, &branches, move |x| {
-        counter.hit();
-        (0..x.len()).map(|i| x.get(i)).sum()
-    });
+    let sum = counted_calc(sys, &branches, &sum_runs, sum_inputs);
     count_effect(sys, &sum, &effect_runs);
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        sys.write(&head, 1);
-        check(NAME, "sum after head = 1", sys.get(&sum), 2 * WIDTH);
-        sum_runs.take();
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("sum after head = {i}"), sys.get(&sum), (i + 1) * WIDTH);
-        }
-        check(NAME, "sum runs", sum_runs.take(), WRITES as u64);
-        check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
-    })
+    Sweep::new(NAME, head, sum, "sum", WRITES, |i| (i + 1) * WIDTH)
+        .check_first()
+        .runs("sum runs", sum_runs, WRITES as u64)
+        .runs("effect runs", effect_runs, WRITES as u64)
+        .iteration()
 }
 
 /// mux: 100 sources → one node holding all of them (a [`Row`]) → 100 nodes each picking
@@ -424,15 +516,13 @@ fn mux<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
 
     Box::new(move |sys: &mut S| {
         effect_runs.take();
-        for (i, (head, out)) in heads.iter().zip(&split).take(WRITTEN as usize).enumerate() {
-            let i = i as i64;
-            sys.write(head, i);
-            check(NAME, format_args!("split[{i}] after heads[{i}] = {i}"), sys.get(out), i + 1);
-        }
-        for (i, (head, out)) in heads.iter().zip(&split).take(WRITTEN as usize).enumerate() {
-            let i = i as i64;
-            sys.write(head, 2 * i);
-            check(NAME, format_args!("split[{i}] after heads[{i}] = {}", 2 * i), sys.get(out), 2 * i + 1);
+        // heads[i] = i, then heads[i] = 2 * i.
+        for factor in [1, 2] {
+            for (i, (head, out)) in heads.iter().zip(&split).take(WRITTEN as usize).enumerate() {
+                let (i, value) = (i as i64, factor * i as i64);
+                sys.write(head, value);
+                check(NAME, format_args!("split[{i}] after heads[{i}] = {value}"), sys.get(out), value + 1);
+            }
         }
         // heads[0] is written 0 twice (no change); the 18 other writes each change exactly
         // one split node, whose effect alone must run.
@@ -445,29 +535,17 @@ fn repeated_observers<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "repeatedObservers";
     const SIZE: i64 = 30;
     const WRITES: i64 = 100;
-    let head = sys.signal(0);
-    let head_node = sys.node(&head);
+    let (head, head_node) = head_signal(sys);
     let (runs, effect_runs) = (Counter::new(), Counter::new());
-    let counter = runs.clone();
-    let current = calc(sys, &[head_node], move |x| {
-        counter.hit();
-        (0..SIZE).map(|_| x.get(0)).sum()
-    });
+    let current = counted_calc(sys, &[head_node], &runs, |x| (0..SIZE).map(|_| x.get(0)).sum());
     count_effect(sys, &current, &effect_runs);
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        sys.write(&head, 1);
-        check(NAME, "value after head = 1", sys.get(&current), SIZE);
-        runs.take();
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("value after head = {i}"), sys.get(&current), i * SIZE);
-        }
-        check(NAME, "computation runs", runs.take(), WRITES as u64);
-        check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
-    })
+    Sweep::new(NAME, head, current, "value", WRITES, |i| i * SIZE)
+        .check_first()
+        .runs("computation runs", runs, WRITES as u64)
+        .runs("effect runs", effect_runs, WRITES as u64)
+        .iteration()
 }
 
 /// triangle: a chain of 10 nodes from head (+1 each); a sum over head and the first 9
@@ -476,8 +554,9 @@ fn triangle<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "triangle";
     const WIDTH: i64 = 10;
     const WRITES: i64 = 100;
-    let head = sys.signal(0);
-    let mut current = sys.node(&head);
+    // sum = WIDTH * head + (0 + 1 + ... + WIDTH - 1)
+    const OFFSET: i64 = WIDTH * (WIDTH - 1) / 2;
+    let (head, mut current) = head_signal(sys);
     let mut list = Vec::with_capacity(WIDTH as usize);
     for _ in 0..WIDTH {
         list.push(current.clone());
@@ -485,23 +564,15 @@ fn triangle<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     }
     let unread_tail = current;
     let effect_runs = Counter::new();
-    let sum = calc(sys, &list, |x| (0..x.len()).map(|i| x.get(i)).sum());
+    let sum = calc(sys, &list, sum_inputs);
     count_effect(sys, &sum, &effect_runs);
     sys.settle();
-    // sum = WIDTH * head + (0 + 1 + ... + WIDTH - 1)
-    let offset = WIDTH * (WIDTH - 1) / 2;
 
-    Box::new(move |sys: &mut S| {
-        let _keep_alive = &unread_tail;
-        sys.write(&head, 1);
-        check(NAME, "sum after head = 1", sys.get(&sum), WIDTH + offset);
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            check(NAME, format_args!("sum after head = {i}"), sys.get(&sum), WIDTH * i + offset);
-        }
-        check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
-    })
+    Sweep::new(NAME, head, sum, "sum", WRITES, |i| WIDTH * i + OFFSET)
+        .check_first()
+        .keep_alive(unread_tail)
+        .runs("effect runs", effect_runs, WRITES as u64)
+        .iteration()
 }
 
 /// unstable: a computed that reads head, then 20 times either `double` (head odd) or
@@ -510,14 +581,11 @@ fn unstable<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     const NAME: &str = "unstable";
     const READS: i64 = 20;
     const WRITES: i64 = 100;
-    let head = sys.signal(0);
-    let head_node = sys.node(&head);
+    let (head, head_node) = head_signal(sys);
     let double = calc(sys, std::slice::from_ref(&head_node), |x| x.get(0) * 2);
     let inverse = calc(sys, std::slice::from_ref(&head_node), |x| -x.get(0));
     let (runs, effect_runs) = (Counter::new(), Counter::new());
-    let counter = runs.clone();
-    let current = calc(sys, &[head_node, double, inverse], move |x| {
-        counter.hit();
+    let current = counted_calc(sys, &[head_node, double, inverse], &runs, |x| {
         let mut result = 0;
         for _ in 0..READS {
             result += if x.get(0) % 2 != 0 { x.get(1) } else { x.get(2) };
@@ -527,20 +595,12 @@ fn unstable<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
     count_effect(sys, &current, &effect_runs);
     sys.settle();
 
-    Box::new(move |sys: &mut S| {
-        sys.write(&head, 1);
-        check(NAME, "value after head = 1", sys.get(&current), 2 * READS);
-        runs.take();
-        effect_runs.take();
-        for i in 0..WRITES {
-            sys.write(&head, i);
-            let expected = if i % 2 != 0 { 2 * i * READS } else { -i * READS };
-            check(NAME, format_args!("value after head = {i}"), sys.get(&current), expected);
-        }
-        check(NAME, "computation runs", runs.take(), WRITES as u64);
-        // Every write changes the value (odd heads give positive, even ones non-positive).
-        check(NAME, "effect runs", effect_runs.take(), WRITES as u64);
-    })
+    // Every write changes the value (odd heads give positive, even ones non-positive).
+    Sweep::new(NAME, head, current, "value", WRITES, |i| if i % 2 != 0 { 2 * i * READS } else { -i * READS })
+        .check_first()
+        .runs("computation runs", runs, WRITES as u64)
+        .runs("effect runs", effect_runs, WRITES as u64)
+        .iteration()
 }
 
 #[cfg(test)]

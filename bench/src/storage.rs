@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde_json::json;
+// Trellis's own table and upsert, so that the peer writes exactly what Trellis writes.
+use trellis_runner::storage::{CREATE_TABLE, UPSERT};
 use trellis_runner::{Cell, Link, Pattern, Runtime};
 
 use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
@@ -64,17 +66,6 @@ const UNIT: &str = "commit";
 
 /// The busy timeout Trellis's storage sets (runner/src/storage/sqlite.rs).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Trellis's table (runner/src/storage/sqlite.rs), used by the peer too.
-const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS documents (
-    id TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    value TEXT NOT NULL
-)";
-
-/// Trellis's upsert (runner/src/storage/sqlite.rs), used by the peer too.
-const UPSERT: &str = "INSERT INTO documents (id, version, value) VALUES (?1, ?2, ?3)
-    ON CONFLICT(id) DO UPDATE SET version = excluded.version, value = excluded.value";
 
 /// The scenarios, in table order.
 #[derive(Clone, Copy, Debug, PartialEq)]

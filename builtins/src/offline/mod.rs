@@ -449,7 +449,11 @@ mod tests {
     #[test]
     fn a_question_about_a_mentioned_charm_reads_it() {
         let mut tools = counter_tools("Notes");
-        tools.push(tool("Notes_read", "Read Notes's data without changing it.", json!({ "type": "object", "properties": {} })));
+        tools.push(tool(
+            "Notes_read",
+            "Read Notes's data without changing it.",
+            json!({ "type": "object", "properties": {} }),
+        ));
         let events = ask(tools.clone(), "what is on my @Notes?");
         assert_eq!(call_of(&events).map(|c| c.0), Some("Notes_read".into()));
         assert_eq!(call_of(&ask(tools, "@Notes please")), None, "not a question: no guess");

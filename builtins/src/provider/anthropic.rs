@@ -390,15 +390,10 @@ mod tests {
     use super::*;
     use crate::message::ToolOutput;
     use crate::model::ToolSpec;
+    use crate::provider::http::test_support::{self, tool_round};
 
     fn run(payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
-        let mut parser = AnthropicStreamParser::new();
-        let mut events = Vec::new();
-        for payload in payloads {
-            events.extend(parser.push_data(payload)?);
-        }
-        events.extend(StreamParser::finish(&mut parser)?);
-        Ok(events)
+        test_support::run(AnthropicStreamParser::new(), payloads)
     }
 
     fn tool_stream(fragments: &[&str]) -> Vec<String> {
@@ -483,35 +478,13 @@ mod tests {
 
     #[test]
     fn body_translates_messages() {
+        let [calls, results] = tool_round(vec![
+            ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Text("hi".into())),
+            ("c2", "bad", json!("{oops"), ToolOutput::ErrorText("invalid arguments".into())),
+        ]);
         let request = ModelRequest {
             system: Some("Be brief.".into()),
-            messages: vec![
-                Message::user("Read a.txt"),
-                Message {
-                    role: Role::Assistant,
-                    content: vec![
-                        Part::Text { text: String::new() },
-                        Part::ToolCall { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
-                        Part::ToolCall { id: "c2".into(), name: "bad".into(), input: json!("{oops") },
-                    ],
-                },
-                Message {
-                    role: Role::Tool,
-                    content: vec![
-                        Part::ToolResult {
-                            id: "c1".into(),
-                            name: "read_file".into(),
-                            output: ToolOutput::Text("hi".into()),
-                        },
-                        Part::ToolResult {
-                            id: "c2".into(),
-                            name: "bad".into(),
-                            output: ToolOutput::ErrorText("invalid arguments".into()),
-                        },
-                    ],
-                },
-                Message::user("and then?"),
-            ],
+            messages: vec![Message::user("Read a.txt"), calls, results, Message::user("and then?")],
             tools: vec![ToolSpec {
                 name: "read_file".into(),
                 description: "Reads".into(),

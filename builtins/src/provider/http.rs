@@ -375,6 +375,39 @@ pub(crate) fn tool_output_text(output: &crate::message::ToolOutput, prefix_error
     }
 }
 
+/// Fixtures the adapters' unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::{ParseError, StreamParser};
+    use crate::message::{Message, Part, Role, ToolOutput};
+    use crate::model::ModelEvent;
+    use crate::provider::sse::SseEvent;
+
+    /// Feeds `payloads` to `parser` as `data:` payloads without an `event:` name, then ends
+    /// the stream: every event until the first error.
+    pub(crate) fn run(mut parser: impl StreamParser, payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
+        let mut events = Vec::new();
+        for payload in payloads {
+            events.extend(parser.push(&SseEvent { event: None, data: payload.clone() })?);
+        }
+        events.extend(parser.finish()?);
+        Ok(events)
+    }
+
+    /// One round of tool use: the assistant's calls (after an empty text part, as streamed
+    /// answers often start) and the tool turn answering each call, in order. A call is
+    /// `(id, name, input, output)`.
+    pub(crate) fn tool_round(calls: Vec<(&str, &str, serde_json::Value, ToolOutput)>) -> [Message; 2] {
+        let mut asked = vec![Part::Text { text: String::new() }];
+        let mut answered = Vec::new();
+        for (id, name, input, output) in calls {
+            asked.push(Part::ToolCall { id: id.into(), name: name.into(), input });
+            answered.push(Part::ToolResult { id: id.into(), name: name.into(), output });
+        }
+        [Message { role: Role::Assistant, content: asked }, Message { role: Role::Tool, content: answered }]
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 mod tests {

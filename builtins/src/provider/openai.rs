@@ -470,6 +470,7 @@ fn provider_error_text(error: &Value) -> String {
 mod tests {
     use super::*;
     use crate::message::ToolOutput;
+    use crate::provider::http::test_support::{self, tool_round};
 
     fn chunk(delta: Value, finish: Option<&str>) -> String {
         json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string()
@@ -489,13 +490,7 @@ mod tests {
     }
 
     fn run(payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
-        let mut parser = OpenAiStreamParser::new();
-        let mut events = Vec::new();
-        for payload in payloads {
-            events.extend(parser.push_data(payload)?);
-        }
-        events.extend(StreamParser::finish(&mut parser)?);
-        Ok(events)
+        test_support::run(OpenAiStreamParser::new(), payloads)
     }
 
     #[test]
@@ -643,33 +638,16 @@ mod tests {
 
     #[test]
     fn body_translates_messages() {
+        let [calls, results] = tool_round(vec![
+            ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Json(json!({"text": "hi"}))),
+            ("c2", "oops", json!("{bad"), ToolOutput::ErrorText("unknown tool".into())),
+        ]);
         let request = ModelRequest {
             system: Some("Be brief.".into()),
             messages: vec![
                 Message::user("Read a.txt"),
-                Message {
-                    role: Role::Assistant,
-                    content: vec![
-                        Part::Text { text: String::new() },
-                        Part::ToolCall { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
-                        Part::ToolCall { id: "c2".into(), name: "oops".into(), input: json!("{bad") },
-                    ],
-                },
-                Message {
-                    role: Role::Tool,
-                    content: vec![
-                        Part::ToolResult {
-                            id: "c1".into(),
-                            name: "read_file".into(),
-                            output: ToolOutput::Json(json!({"text": "hi"})),
-                        },
-                        Part::ToolResult {
-                            id: "c2".into(),
-                            name: "oops".into(),
-                            output: ToolOutput::ErrorText("unknown tool".into()),
-                        },
-                    ],
-                },
+                calls,
+                results,
                 Message { role: Role::Assistant, content: vec![Part::Text { text: String::new() }] },
                 Message::assistant("It says hi."),
             ],

@@ -9,7 +9,7 @@ mod memory;
 mod sqlite;
 
 pub use memory::MemoryStorage;
-pub use sqlite::SqliteStorage;
+pub use sqlite::{SqliteStorage, CREATE_TABLE, UPSERT};
 
 use futures::channel::oneshot;
 

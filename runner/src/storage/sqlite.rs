@@ -43,13 +43,21 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Name of the background writer thread.
 const WRITER_THREAD: &str = "trellis-sqlite-writer";
 
-const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS documents (
+/// The SQL that creates [`SqliteStorage`]'s one table, `documents`, if it does not exist.
+///
+/// Public so that tools outside the runner (the benchmark's plain-SQLite peer) use exactly
+/// the same table rather than a copy that could drift.
+pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     value TEXT NOT NULL
 )";
 
-const UPSERT: &str = "INSERT INTO documents (id, version, value) VALUES (?1, ?2, ?3)
+/// The statement with which [`SqliteStorage`] writes one document: insert or replace the
+/// row of `?1` (id) with `?2` (version) and `?3` (the value as JSON text).
+///
+/// Public for the same reason as [`CREATE_TABLE`].
+pub const UPSERT: &str = "INSERT INTO documents (id, version, value) VALUES (?1, ?2, ?3)
     ON CONFLICT(id) DO UPDATE SET version = excluded.version, value = excluded.value";
 
 const SELECT_ALL: &str = "SELECT id, version, value FROM documents ORDER BY id";
