@@ -41,6 +41,8 @@ pub struct Space {
     id_prefix: String,
     /// How many commits with writes this space has made (the sequence of the latest).
     commits: AtomicU64,
+    /// How many failed storage writes have been reported to a caller.
+    reported_failures: AtomicU64,
 }
 
 /// What one commit changed: the written paths of each document, and its durability ticket.
@@ -75,6 +77,7 @@ impl Space {
             .unwrap_or_default();
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
         Ok(Space {
+            reported_failures: AtomicU64::new(0),
             docs,
             commit_lock: ReentrantMutex::new(()),
             storage,
@@ -119,12 +122,21 @@ impl Space {
     /// Waits until everything committed up to now is durable, given that commit `seq`
     /// (whose own ticket is `durable`) was the caller's: when nothing committed after it,
     /// its own ticket is enough and no extra round trip to storage is made.
+    ///
+    /// A failed write that nobody waited for (a derived value's) is reported here, to the
+    /// next caller that waits, so it cannot pass unnoticed.
     pub(crate) async fn durable_after(&self, seq: u64, durable: Durable) -> Result<(), StorageError> {
-        durable.await?;
-        if self.commits.load(Ordering::SeqCst) != seq {
-            self.barrier().await?;
+        let mut result = durable.await;
+        if result.is_ok() && self.commits.load(Ordering::SeqCst) != seq {
+            result = self.barrier().await;
         }
-        Ok(())
+        let failed = self.storage.failed_writes();
+        let reported = self.reported_failures.swap(failed, Ordering::SeqCst);
+        result?;
+        match failed.saturating_sub(reported) {
+            0 => Ok(()),
+            count => Err(StorageError::LostWrites { count }),
+        }
     }
 
     /// Runs `f` while no other thread can commit to this space.
@@ -212,5 +224,59 @@ impl Read for Space {
 impl std::fmt::Debug for Space {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Space").field("documents", &self.docs.len()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Storage that fails the next non-empty write when told to (a disk that filled up).
+    #[derive(Default)]
+    struct FlakyDisk {
+        fail_next: Arc<AtomicBool>,
+        failed: AtomicU64,
+    }
+
+    impl Storage for FlakyDisk {
+        fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+            Ok(Vec::new())
+        }
+
+        fn submit(&self, writes: Vec<StoredDoc>) -> Durable {
+            if !writes.is_empty() && self.fail_next.swap(false, Ordering::SeqCst) {
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                return Durable::ready(Err(StorageError::WriterGone));
+            }
+            Durable::ready(Ok(()))
+        }
+
+        fn failed_writes(&self) -> u64 {
+            self.failed.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn a_failed_derived_write_is_reported_to_the_next_waiter_once() {
+        let fail_next = Arc::new(AtomicBool::new(false));
+        let disk = FlakyDisk { fail_next: fail_next.clone(), failed: AtomicU64::new(0) };
+        let rt = crate::Runtime::with_storage(Box::new(disk)).expect("open");
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        rt.computed("double", {
+            let n = n.clone();
+            move |tx| {
+                let n = n.get(tx)?;
+                // The disk fails exactly when this derived value is written for n = 5.
+                fail_next.store(n == 5, Ordering::SeqCst);
+                Ok(n * 2)
+            }
+        })
+        .expect("computed");
+        let err = rt.transact(|tx| n.set(tx, 5)).expect_err("the lost derived write is reported");
+        assert!(err.to_string().contains("1 earlier write(s) of derived values did not reach storage"), "{err}");
+        rt.transact(|tx| n.set(tx, 6)).expect("reported once, then quiet");
     }
 }

@@ -65,6 +65,12 @@ pub enum StorageError {
         /// The space's file.
         path: String,
     },
+    /// Writes nobody waited for (derived values) failed earlier.
+    #[error("{count} earlier write(s) of derived values did not reach storage; the space on disk is behind; check the disk (space, permissions) and restart")]
+    LostWrites {
+        /// How many failed since the last report.
+        count: u64,
+    },
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,
@@ -78,6 +84,12 @@ pub trait Storage: Send + Sync + 'static {
     /// Queues the writes of one committed transaction. Transactions become durable in
     /// the order they were submitted; the returned ticket resolves when these writes are.
     fn submit(&self, writes: Vec<StoredDoc>) -> Durable;
+
+    /// How many submitted transactions failed to become durable so far. The space uses
+    /// it to report failures of writes nobody waited for (derived values).
+    fn failed_writes(&self) -> u64 {
+        0
+    }
 }
 
 /// Resolves once a submitted transaction is durable (or storage failed).

@@ -208,6 +208,10 @@ impl Storage for SqliteStorage {
             Err(_) => Durable::ready(Err(StorageError::WriterGone)),
         }
     }
+
+    fn failed_writes(&self) -> u64 {
+        self.counters.failed.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for SqliteStorage {
