@@ -291,6 +291,17 @@ async fn anthropic_recorded_json_fragments() {
 }
 
 #[tokio::test]
+async fn byte_order_mark_crlf_and_byte_by_byte() {
+    let body = format!("\u{feff}{}", fixture("openai-compatible-tool-call.sse").replace('\n', "\r\n"));
+    let mut canned = Canned::sse(body);
+    canned.chunk = 1;
+    let server = Server::start(vec![canned]).await;
+    let events = collect(&server.openai(), hello()).await.expect("events");
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[2], tool_call("toolu_sanitized", "read_file", json!({"path": "a.txt"})));
+}
+
+#[tokio::test]
 async fn ollama_needs_no_key_and_uses_its_base_url() {
     let server = Server::start(vec![Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
     let base = format!("http://{}/v1", server.addr);
@@ -437,6 +448,8 @@ async fn scripted_model_from_a_file() {
 
 #[tokio::test]
 async fn malformed_sse_line() {
+    // A line that is no SSE field is skipped, as the SSE rules say; the answer it leaves
+    // unfinished is still an error.
     let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\nthis is not sse\n\n";
     let server = Server::start(vec![Canned::sse(body)]).await;
     let stream = server.openai().stream(hello()).await.expect("stream starts");
@@ -445,11 +458,34 @@ async fn malformed_sse_line() {
     match &items[1] {
         Err(ModelError::Malformed { provider, message }) => {
             assert_eq!(provider, "openai");
-            assert!(message.contains("this is not sse"), "{message}");
+            assert!(message.contains("ended before the answer was finished"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(items.len(), 2, "the stream ends at the error");
+}
+
+#[tokio::test]
+async fn success_status_without_an_event_stream() {
+    let json = Canned::json(200, json!({"error": {"message": "Your quota is exhausted"}}));
+    let mut html = Canned::sse("<html>\n<head><title>502 Bad Gateway</title></head>\n</html>\n");
+    html.headers = vec![("content-type", "text/html".into())];
+    let server = Server::start(vec![json, html]).await;
+    let error = collect(&server.openai(), hello()).await.expect_err("should fail");
+    match &error {
+        ModelError::Malformed { message, .. } => assert_eq!(
+            message,
+            "the response is not an event stream (content-type `application/json`): Your quota is exhausted"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
+    assert!(
+        matches!(&error, ModelError::Malformed { message, .. }
+            if message.contains("not an event stream (content-type `text/html`)") && message.contains("502 Bad Gateway")),
+        "{error:?}"
+    );
+    assert_eq!(server.received().len(), 2, "a stream that started is not retried");
 }
 
 #[tokio::test]

@@ -9,8 +9,7 @@ use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
-use super::http::{self, HttpSettings, ParseError, StreamParser};
-use super::sse::{truncate, SseEvent};
+use super::http::{self, truncate, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 
@@ -99,7 +98,7 @@ impl AnthropicModel {
         .await?;
         Ok(http::event_stream(
             "anthropic".to_string(),
-            response.bytes_stream(),
+            response,
             AnthropicStreamParser::new(),
             self.config.http.idle_timeout,
         ))
@@ -367,8 +366,8 @@ fn push_text(events: &mut Vec<ModelEvent>, text: Option<&Value>) {
 }
 
 impl StreamParser for AnthropicStreamParser {
-    fn push(&mut self, event: &SseEvent) -> Result<Vec<ModelEvent>, ParseError> {
-        self.push_typed(event.event.as_deref(), &event.data)
+    fn push(&mut self, event: &str, data: &str) -> Result<Vec<ModelEvent>, ParseError> {
+        self.push_typed(Some(event), data)
     }
 
     fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError> {

@@ -1,12 +1,20 @@
 //! What both provider adapters share: timeouts, retries with backoff, error bodies, and
 //! the driver that turns an HTTP body into [`ModelEvent`]s through a pure parser.
+//!
+//! Server-Sent Events are decoded by the `eventsource-stream` crate; this module adds
+//! what a model answer needs around it: an idle timeout between chunks, a size limit, a
+//! clear error for a body that is not an event stream, and the mapping to [`ModelError`].
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
 
-use super::sse::{truncate, SseDecoder, SseEvent};
 use crate::model::{EventStream, ModelError, ModelEvent};
 
 /// How an adapter talks HTTP: timeouts and retries.
@@ -87,8 +95,9 @@ impl ParseError {
 
 /// A pure parser of one provider's stream: SSE events in, model events out.
 pub trait StreamParser: Send + 'static {
-    /// Handles one SSE event.
-    fn push(&mut self, event: &SseEvent) -> Result<Vec<ModelEvent>, ParseError>;
+    /// Handles one SSE event: its type (`message` when the server named none, as the SSE
+    /// rules say) and its data (the `data:` lines joined with `\n`).
+    fn push(&mut self, event: &str, data: &str) -> Result<Vec<ModelEvent>, ParseError>;
     /// Handles the end of the body; an answer cut short is an error.
     fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError>;
     /// The answer is complete; whatever follows is not read.
@@ -96,25 +105,26 @@ pub trait StreamParser: Send + 'static {
 }
 
 /// Runs `parser` over a whole SSE body given as one byte slice: a helper for tests and
-/// fuzzing that mirrors what the HTTP driver does chunk by chunk.
+/// fuzzing that goes through the same SSE decoding and end-of-body checks as the HTTP
+/// driver.
 pub fn parse_body<P: StreamParser>(parser: &mut P, body: &[u8]) -> Result<Vec<ModelEvent>, ParseError> {
-    let mut decoder = SseDecoder::new();
+    parse_chunks(parser, &[body])
+}
+
+/// [`parse_body`] with the body split into `chunks`, the way a network may deliver it.
+pub fn parse_chunks<P: StreamParser>(parser: &mut P, chunks: &[&[u8]]) -> Result<Vec<ModelEvent>, ParseError> {
+    let tap = Arc::new(Mutex::new(Tap::new()));
+    let body = futures::stream::iter(chunks.iter().map(|chunk| Ok::<_, BodyError<Infallible>>(*chunk)));
+    let mut events = futures::executor::block_on_stream(Box::pin(sse_events(body, tap.clone())));
+    let mut feeder = Feeder { tap, content_type: None, seen_event: false };
     let mut out = Vec::new();
-    let sse = |e: super::sse::SseError| ParseError::Malformed(e.to_string());
-    for event in decoder.feed(body).map_err(sse)? {
-        out.extend(parser.push(&event)?);
-        if parser.is_done() {
+    loop {
+        let (delivered, done) = feeder.step(parser, events.next()).map_err(Failure::into_parse_error)?;
+        out.extend(delivered);
+        if done {
             return Ok(out);
         }
     }
-    for event in decoder.finish().map_err(sse)? {
-        out.extend(parser.push(&event)?);
-        if parser.is_done() {
-            return Ok(out);
-        }
-    }
-    out.extend(parser.finish()?);
-    Ok(out)
 }
 
 /// Sends the request built by `make` until it succeeds, retrying as `settings` say.
@@ -232,25 +242,51 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Streams the body `bytes` through an SSE decoder and `parser`, ending at the parser's
-/// last event, the first error, or a silence longer than `idle_timeout`.
+/// The most bytes accepted without a complete event, so a misbehaving server cannot
+/// exhaust memory.
+pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// How much of the start of the body is kept, to quote a body that is not an event stream.
+const HEAD_BYTES: usize = 1024;
+
+/// Streams `response`'s body through the SSE decoder and `parser`, ending at the parser's
+/// last event, the first error, or a silence between two chunks longer than
+/// `idle_timeout`.
 ///
 /// Dropping the returned stream drops the body, which closes the connection.
-pub(crate) fn event_stream<P, S, B, E>(provider: String, bytes: S, parser: P, idle_timeout: Duration) -> EventStream
+pub(crate) fn event_stream<P: StreamParser>(
+    provider: String,
+    response: reqwest::Response,
+    parser: P,
+    idle_timeout: Duration,
+) -> EventStream {
+    let content_type =
+        response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    drive(provider, content_type, response.bytes_stream(), parser, idle_timeout)
+}
+
+/// [`event_stream`] over any byte stream.
+fn drive<P, S, B, E>(
+    provider: String,
+    content_type: Option<String>,
+    bytes: S,
+    parser: P,
+    idle_timeout: Duration,
+) -> EventStream
 where
     P: StreamParser,
     S: Stream<Item = Result<B, E>> + Send + 'static,
-    B: AsRef<[u8]>,
-    E: std::error::Error + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::error::Error + Send + 'static,
 {
+    let tap = Arc::new(Mutex::new(Tap::new()));
     let driver = Driver {
         provider,
-        bytes: Box::pin(bytes),
-        decoder: SseDecoder::new(),
+        events: Box::pin(sse_events(with_idle_timeout(bytes, idle_timeout), tap.clone())),
+        feeder: Feeder { tap, content_type, seen_event: false },
         parser,
         pending: VecDeque::new(),
         finished: false,
-        idle_timeout,
     };
     Box::pin(futures::stream::unfold(driver, |mut driver| async move {
         let item = driver.next_item().await?;
@@ -258,23 +294,229 @@ where
     }))
 }
 
-struct Driver<P, S> {
+/// Why the body could not be read to its end, apart from its SSE syntax.
+#[derive(Debug)]
+enum BodyError<E> {
+    /// The connection failed.
+    Transport(E),
+    /// Nothing arrived for this long.
+    Stalled(Duration),
+    /// More than [`MAX_EVENT_BYTES`] arrived without completing an event.
+    TooLong,
+    /// The body is not UTF-8 (found by [`Tap::record`]; the decoder finds the rest).
+    NotUtf8,
+}
+
+/// What the driver learns about the raw body on its way to the SSE decoder.
+#[derive(Debug)]
+struct Tap {
+    /// The first [`HEAD_BYTES`] bytes (after a byte-order mark).
+    head: Vec<u8>,
+    /// Bytes received since the last complete event.
+    since_event: usize,
+    /// Bytes of a byte-order mark seen at the start of the body, or `None` once past it.
+    bom: Option<usize>,
+}
+
+/// The UTF-8 byte-order mark an event stream may start with.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+impl Tap {
+    /// At the start of a body.
+    fn new() -> Self {
+        Tap { head: Vec::new(), since_event: 0, bom: Some(0) }
+    }
+
+    /// Records `bytes`; returns how many of them start the body as (part of) a byte-order
+    /// mark, which the SSE decoder must not see: eventsource-stream 0.2.3 panics on a
+    /// stream that starts with one (it cuts the 3-byte mark at byte 1). `None`: the body
+    /// starts with part of a mark and then something else, so it is not UTF-8.
+    fn record(&mut self, bytes: &[u8]) -> Option<usize> {
+        let skip = match self.bom {
+            None => 0,
+            Some(seen) => {
+                let rest = &BOM[seen..];
+                let same = rest.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+                if same == rest.len() {
+                    self.bom = None;
+                } else if same == bytes.len() {
+                    self.bom = Some(seen + same);
+                } else if seen + same == 0 {
+                    self.bom = None;
+                } else {
+                    return None;
+                }
+                same
+            }
+        };
+        let bytes = &bytes[skip..];
+        let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
+        self.head.extend_from_slice(&bytes[..room]);
+        self.since_event = self.since_event.saturating_add(bytes.len());
+        Some(skip)
+    }
+}
+
+/// A chunk for the SSE decoder: one of the body less its first `skip` bytes, or the end
+/// of the body.
+enum Chunk<B> {
+    Body { bytes: B, skip: usize },
+    End,
+}
+
+impl<B: AsRef<[u8]>> AsRef<[u8]> for Chunk<B> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Chunk::Body { bytes, skip } => bytes.as_ref().get(*skip..).unwrap_or_default(),
+            // Ends a last line or event the server did not close (a body may end with
+            // `data: [DONE]\n`): the SSE rules would drop it, we keep it, as before.
+            Chunk::End => b"\n\n",
+        }
+    }
+}
+
+/// `bytes`, with an error instead of a silence longer than `idle_timeout`.
+fn with_idle_timeout<S, B, E>(bytes: S, idle_timeout: Duration) -> impl Stream<Item = Result<B, BodyError<E>>>
+where
+    S: Stream<Item = Result<B, E>>,
+{
+    futures::stream::unfold(Some(Box::pin(bytes)), move |bytes| async move {
+        let mut bytes = bytes?;
+        match tokio::time::timeout(idle_timeout, bytes.next()).await {
+            Err(_) => Some((Err(BodyError::Stalled(idle_timeout)), None)),
+            Ok(None) => None,
+            Ok(Some(chunk)) => Some((chunk.map_err(BodyError::Transport), Some(bytes))),
+        }
+    })
+}
+
+/// The SSE events of `body`, decoded by `eventsource-stream`; every chunk is recorded in
+/// `tap` and checked against [`MAX_EVENT_BYTES`] first.
+fn sse_events<S, B, E>(
+    body: S,
+    tap: Arc<Mutex<Tap>>,
+) -> impl Stream<Item = Result<Event, EventStreamError<BodyError<E>>>>
+where
+    S: Stream<Item = Result<B, BodyError<E>>>,
+    B: AsRef<[u8]>,
+{
+    body.map(move |chunk| {
+        let chunk = chunk?;
+        let mut tap = tap.lock();
+        let skip = tap.record(chunk.as_ref()).ok_or(BodyError::NotUtf8)?;
+        if tap.since_event > MAX_EVENT_BYTES {
+            return Err(BodyError::TooLong);
+        }
+        Ok(Chunk::Body { bytes: chunk, skip })
+    })
+    .chain(futures::stream::iter([Ok(Chunk::End)]))
+    .eventsource()
+}
+
+/// Why a stream failed, before it is told as a [`ModelError`] or a [`ParseError`].
+enum Failure {
+    Parse(ParseError),
+    Network(String),
+}
+
+impl Failure {
+    fn into_model_error(self, provider: &str) -> ModelError {
+        match self {
+            Failure::Parse(error) => error.into_model_error(provider),
+            Failure::Network(message) => ModelError::Network { provider: provider.to_string(), message },
+        }
+    }
+
+    /// For [`parse_chunks`], whose in-memory body has no network to fail.
+    fn into_parse_error(self) -> ParseError {
+        match self {
+            Failure::Parse(error) => error,
+            Failure::Network(message) => ParseError::Malformed(message),
+        }
+    }
+}
+
+/// Hands decoded SSE events to a parser: what the HTTP driver and [`parse_chunks`] share.
+struct Feeder {
+    tap: Arc<Mutex<Tap>>,
+    /// The response's `content-type`, to tell when the body is not an event stream.
+    content_type: Option<String>,
+    seen_event: bool,
+}
+
+impl Feeder {
+    /// Handles the next item of the SSE decoder (`None`: the body ended): the model events
+    /// it gives, and whether the answer is over (nothing more is to be read).
+    fn step<P: StreamParser, E: std::error::Error + 'static>(
+        &mut self,
+        parser: &mut P,
+        item: Option<Result<Event, EventStreamError<BodyError<E>>>>,
+    ) -> Result<(Vec<ModelEvent>, bool), Failure> {
+        match item {
+            Some(Ok(event)) => {
+                self.seen_event = true;
+                self.tap.lock().since_event = 0;
+                let events = parser.push(&event.event, &event.data).map_err(Failure::Parse)?;
+                Ok((events, parser.is_done()))
+            }
+            Some(Err(error)) => Err(self.failure(error)),
+            None => {
+                if let Some(message) = self.not_an_event_stream() {
+                    return Err(Failure::Parse(ParseError::Malformed(message)));
+                }
+                Ok((parser.finish().map_err(Failure::Parse)?, true))
+            }
+        }
+    }
+
+    fn failure<E: std::error::Error + 'static>(&self, error: EventStreamError<BodyError<E>>) -> Failure {
+        let malformed = |message: String| Failure::Parse(ParseError::Malformed(message));
+        match error {
+            EventStreamError::Transport(BodyError::Transport(error)) => {
+                Failure::Network(format!("the answer was cut off: {}", describe(&error)))
+            }
+            EventStreamError::Transport(BodyError::Stalled(idle)) => {
+                Failure::Network(format!("the answer stalled: nothing received for {:.1}s", idle.as_secs_f64()))
+            }
+            EventStreamError::Transport(BodyError::TooLong) => match self.not_an_event_stream() {
+                Some(message) => malformed(message),
+                None => malformed(format!("more than {} MiB arrived without a complete event", MAX_EVENT_BYTES >> 20)),
+            },
+            EventStreamError::Utf8(_) | EventStreamError::Transport(BodyError::NotUtf8) => {
+                malformed("the event stream is not valid UTF-8".to_string())
+            }
+            EventStreamError::Parser(error) => {
+                malformed(format!("the event stream is not valid SSE: {}", truncate(&error.to_string(), 200)))
+            }
+        }
+    }
+
+    /// Before any event, a body with content that made none (a JSON or HTML error page sent
+    /// with a success status) is not an event stream: the message says so and quotes it.
+    fn not_an_event_stream(&self) -> Option<String> {
+        if self.seen_event {
+            return None;
+        }
+        let body = error_message(&String::from_utf8_lossy(&self.tap.lock().head))?;
+        Some(match &self.content_type {
+            Some(kind) => format!("the response is not an event stream (content-type `{kind}`): {body}"),
+            None => format!("the response is not an event stream: {body}"),
+        })
+    }
+}
+
+type SseStream<E> = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError<E>>>> + Send>>;
+
+struct Driver<P, E> {
     provider: String,
-    bytes: std::pin::Pin<Box<S>>,
-    decoder: SseDecoder,
+    events: SseStream<E>,
+    feeder: Feeder,
     parser: P,
     pending: VecDeque<Result<ModelEvent, ModelError>>,
     finished: bool,
-    idle_timeout: Duration,
 }
 
-impl<P, S, B, E> Driver<P, S>
-where
-    P: StreamParser,
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: std::error::Error + 'static,
-{
+impl<P: StreamParser, E: std::error::Error + 'static> Driver<P, E> {
     async fn next_item(&mut self) -> Option<Result<ModelEvent, ModelError>> {
         loop {
             if let Some(item) = self.pending.pop_front() {
@@ -283,67 +525,26 @@ where
             if self.finished {
                 return None;
             }
-            match tokio::time::timeout(self.idle_timeout, self.bytes.next()).await {
-                Err(_) => {
-                    let message =
-                        format!("the answer stalled: nothing received for {:.1}s", self.idle_timeout.as_secs_f64());
-                    self.fail(ModelError::Network { provider: self.provider.clone(), message });
+            let item = self.events.next().await;
+            match self.feeder.step(&mut self.parser, item) {
+                Ok((events, done)) => {
+                    self.pending.extend(events.into_iter().map(Ok));
+                    self.finished = done;
                 }
-                Ok(Some(Err(error))) => {
-                    let message = format!("the answer was cut off: {}", describe(&error));
-                    self.fail(ModelError::Network { provider: self.provider.clone(), message });
-                }
-                Ok(Some(Ok(chunk))) => {
-                    let events = self.decoder.feed(chunk.as_ref());
-                    self.handle(events);
-                }
-                Ok(None) => {
-                    let events = self.decoder.finish();
-                    self.handle(events);
-                    if !self.finished {
-                        self.finished = true;
-                        let last = self.parser.finish();
-                        self.deliver(last);
-                    }
+                Err(failure) => {
+                    self.pending.push_back(Err(failure.into_model_error(&self.provider)));
+                    self.finished = true;
                 }
             }
         }
     }
+}
 
-    fn handle(&mut self, events: Result<Vec<SseEvent>, super::sse::SseError>) {
-        let events = match events {
-            Ok(events) => events,
-            Err(error) => {
-                let error = ParseError::Malformed(error.to_string());
-                return self.fail(error.into_model_error(&self.provider));
-            }
-        };
-        for event in events {
-            let result = self.parser.push(&event);
-            self.deliver(result);
-            if self.finished {
-                return;
-            }
-            if self.parser.is_done() {
-                self.finished = true;
-                return;
-            }
-        }
-    }
-
-    fn deliver(&mut self, result: Result<Vec<ModelEvent>, ParseError>) {
-        match result {
-            Ok(events) => self.pending.extend(events.into_iter().map(Ok)),
-            Err(error) => {
-                let error = error.into_model_error(&self.provider);
-                self.fail(error);
-            }
-        }
-    }
-
-    fn fail(&mut self, error: ModelError) {
-        self.pending.push_back(Err(error));
-        self.finished = true;
+/// The first `max` characters of `text`, with `…` when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
     }
 }
 
@@ -381,14 +582,13 @@ pub(crate) mod test_support {
     use super::{ParseError, StreamParser};
     use crate::message::{Message, Part, Role, ToolOutput};
     use crate::model::ModelEvent;
-    use crate::provider::sse::SseEvent;
 
-    /// Feeds `payloads` to `parser` as `data:` payloads without an `event:` name, then ends
-    /// the stream: every event until the first error.
+    /// Feeds `payloads` to `parser` as `data:` payloads of unnamed (`message`) events, then
+    /// ends the stream: every event until the first error.
     pub(crate) fn run(mut parser: impl StreamParser, payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
         let mut events = Vec::new();
         for payload in payloads {
-            events.extend(parser.push(&SseEvent { event: None, data: payload.clone() })?);
+            events.extend(parser.push("message", payload)?);
         }
         events.extend(parser.finish()?);
         Ok(events)
@@ -420,6 +620,172 @@ mod tests {
 
     fn anthropic_sse() -> Vec<u8> {
         ANTHROPIC.lines().map(|line| format!("data: {line}\n\n")).collect::<String>().into_bytes()
+    }
+
+    /// A parser that records the SSE events it is given, to test the decoding path alone.
+    #[derive(Default)]
+    struct Recorder(Vec<(String, String)>);
+
+    impl StreamParser for Recorder {
+        fn push(&mut self, event: &str, data: &str) -> Result<Vec<ModelEvent>, ParseError> {
+            self.0.push((event.to_string(), data.to_string()));
+            Ok(Vec::new())
+        }
+        fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError> {
+            Ok(Vec::new())
+        }
+        fn is_done(&self) -> bool {
+            false
+        }
+    }
+
+    /// The SSE events of `body` cut into pieces at `cuts`.
+    fn decode_in_pieces(body: &[u8], cuts: &[usize]) -> Result<Vec<(String, String)>, ParseError> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for &cut in cuts {
+            pieces.push(&body[start..cut]);
+            start = cut;
+        }
+        pieces.push(&body[start..]);
+        let mut recorder = Recorder::default();
+        parse_chunks(&mut recorder, &pieces)?;
+        Ok(recorder.0)
+    }
+
+    fn event(name: &str, data: &str) -> (String, String) {
+        (name.to_string(), data.to_string())
+    }
+
+    #[test]
+    fn fixture_split_at_every_byte_offset() {
+        let whole = decode_in_pieces(OPENAI, &[]).unwrap();
+        assert_eq!(whole.len(), 9);
+        assert_eq!(whole[8], event("message", "[DONE]"), "the last event, closed by a single line end, counts");
+        let answer = parse_body(&mut OpenAiStreamParser::new(), OPENAI).unwrap();
+        for cut in 0..=OPENAI.len() {
+            assert_eq!(decode_in_pieces(OPENAI, &[cut]).unwrap(), whole, "cut at {cut}");
+            let pieces = [&OPENAI[..cut], &OPENAI[cut..]];
+            assert_eq!(parse_chunks(&mut OpenAiStreamParser::new(), &pieces).unwrap(), answer, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn line_ends_and_multibyte_characters_split_anywhere() {
+        let body = "event: a\r\ndata: ünï\r\n\r\ndata: x\rdata: y\r\r: comment\ndata:z\n\n".as_bytes();
+        let expected = vec![event("a", "ünï"), event("message", "x\ny"), event("message", "z")];
+        for i in 0..=body.len() {
+            for j in i..=body.len() {
+                assert_eq!(decode_in_pieces(body, &[i, j]).unwrap(), expected, "cuts at {i}, {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn spec_corner_cases() {
+        let body = b"\xEF\xBB\xBFdata\n\ndata:\ndata:\n\nevent: lonely\n\nid: 1\nretry: 5\ndata: last";
+        let events = decode_in_pieces(body, &[]).unwrap();
+        let data: Vec<&str> = events.iter().map(|(_, data)| data.as_str()).collect();
+        assert_eq!(data, vec!["", "\n", "last"], "a byte-order mark is skipped; an unclosed last event counts");
+        assert_eq!(events[2].0, "message", "an event without data is not dispatched and its name is dropped");
+        for cut in 0..=3 {
+            assert_eq!(decode_in_pieces(body, &[cut]).unwrap(), events, "byte-order mark cut at {cut}");
+            assert_eq!(decode_in_pieces(body, &[cut, cut + 1]).unwrap(), events, "cuts at {cut}, {}", cut + 1);
+        }
+        let later_mark = decode_in_pieces(b"data: a\n\n\xEF\xBB\xBFdata: b\n\n", &[]).unwrap();
+        assert_eq!(later_mark, vec![event("message", "a")], "only a first byte-order mark is skipped");
+        for broken in [&b"\xEF\xBBdata: x\n\n"[..], b"\xEFdata: x\n\n"] {
+            for cut in 0..=broken.len() {
+                let error = parse_chunks(&mut Recorder::default(), &[&broken[..cut], &broken[cut..]]).unwrap_err();
+                assert_eq!(error, ParseError::Malformed("the event stream is not valid UTF-8".into()), "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn not_sse_is_an_error() {
+        let error = parse_body(&mut OpenAiStreamParser::new(), b"{\"error\": {\"message\": \"quota exceeded\"}}\n")
+            .unwrap_err();
+        assert_eq!(error, ParseError::Malformed("the response is not an event stream: quota exceeded".into()));
+        let error = parse_body(&mut Recorder::default(), b"<html>\n<body>Bad Gateway</body>\n</html>\n").unwrap_err();
+        assert!(
+            matches!(&error, ParseError::Malformed(m) if m.contains("not an event stream") && m.contains("Bad Gateway"))
+        );
+        let error = parse_body(&mut OpenAiStreamParser::new(), b"data: \xFF\xFE\n\n").unwrap_err();
+        assert_eq!(error, ParseError::Malformed("the event stream is not valid UTF-8".into()));
+        // An empty body is an answer that never started.
+        let error = parse_body(&mut AnthropicStreamParser::new(), b"").unwrap_err();
+        assert!(matches!(&error, ParseError::Malformed(m) if m.contains("ended")), "{error:?}");
+    }
+
+    #[test]
+    fn an_endless_event_is_cut_short() {
+        let mut body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n".to_vec();
+        let start = body.len();
+        body.extend(std::iter::repeat_n(b'x', MAX_EVENT_BYTES + 1));
+        let error = parse_chunks(&mut OpenAiStreamParser::new(), &[&body[..start], &body[start..]]).unwrap_err();
+        assert_eq!(error, ParseError::Malformed("more than 8 MiB arrived without a complete event".into()));
+        let error = parse_body(&mut OpenAiStreamParser::new(), &body[start..]).unwrap_err();
+        assert!(matches!(&error, ParseError::Malformed(m) if m.contains("not an event stream")), "{error:?}");
+    }
+
+    /// The idle timeout is between chunks: a slow stream that keeps sending is not cut.
+    #[tokio::test]
+    async fn idle_timeout_is_per_chunk() {
+        let chunks: Vec<&'static [u8]> = vec![
+            b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            b": still thinking\n\n",
+            b": still thinking\n\n",
+            b": still thinking\n\n",
+            b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        ];
+        let slow = futures::stream::iter(chunks).then(|chunk| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, std::io::Error>(chunk)
+        });
+        let stream = drive("test".into(), None, slow, OpenAiStreamParser::new(), Duration::from_millis(400));
+        let items: Vec<_> = stream.collect().await;
+        assert_eq!(
+            items.into_iter().collect::<Result<Vec<_>, _>>().unwrap(),
+            vec![ModelEvent::TextDelta("Hi".into()), ModelEvent::Finish { reason: "stop".into() }]
+        );
+
+        let stalled =
+            futures::stream::iter([Ok::<_, std::io::Error>(&b": hello\n\n"[..])]).chain(futures::stream::pending());
+        let stream = drive("test".into(), None, stalled, OpenAiStreamParser::new(), Duration::from_millis(50));
+        let items: Vec<_> = stream.collect().await;
+        assert!(
+            matches!(&items[..], [Err(ModelError::Network { message, .. })] if message.contains("stalled")),
+            "{items:?}"
+        );
+    }
+
+    /// Deterministic fuzzing of the decoding path: mutated and random inputs, cut
+    /// anywhere, give events or errors, never a panic.
+    #[test]
+    fn garbage_never_panics() {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..300 {
+            let mut body = OPENAI.to_vec();
+            for _ in 0..(next() % 20) {
+                let at = (next() as usize) % body.len();
+                match next() % 3 {
+                    0 => body[at] = next() as u8,
+                    1 => {
+                        body.remove(at);
+                    }
+                    _ => body.insert(at, b"\n\r:{}\"\\ "[(next() % 8) as usize]),
+                }
+            }
+            let cut = (next() as usize) % (body.len() + 1);
+            let _ = decode_in_pieces(&body, &[cut]);
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //!
 //! - [`openai`]: OpenAI-compatible chat completions (OpenAI, Ollama, llama.cpp, vLLM).
 //! - [`anthropic`]: Anthropic Messages.
-//! - [`sse`]: the Server-Sent Events decoder both use.
-//! - [`http`]: timeouts, retries with backoff, error bodies, and the stream driver.
+//! - [`http`]: timeouts, retries with backoff, error bodies, and the stream driver, which
+//!   decodes Server-Sent Events with `eventsource-stream`.
 //!
 //! Each adapter is split into a request builder, an HTTP layer, and a pure stream parser
 //! (SSE payloads in, [`crate::model::ModelEvent`]s out) that tests and fuzzers drive
@@ -12,7 +12,6 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
-pub mod sse;
 
 use std::sync::Arc;
 

@@ -10,7 +10,6 @@ use std::pin::Pin;
 use serde_json::{json, Map, Value};
 
 use super::http::{self, HttpSettings, ParseError, StreamParser};
-use super::sse::SseEvent;
 use crate::message::{Message, Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
 
@@ -122,7 +121,7 @@ impl OpenAiModel {
         .await?;
         Ok(http::event_stream(
             self.config.provider.clone(),
-            response.bytes_stream(),
+            response,
             OpenAiStreamParser::new(),
             self.config.http.idle_timeout,
         ))
@@ -293,17 +292,13 @@ impl OpenAiStreamParser {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            ParseError::Malformed(format!("chunk is not JSON ({e}): {}", super::sse::truncate(data, 200)))
-        })?;
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| ParseError::Malformed(format!("chunk is not JSON ({e}): {}", http::truncate(data, 200))))?;
         if let Some(error) = chunk.get("error") {
             return Err(ParseError::Provider(provider_error_text(error)));
         }
         if !chunk.is_object() {
-            return Err(ParseError::Malformed(format!(
-                "chunk is not a JSON object: {}",
-                super::sse::truncate(data, 200)
-            )));
+            return Err(ParseError::Malformed(format!("chunk is not a JSON object: {}", http::truncate(data, 200))));
         }
         if self.finished {
             // Usage-only chunks may follow the finish; nothing in them is for us.
@@ -420,13 +415,13 @@ impl OpenAiStreamParser {
 }
 
 impl StreamParser for OpenAiStreamParser {
-    fn push(&mut self, event: &SseEvent) -> Result<Vec<ModelEvent>, ParseError> {
-        if event.event.as_deref() == Some("error") {
+    fn push(&mut self, event: &str, data: &str) -> Result<Vec<ModelEvent>, ParseError> {
+        if event == "error" {
             return Err(ParseError::Provider(provider_error_text(
-                &serde_json::from_str(&event.data).unwrap_or_else(|_| json!(event.data)),
+                &serde_json::from_str(data).unwrap_or_else(|_| json!(data)),
             )));
         }
-        self.push_data(&event.data)
+        self.push_data(data)
     }
 
     fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError> {
