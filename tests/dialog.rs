@@ -324,3 +324,18 @@ async fn a_model_error_is_reported_and_the_dialog_is_not_stuck() {
     assert!(!s.dialog.pending());
     assert!(s.dialog.error().unwrap_or_default().contains("script"), "{:?}", s.dialog.error());
 }
+
+#[tokio::test]
+async fn stopping_the_charm_stops_its_request() {
+    let gate = Arc::new(Notify::new());
+    let model = GatedModel { gate: gate.clone(), inner: ScriptedModel::from_turns(vec![Turn::text("too late")]) };
+    let s = setup_with(Arc::new(model), DialogSettings::default(), 1, &[]);
+    s.dialog.send(Message::user("hello")).await.unwrap();
+    assert!(s.dialog.pending());
+    let chat = s.rt.charms().list().into_iter().find(|c| c.pattern == "test-chat").unwrap();
+    s.rt.charms().stop(&chat.id).unwrap();
+    assert!(!s.dialog.pending(), "stopping ends the request");
+    gate.notify_one();
+    s.dialog.wait(WAIT).await.unwrap();
+    assert_eq!(s.dialog.messages().len(), 1, "the stopped request wrote nothing: {:?}", s.dialog.messages());
+}

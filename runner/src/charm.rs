@@ -25,6 +25,8 @@ pub(crate) struct CharmState {
     /// Held while a charm is being built and activated (reentrant: building one charm may
     /// start another).
     starting: parking_lot::ReentrantMutex<()>,
+    /// What to run when a running charm stops.
+    stops: dashmap::DashMap<DocId, parking_lot::Mutex<Vec<crate::pattern::StartTask>>>,
 }
 
 /// What is stored about a charm.
@@ -114,6 +116,7 @@ impl Charms<'_> {
             self.rt.add_computation(&name, output, Some(id.clone()), run);
         }
         self.rt.0.charms.running.insert(id.clone());
+        self.rt.0.charms.stops.insert(id.clone(), parking_lot::Mutex::new(wiring.stops));
         self.rt.settle();
         for task in wiring.tasks {
             task(self.rt);
@@ -148,6 +151,9 @@ impl Charms<'_> {
             self.rt.remove_computation(c);
         }
         self.rt.0.charms.running.remove(&id);
+        for stop in self.rt.0.charms.stops.remove(&id).map(|(_, stops)| stops.into_inner()).unwrap_or_default() {
+            stop(self.rt);
+        }
         Ok(())
     }
 

@@ -197,9 +197,11 @@ pub(crate) struct Wiring {
     pub handlers: Vec<(Link, Handler)>,
     pub computations: Vec<(String, Link, ComputeFn)>,
     pub tasks: Vec<StartTask>,
+    pub stops: Vec<StartTask>,
 }
 
-/// Work a builtin asked to run once its charm is active (see [`Builder::on_start`]).
+/// Work a builtin asked to run once its charm is active (see [`Builder::on_start`]), or
+/// once it stops (see [`Builder::on_stop`]).
 pub(crate) type StartTask = Box<dyn FnOnce(&Runtime) + Send>;
 
 /// Wires one charm: its state, derived values, handlers and builtins. Keys are paths
@@ -329,5 +331,10 @@ impl<'a> Builder<'a> {
     /// Runs `start` once the charm is wired and running (for builtins that spawn tasks).
     pub fn on_start(&mut self, start: impl FnOnce(&Runtime) + Send + 'static) {
         self.wiring.tasks.push(Box::new(start));
+    }
+
+    /// Runs `stop` when the charm is stopped (for builtins whose tasks must end with it).
+    pub fn on_stop(&mut self, stop: impl FnOnce(&Runtime) + Send + 'static) {
+        self.wiring.stops.push(Box::new(stop));
     }
 }

@@ -199,6 +199,19 @@ impl Builtin for LlmDialog {
         let shared = self.shared.clone();
         let c = cells.clone();
         b.handler(&format!("{key}/cancel_generation"), move |tx, _: Cancel| cancel(&shared, &c, tx));
+        // Stopping the charm stops its request too, as a cancel would.
+        let shared = self.shared.clone();
+        let c = cells.clone();
+        b.on_stop(move |rt| {
+            if let Err(e) = rt.transact(|tx| {
+                cancel(&shared, &c, tx).map_err(|e| trellis_runner::Error::HandlerFailed {
+                    stream: c.base.clone(),
+                    message: e.to_string(),
+                })
+            }) {
+                rt.report(e);
+            }
+        });
 
         let weak = b.runtime().downgrade();
         let tools_at = cells.inputs.child("tools");
