@@ -169,10 +169,14 @@ impl Space {
                 updated.push((id, value, version + 1, paths));
             }
         }
-        let mut stored = Vec::with_capacity(updated.len());
+        let keeps_writes = self.storage.keeps_writes();
+        let mut stored = Vec::with_capacity(if keeps_writes { updated.len() } else { 0 });
         let mut changes = Vec::with_capacity(updated.len());
+        let wrote = !updated.is_empty();
         for (id, value, version, paths) in updated {
-            stored.push(StoredDoc { id: id.to_string(), version, value: value.clone() });
+            if keeps_writes {
+                stored.push(StoredDoc { id: id.to_string(), version, value: value.clone() });
+            }
             let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc {
                 value: Value::Null,
                 version: 0,
@@ -187,10 +191,10 @@ impl Space {
             drop(doc);
             changes.push((id, paths));
         }
-        let (durable, seq) = if stored.is_empty() {
-            (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst))
-        } else {
-            (self.storage.submit(stored), self.commits.fetch_add(1, Ordering::SeqCst) + 1)
+        let (durable, seq) = match (wrote, keeps_writes) {
+            (false, _) => (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst)),
+            (true, false) => (Durable::ready(Ok(())), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
+            (true, true) => (self.storage.submit(stored), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
         };
         Ok(Commit { changes, durable, seq })
     }

@@ -14,4 +14,8 @@ impl Storage for MemoryStorage {
     fn submit(&self, _writes: Vec<StoredDoc>) -> Durable {
         Durable::ready(Ok(()))
     }
+
+    fn keeps_writes(&self) -> bool {
+        false
+    }
 }

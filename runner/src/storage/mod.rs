@@ -85,6 +85,12 @@ pub trait Storage: Send + Sync + 'static {
     /// the order they were submitted; the returned ticket resolves when these writes are.
     fn submit(&self, writes: Vec<StoredDoc>) -> Durable;
 
+    /// Whether writes go anywhere. The space skips preparing writes for storage that
+    /// keeps nothing (in-memory spaces), which is most of a commit's cost there.
+    fn keeps_writes(&self) -> bool {
+        true
+    }
+
     /// How many submitted transactions failed to become durable so far. The space uses
     /// it to report failures of writes nobody waited for (derived values).
     fn failed_writes(&self) -> u64 {
