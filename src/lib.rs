@@ -16,3 +16,8 @@ pub use trellis_runner as runner;
 pub mod prelude {
     pub use trellis_runner::prelude::*;
 }
+
+/// The README's Rust examples, compiled as doc tests so they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
