@@ -181,6 +181,10 @@ fn reply_to_results(request: &ModelRequest) -> Option<String> {
         .iter()
         .filter_map(|part| match part {
             Part::ToolResult { name, output, .. } => Some(match output {
+                // A read tool's answer: the data itself, as `field: value` pairs.
+                ToolOutput::Json(value) if value.get("summary").is_none() && value.get("value").is_some() => {
+                    format!("{name} shows: {}\n", render_fields(&value["value"]))
+                }
                 ToolOutput::Json(value) => format!("Done: {name} → {}\n", render_json(value)),
                 ToolOutput::Text(text) => format!("Done: {name} → {}\n", clip(text.trim())),
                 ToolOutput::ErrorText(error) => {
@@ -203,6 +207,20 @@ fn render_json(value: &serde_json::Value) -> String {
         }
         Value::Null => "done".into(),
         other => clip(&other.to_string()),
+    }
+}
+
+/// Data for people: an object's fields as `key: value` (internal `$` keys left out).
+fn render_fields(value: &serde_json::Value) -> String {
+    match value.as_object() {
+        Some(map) => clip(
+            &map.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        None => clip(&value.to_string()),
     }
 }
 
@@ -420,6 +438,8 @@ mod tests {
         };
         let summary = json!({ "result": { "count": 5 }, "summary": "count: 3 → 5" });
         assert_eq!(answer(ToolOutput::Json(summary)), "Done: Counter_increment → count: 3 → 5\n");
+        let read = json!({ "value": { "$NAME": "Counter", "count": 5, "label": "Count: 5" } });
+        assert_eq!(answer(ToolOutput::Json(read)), "Counter_increment shows: count: 5, label: \"Count: 5\"\n");
         assert_eq!(answer(ToolOutput::Json(json!({ "count": 5 }))), "Done: Counter_increment → {\"count\":5}\n");
         assert_eq!(answer(ToolOutput::Text("ok".into())), "Done: Counter_increment → ok\n");
         assert_eq!(
