@@ -39,46 +39,41 @@ fn conflicting_concurrent_transactions_each_apply_exactly_once() {
     assert!(attempts.load(Ordering::Relaxed) >= 1600);
 }
 
+/// Runs a transaction that reads `read` and then writes it (plus `offset`) into `write`,
+/// while, during its first attempt only, another thread commits `interfere`. Returns how
+/// many attempts the transaction took.
+fn interleaved(
+    rt: &Runtime,
+    read: &Cell<i64>,
+    write: &Cell<i64>,
+    offset: i64,
+    interfere: impl Fn(&Tx) -> trellis::runner::Result<()> + Sync,
+) -> usize {
+    let attempts = AtomicUsize::new(0);
+    rt.transact(|tx| {
+        let n = read.get(tx)?;
+        if attempts.fetch_add(1, Ordering::Relaxed) == 0 {
+            std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| interfere(tx2))).join().unwrap())?;
+        }
+        write.set(tx, n + offset)
+    })
+    .unwrap();
+    attempts.load(Ordering::Relaxed)
+}
+
 #[test]
 fn disjoint_writes_to_one_document_do_not_conflict() {
     let rt = Runtime::in_memory();
     let doc = rt.new_cell("doc", json!({"a": 0, "b": 0})).unwrap();
     let (a, b) = (doc.key::<i64>("a"), doc.key::<i64>("b"));
-    let attempts = AtomicUsize::new(0);
-    let mut interleaved = false;
-    // Interleave two transactions by hand: the outer one reads `a`, another commits `b`
-    // meanwhile (only on the first attempt), then the outer one writes `a`.
-    let interleave = std::sync::Mutex::new(&mut interleaved);
-    rt.transact(|tx| {
-        attempts.fetch_add(1, Ordering::Relaxed);
-        let n = a.get(tx)?;
-        let mut first = interleave.lock().unwrap();
-        if !**first {
-            **first = true;
-            std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| b.set(tx2, 7))).join().unwrap())?;
-        }
-        a.set(tx, n + 1)
-    })
-    .unwrap();
+    // The other transaction commits `b` between this one's read and write of `a`.
+    let attempts = interleaved(&rt, &a, &a, 1, |tx| b.set(tx, 7));
     assert_eq!(doc.get(&rt).unwrap(), json!({"a": 1, "b": 7}));
-    assert_eq!(attempts.load(Ordering::Relaxed), 1, "no retry: the transactions touched different paths");
+    assert_eq!(attempts, 1, "no retry: the transactions touched different paths");
 
     // Writing what the other one read does conflict, and the retry sees the new value.
-    let attempts = AtomicUsize::new(0);
-    let mut interfered = false;
-    let interfere = std::sync::Mutex::new(&mut interfered);
-    rt.transact(|tx| {
-        attempts.fetch_add(1, Ordering::Relaxed);
-        let n = a.get(tx)?;
-        let mut first = interfere.lock().unwrap();
-        if !**first {
-            **first = true;
-            std::thread::scope(|s| s.spawn(|| rt.transact(|tx2| a.set(tx2, 100))).join().unwrap())?;
-        }
-        b.set(tx, n)
-    })
-    .unwrap();
-    assert_eq!(attempts.load(Ordering::Relaxed), 2);
+    let attempts = interleaved(&rt, &a, &b, 0, |tx| a.set(tx, 100));
+    assert_eq!(attempts, 2);
     assert_eq!(doc.get(&rt).unwrap(), json!({"a": 100, "b": 100}));
 }
 

@@ -133,16 +133,13 @@ impl<T: Serialize + DeserializeOwned> Cell<Vec<T>> {
 
 impl<T> Serialize for Cell<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.link.to_json().serialize(s)
+        crate::link::serialize_as_link(&self.link, s)
     }
 }
 
 impl<'de, T> Deserialize<'de> for Cell<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let json = serde_json::Value::deserialize(d)?;
-        Link::from_json(&json)
-            .map(Cell::from_link)
-            .ok_or_else(|| serde::de::Error::custom("expected a link ({\"$link\": ...}) for a cell"))
+        crate::link::deserialize_link(d, "cell").map(Cell::from_link)
     }
 }
 

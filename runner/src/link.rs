@@ -97,6 +97,19 @@ impl Link {
     }
 }
 
+/// Serialises a handle that points at `link` (a cell or stream) as the link itself.
+pub(crate) fn serialize_as_link<S: serde::Serializer>(link: &Link, s: S) -> Result<S::Ok, S::Error> {
+    link.to_json().serialize(s)
+}
+
+/// Reads the link a serialised handle (a cell or stream) points at; `what` names the
+/// handle in the error.
+pub(crate) fn deserialize_link<'de, D: serde::Deserializer<'de>>(d: D, what: &str) -> Result<Link, D::Error> {
+    let json = serde_json::Value::deserialize(d)?;
+    Link::from_json(&json)
+        .ok_or_else(|| serde::de::Error::custom(format!("expected a link ({{\"$link\": ...}}) for a {what}")))
+}
+
 /// The document value that marks a stream whose handler takes events of `schema`.
 pub fn stream_marker(schema: Option<&serde_json::Value>) -> Value {
     let inner = match schema {

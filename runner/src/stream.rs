@@ -53,15 +53,12 @@ impl<E: Serialize> Stream<E> {
 
 impl<E> Serialize for Stream<E> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.link.to_json().serialize(s)
+        crate::link::serialize_as_link(&self.link, s)
     }
 }
 
 impl<'de, E> Deserialize<'de> for Stream<E> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let json = serde_json::Value::deserialize(d)?;
-        Link::from_json(&json)
-            .map(Stream::from_link)
-            .ok_or_else(|| serde::de::Error::custom("expected a link ({\"$link\": ...}) for a stream"))
+        crate::link::deserialize_link(d, "stream").map(Stream::from_link)
     }
 }
