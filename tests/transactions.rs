@@ -123,3 +123,29 @@ async fn concurrent_senders_to_one_charm_all_apply() {
     assert_eq!(rt.charms().get(&id).unwrap()["label"], "Count: 200");
     assert!(rt.take_errors().is_empty(), "no false cycle reports under concurrent load");
 }
+
+#[tokio::test]
+async fn a_handler_that_awaits_send_fails_instead_of_hanging() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Poke {}
+    let rt = Runtime::in_memory();
+    rt.register_pattern(counter());
+    let target = rt.charms().create("counter", json!({})).unwrap();
+    let increment = rt.charms().result(&target).child("increment");
+    let weak = rt.downgrade();
+    rt.register_pattern(Pattern::new("impatient", move |b, _: serde_json::Value| {
+        let (weak, increment) = (weak.clone(), increment.clone());
+        b.handler("poke", move |_, _: Poke| {
+            let rt = weak.upgrade().ok_or("runtime gone")?;
+            futures::executor::block_on(rt.send(&increment, json!({"amount": 1})))?;
+            Ok(())
+        });
+        Ok(())
+    }));
+    let id = rt.charms().create("impatient", json!({})).unwrap();
+    let poke = rt.charms().result(&id).child("poke");
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), rt.send(&poke, json!({}))).await;
+    let err = outcome.expect("no deadlock").unwrap_err();
+    assert!(err.to_string().contains("would wait forever"), "{err}");
+    assert_eq!(rt.charms().get(&target).unwrap()["count"], 0);
+}

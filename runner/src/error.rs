@@ -88,6 +88,9 @@ pub enum Error {
         /// How often it ran.
         runs: u32,
     },
+    /// A handler or computation waited on `send`: it would wait for itself.
+    #[error("an event to {0} was sent and awaited from inside a handler or computation, which would wait forever; write through the transaction instead, or send from `Tx::after_commit`")]
+    Reentrant(Link),
     /// Code run after a commit (a builtin's hook) panicked; the commit itself stands.
     #[error("a hook run after a commit panicked: {0}")]
     HookPanicked(String),

@@ -233,6 +233,9 @@ impl Runtime {
     /// A stream whose charm is not running starts the charm first; a stream with no
     /// handler and no charm is an error, never a silent drop.
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
+        if EngineThread::is_current() {
+            return Err(Error::Reentrant(stream.clone()));
+        }
         let rx = self.enqueue(stream, event, true)?;
         self.pump();
         let (sent, (seq, durable)) = rx
@@ -275,7 +278,9 @@ impl Runtime {
     pub fn pump(&self) {
         loop {
             let Some(guard) = self.0.engine.try_lock() else { return };
+            let running = EngineThread::enter();
             while self.step() {}
+            drop(running);
             drop(guard);
             if !self.has_queued_work() {
                 self.0.idle.notify_waiters();
@@ -505,6 +510,31 @@ impl Read for Runtime {
     }
 
     fn note_read(&self, _link: &Link) {}
+}
+
+thread_local! {
+    static IN_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the current thread as running the engine (handlers and computations) while it
+/// lives, so that a handler waiting on `send` fails instead of waiting for itself.
+struct EngineThread;
+
+impl EngineThread {
+    fn enter() -> Self {
+        IN_ENGINE.with(|flag| flag.set(true));
+        EngineThread
+    }
+
+    fn is_current() -> bool {
+        IN_ENGINE.with(std::cell::Cell::get)
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        IN_ENGINE.with(|flag| flag.set(false));
+    }
 }
 
 struct TaskGuard {
