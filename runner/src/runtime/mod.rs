@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +15,9 @@ use dashmap::DashMap;
 use futures::channel::oneshot;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+mod engine;
+mod wait;
 
 use crate::builtin::BuiltinRegistry;
 use crate::charm::CharmState;
@@ -227,161 +230,6 @@ impl Runtime {
         self.0.handlers.get(stream).map(|h| h.clone())
     }
 
-    /// Sends an event to a stream and waits until its handler's transaction committed,
-    /// the computations it affected re-ran, and the commit is durable.
-    ///
-    /// A stream whose charm is not running starts the charm first; a stream with no
-    /// handler and no charm is an error, never a silent drop.
-    pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
-        if EngineThread::is_current() {
-            return Err(Error::Reentrant(stream.clone()));
-        }
-        let rx = self.enqueue(stream, event, true)?;
-        self.pump();
-        let (sent, (seq, durable)) = rx
-            .ok_or_else(|| Error::NoHandler(stream.clone()))?
-            .await
-            .map_err(|_| Error::NoHandler(stream.clone()))??;
-        // The computations the handler triggered committed after it: wait for them too.
-        self.0.space.durable_after(seq, durable).await?;
-        Ok(sent)
-    }
-
-    /// Queues an event without waiting for it (it still starts the charm if needed).
-    pub fn send_and_forget(&self, stream: &Link, event: serde_json::Value) -> Result<()> {
-        self.enqueue(stream, event, false)?;
-        self.pump();
-        Ok(())
-    }
-
-    fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
-        let (at, _) = crate::tx::resolve(&self.0.space, stream, true, true)?;
-        let handler = match self.handler(&at) {
-            Some(h) => h,
-            None => {
-                self.start_charm_for(&at)?;
-                self.handler(&at).ok_or_else(|| Error::NoHandler(at.clone()))?
-            }
-        };
-        let (reply, rx) = if want_reply {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
-        self.0.events.lock().push_back(Event { stream: at, handler, event, reply });
-        Ok(rx)
-    }
-
-    /// Runs queued work (dirty computations first, then events) on this thread until
-    /// nothing is left. If another thread is already running work, it picks ours up.
-    pub fn pump(&self) {
-        loop {
-            let Some(guard) = self.0.engine.try_lock() else { return };
-            let running = EngineThread::enter();
-            while self.step() {}
-            drop(running);
-            drop(guard);
-            if !self.has_queued_work() {
-                self.0.idle.notify_waiters();
-                return;
-            }
-        }
-    }
-
-    fn has_queued_work(&self) -> bool {
-        self.0.graph.lock().has_dirty() || !self.0.events.lock().is_empty()
-    }
-
-    /// Runs one piece of work; false when there was none.
-    fn step(&self) -> bool {
-        let next = self.0.graph.lock().next();
-        match next {
-            Some(Ok(ready)) => {
-                self.run_computation(ready);
-                return true;
-            }
-            Some(Err((name, runs))) => {
-                let error = Error::Cycle { name: name.to_string(), runs };
-                tracing::error!(%error, "stopped a runaway computation");
-                self.report(error);
-                return true;
-            }
-            None => {}
-        }
-        let Some(event) = self.0.events.lock().pop_front() else { return false };
-        let result = self.run_handler(&event);
-        // Let the computations the handler affected settle before answering, so the
-        // sender observes derived values consistent with its change.
-        loop {
-            let next = self.0.graph.lock().next();
-            match next {
-                Some(Ok(ready)) => self.run_computation(ready),
-                Some(Err((name, runs))) => self.report(Error::Cycle { name: name.to_string(), runs }),
-                None => break,
-            }
-        }
-        match (event.reply, result) {
-            (Some(reply), result) => {
-                let _ = reply.send(result);
-            }
-            (None, Err(error)) => self.report(error),
-            (None, Ok(_)) => {}
-        }
-        true
-    }
-
-    fn run_handler(&self, event: &Event) -> Result<(Sent, (u64, Durable))> {
-        let span = tracing::debug_span!("handler", stream = %event.stream);
-        let _enter = span.enter();
-        self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
-            let outcome = catch_unwind(AssertUnwindSafe(|| (event.handler.run)(&tx, event.event.clone())));
-            match outcome {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    let message = e.to_string();
-                    return Err(match e.downcast::<Error>() {
-                        Ok(inner) if matches!(*inner, Error::BadEvent { .. }) => *inner,
-                        _ => Error::HandlerFailed { stream: event.stream.clone(), message },
-                    });
-                }
-                Err(panic) => {
-                    let message = panic_message(&panic);
-                    tracing::error!(%message, "handler panicked; rolled back");
-                    return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
-                }
-            }
-            let commit = self.commit(tx)?;
-            Ok((Sent { changes: commit.changes }, (commit.seq, commit.durable)))
-        })
-    }
-
-    fn run_computation(&self, ready: crate::scheduler::Ready) {
-        let span = tracing::trace_span!("computation", name = %ready.name);
-        let _enter = span.enter();
-        let result = self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
-            let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(&tx)));
-            let deps = tx.reads();
-            let written = match outcome {
-                Ok(Ok(value)) => tx.write(&ready.output, value),
-                Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
-                Err(panic) => {
-                    Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) })
-                }
-            };
-            self.0.graph.lock().ran(ready.id, deps);
-            written?;
-            // Nobody waits for a computation's commit; storage logs a failed write, and
-            // the next awaited commit (ordered after this one) reports it.
-            self.commit(tx).map(drop)
-        });
-        if let Err(error) = result {
-            self.report(error);
-        }
-    }
-
     /// Records an error nobody is waiting for; see [`Runtime::take_errors`].
     pub fn report(&self, error: Error) {
         tracing::warn!(%error, "runtime error");
@@ -396,67 +244,6 @@ impl Runtime {
     /// cyclic computations, failed fire-and-forget events).
     pub fn take_errors(&self) -> Vec<Error> {
         self.0.errors.lock().drain(..).collect()
-    }
-
-    /// Runs queued work on this thread; returns once nothing is queued (unless another
-    /// thread is running work, in which case use [`Runtime::idle`]).
-    pub fn settle(&self) {
-        self.pump();
-    }
-
-    /// Resolves once no work is queued or running and no tracked async task is running.
-    pub async fn idle(&self) {
-        loop {
-            // Pump before listening: pumping notifies waiters itself, which would wake
-            // this loop at once and spin it without ever yielding.
-            self.pump();
-            let notified = self.0.idle.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // `is_locked`, not `try_lock`: briefly taking the engine lock here could make a
-            // concurrent `pump` give up on work it just queued.
-            if !self.has_queued_work() && !self.0.engine.is_locked() && self.0.tasks.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// Resolves once the document of `link` has no async work pending and the engine has
-    /// no queued work: the cell's value is final for now. Fails after `timeout`.
-    pub async fn settled(&self, link: &Link, timeout: Duration) -> Result<()> {
-        let wait = async {
-            loop {
-                self.pump();
-                let notified = self.0.idle.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                let busy = self.0.task_docs.get(&link.doc).is_some_and(|n| *n > 0);
-                // Work taken off the queue is still running while the engine is locked.
-                if !busy && !self.has_queued_work() && !self.0.engine.is_locked() {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(timeout, wait).await.map_err(|_| Error::Timeout(timeout, format!("{link} to settle")))
-    }
-
-    /// Spawns async work (e.g. a builtin's request) on tokio, tracked so that
-    /// [`Runtime::idle`] and [`Runtime::settled`] wait for it. `doc` names the document
-    /// the work will write to.
-    pub fn spawn_tracked<F>(&self, doc: DocId, future: F) -> tokio::task::JoinHandle<()>
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        self.0.tasks.fetch_add(1, Ordering::SeqCst);
-        *self.0.task_docs.entry(doc.clone()).or_insert(0) += 1;
-        let rt = self.clone();
-        let guard = TaskGuard { rt, doc };
-        tokio::spawn(async move {
-            let _guard = guard;
-            future.await;
-        })
     }
 
     /// Calls `observer` after every commit that writes a path overlapping `link`, until
@@ -510,47 +297,6 @@ impl Read for Runtime {
     }
 
     fn note_read(&self, _link: &Link) {}
-}
-
-thread_local! {
-    static IN_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks the current thread as running the engine (handlers and computations) while it
-/// lives, so that a handler waiting on `send` fails instead of waiting for itself.
-struct EngineThread;
-
-impl EngineThread {
-    fn enter() -> Self {
-        IN_ENGINE.with(|flag| flag.set(true));
-        EngineThread
-    }
-
-    fn is_current() -> bool {
-        IN_ENGINE.with(std::cell::Cell::get)
-    }
-}
-
-impl Drop for EngineThread {
-    fn drop(&mut self) {
-        IN_ENGINE.with(|flag| flag.set(false));
-    }
-}
-
-struct TaskGuard {
-    rt: Runtime,
-    doc: DocId,
-}
-
-impl Drop for TaskGuard {
-    fn drop(&mut self) {
-        self.rt.0.task_docs.remove_if_mut(&self.doc, |_, n| {
-            *n = n.saturating_sub(1);
-            *n == 0
-        });
-        self.rt.0.tasks.fetch_sub(1, Ordering::SeqCst);
-        self.rt.0.idle.notify_waiters();
-    }
 }
 
 /// Waits before retrying a conflicted transaction: randomised and growing, so that
