@@ -96,3 +96,15 @@ async fn two_charms_with_the_same_name_both_get_tools() {
     assert_eq!(wires.len(), 2);
     assert_ne!(wires[0], wires[1]);
 }
+
+#[tokio::test]
+async fn renaming_an_attached_charm_renames_its_tools() {
+    let rt = runtime(vec![]);
+    let counter = rt.charms().create("counter", json!({})).unwrap();
+    let chat = rt.charms().create("chatbot", json!({})).unwrap();
+    attach(&rt, &chat, &counter).await;
+    rt.charms().rename(&counter, "Steps").unwrap();
+    let names = tool_names(&rt, &chat);
+    assert!(names.contains(&"Steps.increment".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("Counter.")), "{names:?}");
+}

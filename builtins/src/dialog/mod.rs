@@ -217,12 +217,24 @@ impl Builtin for LlmDialog {
         let tools_at = cells.inputs.child("tools");
         b.derive(&format!("{key}/flattened_tools"), move |tx| {
             use trellis_runner::Read;
-            let rt = weak.upgrade().ok_or_else(|| trellis_runner::Error::UnknownBuiltin("runtime is gone".into()))?;
+            let rt = weak.upgrade().ok_or_else(|| trellis_runner::Error::ComputationFailed {
+                name: "flattened_tools".into(),
+                message: "the runtime is gone".into(),
+            })?;
             let tools = tx.read(&tools_at)?.to_json();
-            // Reading what the entries point at through the transaction makes the catalog
-            // re-derive when the tools map or a charm's result changes.
-            tx.read_deep(&tools_at)?;
-            Ok(Catalog::build(&rt, &tools).flattened())
+            let catalog = Catalog::build(&rt, &tools);
+            // Depend on what the catalog is made of (the tools map, each tool's stream
+            // marker, each charm's name), not on the charms' data: a counter going up must
+            // not rebuild the catalog.
+            for tool in catalog.tools() {
+                if let crate::catalog::ToolTarget::Handler { stream } = &tool.target {
+                    tx.read(stream)?;
+                }
+                if let Some(charm) = &tool.charm {
+                    tx.read(&Link::new(charm.as_str(), trellis_runner::Path::new([trellis_runner::NAME])))?;
+                }
+            }
+            Ok(catalog.flattened())
         });
         Ok(())
     }

@@ -60,7 +60,7 @@ impl Runtime {
 
     /// Runs queued work (dirty computations first, then events) on this thread until
     /// nothing is left. If another thread is already running work, it picks ours up.
-    pub fn pump(&self) {
+    pub(crate) fn pump(&self) {
         loop {
             let Some(guard) = self.0.engine.try_lock() else { return };
             let running = EngineThread::enter();
