@@ -134,7 +134,10 @@ impl Model for InstantModel {
     ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
         let answered = request.messages.last().is_some_and(|m| m.role == Role::Tool);
         let events = if answered {
-            vec![Ok(ModelEvent::TextDelta("done".into())), Ok(ModelEvent::Finish { reason: "stop".into() })]
+            vec![
+                Ok(ModelEvent::TextDelta("done".into())),
+                Ok(ModelEvent::Finish { reason: "stop".into(), usage: None }),
+            ]
         } else {
             vec![
                 Ok(ModelEvent::ToolCall {
@@ -142,7 +145,7 @@ impl Model for InstantModel {
                     name: "Counter_increment".into(),
                     input: json!({"amount": 1}),
                 }),
-                Ok(ModelEvent::Finish { reason: "tool_calls".into() }),
+                Ok(ModelEvent::Finish { reason: "tool_calls".into(), usage: None }),
             ]
         };
         Box::pin(async move { Ok(Box::pin(futures::stream::iter(events)) as EventStream) })

@@ -24,6 +24,10 @@ pub struct Message {
     pub role: Role,
     /// What was said, in order.
     pub content: Vec<Part>,
+    /// Tokens the provider counted for the answer this message holds (assistant
+    /// messages from providers that report usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::model::Usage>,
 }
 
 /// A piece of a message.
@@ -68,14 +72,19 @@ pub enum ToolOutput {
 }
 
 impl Message {
+    /// A message with these parts and no usage.
+    pub fn new(role: Role, content: Vec<Part>) -> Self {
+        Message { role, content, usage: None }
+    }
+
     /// A user message with one text part.
     pub fn user(text: impl Into<String>) -> Self {
-        Message { role: Role::User, content: vec![Part::Text { text: text.into() }] }
+        Message::new(Role::User, vec![Part::Text { text: text.into() }])
     }
 
     /// An assistant message with one text part.
     pub fn assistant(text: impl Into<String>) -> Self {
-        Message { role: Role::Assistant, content: vec![Part::Text { text: text.into() }] }
+        Message::new(Role::Assistant, vec![Part::Text { text: text.into() }])
     }
 
     /// The message's text parts joined together.

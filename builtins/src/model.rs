@@ -30,6 +30,34 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// Upper bound on generated tokens.
     pub max_tokens: Option<u32>,
+    /// Whether the model may, must, or must not call tools.
+    pub tool_choice: ToolChoice,
+}
+
+/// Which tools the model may call in one answer.
+///
+/// Small local models often answer with an empty turn unless a tool is required.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// No tool calls: answer in text.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call to this tool (its wire name).
+    Tool(String),
+}
+
+/// Tokens a provider counted for one answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Usage {
+    /// Tokens of the request (prompt, tools, conversation).
+    pub input_tokens: u64,
+    /// Tokens the model generated.
+    pub output_tokens: u64,
 }
 
 /// What a model streams back while answering.
@@ -50,6 +78,8 @@ pub enum ModelEvent {
     Finish {
         /// Why the model stopped (`stop`, `tool_calls`, `length`, ...).
         reason: String,
+        /// Tokens counted, when the provider reports them.
+        usage: Option<Usage>,
     },
 }
 

@@ -160,7 +160,7 @@ impl ScriptedModel {
             });
         }
         let reason = if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" };
-        events.push(ModelEvent::Finish { reason: reason.to_string() });
+        events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
         Ok(events)
     }
 }
@@ -249,13 +249,13 @@ mod tests {
                     },
                     ModelEvent::ToolCall { id: "call_2".into(), name: "read_file".into(), input: json!({}) },
                     ModelEvent::ToolCall { id: "call_3".into(), name: "Nope.nothing".into(), input: json!({}) },
-                    ModelEvent::Finish { reason: "tool_calls".into() },
+                    ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
                 ]
             );
             let second = events(&model, tools.clone()).await.unwrap();
             assert_eq!(
                 second,
-                vec![ModelEvent::TextDelta("Done.".into()), ModelEvent::Finish { reason: "stop".into() }]
+                vec![ModelEvent::TextDelta("Done.".into()), ModelEvent::Finish { reason: "stop".into(), usage: None }]
             );
             assert_eq!(model.remaining(), 0);
             let error = events(&model, tools).await.unwrap_err();

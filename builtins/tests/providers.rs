@@ -213,7 +213,7 @@ fn text(t: &str) -> ModelEvent {
 }
 
 fn finish(reason: &str) -> ModelEvent {
-    ModelEvent::Finish { reason: reason.into() }
+    ModelEvent::Finish { reason: reason.into(), usage: None }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -572,21 +572,21 @@ fn conversation() -> ModelRequest {
     ModelRequest {
         system: Some("You are terse.".into()),
         messages: vec![
-            Message {
-                role: Role::User,
-                content: vec![Part::Text { text: "Read a.txt".into() }, Part::Text { text: String::new() }],
-            },
-            Message {
-                role: Role::Assistant,
-                content: vec![
+            Message::new(
+                Role::User,
+                vec![Part::Text { text: "Read a.txt".into() }, Part::Text { text: String::new() }],
+            ),
+            Message::new(
+                Role::Assistant,
+                vec![
                     Part::Text { text: String::new() },
                     Part::ToolCall { id: "call_1".into(), name: "read_file".into(), input: json!({"path": "a.txt"}) },
                     Part::ToolCall { id: "call_2".into(), name: "Counter_increment".into(), input: json!({}) },
                 ],
-            },
-            Message {
-                role: Role::Tool,
-                content: vec![
+            ),
+            Message::new(
+                Role::Tool,
+                vec![
                     Part::ToolResult {
                         id: "call_1".into(),
                         name: "read_file".into(),
@@ -598,8 +598,8 @@ fn conversation() -> ModelRequest {
                         output: ToolOutput::ErrorText("charm is not running".into()),
                     },
                 ],
-            },
-            Message { role: Role::Assistant, content: vec![Part::Text { text: String::new() }] },
+            ),
+            Message::new(Role::Assistant, vec![Part::Text { text: String::new() }]),
             Message::assistant("It says hello."),
         ],
         tools: vec![
@@ -615,6 +615,7 @@ fn conversation() -> ModelRequest {
             },
         ],
         max_tokens: Some(100),
+        tool_choice: Default::default(),
     }
 }
 

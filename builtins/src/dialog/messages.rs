@@ -38,7 +38,7 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
             }
         }
         if !content.is_empty() {
-            out.push(Message { role: message.role, content });
+            out.push(Message::new(message.role, content));
         }
     }
     close(&mut out, &mut open_calls, &mut answered);
@@ -62,7 +62,7 @@ fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>, answered: &mu
     }
     match out.last_mut() {
         Some(last) if last.role == Role::Tool => last.content.extend(missing),
-        _ => out.push(Message { role: Role::Tool, content: missing }),
+        _ => out.push(Message::new(Role::Tool, missing)),
     }
 }
 
@@ -97,7 +97,7 @@ pub(crate) fn close_unanswered(tx: &Tx, messages: &Cell<Vec<Message>>, reason: &
     if missing.is_empty() {
         return Ok(());
     }
-    messages.push(tx, Message { role: Role::Tool, content: missing })
+    messages.push(tx, Message::new(Role::Tool, missing))
 }
 
 #[cfg(test)]
@@ -117,7 +117,7 @@ mod tests {
     fn empty_text_and_empty_messages_are_dropped() {
         let messages = vec![
             Message::user("hi"),
-            Message { role: Role::Assistant, content: vec![Part::Text { text: " ".into() }] },
+            Message::new(Role::Assistant, vec![Part::Text { text: " ".into() }]),
             Message::user(""),
         ];
         assert_eq!(prepare_for_provider(&messages), vec![Message::user("hi")]);
@@ -127,8 +127,8 @@ mod tests {
     fn every_call_gets_exactly_one_result() {
         let messages = vec![
             Message::user("go"),
-            Message { role: Role::Assistant, content: vec![Part::Text { text: "".into() }, call("a"), call("b")] },
-            Message { role: Role::Tool, content: vec![result("a"), result("a"), result("zzz")] },
+            Message::new(Role::Assistant, vec![Part::Text { text: "".into() }, call("a"), call("b")]),
+            Message::new(Role::Tool, vec![result("a"), result("a"), result("zzz")]),
             Message::user("again"),
         ];
         let out = prepare_for_provider(&messages);
@@ -145,8 +145,8 @@ mod tests {
         let turn = |text: &str| {
             vec![
                 Message::user(text),
-                Message { role: Role::Assistant, content: vec![call("c1")] },
-                Message { role: Role::Tool, content: vec![result("c1")] },
+                Message::new(Role::Assistant, vec![call("c1")]),
+                Message::new(Role::Tool, vec![result("c1")]),
             ]
         };
         let messages: Vec<Message> = turn("one").into_iter().chain(turn("two")).collect();
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_trailing_unanswered_call_is_closed() {
-        let messages = vec![Message::user("go"), Message { role: Role::Assistant, content: vec![call("x")] }];
+        let messages = vec![Message::user("go"), Message::new(Role::Assistant, vec![call("x")])];
         let out = prepare_for_provider(&messages);
         assert_eq!(out.len(), 3);
         assert_eq!(out[2].role, Role::Tool);

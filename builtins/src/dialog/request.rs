@@ -115,6 +115,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
             messages: prepare_for_provider(&messages),
             tools: catalog.specs(),
             max_tokens: input(rt, cells, "max_tokens").as_u64().and_then(|n| u32::try_from(n).ok()),
+            tool_choice: Default::default(),
         };
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let (text, calls) = answer(rt, cells, id, &*model, request).await?;
@@ -127,7 +128,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
         if content.is_empty() {
             return Err(format!("{} returned an empty answer", model.name()));
         }
-        if !append(rt, cells, id, Message { role: Role::Assistant, content })? || calls.is_empty() {
+        if !append(rt, cells, id, Message::new(Role::Assistant, content))? || calls.is_empty() {
             return Ok(());
         }
 
@@ -139,7 +140,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
             Part::ToolResult { id: id.clone(), name: name.clone(), output: invocation.output }
         }))
         .await;
-        if !append(rt, cells, id, Message { role: Role::Tool, content: results })? {
+        if !append(rt, cells, id, Message::new(Role::Tool, results))? {
             return Ok(());
         }
     }

@@ -146,7 +146,7 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
             vec![
                 ModelEvent::TextDelta(format!("Calling {} with {input}.\n", tool.name)),
                 ModelEvent::ToolCall { id: format!("offline_{}", calls_so_far + 1), name: tool.name.clone(), input },
-                ModelEvent::Finish { reason: "tool_calls".into() },
+                ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
             ]
         }
         Err(missing) => say(&format!(
@@ -283,7 +283,7 @@ fn clip(text: &str) -> String {
 fn say(text: &str) -> Vec<ModelEvent> {
     text.split_inclusive('\n')
         .map(|line| ModelEvent::TextDelta(line.to_owned()))
-        .chain([ModelEvent::Finish { reason: "stop".into() }])
+        .chain([ModelEvent::Finish { reason: "stop".into(), usage: None }])
         .collect()
 }
 
@@ -342,7 +342,7 @@ mod tests {
 
     fn finish_of(events: &[ModelEvent]) -> Option<&str> {
         match events.last() {
-            Some(ModelEvent::Finish { reason }) => Some(reason),
+            Some(ModelEvent::Finish { reason, .. }) => Some(reason),
             _ => None,
         }
     }
@@ -417,17 +417,19 @@ mod tests {
 
     #[test]
     fn answers_from_tool_results() {
-        let call = Message {
-            role: Role::Assistant,
-            content: vec![Part::ToolCall {
+        let call = Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall {
                 id: "offline_1".into(),
                 name: "Counter_increment".into(),
                 input: json!({ "amount": 2 }),
             }],
-        };
-        let result = |output| Message {
-            role: Role::Tool,
-            content: vec![Part::ToolResult { id: "offline_1".into(), name: "Counter_increment".into(), output }],
+        );
+        let result = |output| {
+            Message::new(
+                Role::Tool,
+                vec![Part::ToolResult { id: "offline_1".into(), name: "Counter_increment".into(), output }],
+            )
         };
         let answer = |output| {
             let messages = vec![Message::user("@Counter add 2"), call.clone(), result(output)];

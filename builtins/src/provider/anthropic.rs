@@ -327,7 +327,7 @@ impl AnthropicStreamParser {
                     None if self.calls_emitted => "tool_calls",
                     None => "stop",
                 };
-                events.push(ModelEvent::Finish { reason: reason.to_string() });
+                events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
                 self.done = true;
             }
             "error" => {
@@ -427,7 +427,7 @@ mod tests {
                 vec![
                     ModelEvent::TextDelta("Sure.".into()),
                     ModelEvent::ToolCall { id: "t".into(), name: "f".into(), input: expected.clone() },
-                    ModelEvent::Finish { reason: "tool_calls".into() },
+                    ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
                 ],
                 "split at {cut}"
             );
@@ -452,7 +452,7 @@ mod tests {
                 json!({"type": "message_stop"}).to_string(),
             ])
             .unwrap();
-            assert_eq!(events, vec![ModelEvent::Finish { reason: ours.into() }]);
+            assert_eq!(events, vec![ModelEvent::Finish { reason: ours.into(), usage: None }]);
         }
     }
 
@@ -490,6 +490,7 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }],
             max_tokens: None,
+            tool_choice: Default::default(),
         };
         assert_eq!(
             request_body("claude", 1000, &request),

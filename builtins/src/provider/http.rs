@@ -604,7 +604,7 @@ pub(crate) mod test_support {
             asked.push(Part::ToolCall { id: id.into(), name: name.into(), input });
             answered.push(Part::ToolResult { id: id.into(), name: name.into(), output });
         }
-        [Message { role: Role::Assistant, content: asked }, Message { role: Role::Tool, content: answered }]
+        [Message::new(Role::Assistant, asked), Message::new(Role::Tool, answered)]
     }
 }
 
@@ -747,7 +747,7 @@ mod tests {
         let items: Vec<_> = stream.collect().await;
         assert_eq!(
             items.into_iter().collect::<Result<Vec<_>, _>>().unwrap(),
-            vec![ModelEvent::TextDelta("Hi".into()), ModelEvent::Finish { reason: "stop".into() }]
+            vec![ModelEvent::TextDelta("Hi".into()), ModelEvent::Finish { reason: "stop".into(), usage: None }]
         );
 
         let stalled =

@@ -254,7 +254,7 @@ fn arguments_string(input: &Value) -> String {
 ///     .push_data(r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#)
 ///     .unwrap();
 /// assert_eq!(events[0], ModelEvent::TextDelta("Hi".into()));
-/// assert_eq!(events[1], ModelEvent::Finish { reason: "stop".into() });
+/// assert_eq!(events[1], ModelEvent::Finish { reason: "stop".into(), usage: None });
 /// ```
 #[derive(Debug, Default)]
 pub struct OpenAiStreamParser {
@@ -409,7 +409,7 @@ impl OpenAiStreamParser {
         }
         // Some servers (older Ollama) say `stop` after calling tools.
         let reason = if !events.is_empty() && reason == "stop" { "tool_calls" } else { reason };
-        events.push(ModelEvent::Finish { reason: reason.to_string() });
+        events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
         Ok(events)
     }
 }
@@ -510,7 +510,7 @@ mod tests {
                 events,
                 vec![
                     ModelEvent::ToolCall { id: "call_a".into(), name: "read_file".into(), input: expected.clone() },
-                    ModelEvent::Finish { reason: "tool_calls".into() },
+                    ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
                 ],
                 "split at {cut}"
             );
@@ -556,7 +556,7 @@ mod tests {
                 ModelEvent::TextDelta("Two things.".into()),
                 ModelEvent::ToolCall { id: "id0".into(), name: "first".into(), input: json!({"a": 1}) },
                 ModelEvent::ToolCall { id: "id1".into(), name: "second".into(), input: json!({"b": 2}) },
-                ModelEvent::Finish { reason: "tool_calls".into() },
+                ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
             ]
         );
     }
@@ -587,7 +587,7 @@ mod tests {
         assert_eq!(events.len(), 3);
         assert_eq!(events[1], ModelEvent::ToolCall { id: "b".into(), name: "two".into(), input: json!({"x": 1}) });
         // `stop` after tool calls is reported as `tool_calls`.
-        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into() });
+        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into(), usage: None });
     }
 
     #[test]
@@ -602,7 +602,7 @@ mod tests {
         .unwrap();
         assert_eq!(events[0], ModelEvent::ToolCall { id: "x".into(), name: "f".into(), input: json!({"k": true}) });
         assert_eq!(events[1], ModelEvent::ToolCall { id: "y".into(), name: "g".into(), input: json!({}) });
-        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into() });
+        assert_eq!(events[2], ModelEvent::Finish { reason: "tool_calls".into(), usage: None });
     }
 
     #[test]
@@ -628,7 +628,10 @@ mod tests {
             "[DONE]".into(),
         ])
         .unwrap();
-        assert_eq!(events, vec![ModelEvent::TextDelta("ok".into()), ModelEvent::Finish { reason: "stop".into() }]);
+        assert_eq!(
+            events,
+            vec![ModelEvent::TextDelta("ok".into()), ModelEvent::Finish { reason: "stop".into(), usage: None }]
+        );
     }
 
     #[test]
@@ -643,7 +646,7 @@ mod tests {
                 Message::user("Read a.txt"),
                 calls,
                 results,
-                Message { role: Role::Assistant, content: vec![Part::Text { text: String::new() }] },
+                Message::new(Role::Assistant, vec![Part::Text { text: String::new() }]),
                 Message::assistant("It says hi."),
             ],
             tools: vec![ToolSpec {
@@ -652,6 +655,7 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }],
             max_tokens: Some(50),
+            tool_choice: Default::default(),
         };
         let body = request_body("m", "max_tokens", &request);
         assert_eq!(
