@@ -13,6 +13,10 @@ use crate::message::Message;
 pub struct ToolSpec {
     /// The wire name: matches `^[a-zA-Z0-9_-]{1,64}$`.
     pub name: String,
+    /// The name people see (`Counter.increment`); never sent to a provider, which only
+    /// takes wire names.
+    #[serde(skip)]
+    pub display_name: String,
     /// What the tool does, for the model.
     pub description: String,
     /// JSON Schema of the arguments (always an object schema).

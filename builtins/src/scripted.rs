@@ -218,7 +218,12 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> ToolSpec {
-        ToolSpec { name: name.into(), description: String::new(), input_schema: json!({"type": "object"}) }
+        ToolSpec {
+            name: name.into(),
+            display_name: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        }
     }
 
     async fn events(model: &ScriptedModel, tools: Vec<ToolSpec>) -> Result<Vec<ModelEvent>, ModelError> {

@@ -605,11 +605,13 @@ fn conversation() -> ModelRequest {
         tools: vec![
             ToolSpec {
                 name: "read_file".into(),
+                display_name: "read_file".into(),
                 description: "Read a file".into(),
                 input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
             },
             ToolSpec {
                 name: "Counter_increment".into(),
+                display_name: "Counter.increment".into(),
                 description: "`increment` handler from `Counter`".into(),
                 input_schema: json!({"type": "object", "properties": {}}),
             },

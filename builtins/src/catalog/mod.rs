@@ -328,6 +328,7 @@ impl Catalog {
             .iter()
             .map(|t| ToolSpec {
                 name: t.wire.clone(),
+                display_name: t.display.clone(),
                 description: t.description.clone(),
                 input_schema: t.input_schema.clone(),
             })

@@ -129,6 +129,7 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
         catalog.specs()[1],
         crate::model::ToolSpec {
             name: "Counter_increment".into(),
+            display_name: "Counter.increment".into(),
             description: "Increase the count by `amount`.".into(),
             input_schema: json!({
                 "type": "object", "description": "Increase the count by `amount`.",

@@ -295,7 +295,7 @@ mod tests {
     use crate::message::Message;
 
     fn tool(name: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
-        ToolSpec { name: name.into(), description: description.into(), input_schema: schema }
+        ToolSpec { name: name.into(), display_name: name.into(), description: description.into(), input_schema: schema }
     }
 
     fn amount() -> serde_json::Value {

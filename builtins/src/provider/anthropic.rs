@@ -486,6 +486,7 @@ mod tests {
             messages: vec![Message::user("Read a.txt"), calls, results, Message::user("and then?")],
             tools: vec![ToolSpec {
                 name: "read_file".into(),
+                display_name: "read_file".into(),
                 description: "Reads".into(),
                 input_schema: json!({"type": "object"}),
             }],

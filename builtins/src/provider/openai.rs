@@ -651,6 +651,7 @@ mod tests {
             ],
             tools: vec![ToolSpec {
                 name: "read_file".into(),
+                display_name: "read_file".into(),
                 description: "Reads a file".into(),
                 input_schema: json!({"type": "object"}),
             }],
