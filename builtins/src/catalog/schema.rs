@@ -238,8 +238,10 @@ impl Inliner<'_> {
             let name = reference.rsplit('/').next().unwrap_or(reference);
             return Ok(described(format!("recursive reference to `{name}`, not expanded")));
         }
+        // Each hop counts as a level: a chain of references nests as deeply as the schema
+        // it expands to, and must not recurse (or loop over `expanding`) without bound.
         self.expanding.push(reference.to_owned());
-        let inlined = self.schema(target, depth, path);
+        let inlined = self.schema(target, depth + 1, path);
         self.expanding.pop();
         inlined
     }
@@ -523,6 +525,33 @@ mod tests {
         let err = prepare_input_schema(&not_schema).expect_err("a number is not a schema");
         assert_eq!(err, SchemaError::NotASchema { path: "/properties/a~1b".into(), found: "number" });
         assert!(prepare_input_schema(&json!("string")).is_err());
+    }
+
+    /// Defect: a chain of `$ref`s was not counted as depth, so 19,000 hops overflowed the
+    /// stack (SIGABRT in `trellis tools`). On a small stack it must end in `TooDeep`.
+    #[test]
+    fn a_long_reference_chain_is_too_deep_not_a_stack_overflow() {
+        let mut defs = Map::new();
+        for i in 0..20_000 {
+            defs.insert(format!("d{i}"), json!({ "$ref": format!("#/$defs/d{}", i + 1) }));
+        }
+        defs.insert("d20000".into(), json!({ "type": "string" }));
+        let chain = json!({ "type": "object", "properties": { "x": { "$ref": "#/$defs/d0" } }, "$defs": defs });
+        let prepared = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || prepare_input_schema(&chain))
+            .expect("spawn")
+            .join()
+            .expect("no stack overflow");
+        assert!(matches!(prepared, Err(SchemaError::TooDeep { limit: MAX_DEPTH, .. })), "{prepared:?}");
+
+        // A short chain still inlines.
+        let short = json!({
+            "type": "object",
+            "properties": { "x": { "$ref": "#/$defs/a" } },
+            "$defs": { "a": { "$ref": "#/$defs/b" }, "b": { "type": "integer" } }
+        });
+        assert_eq!(prepare(short).schema["properties"]["x"], json!({ "type": "integer" }));
     }
 
     #[test]
