@@ -6,11 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Notify;
 use trellis::builtins::dialog::{DialogHandle, DialogSettings, LlmDialog};
 use trellis::builtins::message::{Message, Part, Role, ToolOutput};
-use trellis::builtins::model::{EventStream, Model, ModelError, ModelRequest};
+use trellis::builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
 use trellis::patterns::counter::counter;
 use trellis::prelude::*;
@@ -49,12 +50,17 @@ struct Setup {
     rt: Runtime,
     dialog: DialogHandle,
     counters: Vec<DocId>,
+    /// The chat charm (its document holds the conversation).
+    chat: DocId,
 }
 
 use trellis::runner::DocId;
 
 fn setup_with(model: Arc<dyn Model>, settings: DialogSettings, counters: usize, extra: &[&str]) -> Setup {
-    let rt = Runtime::in_memory();
+    setup_on(Runtime::in_memory(), model, settings, counters, extra)
+}
+
+fn setup_on(rt: Runtime, model: Arc<dyn Model>, settings: DialogSettings, counters: usize, extra: &[&str]) -> Setup {
     rt.register_pattern(counter());
     rt.register_pattern(fragile_pattern());
     rt.register_pattern(chat_pattern());
@@ -71,7 +77,7 @@ fn setup_with(model: Arc<dyn Model>, settings: DialogSettings, counters: usize, 
     }
     let chat = rt.charms().create("test-chat", json!({"tools": tools})).unwrap();
     let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
-    Setup { rt, dialog, counters }
+    Setup { rt, dialog, counters, chat }
 }
 
 fn setup(turns: Vec<Turn>) -> Setup {
@@ -338,4 +344,74 @@ async fn stopping_the_charm_stops_its_request() {
     gate.notify_one();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(s.dialog.messages().len(), 1, "the stopped request wrote nothing: {:?}", s.dialog.messages());
+}
+
+/// A model whose one answer is `chunks` text deltas, with a pause before each group of
+/// `group` deltas (so that the dialog shows progress in `partial` in between).
+struct ChattyModel {
+    chunks: Vec<String>,
+    group: usize,
+}
+
+impl Model for ChattyModel {
+    fn name(&self) -> String {
+        "chatty".into()
+    }
+
+    fn stream(
+        &self,
+        _request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        let chunks = self.chunks.clone();
+        let group = self.group.max(1);
+        Box::pin(async move {
+            let events = futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, chunk)| async move {
+                if i % group == 0 {
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                }
+                Ok(ModelEvent::TextDelta(chunk))
+            });
+            let finish = futures::stream::iter([Ok(ModelEvent::Finish { reason: "stop".into(), usage: None })]);
+            Ok(Box::pin(events.chain(finish)) as EventStream)
+        })
+    }
+}
+
+/// Defect: every `partial` write rewrote the document holding the whole conversation, so a
+/// long reply went quadratic. Streaming must leave the conversation's document alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_does_not_rewrite_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(dir.path().join("space.sqlite")).unwrap();
+    let chunks: Vec<String> = (0..4000).map(|i| format!("word{i:05} ")).collect();
+    let reply: String = chunks.concat();
+    let model = Arc::new(ChattyModel { chunks, group: 250 });
+    let s = setup_on(rt, model, DialogSettings::default(), 1, &[]);
+    let version = |doc: &str| s.rt.space().snapshot(doc).1;
+    let before = version(&s.chat);
+    s.dialog.say("talk a lot", WAIT).await.unwrap();
+    assert_eq!(s.dialog.error(), None);
+    assert_eq!(s.dialog.messages().last().unwrap().text(), reply);
+    // add_message, the reply, and the end of the request: a handful of commits, not one
+    // per shown delta.
+    let commits = version(&s.chat) - before;
+    assert!(commits <= 6, "the conversation's document was written {commits} times");
+    let live = s.rt.space().doc_ids(&format!("{}.", s.chat));
+    assert_eq!(live.len(), 1, "one live document beside the charm: {live:?}");
+    assert!(version(&live[0]) >= 2, "the reply was shown while it streamed");
+}
+
+#[tokio::test]
+async fn a_reply_over_the_limit_is_kept_up_to_the_limit_and_reported() {
+    let chunks: Vec<String> = (0..50).map(|_| "é".repeat(50)).collect(); // 100 bytes each
+    let model = Arc::new(ChattyModel { chunks, group: usize::MAX });
+    let settings = DialogSettings { max_reply_bytes: 1001, ..DialogSettings::default() };
+    let s = setup_with(model, settings, 1, &[]);
+    s.dialog.say("talk a lot", WAIT).await.unwrap();
+    let error = s.dialog.error().unwrap_or_default();
+    assert!(error.contains("longer than 1001 bytes"), "{error}");
+    let last = s.dialog.messages().last().unwrap().clone();
+    assert_eq!(last.role, Role::Assistant);
+    assert_eq!(last.text().len(), 1000, "cut at the last character boundary within the limit");
+    assert!(!s.dialog.pending());
 }

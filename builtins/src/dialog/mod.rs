@@ -51,11 +51,14 @@ pub struct DialogSettings {
     pub max_rounds: u32,
     /// How long one tool call may take (default 30 s).
     pub tool_timeout: Duration,
+    /// The longest reply text kept from one answer, in bytes (default 1 MiB). A longer
+    /// answer is stopped there: its text so far is kept and the dialog reports an error.
+    pub max_reply_bytes: usize,
 }
 
 impl Default for DialogSettings {
     fn default() -> Self {
-        DialogSettings { max_rounds: 10, tool_timeout: Duration::from_secs(30) }
+        DialogSettings { max_rounds: 10, tool_timeout: Duration::from_secs(30), max_reply_bytes: 1 << 20 }
     }
 }
 
@@ -165,9 +168,19 @@ impl DialogCells {
             pending: Cell::from_link(base.child("pending")),
             request: Cell::from_link(base.child("request")),
             error: Cell::from_link(base.child("error")),
-            partial: Cell::from_link(base.child("partial")),
+            partial: Cell::from_link(Self::live(&base).child("partial")),
             base,
         }
+    }
+
+    /// The document of the values that change while a reply streams (`partial`).
+    ///
+    /// It is kept apart from the charm's document, which holds the conversation: storage
+    /// writes whole documents, so a delta written beside the messages would rewrite the
+    /// whole conversation each time, and a long reply would go quadratic.
+    fn live(base: &Link) -> Link {
+        let path: Vec<&str> = base.path.segments().iter().map(|s| &**s).collect();
+        Link::new(format!("{}.{}.live", base.doc, path.join(".")), trellis_runner::Path::root())
     }
 
     /// The messages cell: the `messages` input if it is a link, else the dialog's own.
@@ -191,6 +204,7 @@ impl Builtin for LlmDialog {
         inputs.entry("messages").or_insert_with(|| json!([]));
         let tx = b.tx();
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
+        b.alias(&format!("{key}/partial"), cells.partial.link())?;
         init(b, &cells)?;
 
         let shared = self.shared.clone();

@@ -1,6 +1,7 @@
 //! One request: rounds of model answers and tool calls until the model is done.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tracing::Instrument;
@@ -12,8 +13,8 @@ use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role};
 use crate::model::{ModelEvent, ModelRequest};
 
-/// How often the streamed text of a reply is written to `partial`.
-const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often, at most, the streamed text of a reply is written to `partial`.
+const PARTIAL_EVERY: Duration = Duration::from_millis(50);
 
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
 /// `settled` wait for it) and abortable by `cancel_generation`.
@@ -118,7 +119,19 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
             tool_choice: Default::default(),
         };
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
-        let (text, calls) = answer(rt, cells, id, &*model, request).await?;
+        let Answer { text, calls, usage, cut } =
+            answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;
+        if cut {
+            // Keep what arrived; calls announced after the cut were never completed.
+            let mut message = Message::assistant(text);
+            message.usage = usage;
+            append(rt, cells, id, message)?;
+            return Err(format!(
+                "{} sent a reply longer than {} bytes; it was stopped there",
+                model.name(),
+                settings.max_reply_bytes
+            ));
+        }
 
         let mut content = Vec::new();
         if !text.trim().is_empty() {
@@ -128,7 +141,9 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
         if content.is_empty() {
             return Err(format!("{} returned an empty answer", model.name()));
         }
-        if !append(rt, cells, id, Message::new(Role::Assistant, content))? || calls.is_empty() {
+        let mut message = Message::new(Role::Assistant, content);
+        message.usage = usage;
+        if !append(rt, cells, id, message)? || calls.is_empty() {
             return Ok(());
         }
 
@@ -158,35 +173,91 @@ async fn answer(
     id: u64,
     model: &dyn crate::model::Model,
     request: ModelRequest,
-) -> Result<(String, Vec<Part>), String> {
+    max_reply_bytes: usize,
+) -> Result<Answer, String> {
     let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let mut shown_at: Option<std::time::Instant> = None;
+    let mut answer = Answer::default();
+    let mut shown = Throttle::default();
     while let Some(event) = stream.next().await {
         match event.map_err(|e| e.to_string())? {
             ModelEvent::TextDelta(delta) => {
-                text.push_str(&delta);
-                // Each update of `partial` is a durable commit: show progress a few times
-                // a second, not once per token (the full text lands in the message anyway).
-                if shown_at.is_some_and(|at| at.elapsed() < PARTIAL_EVERY) {
-                    continue;
+                if answer.text.len() + delta.len() > max_reply_bytes {
+                    let room = max_reply_bytes.saturating_sub(answer.text.len());
+                    let cut = (0..=room.min(delta.len())).rev().find(|&i| delta.is_char_boundary(i)).unwrap_or(0);
+                    answer.text.push_str(&delta[..cut]);
+                    answer.cut = true;
+                    // Dropping the stream stops the provider's request.
+                    break;
                 }
-                shown_at = Some(std::time::Instant::now());
-                let shown = text.clone();
-                let written = rt.transact(|tx| {
-                    if is_current(tx, cells, id)? {
-                        cells.partial.set(tx, shown.clone())?;
+                answer.text.push_str(&delta);
+                if shown.due() {
+                    let started = Instant::now();
+                    let written = rt.transact(|tx| {
+                        if is_current(tx, cells, id)? {
+                            cells.partial.set(tx, answer.text.clone())?;
+                        }
+                        Ok(())
+                    });
+                    if let Err(e) = written {
+                        tracing::warn!(error = %e, "could not show the partial reply");
                     }
-                    Ok(())
-                });
-                if let Err(e) = written {
-                    tracing::warn!(error = %e, "could not show the partial reply");
+                    shown.wrote(started.elapsed());
                 }
             }
-            ModelEvent::ToolCall { id, name, input } => calls.push(Part::ToolCall { id, name, input }),
-            ModelEvent::Finish { .. } => break,
+            ModelEvent::ToolCall { id, name, input } => answer.calls.push(Part::ToolCall { id, name, input }),
+            ModelEvent::Finish { usage, .. } => {
+                answer.usage = usage;
+                break;
+            }
         }
     }
-    Ok((text, calls))
+    Ok(answer)
+}
+
+/// What one model answer said.
+#[derive(Default)]
+struct Answer {
+    text: String,
+    calls: Vec<Part>,
+    usage: Option<crate::model::Usage>,
+    /// The text reached the reply limit and the rest was not read.
+    cut: bool,
+}
+
+/// When the next `partial` write may happen.
+///
+/// Each write is a durable commit whose cost grows with the text, so the pause after a
+/// write grows with what the write took: writes never take more than a fifth of the time,
+/// and a long reply stays linear however slow storage is.
+#[derive(Default)]
+struct Throttle {
+    next: Option<Instant>,
+}
+
+impl Throttle {
+    fn due(&self) -> bool {
+        self.next.is_none_or(|next| Instant::now() >= next)
+    }
+
+    fn wrote(&mut self, took: Duration) {
+        self.next = Some(Instant::now() + PARTIAL_EVERY.max(took * 4));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: the throttle took its time before the durable commit, so once a commit took
+    /// longer than the interval every delta committed again.
+    #[test]
+    fn the_pause_after_a_partial_write_grows_with_the_write() {
+        let mut throttle = Throttle::default();
+        assert!(throttle.due(), "the first delta is shown at once");
+        throttle.wrote(Duration::from_millis(1));
+        assert!(!throttle.due(), "a fast write still waits the base interval");
+        throttle.wrote(Duration::from_secs(10));
+        let next = throttle.next.expect("a write sets the next time");
+        assert!(next >= Instant::now() + Duration::from_secs(39), "a 10 s write pauses 40 s");
+    }
 }
