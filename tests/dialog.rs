@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 use trellis::builtins::dialog::{DialogHandle, DialogSettings, LlmDialog};
 use trellis::builtins::message::{Message, Part, Role, ToolOutput};
-use trellis::builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+use trellis::builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
 use trellis::patterns::counter::counter;
 use trellis::prelude::*;
@@ -25,22 +25,73 @@ fn chat_pattern() -> Pattern {
         b.builtin(
             "dialog",
             "llm_dialog",
-            json!({"messages": messages.link().to_json(), "model": "test", "tools": arg["tools"].clone()}),
+            json!({
+                "messages": messages.link().to_json(),
+                "model": "test",
+                "tools": arg["tools"].clone(),
+                "tool_choice": arg["tool_choice"].clone(),
+            }),
         )?;
         Ok(())
     })
 }
 
-/// A pattern whose handlers misbehave on purpose.
-fn fragile_pattern() -> Pattern {
+/// Lets a test see a slow handler start and decide when it may finish, instead of
+/// racing it with sleeps.
+#[derive(Default)]
+struct Gate {
+    started: parking_lot::Mutex<bool>,
+    released: parking_lot::Mutex<bool>,
+    changed: parking_lot::Condvar,
+}
+
+impl Gate {
+    /// Called by the handler: says it started, then blocks until released (or `WAIT`).
+    fn pass(&self) {
+        *self.started.lock() = true;
+        self.changed.notify_all();
+        let mut released = self.released.lock();
+        let deadline = std::time::Instant::now() + WAIT;
+        while !*released && !self.changed.wait_until(&mut released, deadline).timed_out() {}
+    }
+
+    /// Waits (off the async runtime) until the handler started.
+    async fn started(self: &Arc<Self>) {
+        let gate = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let mut started = gate.started.lock();
+            let deadline = std::time::Instant::now() + WAIT;
+            while !*started {
+                assert!(!gate.changed.wait_until(&mut started, deadline).timed_out(), "the handler never started");
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    fn release(&self) {
+        *self.released.lock() = true;
+        self.changed.notify_all();
+    }
+}
+
+/// A pattern whose handlers misbehave on purpose. Both write `touched` before they
+/// fail or finish, so a test can tell whether their transaction committed.
+fn fragile_pattern(gate: Arc<Gate>) -> Pattern {
     #[derive(Deserialize, JsonSchema)]
     struct Nothing {}
-    Pattern::new("fragile", |b, _: serde_json::Value| {
+    Pattern::new("fragile", move |b, _: serde_json::Value| {
         b.name("Fragile");
-        b.handler("explode", |_, _: Nothing| panic!("kaboom"));
-        b.handler("dawdle", |_, _: Nothing| {
-            std::thread::sleep(Duration::from_millis(400));
-            Ok(())
+        let touched = b.state("touched", 0i64)?;
+        let t = touched.clone();
+        b.handler("explode", move |tx, _: Nothing| {
+            t.set(tx, 1)?;
+            panic!("kaboom")
+        });
+        let gate = Arc::clone(&gate);
+        b.handler("dawdle", move |tx, _: Nothing| {
+            gate.pass();
+            Ok(touched.update(tx, |n| n + 1)?)
         });
         Ok(())
     })
@@ -50,6 +101,10 @@ struct Setup {
     rt: Runtime,
     dialog: DialogHandle,
     counters: Vec<DocId>,
+    /// Holds the fragile charm's `dawdle` handler.
+    gate: Arc<Gate>,
+    /// The fragile charm, when the setup made one.
+    fragile: Option<DocId>,
     /// The chat charm (its document holds the conversation).
     chat: DocId,
 }
@@ -61,8 +116,20 @@ fn setup_with(model: Arc<dyn Model>, settings: DialogSettings, counters: usize, 
 }
 
 fn setup_on(rt: Runtime, model: Arc<dyn Model>, settings: DialogSettings, counters: usize, extra: &[&str]) -> Setup {
+    setup_chat(rt, model, settings, counters, extra, serde_json::Value::Null)
+}
+
+fn setup_chat(
+    rt: Runtime,
+    model: Arc<dyn Model>,
+    settings: DialogSettings,
+    counters: usize,
+    extra: &[&str],
+    tool_choice: serde_json::Value,
+) -> Setup {
     rt.register_pattern(counter());
-    rt.register_pattern(fragile_pattern());
+    let gate = Arc::new(Gate::default());
+    rt.register_pattern(fragile_pattern(Arc::clone(&gate)));
     rt.register_pattern(chat_pattern());
     let resolver = move |_: &str| -> Result<Arc<dyn Model>, ModelError> { Ok(model.clone()) };
     rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(resolver)).with_settings(settings)));
@@ -71,13 +138,17 @@ fn setup_on(rt: Runtime, model: Arc<dyn Model>, settings: DialogSettings, counte
     for (i, id) in counters.iter().enumerate() {
         tools.insert(format!("counter{i}"), json!({"charm": rt.charms().result(id).to_json()}));
     }
+    let mut fragile = None;
     for pattern in extra {
         let id = rt.charms().create(pattern, json!({})).unwrap();
         tools.insert(pattern.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
+        if *pattern == "fragile" {
+            fragile = Some(id);
+        }
     }
-    let chat = rt.charms().create("test-chat", json!({"tools": tools})).unwrap();
+    let chat = rt.charms().create("test-chat", json!({"tools": tools, "tool_choice": tool_choice})).unwrap();
     let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
-    Setup { rt, dialog, counters, chat }
+    Setup { rt, dialog, counters, chat, gate, fragile }
 }
 
 fn setup(turns: Vec<Turn>) -> Setup {
@@ -86,6 +157,12 @@ fn setup(turns: Vec<Turn>) -> Setup {
 
 fn count(s: &Setup, i: usize) -> i64 {
     s.rt.charms().get(&s.counters[i]).unwrap()["count"].as_i64().unwrap()
+}
+
+/// How often the fragile charm's handlers committed their write.
+fn touched(s: &Setup) -> i64 {
+    let fragile = s.fragile.as_ref().expect("the setup has a fragile charm");
+    s.rt.charms().get(fragile).unwrap()["touched"].as_i64().unwrap()
 }
 
 fn tool_results(messages: &[Message]) -> Vec<ToolOutput> {
@@ -159,6 +236,7 @@ async fn a_panicking_handler_becomes_an_error_result_and_the_dialog_goes_on() {
     s.dialog.say("break it, then count", WAIT).await.unwrap();
     let results = tool_results(&s.dialog.messages());
     assert!(error_text(&results[0]).contains("kaboom"), "{results:?}");
+    assert_eq!(touched(&s), 0, "the write before the panic was rolled back");
     assert!(matches!(results[1], ToolOutput::Json(_)));
     assert_eq!(count(&s, 0), 1);
     assert_eq!(s.dialog.messages().last().unwrap().text(), "Recovered.");
@@ -177,6 +255,7 @@ async fn parallel_calls_keep_their_order() {
         1,
         &["fragile"],
     );
+    s.gate.release();
     s.dialog.say("all at once", WAIT).await.unwrap();
     let messages = s.dialog.messages();
     let calls: Vec<&String> = messages[1]
@@ -207,6 +286,41 @@ async fn the_round_cap_ends_with_a_visible_message() {
     let last = s.dialog.messages().last().unwrap().clone();
     assert_eq!(last.role, Role::Assistant);
     assert!(last.text().contains("stopped after 3 rounds"), "{last:?}");
+}
+
+#[tokio::test]
+async fn the_default_round_cap_is_ten() {
+    assert_eq!(DialogSettings::default().max_rounds, 10);
+    let turns = (0..12).map(|_| Turn::tool_call("Counter.increment", json!({}))).collect();
+    let s = setup(turns);
+    s.dialog.say("count forever", WAIT).await.unwrap();
+    assert_eq!(count(&s, 0), 10);
+    let last = s.dialog.messages().last().unwrap().clone();
+    assert!(last.text().contains("stopped after 10 rounds"), "{last:?}");
+}
+
+/// The per-tool timeout, through `llm_dialog`: a hung handler fails its call, and the
+/// dialog goes on to the model's next answer.
+#[tokio::test]
+async fn a_tool_that_outlives_its_timeout_fails_and_the_dialog_goes_on() {
+    let turns = vec![Turn::tool_call("Fragile.dawdle", json!({})), Turn::text("It timed out.")];
+    let settings = DialogSettings { tool_timeout: Duration::from_millis(300), ..DialogSettings::default() };
+    let s = setup_with(Arc::new(ScriptedModel::from_turns(turns)), settings, 1, &["fragile"]);
+    s.dialog.send(Message::user("take your time")).await.unwrap();
+    s.gate.started().await;
+    // The handler is still blocked when its call's result arrives.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tool_results(&s.dialog.messages()).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no result for the hung call");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    s.gate.release();
+    s.dialog.wait(WAIT).await.unwrap();
+    let messages = s.dialog.messages();
+    let results = tool_results(&messages);
+    assert!(error_text(&results[0]).contains("timed out after 300ms"), "{results:?}");
+    assert_eq!(messages.last().unwrap().text(), "It timed out.");
 }
 
 #[tokio::test]
@@ -307,20 +421,33 @@ async fn a_message_while_pending_is_refused_and_cancel_discards_the_late_answer(
     assert_eq!(texts.last().map(String::as_str), Some("late"), "the script resumes where it was: {texts:?}");
 }
 
-#[tokio::test]
-async fn cancel_while_a_tool_runs_answers_every_call() {
+/// What cancel does to a running handler (see the `llm_dialog` module docs): handlers
+/// are synchronous transactions run one at a time, so the cancel waits for the running
+/// one, whose change stays. The request ends there: the model is not asked again, and
+/// the call has exactly one result, its own or a "cancelled" one that says the change
+/// may have been applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_a_tool_runs_lets_it_finish_and_ends_the_request() {
     let s = setup(vec![Turn::tool_call("Fragile.dawdle", json!({})), Turn::text("never")]);
     s.dialog.send(Message::user("take your time")).await.unwrap();
-    // Let the request reach the slow tool, then cancel.
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    s.dialog.cancel().await.unwrap();
+    s.gate.started().await;
+    // The first poll queues the cancel behind the running handler; only then may the
+    // handler write.
+    let mut cancel = Box::pin(s.dialog.cancel());
+    assert!(futures::poll!(&mut cancel).is_pending(), "the cancel waits for the running handler");
+    s.gate.release();
+    tokio::time::timeout(WAIT, cancel).await.unwrap().unwrap();
     s.dialog.wait(WAIT).await.unwrap();
+
+    assert_eq!(touched(&s), 1, "the handler that was running when the user cancelled committed its write");
     let messages = s.dialog.messages();
     let results = tool_results(&messages);
     assert_eq!(results.len(), 1, "exactly one result for the one call: {messages:?}");
-    assert!(error_text(&results[0]).contains("cancelled"), "{results:?}");
+    if let ToolOutput::ErrorText(text) = &results[0] {
+        assert!(text.contains("cancelled") && text.contains("may have been applied"), "{text}");
+    }
     assert!(!s.dialog.pending());
-    assert!(messages.iter().all(|m| m.text() != "never"));
+    assert!(messages.iter().all(|m| m.text() != "never"), "the model was not asked again: {messages:?}");
 }
 
 #[tokio::test]
@@ -413,5 +540,55 @@ async fn a_reply_over_the_limit_is_kept_up_to_the_limit_and_reported() {
     let last = s.dialog.messages().last().unwrap().clone();
     assert_eq!(last.role, Role::Assistant);
     assert_eq!(last.text().len(), 1000, "cut at the last character boundary within the limit");
+    assert!(!s.dialog.pending());
+}
+
+/// A scripted model that records the tool choice of every request.
+struct RecordingModel {
+    inner: ScriptedModel,
+    choices: Arc<parking_lot::Mutex<Vec<ToolChoice>>>,
+}
+
+impl Model for RecordingModel {
+    fn name(&self) -> String {
+        "recording".into()
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        self.choices.lock().push(request.tool_choice.clone());
+        self.inner.stream(request)
+    }
+}
+
+#[tokio::test]
+async fn a_tool_choice_by_display_name_forces_the_first_answer_only() {
+    let choices = Arc::default();
+    let model = RecordingModel {
+        inner: ScriptedModel::from_turns(vec![Turn::tool_call("Counter.increment", json!({})), Turn::text("done")]),
+        choices: Arc::clone(&choices),
+    };
+    let s = setup_chat(
+        Runtime::in_memory(),
+        Arc::new(model),
+        DialogSettings::default(),
+        1,
+        &[],
+        json!("Counter.increment"),
+    );
+    s.dialog.say("count", WAIT).await.unwrap();
+    assert_eq!(s.dialog.error(), None);
+    assert_eq!(*choices.lock(), [ToolChoice::Tool("Counter_increment".into()), ToolChoice::Auto]);
+}
+
+#[tokio::test]
+async fn a_tool_choice_naming_no_tool_fails_the_request_with_the_tools_listed() {
+    let model = ScriptedModel::from_turns(vec![Turn::text("unused")]);
+    let s = setup_chat(Runtime::in_memory(), Arc::new(model), DialogSettings::default(), 1, &[], json!("Nope.nothing"));
+    s.dialog.say("count", WAIT).await.unwrap();
+    let error = s.dialog.error().unwrap_or_default();
+    assert!(error.contains("Nope.nothing") && error.contains("Counter.increment"), "{error}");
     assert!(!s.dialog.pending());
 }

@@ -13,12 +13,13 @@
 //! charm id, so two charms with the same name never overwrite each other; the tool
 //! catalog gives their tools distinct wire names.
 //!
-//! Outputs: `messages`, `attachments`, `tools`, `flattened_tools`, `pending`, `error`,
-//! `partial`, and the streams `add_message`, `cancel_generation`, `attach`, `detach`,
-//! `clear`.
+//! Outputs: `messages`, `attachments`, `tools`, `model`, `tool_choice`, the dialog's
+//! public outputs ([`DialogOutput::PUBLIC`]: `flattened_tools`, `pending`, `error`,
+//! `partial`, and the streams `add_message`, `cancel_generation`), and the streams
+//! `attach`, `detach`, `clear`, `set_model`, `set_tool_choice`.
 
 use serde_json::json;
-use trellis_builtins::dialog::LLM_DIALOG;
+use trellis_builtins::dialog::{DialogInputs, DialogOutput, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
 
@@ -74,6 +75,14 @@ pub struct SetModel {
     pub model: String,
 }
 
+/// Choose whether the model may, must or must not call tools.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetToolChoice {
+    /// `auto` (the model decides), `none`, `required` (it must call one), or one tool's
+    /// display name (`Counter.increment`). Holds for the first answer to each message.
+    pub tool_choice: String,
+}
+
 /// The default system prompt.
 pub const SYSTEM: &str = "You are a helpful assistant. The user can mention charms with @Name; \
 their handlers are your tools. Use them to act, then say briefly what you did.";
@@ -86,6 +95,7 @@ pub fn chatbot() -> Pattern {
         let attachments = b.state::<Vec<Attachment>>("attachments", Vec::new())?;
         let model = b.state("model", args.model.unwrap_or_else(|| "offline".into()))?;
         let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
+        let tool_choice = b.state("tool_choice", "auto".to_string())?;
         let static_tools = args.tools;
         let attached = attachments.clone();
         let tools = b.derive("tools", move |tx| {
@@ -98,13 +108,15 @@ pub fn chatbot() -> Pattern {
             }
             Ok(tools)
         });
-        let dialog = b.builtin(
-            "dialog",
-            LLM_DIALOG,
-            json!({"messages": messages, "model": model, "system": system, "tools": tools}),
-        )?;
-        for output in ["add_message", "cancel_generation", "pending", "error", "partial", "flattened_tools"] {
-            b.alias(output, &dialog.child(output))?;
+        let inputs = DialogInputs::new()
+            .messages(&messages)
+            .model(&model)
+            .system(&system)
+            .tools(&tools)
+            .tool_choice(&tool_choice);
+        let dialog = b.builtin("dialog", LLM_DIALOG, inputs.to_json())?;
+        for output in DialogOutput::PUBLIC {
+            b.alias(output.key(), &dialog.child(output.key()))?;
         }
 
         let list = attachments.clone();
@@ -126,7 +138,7 @@ pub fn chatbot() -> Pattern {
             }
             Ok(list.set(tx, all)?)
         });
-        let pending: Cell<bool> = Cell::from_link(dialog.child("pending"));
+        let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
         b.handler("clear", move |tx, _: Clear| {
             if pending.get(tx)? {
                 return Err("a reply is still being generated: cancel it first".into());
@@ -135,6 +147,7 @@ pub fn chatbot() -> Pattern {
             Ok(attachments.set(tx, Vec::new())?)
         });
         b.handler("set_model", move |tx, e: SetModel| Ok(model.set(tx, e.model)?));
+        b.handler("set_tool_choice", move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?));
         Ok(())
     })
     .description("A chat with a language model that can use the handlers of @-mentioned charms")

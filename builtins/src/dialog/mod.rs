@@ -1,8 +1,11 @@
 //! `llm_dialog`: a tool-using conversation with a language model, as a builtin node.
 //!
 //! A pattern instantiates it with `b.builtin("dialog", "llm_dialog", inputs)` where
-//! `inputs` is `{"messages", "system", "model", "max_tokens", "tools"}`; each may be a
-//! literal or a link to a cell (so the pattern can change them). Under `dialog` the
+//! `inputs` is `{"messages", "system", "model", "max_tokens", "tools", "tool_choice"}`;
+//! each may be a literal or a link to a cell (so the pattern can change them).
+//! `tool_choice` is `auto` (the default), `none`, `required`, or one tool's display name;
+//! it holds for the first answer of each request (later rounds are `auto`, so the model
+//! can answer once the tool ran). Under `dialog` the
 //! charm's result then has:
 //!
 //! | key | what |
@@ -18,7 +21,16 @@
 //! A request runs in rounds: the model answers; if it called tools, they run
 //! (concurrently; results keep call order) and their results go back to the model; until
 //! it answers without tool calls or the round cap is reached.
+//!
+//! **Cancel** (`cancel_generation`, or stopping the charm) ends the request: the model's
+//! stream is dropped (which stops the provider's request), pattern tools waiting to settle
+//! are stopped, the model is not asked again, and every call without a result gets a
+//! "cancelled" one. A handler that is already running is not interrupted: handlers are
+//! synchronous transactions and the engine runs one at a time, so the cancel event waits
+//! for it and its change stays; the cancelled result says the change may have been
+//! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod keys;
 mod messages;
 mod request;
 
@@ -36,6 +48,7 @@ use crate::catalog::Catalog;
 use crate::message::{Message, Role};
 use crate::model::{Model, ModelError};
 
+pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 
 /// The builtin's id.
@@ -165,10 +178,10 @@ impl DialogCells {
     fn at(base: Link) -> Self {
         DialogCells {
             inputs: base.child("inputs"),
-            pending: Cell::from_link(base.child("pending")),
-            request: Cell::from_link(base.child("request")),
-            error: Cell::from_link(base.child("error")),
-            partial: Cell::from_link(Self::live(&base).child("partial")),
+            pending: Cell::from_link(base.child(DialogOutput::Pending.key())),
+            request: Cell::from_link(base.child(DialogOutput::Request.key())),
+            error: Cell::from_link(base.child(DialogOutput::Error.key())),
+            partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
             base,
         }
     }
@@ -185,7 +198,7 @@ impl DialogCells {
 
     /// The messages cell: the `messages` input if it is a link, else the dialog's own.
     pub fn messages(&self) -> Cell<Vec<Message>> {
-        Cell::from_link(self.inputs.child("messages"))
+        Cell::from_link(self.inputs.child(DialogInput::Messages.key()))
     }
 }
 
@@ -201,18 +214,22 @@ impl Builtin for LlmDialog {
             serde_json::Value::Null => serde_json::Map::new(),
             other => return Err(format!("llm_dialog inputs must be an object, got {other}").into()),
         };
-        inputs.entry("messages").or_insert_with(|| json!([]));
+        inputs.entry(DialogInput::Messages.key()).or_insert_with(|| json!([]));
         let tx = b.tx();
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
-        b.alias(&format!("{key}/partial"), cells.partial.link())?;
+        b.alias(&format!("{key}/{}", DialogOutput::Partial.key()), cells.partial.link())?;
         init(b, &cells)?;
 
         let shared = self.shared.clone();
         let c = cells.clone();
-        b.handler(&format!("{key}/add_message"), move |tx, message: Message| add_message(&shared, &c, tx, message));
+        b.handler(&format!("{key}/{}", DialogOutput::AddMessage.key()), move |tx, message: Message| {
+            add_message(&shared, &c, tx, message)
+        });
         let shared = self.shared.clone();
         let c = cells.clone();
-        b.handler(&format!("{key}/cancel_generation"), move |tx, _: Cancel| cancel(&shared, &c, tx));
+        b.handler(&format!("{key}/{}", DialogOutput::CancelGeneration.key()), move |tx, _: Cancel| {
+            cancel(&shared, &c, tx)
+        });
         // Stopping the charm stops its request too, as a cancel would.
         let shared = self.shared.clone();
         let c = cells.clone();
@@ -228,8 +245,8 @@ impl Builtin for LlmDialog {
         });
 
         let weak = b.runtime().downgrade();
-        let tools_at = cells.inputs.child("tools");
-        b.derive(&format!("{key}/flattened_tools"), move |tx| {
+        let tools_at = cells.inputs.child(DialogInput::Tools.key());
+        b.derive(&format!("{key}/{}", DialogOutput::FlattenedTools.key()), move |tx| {
             use trellis_runner::Read;
             let rt = weak.upgrade().ok_or_else(|| trellis_runner::Error::ComputationFailed {
                 name: "flattened_tools".into(),
@@ -306,7 +323,11 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     cells.request.update(tx, |n| n + 1)?;
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
-    messages::close_unanswered(tx, &cells.messages(), "cancelled by the user before this tool finished")?;
+    messages::close_unanswered(
+        tx,
+        &cells.messages(),
+        "cancelled by the user before this call's result was recorded; a change the tool was making may have been applied",
+    )?;
     let shared = shared.clone();
     let base = cells.base.clone();
     tx.after_commit(move |_| shared.abort(&base));
@@ -334,7 +355,7 @@ impl DialogHandle {
     /// Sends a user message without waiting for the reply.
     pub async fn send(&self, message: Message) -> trellis_runner::Result<()> {
         let json = serde_json::to_value(message).map_err(trellis_runner::Error::Serialize)?;
-        self.rt.send(&self.base.child("add_message"), json).await.map(drop)
+        self.rt.send(&self.base.child(DialogOutput::AddMessage.key()), json).await.map(drop)
     }
 
     /// Sends a user message and waits (up to `timeout`) until the reply is complete.
@@ -350,7 +371,7 @@ impl DialogHandle {
 
     /// Stops the running request, if any.
     pub async fn cancel(&self) -> trellis_runner::Result<()> {
-        self.rt.send(&self.base.child("cancel_generation"), json!({})).await.map(drop)
+        self.rt.send(&self.base.child(DialogOutput::CancelGeneration.key()), json!({})).await.map(drop)
     }
 
     /// The conversation so far.
@@ -376,6 +397,6 @@ impl DialogHandle {
     /// The tool catalog as a UI shows it.
     pub fn flattened_tools(&self) -> serde_json::Value {
         use trellis_runner::Read;
-        self.rt.read(&self.base.child("flattened_tools")).map(|v| v.to_json()).unwrap_or_default()
+        self.rt.read(&self.base.child(DialogOutput::FlattenedTools.key())).map(|v| v.to_json()).unwrap_or_default()
     }
 }

@@ -8,10 +8,10 @@ use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
 use super::messages::prepare_for_provider;
-use super::{DialogCells, Shared};
+use super::{DialogCells, DialogInput, Shared};
 use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role};
-use crate::model::{ModelEvent, ModelRequest};
+use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
 const PARTIAL_EVERY: Duration = Duration::from_millis(50);
@@ -100,23 +100,29 @@ fn append(rt: &Runtime, cells: &DialogCells, id: u64, message: Message) -> Resul
 }
 
 /// Reads an input that may be a literal or a link; `null` when absent.
-fn input(rt: &Runtime, cells: &DialogCells, key: &str) -> serde_json::Value {
-    rt.read(&cells.inputs.child(key)).map(|v| v.to_json()).unwrap_or_default()
+fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Value {
+    rt.read(&cells.inputs.child(key.key())).map(|v| v.to_json()).unwrap_or_default()
 }
 
 async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Result<(), String> {
     let settings = shared.settings;
     for round in 1..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
-        let model_spec = input(rt, cells, "model").as_str().unwrap_or("offline").to_string();
+        let model_spec = input(rt, cells, DialogInput::Model).as_str().unwrap_or("offline").to_string();
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
-        let catalog = Catalog::build(rt, &input(rt, cells, "tools"));
+        let catalog = Catalog::build(rt, &input(rt, cells, DialogInput::Tools));
         let request = ModelRequest {
-            system: input(rt, cells, "system").as_str().map(str::to_string),
+            system: input(rt, cells, DialogInput::System).as_str().map(str::to_string),
             messages: prepare_for_provider(&messages),
             tools: catalog.specs(),
-            max_tokens: input(rt, cells, "max_tokens").as_u64().and_then(|n| u32::try_from(n).ok()),
-            tool_choice: Default::default(),
+            max_tokens: input(rt, cells, DialogInput::MaxTokens).as_u64().and_then(|n| u32::try_from(n).ok()),
+            // A forced choice holds for the first answer only: once the tool ran, the model
+            // must be free to answer in words, or `required` would loop to the round cap.
+            tool_choice: if round == 1 {
+                tool_choice(&input(rt, cells, DialogInput::ToolChoice), &catalog)?
+            } else {
+                ToolChoice::Auto
+            },
         };
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let Answer { text, calls, usage, cut } =
@@ -164,6 +170,31 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Res
         settings.max_rounds
     );
     append(rt, cells, id, Message::assistant(stop)).map(drop)
+}
+
+/// The `tool_choice` input: `auto` (also when absent), `none`, `required`, or one tool by
+/// display (or wire) name.
+fn tool_choice(input: &serde_json::Value, catalog: &Catalog) -> Result<ToolChoice, String> {
+    let name = match input {
+        serde_json::Value::Null => return Ok(ToolChoice::Auto),
+        serde_json::Value::String(name) => name.trim(),
+        other => return Err(format!("tool_choice must be auto, none, required or a tool's name, not {other}")),
+    };
+    match name {
+        "" | "auto" => Ok(ToolChoice::Auto),
+        "none" => Ok(ToolChoice::None),
+        "required" => Ok(ToolChoice::Required),
+        tool => match catalog.get(tool) {
+            Some(tool) => Ok(ToolChoice::Tool(tool.wire.clone())),
+            None => {
+                let known: Vec<&str> = catalog.tools().iter().map(|t| t.display.as_str()).collect();
+                Err(format!(
+                    "tool_choice names `{tool}`, which is not one of the tools ({}); mention its charm or choose auto",
+                    if known.is_empty() { "there are none".to_string() } else { known.join(", ") }
+                ))
+            }
+        },
+    }
 }
 
 /// Streams one answer: its text (shown in `partial` as it arrives) and its tool calls.

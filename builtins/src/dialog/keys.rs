@@ -1,0 +1,146 @@
+//! The names of `llm_dialog`'s inputs and outputs, in one typed place: the dialog reads
+//! and writes through them, and patterns (the chatbot) wire and re-export through them.
+
+use serde::Serialize;
+
+/// An input of `llm_dialog`: a literal or a link to a cell the pattern owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialogInput {
+    /// The conversation (`Vec<Message>`); the dialog keeps its own when not given.
+    Messages,
+    /// The system prompt.
+    System,
+    /// The model string (`offline`, `openai:MODEL`, ...).
+    Model,
+    /// Upper bound on generated tokens per answer.
+    MaxTokens,
+    /// The tools map (`{handler}`, `{pattern}`, `{charm}` entries).
+    Tools,
+    /// `auto`, `none`, `required`, or one tool's display name.
+    ToolChoice,
+}
+
+impl DialogInput {
+    /// The key under the dialog's `inputs`.
+    pub fn key(self) -> &'static str {
+        match self {
+            DialogInput::Messages => "messages",
+            DialogInput::System => "system",
+            DialogInput::Model => "model",
+            DialogInput::MaxTokens => "max_tokens",
+            DialogInput::Tools => "tools",
+            DialogInput::ToolChoice => "tool_choice",
+        }
+    }
+}
+
+/// An output `llm_dialog` writes under its key in the charm's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialogOutput {
+    /// Stream: a user message; refused while a reply is being generated.
+    AddMessage,
+    /// Stream: stops the running request.
+    CancelGeneration,
+    /// Whether a reply is being generated.
+    Pending,
+    /// Why the last request failed, or `null`.
+    Error,
+    /// The text of the reply being streamed.
+    Partial,
+    /// The tool catalog as a UI shows it.
+    FlattenedTools,
+    /// The id of the latest request.
+    Request,
+}
+
+impl DialogOutput {
+    /// The outputs a pattern built on the dialog re-exports at its top level.
+    pub const PUBLIC: [DialogOutput; 6] = [
+        DialogOutput::AddMessage,
+        DialogOutput::CancelGeneration,
+        DialogOutput::Pending,
+        DialogOutput::Error,
+        DialogOutput::Partial,
+        DialogOutput::FlattenedTools,
+    ];
+
+    /// The key under the dialog's location.
+    pub fn key(self) -> &'static str {
+        match self {
+            DialogOutput::AddMessage => "add_message",
+            DialogOutput::CancelGeneration => "cancel_generation",
+            DialogOutput::Pending => "pending",
+            DialogOutput::Error => "error",
+            DialogOutput::Partial => "partial",
+            DialogOutput::FlattenedTools => "flattened_tools",
+            DialogOutput::Request => "request",
+        }
+    }
+}
+
+/// The inputs of one dialog, built with typed keys.
+///
+/// ```
+/// use trellis_builtins::dialog::DialogInputs;
+///
+/// let inputs = DialogInputs::new().model("offline").system("Be brief.").tool_choice("required");
+/// assert_eq!(inputs.to_json()["tool_choice"], "required");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct DialogInputs(serde_json::Map<String, serde_json::Value>);
+
+impl DialogInputs {
+    /// No inputs: the dialog's defaults (its own messages, the offline model, no tools).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets one input to a literal or a cell (cells serialise as links).
+    ///
+    /// A value that cannot be serialised is left out (with a warning): the dialog then
+    /// uses that input's default.
+    pub fn set(mut self, input: DialogInput, value: impl Serialize) -> Self {
+        match serde_json::to_value(value) {
+            Ok(value) => {
+                self.0.insert(input.key().to_string(), value);
+            }
+            Err(error) => tracing::warn!(input = input.key(), %error, "dialog input left out"),
+        }
+        self
+    }
+
+    /// The conversation.
+    pub fn messages(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::Messages, value)
+    }
+
+    /// The system prompt.
+    pub fn system(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::System, value)
+    }
+
+    /// The model string.
+    pub fn model(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::Model, value)
+    }
+
+    /// The bound on generated tokens.
+    pub fn max_tokens(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::MaxTokens, value)
+    }
+
+    /// The tools map.
+    pub fn tools(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::Tools, value)
+    }
+
+    /// Whether the model may, must or must not call tools, or which one.
+    pub fn tool_choice(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::ToolChoice, value)
+    }
+
+    /// The inputs as the JSON object `Builder::builtin` takes.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(self.0.clone())
+    }
+}
