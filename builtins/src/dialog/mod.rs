@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `pending` | whether a reply is being generated |
 //! | `add_message` | stream: a user [`Message`]; refused (an error to the sender) while pending |
-//! | `cancel_generation` | stream: stops the request, its running tools and pattern instances |
+//! | `cancel_generation` | stream: ends the request (see **Cancel** below) |
 //! | `flattened_tools` | the tool catalog as a UI shows it |
 //! | `partial` | the text of the reply being streamed |
 //! | `error` | why the last request failed, or `null` |
