@@ -7,3 +7,4 @@ pub mod model;
 pub mod offline;
 pub mod provider;
 pub mod scripted;
+mod text;

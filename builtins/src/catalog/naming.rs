@@ -19,6 +19,7 @@
 //! Names depend only on the set of (display, identity) pairs, never on their order.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::Hasher;
 
 /// The longest wire name providers accept.
 pub const MAX_WIRE_LEN: usize = 64;
@@ -61,9 +62,34 @@ pub fn is_valid_wire_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// 64-bit FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+/// 64-bit FNV-1a of `text`: stable across Rust versions and platforms, unlike `DefaultHasher`.
 pub fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3))
+    let mut hasher = StableHasher::default();
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
+/// 64-bit FNV-1a as a [`Hasher`]: stable (wire-name suffixes derive from it) and much
+/// cheaper than SipHash on the short keys and strings tool names and schemas are made of.
+/// Not collision-resistant: users compare values on a hash match.
+pub struct StableHasher(u64);
+
+impl Default for StableHasher {
+    fn default() -> Self {
+        StableHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
 }
 
 /// One allocated tool name.

@@ -163,7 +163,7 @@ impl Inliner<'_> {
             Value::Bool(true) => return Ok(Map::new()),
             Value::Bool(false) => return Ok(not_anything()),
             Value::Object(map) => map,
-            other => return Err(SchemaError::NotASchema { path: pointer(path), found: type_name(other) }),
+            other => return Err(SchemaError::NotASchema { path: pointer(path), found: crate::text::json_kind(other) }),
         };
         let mut out = match map.get("$ref") {
             Some(Value::String(reference)) => self.reference(reference, depth, path)?,
@@ -330,17 +330,6 @@ fn pointer(path: &[String]) -> String {
         return "/".into();
     }
     path.iter().map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1"))).collect()
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 #[cfg(test)]
@@ -523,7 +512,7 @@ mod tests {
 
         let not_schema = json!({ "type": "object", "properties": { "a/b": 3 } });
         let err = prepare_input_schema(&not_schema).expect_err("a number is not a schema");
-        assert_eq!(err, SchemaError::NotASchema { path: "/properties/a~1b".into(), found: "number" });
+        assert_eq!(err, SchemaError::NotASchema { path: "/properties/a~1b".into(), found: "a number" });
         assert!(prepare_input_schema(&json!("string")).is_err());
     }
 

@@ -135,11 +135,7 @@ pub(crate) fn compact(value: &Value, max: usize) -> String {
     match value {
         Value::Array(items) => format!("[{} items]", items.len()),
         Value::Object(map) => format!("{{{} fields}}", map.len()),
-        _ => {
-            let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-            cut.push('…');
-            cut
-        }
+        _ => crate::text::truncate(&text, max.saturating_sub(1)),
     }
 }
 

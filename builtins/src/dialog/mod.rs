@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use trellis_runner::{BoxError, Builder, Builtin, Cell, Link, Value};
 
@@ -86,7 +86,7 @@ pub(crate) struct Shared {
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     pub(crate) settings: DialogSettings,
     /// The running request of each dialog (by its location) and its id, to abort on cancel.
-    running: Mutex<HashMap<Link, (u64, tokio::task::AbortHandle)>>,
+    running: Mutex<HashMap<Link, (RequestId, tokio::task::AbortHandle)>>,
 }
 
 impl Default for LlmDialog {
@@ -139,12 +139,12 @@ impl Shared {
     }
 
     /// Records the running request of a dialog.
-    pub(crate) fn remember(&self, dialog: Link, id: u64, handle: tokio::task::AbortHandle) {
+    pub(crate) fn remember(&self, dialog: Link, id: RequestId, handle: tokio::task::AbortHandle) {
         self.running.lock().insert(dialog, (id, handle));
     }
 
     /// Forgets request `id` of a dialog, unless a newer one is recorded.
-    pub(crate) fn forget(&self, dialog: &Link, id: u64) {
+    pub(crate) fn forget(&self, dialog: &Link, id: RequestId) {
         let mut running = self.running.lock();
         if running.get(dialog).is_some_and(|(current, _)| *current == id) {
             running.remove(dialog);
@@ -159,6 +159,26 @@ impl Shared {
     }
 }
 
+/// The id of one request of a dialog. Each message (and each cancel) takes the next id;
+/// a request writes only while the dialog's `request` still holds its id, so a cancelled
+/// or superseded request never touches a newer one's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RequestId(pub u64);
+
+impl RequestId {
+    /// The id after this one.
+    pub fn next(self) -> RequestId {
+        RequestId(self.0.wrapping_add(1))
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The event of `cancel_generation`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct Cancel {}
@@ -169,7 +189,7 @@ pub(crate) struct DialogCells {
     pub base: Link,
     pub inputs: Link,
     pub pending: Cell<bool>,
-    pub request: Cell<u64>,
+    pub request: Cell<RequestId>,
     pub error: Cell<Option<String>>,
     pub partial: Cell<String>,
 }
@@ -276,12 +296,12 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> Result<(), BoxError> {
     // A (re)start interrupts whatever request was running: a new request id supersedes
     // it, so a task still alive from before writes nothing more.
     if cells.pending.get(tx).unwrap_or(false) {
-        cells.request.update(tx, |n| n + 1)?;
+        cells.request.update(tx, RequestId::next)?;
     }
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
     if cells.request.get_value(tx)? == Value::Null {
-        cells.request.set(tx, 0)?;
+        cells.request.set(tx, RequestId::default())?;
         cells.error.set(tx, None)?;
     }
     messages::close_unanswered(tx, &cells.messages(), "interrupted: the runtime restarted before this tool finished")?;
@@ -304,7 +324,7 @@ fn add_message(
         return Err("the message is empty: say something".into());
     }
     cells.messages().push(tx, message)?;
-    let request = cells.request.get(tx)? + 1;
+    let request = cells.request.get(tx)?.next();
     cells.request.set(tx, request)?;
     cells.pending.set(tx, true)?;
     cells.error.set(tx, None)?;
@@ -320,7 +340,7 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
         return Ok(());
     }
     // A new request id supersedes the running one: whatever it still writes is dropped.
-    cells.request.update(tx, |n| n + 1)?;
+    cells.request.update(tx, RequestId::next)?;
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
     messages::close_unanswered(

@@ -8,7 +8,7 @@ use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
 use super::messages::prepare_for_provider;
-use super::{DialogCells, DialogInput, Shared};
+use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
@@ -18,13 +18,13 @@ const PARTIAL_EVERY: Duration = Duration::from_millis(50);
 
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
 /// `settled` wait for it) and abortable by `cancel_generation`.
-pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u64) {
+pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: RequestId) {
     if tokio::runtime::Handle::try_current().is_err() {
         let message = "llm_dialog needs a tokio runtime to run requests".to_string();
         finish(&rt, &cells, id, Some(message));
         return;
     }
-    let span = tracing::info_span!("llm_request", dialog = %cells.base, request = id);
+    let span = tracing::info_span!("llm_request", dialog = %cells.base, request = id.0);
     let task_rt = rt.clone();
     let task_cells = cells.clone();
     let task_shared = shared.clone();
@@ -53,7 +53,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: u6
 struct Finish {
     rt: Runtime,
     cells: DialogCells,
-    id: u64,
+    id: RequestId,
     error: Option<String>,
 }
 
@@ -64,12 +64,12 @@ impl Drop for Finish {
 }
 
 /// Whether `id` is still the dialog's current request.
-fn is_current(tx: &impl Read, cells: &DialogCells, id: u64) -> trellis_runner::Result<bool> {
+fn is_current(tx: &impl Read, cells: &DialogCells, id: RequestId) -> trellis_runner::Result<bool> {
     Ok(cells.request.get(tx)? == id)
 }
 
 /// Ends the request: clears `pending` unless a newer request took over.
-fn finish(rt: &Runtime, cells: &DialogCells, id: u64, error: Option<String>) {
+fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String>) {
     if let Some(error) = &error {
         tracing::warn!(%error, "llm request failed");
     }
@@ -87,7 +87,7 @@ fn finish(rt: &Runtime, cells: &DialogCells, id: u64, error: Option<String>) {
 }
 
 /// Appends a message if the request is still current; false when it was superseded.
-fn append(rt: &Runtime, cells: &DialogCells, id: u64, message: Message) -> Result<bool, String> {
+fn append(rt: &Runtime, cells: &DialogCells, id: RequestId, message: Message) -> Result<bool, String> {
     rt.transact(|tx| {
         if !is_current(tx, cells, id)? {
             return Ok(false);
@@ -104,7 +104,7 @@ fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Val
     rt.read(&cells.inputs.child(key.key())).map(|v| v.to_json()).unwrap_or_default()
 }
 
-async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: u64) -> Result<(), String> {
+async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
     let settings = shared.settings;
     for round in 1..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
@@ -201,7 +201,7 @@ fn tool_choice(input: &serde_json::Value, catalog: &Catalog) -> Result<ToolChoic
 async fn answer(
     rt: &Runtime,
     cells: &DialogCells,
-    id: u64,
+    id: RequestId,
     model: &dyn crate::model::Model,
     request: ModelRequest,
     max_reply_bytes: usize,

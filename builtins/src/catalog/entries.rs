@@ -1,0 +1,316 @@
+//! Reading `tools` entries: each `{handler}`, `{charm}` or `{pattern}` entry becomes
+//! drafts of tools (names not yet assigned), or a [`Problem`] saying why it could not.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use trellis_runner::link::is_stream;
+use trellis_runner::{Link, Read, Runtime, Value as Stored, NAME};
+
+use super::naming;
+use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
+use super::schema_cache::{SchemaCache, StreamSchema};
+use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
+use crate::text::json_kind as kind;
+
+/// The fields of a stored object.
+type StoredMap = imbl::OrdMap<Arc<str>, Stored>;
+
+/// A tool before wire names are assigned.
+pub(super) struct Draft {
+    pub(super) display: String,
+    pub(super) identity: String,
+    pub(super) description: String,
+    pub(super) prepared: PreparedSchema,
+    pub(super) target: ToolTarget,
+    pub(super) entry: String,
+    pub(super) charm: Option<String>,
+    pub(super) unchecked: bool,
+}
+
+/// Collects the tools and problems of all entries.
+#[derive(Default)]
+pub(super) struct Extraction {
+    pub(super) drafts: Vec<Draft>,
+    pub(super) problems: Vec<Problem>,
+    pub(super) schemas: SchemaCache,
+}
+
+impl Extraction {
+    pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
+        tracing::warn!(entry, %error, "tool entry skipped");
+        self.problems.push(Problem { entry: entry.to_string(), error });
+    }
+}
+
+pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
+    // An entry may itself be a link (to an entry object stored elsewhere).
+    let linked;
+    let entry = match Link::from_json(entry) {
+        Some(link) => match rt.read(&link) {
+            Ok(value) => {
+                linked = value.to_json();
+                &linked
+            }
+            Err(e) => return out.problem(key, unreadable(&link, e)),
+        },
+        None => entry,
+    };
+    let Value::Object(fields) = entry else {
+        return out.problem(key, EntryError::NotAnObject(kind(entry)));
+    };
+    let description = fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+    let targets: Vec<&str> =
+        ["handler", "pattern", "charm"].into_iter().filter(|t| fields.get(*t).is_some_and(|v| !v.is_null())).collect();
+    match targets.as_slice() {
+        ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
+        ["charm"] => {
+            let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
+            charm_entry(rt, key, &fields["charm"], description, read, out)
+        }
+        ["pattern"] => pattern_entry(rt, key, fields, description, out),
+        [] => out.problem(key, EntryError::Target("none".into())),
+        many => out.problem(key, EntryError::Target(many.join(" and "))),
+    }
+}
+
+/// `{"handler": LINK}`: one tool named by the entry key.
+fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
+    let Some(link) = Link::from_json(value) else {
+        let found = short(value);
+        return out.problem(key, EntryError::NotALink { field: "handler", also: "", found });
+    };
+    let (stream, marker) = match rt.resolve(&link) {
+        Ok(found) => found,
+        Err(e) => return out.problem(key, unreadable(&link, e)),
+    };
+    if !is_stream(&marker) && rt.handler(&stream).is_none() {
+        return out.problem(key, EntryError::NotAStream(stream.to_string()));
+    }
+    let schema = out.schemas.of_stream(rt, &stream, &marker);
+    let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
+    let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
+    let description = description.map(str::to_string);
+    out.push_stream_tool(key, key.to_string(), stream, schema, description, charm_name.as_deref(), charm);
+}
+
+/// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
+fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
+    let link = match (Link::from_json(value), value) {
+        (Some(link), _) => link,
+        (None, Value::String(id)) => match rt.charms().find(id) {
+            Ok(doc) => rt.charms().result(&doc),
+            Err(e) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message: e.to_string() }),
+        },
+        (None, other) => {
+            let also = " or a charm id (was the map read with its links resolved?)";
+            return out.problem(key, EntryError::NotALink { field: "charm", also, found: short(other) });
+        }
+    };
+    // Only the top level is read: its streams are markers, and nested links (data fields
+    // pointing elsewhere) are not followed for detection.
+    let (root, result) = match rt.resolve(&link) {
+        Ok(found) => found,
+        Err(e) => return out.problem(key, unreadable(&link, e)),
+    };
+    let Some(fields) = result.as_object() else {
+        return out.problem(key, EntryError::NotACharm { at: root.to_string(), found: result.kind() });
+    };
+    let name = rt
+        .read(&root.child(NAME))
+        .ok()
+        .and_then(|n| n.as_str().map(str::to_string))
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| key.to_string());
+    let charm = rt.charms().record(&root.doc).map(|_| root.doc.to_string());
+    if read {
+        out.push_read_tool(key, &name, &root, fields, charm.clone());
+    }
+    for (field, value) in fields {
+        if field.starts_with('$') || !is_stream(value) {
+            continue;
+        }
+        let stream = root.child(field.clone());
+        let schema = out.schemas.of_stream(rt, &stream, value);
+        let description = description.map(|d| format!("{d} - {field}"));
+        let display = naming::display_name(&name, field);
+        out.push_stream_tool(key, display, stream, schema, description, Some(&name), charm.clone());
+    }
+}
+
+impl Extraction {
+    /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
+    /// a handler called `read`), taking an optional `path` into the charm's data.
+    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &StoredMap, charm: Option<String>) {
+        let data: Vec<&str> =
+            fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
+        let key = if fields.contains_key("read") { "read_data" } else { "read" };
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "Where to read, as keys separated by `/` (for example `items/0/title`); leave it out to read all the data."
+                }
+            }
+        });
+        self.drafts.push(Draft {
+            display: naming::display_name(name, key),
+            identity: format!("{root}#read"),
+            description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
+            prepared: PreparedSchema { schema, shape: InputShape::Object },
+            target: ToolTarget::Read { charm: root.clone() },
+            entry: entry.to_string(),
+            charm,
+            unchecked: false,
+        });
+    }
+
+    /// Adds the tool of one stream. `description` is the entry's (already combined with
+    /// the key for charm entries); without it the schema's description is used, else a
+    /// generic "`key` handler from `owner`" (the charm's name).
+    #[allow(clippy::too_many_arguments)]
+    fn push_stream_tool(
+        &mut self,
+        entry: &str,
+        display: String,
+        stream: Link,
+        schema: StreamSchema,
+        description: Option<String>,
+        owner: Option<&str>,
+        charm: Option<String>,
+    ) {
+        let prepared = match schema.prepared {
+            Ok(prepared) => prepared,
+            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source }),
+        };
+        let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
+        let mut description = description.or(schema.description).unwrap_or_else(|| match owner {
+            Some(owner) => format!("{key} handler from {owner}"),
+            None => format!("{key} handler"),
+        });
+        if schema.unchecked {
+            description = format!("{description} {UNCHECKED_NOTE}");
+        }
+        self.drafts.push(Draft {
+            display,
+            identity: stream.to_string(),
+            description,
+            prepared,
+            target: ToolTarget::Handler { stream },
+            entry: entry.to_string(),
+            charm,
+            unchecked: schema.unchecked,
+        });
+    }
+}
+
+/// `{"pattern": "id"}`, `{"pattern": {"id": .., "extraParams": {..}}}` (or `extraParams`
+/// beside `pattern`).
+fn pattern_entry(
+    rt: &Runtime,
+    key: &str,
+    fields: &Map<String, Value>,
+    description: Option<&str>,
+    out: &mut Extraction,
+) {
+    let spec = &fields["pattern"];
+    let (id, params) = match spec {
+        Value::String(id) => (id.as_str(), fields.get("extraParams")),
+        Value::Object(inner) => match inner.get("id").and_then(Value::as_str) {
+            Some(id) => (id, inner.get("extraParams").or_else(|| fields.get("extraParams"))),
+            None => return out.problem(key, EntryError::Pattern("`pattern` object needs a string `id`".into())),
+        },
+        other => {
+            let message =
+                format!("`pattern` must be a pattern id or {{\"id\", \"extraParams\"}}, found {}", kind(other));
+            return out.problem(key, EntryError::Pattern(message));
+        }
+    };
+    let prefilled = match params {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => {
+            let message = format!("`extraParams` must be an object, found {}", kind(other));
+            return out.problem(key, EntryError::Pattern(message));
+        }
+    };
+    let Some(pattern) = rt.patterns().get(id) else {
+        return out.problem(key, EntryError::Pattern(format!("unknown pattern `{id}`")));
+    };
+    let prepared = match pattern_schema(pattern.argument_schema(), &prefilled) {
+        Ok(prepared) => prepared,
+        Err(source) => return out.problem(key, EntryError::Schema { tool: key.to_string(), source }),
+    };
+    let description = description
+        .map(str::to_string)
+        .or_else(|| Some(pattern.about().trim().to_string()).filter(|d| !d.is_empty()))
+        .or_else(|| description_of(pattern.argument_schema()))
+        .unwrap_or_else(|| format!("Runs the {id} pattern and returns its result"));
+    out.drafts.push(Draft {
+        display: key.to_string(),
+        identity: format!("pattern:{key}"),
+        description,
+        prepared,
+        target: ToolTarget::Pattern { id: id.to_string(), prefilled },
+        entry: key.to_string(),
+        charm: None,
+        unchecked: false,
+    });
+}
+
+/// A pattern's argument schema as an input schema, without the pre-filled properties.
+fn pattern_schema(raw: &Value, prefilled: &Map<String, Value>) -> Result<PreparedSchema, SchemaError> {
+    // Preparation drops a top-level `result` property (the field the runtime injects into
+    // handler events); in a pattern's argument it is a real parameter, so hide it.
+    const HIDDEN: &str = "\u{0}result";
+    let has_result = raw.pointer("/properties/result").is_some();
+    let mut prepared = if has_result {
+        let mut raw = raw.clone();
+        rename_property(&mut raw, "result", HIDDEN);
+        let mut prepared = prepare_input_schema(&raw)?;
+        rename_property(&mut prepared.schema, HIDDEN, "result");
+        prepared
+    } else {
+        prepare_input_schema(raw)?
+    };
+    if prepared.shape == InputShape::Object {
+        if let Some(Value::Object(properties)) = prepared.schema.get_mut("properties") {
+            properties.retain(|name, _| !prefilled.contains_key(name));
+        }
+        if let Some(Value::Array(required)) = prepared.schema.get_mut("required") {
+            required.retain(|name| !name.as_str().is_some_and(|n| prefilled.contains_key(n)));
+        }
+        if let Value::Object(map) = &mut prepared.schema {
+            if map.get("required").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+                map.remove("required");
+            }
+        }
+    }
+    Ok(prepared)
+}
+
+/// Renames a top-level property (and its `required` entry) of an object schema.
+fn rename_property(schema: &mut Value, from: &str, to: &str) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        if let Some(value) = properties.remove(from) {
+            properties.insert(to.to_string(), value);
+        }
+    }
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        for name in required.iter_mut() {
+            if name == from {
+                *name = json!(to);
+            }
+        }
+    }
+}
+
+fn unreadable(link: &Link, error: trellis_runner::Error) -> EntryError {
+    EntryError::Unreadable { at: link.to_string(), message: error.to_string() }
+}
+
+/// A value for an error message: compact and cut short.
+fn short(value: &Value) -> String {
+    summary::compact(value, 60)
+}
