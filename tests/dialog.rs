@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use trellis::builtins::dialog::{DialogHandle, DialogSettings, LlmDialog};
@@ -159,6 +160,15 @@ fn count(s: &Setup, i: usize) -> i64 {
     s.rt.charms().get(&s.counters[i]).unwrap()["count"].as_i64().unwrap()
 }
 
+/// Sends a user message from another task. Whichever thread commits runs the queued
+/// handlers (the engine has no thread of its own), so a test that sends from its own
+/// thread could end up running the slow handler itself and never reach its next step.
+async fn send_elsewhere(dialog: &DialogHandle, text: &str) {
+    let (dialog, message) = (dialog.clone(), Message::user(text));
+    let sent = tokio::spawn(async move { dialog.send(message).await });
+    tokio::time::timeout(WAIT, sent).await.unwrap().unwrap().unwrap();
+}
+
 /// How often the fragile charm's handlers committed their write.
 fn touched(s: &Setup) -> i64 {
     let fragile = s.fragile.as_ref().expect("the setup has a fragile charm");
@@ -186,6 +196,59 @@ fn error_text(output: &ToolOutput) -> &str {
         ToolOutput::ErrorText(text) => text,
         other => panic!("expected an error result, got {other:?}"),
     }
+}
+
+/// A model made of a function from request to answer: what each test needs of a model
+/// (waiting for a signal, recording requests, streaming slowly) in one place.
+struct FnModel<F>(F);
+
+impl<F> Model for FnModel<F>
+where
+    F: Fn(ModelRequest) -> BoxFuture<'static, Result<EventStream, ModelError>> + Send + Sync,
+{
+    fn name(&self) -> String {
+        "test".into()
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        (self.0)(request)
+    }
+}
+
+/// A scripted model that waits for `gate` before each answer, to observe a pending request.
+fn gated(gate: Arc<Notify>, turns: Vec<Turn>) -> Arc<dyn Model> {
+    let inner = Arc::new(ScriptedModel::from_turns(turns));
+    Arc::new(FnModel(move |request| {
+        let (gate, inner) = (gate.clone(), inner.clone());
+        async move {
+            gate.notified().await;
+            inner.stream(request).await
+        }
+        .boxed()
+    }))
+}
+
+/// A model whose one answer is `chunks` text deltas, with a pause before each group of
+/// `group` deltas (so that the dialog shows progress in `partial` in between).
+fn chatty(chunks: Vec<String>, group: usize) -> Arc<dyn Model> {
+    let group = group.max(1);
+    Arc::new(FnModel(move |_| {
+        let chunks = chunks.clone();
+        async move {
+            let events = futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, chunk)| async move {
+                if i % group == 0 {
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                }
+                Ok(ModelEvent::TextDelta(chunk))
+            });
+            let finish = futures::stream::iter([Ok(ModelEvent::Finish { reason: "stop".into(), usage: None })]);
+            Ok(Box::pin(events.chain(finish)) as EventStream)
+        }
+        .boxed()
+    }))
 }
 
 #[tokio::test]
@@ -301,12 +364,12 @@ async fn the_default_round_cap_is_ten() {
 
 /// The per-tool timeout, through `llm_dialog`: a hung handler fails its call, and the
 /// dialog goes on to the model's next answer.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_outlives_its_timeout_fails_and_the_dialog_goes_on() {
     let turns = vec![Turn::tool_call("Fragile.dawdle", json!({})), Turn::text("It timed out.")];
     let settings = DialogSettings { tool_timeout: Duration::from_millis(300), ..DialogSettings::default() };
     let s = setup_with(Arc::new(ScriptedModel::from_turns(turns)), settings, 1, &["fragile"]);
-    s.dialog.send(Message::user("take your time")).await.unwrap();
+    send_elsewhere(&s.dialog, "take your time").await;
     s.gate.started().await;
     // The handler is still blocked when its call's result arrives.
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -327,7 +390,17 @@ async fn a_tool_that_outlives_its_timeout_fails_and_the_dialog_goes_on() {
 async fn two_charms_with_the_same_name_are_both_usable() {
     // The model is chosen after the charms exist, so the script can use their wire names.
     let slot: Arc<parking_lot::Mutex<Option<Arc<dyn Model>>>> = Arc::default();
-    let model = LateModel(slot.clone());
+    let late = slot.clone();
+    let model = FnModel(move |request| {
+        let model = late.lock().clone();
+        async move {
+            match model {
+                Some(model) => model.stream(request).await,
+                None => Err(ModelError::Script("no model chosen yet".into())),
+            }
+        }
+        .boxed()
+    });
     let s = setup_with(Arc::new(model), DialogSettings::default(), 2, &[]);
     let wires: Vec<String> = s
         .dialog
@@ -350,58 +423,11 @@ async fn two_charms_with_the_same_name_are_both_usable() {
     assert_eq!(counts, [1, 10], "each call changed its own charm only");
 }
 
-/// A model decided after setup.
-struct LateModel(Arc<parking_lot::Mutex<Option<Arc<dyn Model>>>>);
-
-impl Model for LateModel {
-    fn name(&self) -> String {
-        "late".into()
-    }
-
-    fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-        let model = self.0.lock().clone();
-        Box::pin(async move {
-            match model {
-                Some(model) => model.stream(request).await,
-                None => Err(ModelError::Script("no model chosen yet".into())),
-            }
-        })
-    }
-}
-
-/// A model that waits for a signal before each answer, to observe a pending request.
-struct GatedModel {
-    gate: Arc<Notify>,
-    inner: ScriptedModel,
-}
-
-impl Model for GatedModel {
-    fn name(&self) -> String {
-        "gated".into()
-    }
-
-    fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-        Box::pin(async move {
-            self.gate.notified().await;
-            self.inner.stream(request).await
-        })
-    }
-}
-
 #[tokio::test]
 async fn a_message_while_pending_is_refused_and_cancel_discards_the_late_answer() {
     let gate = Arc::new(Notify::new());
-    let model = GatedModel {
-        gate: gate.clone(),
-        inner: ScriptedModel::from_turns(vec![Turn::text("late"), Turn::text("fresh")]),
-    };
-    let s = setup_with(Arc::new(model), DialogSettings::default(), 1, &[]);
+    let model = gated(gate.clone(), vec![Turn::text("late"), Turn::text("fresh")]);
+    let s = setup_with(model, DialogSettings::default(), 1, &[]);
     s.dialog.send(Message::user("first")).await.unwrap();
     assert!(s.dialog.pending());
     let refused = s.dialog.send(Message::user("second")).await.unwrap_err();
@@ -429,12 +455,13 @@ async fn a_message_while_pending_is_refused_and_cancel_discards_the_late_answer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_while_a_tool_runs_lets_it_finish_and_ends_the_request() {
     let s = setup(vec![Turn::tool_call("Fragile.dawdle", json!({})), Turn::text("never")]);
-    s.dialog.send(Message::user("take your time")).await.unwrap();
+    send_elsewhere(&s.dialog, "take your time").await;
     s.gate.started().await;
     // The first poll queues the cancel behind the running handler; only then may the
     // handler write.
     let mut cancel = Box::pin(s.dialog.cancel());
-    assert!(futures::poll!(&mut cancel).is_pending(), "the cancel waits for the running handler");
+    let first = futures::poll!(&mut cancel);
+    assert!(first.is_pending(), "the cancel waits for the running handler: {first:?}");
     s.gate.release();
     tokio::time::timeout(WAIT, cancel).await.unwrap().unwrap();
     s.dialog.wait(WAIT).await.unwrap();
@@ -461,8 +488,8 @@ async fn a_model_error_is_reported_and_the_dialog_is_not_stuck() {
 #[tokio::test]
 async fn stopping_the_charm_stops_its_request() {
     let gate = Arc::new(Notify::new());
-    let model = GatedModel { gate: gate.clone(), inner: ScriptedModel::from_turns(vec![Turn::text("too late")]) };
-    let s = setup_with(Arc::new(model), DialogSettings::default(), 1, &[]);
+    let model = gated(gate.clone(), vec![Turn::text("too late")]);
+    let s = setup_with(model, DialogSettings::default(), 1, &[]);
     s.dialog.send(Message::user("hello")).await.unwrap();
     assert!(s.dialog.pending());
     let chat = s.rt.charms().list().into_iter().find(|c| c.pattern == "test-chat").unwrap();
@@ -473,37 +500,6 @@ async fn stopping_the_charm_stops_its_request() {
     assert_eq!(s.dialog.messages().len(), 1, "the stopped request wrote nothing: {:?}", s.dialog.messages());
 }
 
-/// A model whose one answer is `chunks` text deltas, with a pause before each group of
-/// `group` deltas (so that the dialog shows progress in `partial` in between).
-struct ChattyModel {
-    chunks: Vec<String>,
-    group: usize,
-}
-
-impl Model for ChattyModel {
-    fn name(&self) -> String {
-        "chatty".into()
-    }
-
-    fn stream(
-        &self,
-        _request: ModelRequest,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-        let chunks = self.chunks.clone();
-        let group = self.group.max(1);
-        Box::pin(async move {
-            let events = futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, chunk)| async move {
-                if i % group == 0 {
-                    tokio::time::sleep(Duration::from_millis(60)).await;
-                }
-                Ok(ModelEvent::TextDelta(chunk))
-            });
-            let finish = futures::stream::iter([Ok(ModelEvent::Finish { reason: "stop".into(), usage: None })]);
-            Ok(Box::pin(events.chain(finish)) as EventStream)
-        })
-    }
-}
-
 /// Defect: every `partial` write rewrote the document holding the whole conversation, so a
 /// long reply went quadratic. Streaming must leave the conversation's document alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,7 +508,7 @@ async fn a_streamed_reply_does_not_rewrite_the_conversation() {
     let rt = Runtime::open(dir.path().join("space.sqlite")).unwrap();
     let chunks: Vec<String> = (0..4000).map(|i| format!("word{i:05} ")).collect();
     let reply: String = chunks.concat();
-    let model = Arc::new(ChattyModel { chunks, group: 250 });
+    let model = chatty(chunks, 250);
     let s = setup_on(rt, model, DialogSettings::default(), 1, &[]);
     let version = |doc: &str| s.rt.space().snapshot(doc).1;
     let before = version(&s.chat);
@@ -531,7 +527,7 @@ async fn a_streamed_reply_does_not_rewrite_the_conversation() {
 #[tokio::test]
 async fn a_reply_over_the_limit_is_kept_up_to_the_limit_and_reported() {
     let chunks: Vec<String> = (0..50).map(|_| "é".repeat(50)).collect(); // 100 bytes each
-    let model = Arc::new(ChattyModel { chunks, group: usize::MAX });
+    let model = chatty(chunks, usize::MAX);
     let settings = DialogSettings { max_reply_bytes: 1001, ..DialogSettings::default() };
     let s = setup_with(model, settings, 1, &[]);
     s.dialog.say("talk a lot", WAIT).await.unwrap();
@@ -543,33 +539,17 @@ async fn a_reply_over_the_limit_is_kept_up_to_the_limit_and_reported() {
     assert!(!s.dialog.pending());
 }
 
-/// A scripted model that records the tool choice of every request.
-struct RecordingModel {
-    inner: ScriptedModel,
-    choices: Arc<parking_lot::Mutex<Vec<ToolChoice>>>,
-}
-
-impl Model for RecordingModel {
-    fn name(&self) -> String {
-        "recording".into()
-    }
-
-    fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-        self.choices.lock().push(request.tool_choice.clone());
-        self.inner.stream(request)
-    }
-}
-
 #[tokio::test]
 async fn a_tool_choice_by_display_name_forces_the_first_answer_only() {
-    let choices = Arc::default();
-    let model = RecordingModel {
-        inner: ScriptedModel::from_turns(vec![Turn::tool_call("Counter.increment", json!({})), Turn::text("done")]),
-        choices: Arc::clone(&choices),
-    };
+    let choices: Arc<parking_lot::Mutex<Vec<ToolChoice>>> = Arc::default();
+    let inner =
+        Arc::new(ScriptedModel::from_turns(vec![Turn::tool_call("Counter.increment", json!({})), Turn::text("done")]));
+    let recorded = Arc::clone(&choices);
+    let model = FnModel(move |request: ModelRequest| {
+        recorded.lock().push(request.tool_choice.clone());
+        let inner = inner.clone();
+        async move { inner.stream(request).await }.boxed()
+    });
     let s = setup_chat(
         Runtime::in_memory(),
         Arc::new(model),
