@@ -654,15 +654,24 @@ async fn entries_and_handlers_may_be_reached_through_links() {
     assert_eq!(json_output(&done)["result"]["count"], 5);
 }
 
-#[test]
-fn catalogs_and_calls_can_cross_threads() {
-    fn send_sync<T: Send + Sync>(_: &T) {}
-    fn send<T: Send>(_: &T) {}
+/// A catalog is shared between threads and its calls are spawned as tasks (the dialog
+/// runs the calls of one round concurrently): both must work from other threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogs_and_calls_can_cross_threads() {
     let rt = runtime();
-    let catalog = Catalog::build(&rt, &Value::Null);
-    send_sync(&catalog);
-    let call = catalog.invoke(&rt, "x", json!({}), TIMEOUT);
-    send(&call);
+    let id = rt.charms().create("counter", json!({})).expect("create");
+    let catalog = Arc::new(Catalog::build(&rt, &json!({ "Counter": charm_entry(&rt, &id) })));
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let (catalog, rt) = (Arc::clone(&catalog), rt.clone());
+            tokio::spawn(async move { catalog.invoke(&rt, "Counter_increment", json!({ "amount": 1 }), TIMEOUT).await })
+        })
+        .collect();
+    for call in calls {
+        let invocation = call.await.expect("the call's task ran");
+        assert!(!invocation.is_error(), "{invocation:?}");
+    }
+    assert_eq!(count(&rt, &id), json!(4));
 }
 
 #[tokio::test]
