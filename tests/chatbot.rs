@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trellis::builtins::dialog::{DialogHandle, LlmDialog};
+use trellis::builtins::dialog::LlmDialog;
 use trellis::builtins::model::{Model, ModelError};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
+use trellis::patterns::chatbot::{wire, Chatbot, ChatbotArgs, ChatbotError};
 use trellis::prelude::*;
 use trellis::runner::DocId;
 
@@ -62,19 +63,55 @@ async fn attachments_add_and_remove_tools() {
 async fn the_model_acts_on_a_mentioned_charm_through_the_chatbot() {
     let rt = runtime(vec![Turn::tool_call("Counter.increment", json!({"amount": 5})), Turn::text("Added 5.")]);
     let counter = rt.charms().create("counter", json!({})).unwrap();
-    let chat = rt.charms().create("chatbot", json!({"model": "test"})).unwrap();
-    attach(&rt, &chat, &counter).await;
-    let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
-    dialog.say("@Counter add 5", WAIT).await.unwrap();
-    assert_eq!(rt.charms().get(&counter).unwrap()["count"], 5);
-    let snapshot = rt.charms().get(&chat).unwrap();
-    assert_eq!(snapshot["pending"], false);
-    assert_eq!(snapshot["messages"].as_array().unwrap().len(), 4);
+    let chat = Chatbot::find_or_create(&rt, "chatbot").unwrap();
+    chat.set_model("test").await.unwrap();
+    assert!(chat.attachments().is_empty());
 
-    rt.send(&rt.charms().result(&chat).child("clear"), json!({})).await.unwrap();
-    let snapshot = rt.charms().get(&chat).unwrap();
+    // The mention, not the test, attaches the counter.
+    let reply = chat.say("@counter add 5", WAIT).await.unwrap();
+    assert_eq!(chat.attachments(), ["Counter"]);
+    assert_eq!(rt.charms().get(&counter).unwrap()["count"], 5);
+    assert_eq!(reply.len(), 4, "user, tool call, tool result, answer: {reply:?}");
+    assert_eq!(reply[3].text(), "Added 5.");
+    let snapshot = rt.charms().get(chat.charm()).unwrap();
+    assert_eq!(snapshot["pending"], false);
+
+    chat.clear().await.unwrap();
+    let snapshot = rt.charms().get(chat.charm()).unwrap();
     assert_eq!(snapshot["messages"], json!([]));
     assert_eq!(snapshot["attachments"], json!([]));
+}
+
+#[tokio::test]
+async fn an_unknown_mention_attaches_nothing_and_sends_nothing() {
+    let rt = runtime(vec![Turn::text("unused")]);
+    rt.charms().create("counter", json!({})).unwrap();
+    let chat = Chatbot::find_or_create(&rt, "chatbot").unwrap();
+    let err = chat.say("@Counter and @Nope", WAIT).await.err().unwrap();
+    assert!(matches!(err, ChatbotError::UnknownMention(_)), "{err}");
+    assert!(err.to_string().contains("@Nope") && err.to_string().contains("Counter"), "{err}");
+    assert!(chat.attachments().is_empty());
+    assert!(chat.dialog().messages().is_empty());
+}
+
+#[tokio::test]
+async fn a_custom_chatbot_keeps_the_contract_and_a_counter_does_not() {
+    let rt = runtime(vec![Turn::text("Short.")]);
+    rt.register_pattern(Pattern::new("terse", |b, _: serde_json::Value| {
+        b.name("Terse");
+        wire(b, ChatbotArgs { system: Some("Five words at most.".into()), ..ChatbotArgs::default() })
+    }));
+    let chat = Chatbot::find_or_create(&rt, "terse").unwrap();
+    chat.set_model("test").await.unwrap();
+    let reply = chat.say("hello", WAIT).await.unwrap();
+    assert_eq!(reply.last().unwrap().text(), "Short.");
+    assert_eq!(rt.charms().get(chat.charm()).unwrap()["system"], "Five words at most.");
+    assert!(!chat.mentionable().contains(&"Terse".to_string()), "chatbots are not mention targets");
+
+    let err = Chatbot::find_or_create(&rt, "counter").err().unwrap();
+    let text = err.to_string();
+    assert!(text.contains("not a chatbot") && text.contains("stream attach") && text.contains("messages"), "{text}");
+    assert!(matches!(Chatbot::find_or_create(&rt, "nope"), Err(ChatbotError::UnknownPattern(_))));
 }
 
 #[tokio::test]

@@ -18,10 +18,17 @@
 //! `partial`, and the streams `add_message`, `cancel_generation`), and the streams
 //! `attach`, `detach`, `clear`, `set_model`, `set_tool_choice`.
 
+mod handle;
+mod mention;
+
+pub use handle::{Chatbot, ChatbotError, ChatbotField, ChatbotStream};
+pub use mention::{mentions, UnknownMention};
+
 use serde_json::json;
 use trellis_builtins::dialog::{DialogInputs, DialogOutput, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
+use trellis_runner::BoxError;
 
 /// The chatbot's argument.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -87,68 +94,82 @@ pub struct SetToolChoice {
 pub const SYSTEM: &str = "You are a helpful assistant. The user can mention charms with @Name; \
 their handlers are your tools. Use them to act, then say briefly what you did.";
 
-/// The chatbot pattern.
+/// The chatbot pattern: [`wire`] with the default system prompt, named "Chat".
 pub fn chatbot() -> Pattern {
     Pattern::new("chatbot", |b, args: ChatbotArgs| {
         b.name("Chat");
-        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        let attachments = b.state::<Vec<Attachment>>("attachments", Vec::new())?;
-        let model = b.state("model", args.model.unwrap_or_else(|| "offline".into()))?;
-        let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
-        let tool_choice = b.state("tool_choice", "auto".to_string())?;
-        let static_tools = args.tools;
-        let attached = attachments.clone();
-        let tools = b.derive("tools", move |tx| {
-            let mut tools = static_tools.clone();
-            for attachment in attached.get(tx)? {
-                // No entry description: each tool then describes itself from its
-                // handler's event schema, which says far more than the charm's name.
-                let key = format!("@{}", attachment.charm.link().doc);
-                tools.insert(key, json!({"charm": attachment.charm, "read": true}));
-            }
-            Ok(tools)
-        });
-        let inputs = DialogInputs::new()
-            .messages(&messages)
-            .model(&model)
-            .system(&system)
-            .tools(&tools)
-            .tool_choice(&tool_choice);
-        let dialog = b.builtin("dialog", LLM_DIALOG, inputs.to_json())?;
-        for output in DialogOutput::PUBLIC {
-            b.alias(output.key(), &dialog.child(output.key()))?;
-        }
-
-        let list = attachments.clone();
-        b.handler("attach", move |tx, e: Attach| {
-            let mut all = list.get(tx)?;
-            if !all.iter().any(|a| a.charm == e.charm) {
-                all.push(Attachment { name: e.name, charm: e.charm });
-                list.set(tx, all)?;
-            }
-            Ok(())
-        });
-        let list = attachments.clone();
-        b.handler("detach", move |tx, e: Detach| {
-            let mut all = list.get(tx)?;
-            let before = all.len();
-            all.retain(|a| a.name != e.name);
-            if all.len() == before {
-                return Err(format!("`{}` is not attached", e.name).into());
-            }
-            Ok(list.set(tx, all)?)
-        });
-        let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
-        b.handler("clear", move |tx, _: Clear| {
-            if pending.get(tx)? {
-                return Err("a reply is still being generated: cancel it first".into());
-            }
-            messages.set(tx, Vec::new())?;
-            Ok(attachments.set(tx, Vec::new())?)
-        });
-        b.handler("set_model", move |tx, e: SetModel| Ok(model.set(tx, e.model)?));
-        b.handler("set_tool_choice", move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?));
-        Ok(())
+        wire(b, args)
     })
     .description("A chat with a language model that can use the handlers of @-mentioned charms")
+}
+
+/// Wires a chatbot into the charm being built: the conversation, the attachments, the
+/// dialog at `dialog`, and every stream of the [chatbot contract](handle). A custom
+/// chatbot pattern is its own name, system prompt and static tools around this call:
+///
+/// ```
+/// use trellis_patterns::chatbot::{wire, ChatbotArgs};
+/// use trellis_runner::prelude::*;
+///
+/// let terse = Pattern::new("terse", |b, _: serde_json::Value| {
+///     b.name("Terse");
+///     wire(b, ChatbotArgs { system: Some("Answer in five words or fewer.".into()), ..ChatbotArgs::default() })
+/// });
+/// # let _ = terse;
+/// ```
+pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
+    let messages = b.state::<Vec<Message>>(ChatbotField::Messages.key(), Vec::new())?;
+    let attachments = b.state::<Vec<Attachment>>(ChatbotField::Attachments.key(), Vec::new())?;
+    let model = b.state(ChatbotField::Model.key(), args.model.unwrap_or_else(|| "offline".into()))?;
+    let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
+    let tool_choice = b.state(ChatbotField::ToolChoice.key(), "auto".to_string())?;
+    let static_tools = args.tools;
+    let attached = attachments.clone();
+    let tools = b.derive("tools", move |tx| {
+        let mut tools = static_tools.clone();
+        for attachment in attached.get(tx)? {
+            // No entry description: each tool then describes itself from its
+            // handler's event schema, which says far more than the charm's name.
+            let key = format!("@{}", attachment.charm.link().doc);
+            tools.insert(key, json!({"charm": attachment.charm, "read": true}));
+        }
+        Ok(tools)
+    });
+    let inputs =
+        DialogInputs::new().messages(&messages).model(&model).system(&system).tools(&tools).tool_choice(&tool_choice);
+    let dialog = b.builtin(ChatbotField::Dialog.key(), LLM_DIALOG, inputs.to_json())?;
+    for output in DialogOutput::PUBLIC {
+        b.alias(output.key(), &dialog.child(output.key()))?;
+    }
+
+    let list = attachments.clone();
+    b.handler(ChatbotStream::Attach.key(), move |tx, e: Attach| {
+        let mut all = list.get(tx)?;
+        if !all.iter().any(|a| a.charm == e.charm) {
+            all.push(Attachment { name: e.name, charm: e.charm });
+            list.set(tx, all)?;
+        }
+        Ok(())
+    });
+    let list = attachments.clone();
+    b.handler(ChatbotStream::Detach.key(), move |tx, e: Detach| {
+        let mut all = list.get(tx)?;
+        let before = all.len();
+        all.retain(|a| a.name != e.name);
+        if all.len() == before {
+            return Err(format!("`{}` is not attached", e.name).into());
+        }
+        Ok(list.set(tx, all)?)
+    });
+    let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
+    b.handler(ChatbotStream::Clear.key(), move |tx, _: Clear| {
+        if pending.get(tx)? {
+            return Err("a reply is still being generated: cancel it first".into());
+        }
+        messages.set(tx, Vec::new())?;
+        Ok(attachments.set(tx, Vec::new())?)
+    });
+    b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| Ok(model.set(tx, e.model)?));
+    b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?));
+    Ok(())
 }
