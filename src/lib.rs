@@ -12,6 +12,8 @@ pub use trellis_builtins as builtins;
 pub use trellis_patterns as patterns;
 pub use trellis_runner as runner;
 
+pub mod testing;
+
 /// What a pattern author needs in scope.
 pub mod prelude {
     pub use trellis_runner::prelude::*;
