@@ -35,7 +35,7 @@ fn fragile_pattern() -> Pattern {
     #[derive(Deserialize, JsonSchema)]
     struct Nothing {}
     Pattern::new("fragile", |b, _: serde_json::Value| {
-        b.name("Fragile");
+        b.name("Fragile")?;
         b.handler("explode", |_, _: Nothing| panic!("kaboom"));
         b.handler("dawdle", |_, _: Nothing| {
             std::thread::sleep(Duration::from_millis(400));

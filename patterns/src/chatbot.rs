@@ -81,7 +81,7 @@ their handlers are your tools. Use them to act, then say briefly what you did.";
 /// The chatbot pattern.
 pub fn chatbot() -> Pattern {
     Pattern::new("chatbot", |b, args: ChatbotArgs| {
-        b.name("Chat");
+        b.name("Chat")?;
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
         let attachments = b.state::<Vec<Attachment>>("attachments", Vec::new())?;
         let model = b.state("model", args.model.unwrap_or_else(|| "offline".into()))?;

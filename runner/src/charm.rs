@@ -18,6 +18,30 @@ use crate::value::{Path, Value};
 /// The document that holds every charm's record.
 pub const CHARMS_DOC: &str = "charms";
 
+/// The most characters a charm name may have: names are shown in lists, prompts and
+/// tool names.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Checks a charm name and returns it without surrounding white space: it must not be
+/// empty, must have at most [`MAX_NAME_CHARS`] characters and no control characters
+/// (which could rewrite a terminal that shows the name).
+pub fn check_name(name: &str) -> Result<&str> {
+    let trimmed = name.trim();
+    let reason = if trimmed.is_empty() {
+        "it is empty"
+    } else if trimmed.chars().count() > MAX_NAME_CHARS {
+        "it is too long"
+    } else if trimmed.chars().any(char::is_control) {
+        "it contains control characters"
+    } else {
+        return Ok(trimmed);
+    };
+    // Debug-quoting escapes control characters; a long name is cut for the message.
+    let head: String = name.chars().take(40).collect();
+    let more = if name.chars().nth(40).is_some() { "…" } else { "" };
+    Err(Error::BadName { shown: format!("{head:?}{more}"), reason })
+}
+
 /// Which charms are running in this process.
 #[derive(Default)]
 pub(crate) struct CharmState {
@@ -94,6 +118,8 @@ impl Charms<'_> {
 
     /// Like [`Charms::create`], with a display name that overrides the pattern's.
     pub fn create_named(&self, pattern: &str, argument: serde_json::Value, name: Option<&str>) -> Result<DocId> {
+        crate::depth::check_depth_of(&argument, format_args!("the argument for pattern `{pattern}`"))?;
+        let name = name.map(check_name).transpose()?;
         let found = self.rt.patterns().get(pattern).ok_or_else(|| Error::UnknownPattern(pattern.to_string()))?;
         let id = self.rt.space().new_doc_id("charm");
         // Held until the charm is active, so an early event waits instead of starting it
@@ -171,6 +197,7 @@ impl Charms<'_> {
 
     /// Gives a charm a new display name.
     pub fn rename(&self, id: &str, name: &str) -> Result<()> {
+        let name = check_name(name)?;
         let mut record = self.record(id).ok_or_else(|| Error::UnknownCharm(id.to_string()))?;
         record.name = Some(name.to_string());
         let value = Value::from_serialize(&record).map_err(Error::Serialize)?;

@@ -7,6 +7,7 @@
 pub mod builtin;
 pub mod cell;
 pub mod charm;
+pub mod depth;
 pub mod error;
 pub mod link;
 pub mod pattern;
@@ -23,6 +24,7 @@ pub mod value;
 pub use builtin::Builtin;
 pub use cell::Cell;
 pub use charm::{CharmInfo, CharmRecord, Charms};
+pub use depth::{check_depth, MAX_DEPTH};
 pub use error::{BoxError, Error, Result};
 pub use link::{DocId, Link};
 pub use pattern::{Builder, Pattern, NAME, UI};

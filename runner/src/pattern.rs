@@ -16,7 +16,7 @@
 //! }
 //!
 //! let counter = Pattern::new("counter", |b, _arg: serde_json::Value| {
-//!     b.name("Counter");
+//!     b.name("Counter")?;
 //!     let count = b.state("count", 0i64)?;
 //!     b.lift("label", &count, |n: i64| format!("Count: {n}"));
 //!     b.handler("increment", move |tx, e: Increment| {
@@ -239,12 +239,16 @@ impl<'a> Builder<'a> {
         self.tx.write(&self.at(key), value)
     }
 
-    /// Sets the charm's display name (`$NAME`), unless the user renamed the charm.
-    pub fn name(&mut self, name: impl Into<String>) {
+    /// Sets the charm's display name (`$NAME`), unless the user renamed the charm. The
+    /// name must pass [`check_name`](crate::charm::check_name).
+    pub fn name(&mut self, name: impl Into<String>) -> Result<()> {
+        let name = name.into();
+        let name = crate::charm::check_name(&name)?;
         let at = self.at(NAME);
-        if self.tx.read(&at).map(|v| v == Value::Null).unwrap_or(true) {
-            let _ = self.tx.write(&at, Value::from(name.into().as_str()));
+        if self.tx.read(&at)? == Value::Null {
+            self.tx.write(&at, Value::from(name))?;
         }
+        Ok(())
     }
 
     /// Sets the charm's UI description (`$UI`).

@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 
+use crate::depth::MAX_DOC_DEPTH;
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
 use crate::runtime::Runtime;
@@ -39,30 +40,37 @@ pub trait Read {
     /// JSON snapshot (stream markers stay markers).
     fn read_deep(&self, link: &Link) -> Result<Value> {
         let (at, value) = self.resolve(link)?;
-        deep(self, &at, value, 0)
+        deep(self, &at, value, 0, 0)
     }
 }
 
-fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, depth: usize) -> Result<Value> {
-    if depth > MAX_LINK_HOPS {
+/// Replaces the links inside `value` (found at `at`) by what they point to. `hops` counts
+/// the links followed on the way here (a loop never ends), `depth` the containers entered
+/// (data is deep, not circular; bounded so the recursion stays within the stack).
+fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: usize) -> Result<Value> {
+    if hops > MAX_LINK_HOPS {
         return Err(Error::LinkLoop(at.clone()));
+    }
+    if depth > MAX_DOC_DEPTH {
+        let what = "the value read";
+        return Err(Error::TooDeep { what: what.into(), at: at.to_string(), limit: MAX_DOC_DEPTH });
     }
     if Link::from_value(&value).is_some() {
         let (target, resolved) = r.resolve(at)?;
-        return deep(r, &target, resolved, depth + 1);
+        return deep(r, &target, resolved, hops + 1, depth);
     }
     match value {
         Value::Object(map) => {
             let mut out = map.clone();
             for (k, v) in map {
-                out.insert(k.clone(), deep(r, &at.child(k), v, depth + 1)?);
+                out.insert(k.clone(), deep(r, &at.child(k), v, hops, depth + 1)?);
             }
             Ok(Value::Object(out))
         }
         Value::Array(items) => {
             let mut out = items.clone();
             for (i, v) in items.into_iter().enumerate() {
-                out.set(i, deep(r, &at.child(i.to_string()), v, depth + 1)?);
+                out.set(i, deep(r, &at.child(i.to_string()), v, hops, depth + 1)?);
             }
             Ok(Value::Array(out))
         }
@@ -183,6 +191,7 @@ impl<'s> Tx<'s> {
                 parent_at.child(last.clone())
             }
         };
+        crate::depth::check_write(&value, &target.path, format_args!("the value written at {target}"))?;
         self.with_doc(&target.doc, |d| {
             // Writing what is already there changes nothing: no commit entry, no re-runs.
             if d.local.at(target.path.segments()) == Some(&value) {

@@ -40,6 +40,7 @@ impl Runtime {
     }
 
     fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
+        crate::depth::check_depth_of(&event, format_args!("the event for {stream}"))?;
         let (at, _) = crate::tx::resolve(&self.0.space, stream, true, true)?;
         let handler = match self.handler(&at) {
             Some(h) => h,
