@@ -28,7 +28,7 @@ pub use depth::{check_depth, MAX_DEPTH};
 pub use error::{BoxError, Error, Result};
 pub use link::{DocId, Link};
 pub use pattern::{Builder, Pattern, NAME, UI};
-pub use runtime::{Handler, Runtime, Sent, WeakRuntime};
+pub use runtime::{Handler, Runtime, Sent, Stats, WeakRuntime};
 pub use schema::Schema;
 pub use space::Space;
 pub use stream::Stream;

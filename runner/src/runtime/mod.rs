@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +83,16 @@ pub(crate) struct Inner {
     task_docs: DashMap<DocId, usize>,
     idle: Notify,
     errors: Mutex<VecDeque<Error>>,
+    /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
+    conflict_retries: AtomicU64,
+}
+
+/// Counters describing the runtime's work so far; see [`Runtime::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// How many transaction attempts (of `transact`, handlers, computations, charm setup)
+    /// conflicted with a concurrent commit; each is run again, up to [`MAX_ATTEMPTS`].
+    pub conflict_retries: u64,
 }
 
 /// A Trellis runtime. Cheap to clone; clones share everything.
@@ -134,12 +144,18 @@ impl Runtime {
             task_docs: DashMap::new(),
             idle: Notify::new(),
             errors: Mutex::new(VecDeque::new()),
+            conflict_retries: AtomicU64::new(0),
         }))
     }
 
     /// The space.
     pub fn space(&self) -> &Space {
         &self.0.space
+    }
+
+    /// What the runtime has done so far (for tests, metrics and diagnostics).
+    pub fn stats(&self) -> Stats {
+        Stats { conflict_retries: self.0.conflict_retries.load(Ordering::Relaxed) }
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
@@ -173,7 +189,10 @@ impl Runtime {
             backoff(n);
             let result = if n + 1 == MAX_ATTEMPTS { self.0.space.exclusive(&mut attempt) } else { attempt() };
             match result {
-                Err(Error::Conflict { doc }) => last = Some(doc),
+                Err(Error::Conflict { doc }) => {
+                    self.0.conflict_retries.fetch_add(1, Ordering::Relaxed);
+                    last = Some(doc);
+                }
                 other => return other,
             }
         }
