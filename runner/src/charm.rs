@@ -8,11 +8,11 @@
 use dashmap::DashSet;
 use serde::{Deserialize, Serialize};
 
+use crate::builder::{StartTask, Wiring, NAME};
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
-use crate::pattern::NAME;
+use crate::read::Read;
 use crate::runtime::Runtime;
-use crate::tx::Read;
 use crate::value::{Path, Value};
 
 /// The document that holds every charm's record.
@@ -50,7 +50,7 @@ pub(crate) struct CharmState {
     /// start another).
     starting: parking_lot::ReentrantMutex<()>,
     /// What to run when a running charm stops.
-    stops: dashmap::DashMap<DocId, parking_lot::Mutex<Vec<crate::pattern::StartTask>>>,
+    stops: dashmap::DashMap<DocId, parking_lot::Mutex<Vec<StartTask>>>,
 }
 
 /// What is stored about a charm.
@@ -81,23 +81,7 @@ pub struct CharmInfo {
 /// The charm manager of a runtime: see [`Runtime::charms`].
 #[derive(Clone, Copy)]
 pub struct Charms<'a> {
-    rt: &'a Runtime,
-}
-
-impl Runtime {
-    /// Creates, lists, finds, renames, stops and starts charms.
-    pub fn charms(&self) -> Charms<'_> {
-        Charms { rt: self }
-    }
-
-    /// Starts the charm a stream belongs to, if it is a stored charm that is not running.
-    pub(crate) fn start_charm_for(&self, stream: &Link) -> Result<()> {
-        let charms = self.charms();
-        if charms.record(&stream.doc).is_some() {
-            charms.start(&stream.doc)?;
-        }
-        Ok(())
-    }
+    pub(crate) rt: &'a Runtime,
 }
 
 impl Charms<'_> {
@@ -134,7 +118,7 @@ impl Charms<'_> {
         Ok(id)
     }
 
-    fn activate(&self, id: &DocId, wiring: crate::pattern::Wiring) {
+    fn activate(&self, id: &DocId, wiring: Wiring) {
         for (stream, handler) in wiring.handlers {
             self.rt.set_handler(stream, handler);
         }

@@ -16,6 +16,7 @@ use futures::channel::oneshot;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+mod build;
 mod engine;
 mod wait;
 
@@ -24,10 +25,11 @@ use crate::charm::CharmState;
 use crate::error::{BoxError, Error, Result};
 use crate::link::{DocId, Link};
 use crate::pattern::PatternRegistry;
+use crate::read::Read;
 use crate::scheduler::{ComputationId, ComputeFn, Graph};
-use crate::space::{Commit, Space};
-use crate::storage::{Durable, SqliteStorage, Storage, StorageError};
-use crate::tx::{Read, Tx};
+use crate::space::{Commit, Committed, Space};
+use crate::storage::{SqliteStorage, Storage, StorageError};
+use crate::tx::Tx;
 use crate::value::{Path, Value};
 
 /// How many times a transaction is retried after a conflict before giving up.
@@ -57,8 +59,9 @@ pub struct Sent {
     pub changes: Vec<(DocId, Vec<Path>)>,
 }
 
-type Reply = oneshot::Sender<Result<(Sent, (u64, Durable))>>;
-type ReplyReceiver = oneshot::Receiver<Result<(Sent, (u64, Durable))>>;
+/// A handler's answer: what it changed, and its commit to wait for durability on.
+type Reply = oneshot::Sender<Result<(Sent, Committed)>>;
+type ReplyReceiver = oneshot::Receiver<Result<(Sent, Committed)>>;
 
 struct Event {
     stream: Link,
@@ -165,19 +168,14 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let (value, (seq, durable)) = self.transact_inner(&f)?;
-        self.pump();
-        futures::executor::block_on(self.0.space.durable_after(seq, durable))?;
-        Ok(value)
-    }
-
-    fn transact_inner<R>(&self, f: &impl Fn(&Tx) -> Result<R>) -> Result<(R, (u64, Durable))> {
-        self.with_retries(|| {
+        let (value, committed) = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            let commit = self.commit(tx)?;
-            Ok((value, (commit.seq, commit.durable)))
-        })
+            Ok((value, self.commit(tx)?.committed))
+        })?;
+        self.pump();
+        futures::executor::block_on(self.0.space.durable_after(committed))?;
+        Ok(value)
     }
 
     /// Runs `attempt` (which builds and commits one transaction) until it does not
