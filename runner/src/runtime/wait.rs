@@ -17,7 +17,7 @@ impl Runtime {
     /// Resolves once the document of `link` has no async work pending and the engine has
     /// no queued work: the cell's value is final for now. Fails after `timeout`.
     pub async fn settled(&self, link: &Link, timeout: Duration) -> Result<()> {
-        let wait = self.wait_until(|| !self.0.task_docs.get(&link.doc).is_some_and(|n| *n > 0));
+        let wait = self.wait_until(|| self.0.task_docs.get(&link.doc).is_none_or(|n| *n == 0));
         tokio::time::timeout(timeout, wait).await.map_err(|_| Error::Timeout(timeout, format!("{link} to settle")))
     }
 
