@@ -98,7 +98,7 @@ async fn an_unknown_mention_attaches_nothing_and_sends_nothing() {
 async fn a_custom_chatbot_keeps_the_contract_and_a_counter_does_not() {
     let rt = runtime(vec![Turn::text("Short.")]);
     rt.register_pattern(Pattern::new("terse", |b, _: serde_json::Value| {
-        b.name("Terse");
+        b.name("Terse")?;
         wire(b, ChatbotArgs { system: Some("Five words at most.".into()), ..ChatbotArgs::default() })
     }));
     let chat = Chatbot::find_or_create(&rt, "terse").unwrap();

@@ -82,7 +82,7 @@ fn fragile_pattern(gate: Arc<Gate>) -> Pattern {
     #[derive(Deserialize, JsonSchema)]
     struct Nothing {}
     Pattern::new("fragile", move |b, _: serde_json::Value| {
-        b.name("Fragile");
+        b.name("Fragile")?;
         let touched = b.state("touched", 0i64)?;
         let t = touched.clone();
         b.handler("explode", move |tx, _: Nothing| {
@@ -510,7 +510,7 @@ async fn a_streamed_reply_does_not_rewrite_the_conversation() {
     let reply: String = chunks.concat();
     let model = chatty(chunks, 250);
     let s = setup_on(rt, model, DialogSettings::default(), 1, &[]);
-    let version = |doc: &str| s.rt.space().snapshot(doc).1;
+    let version = |doc: &str| s.rt.space().snapshot(doc).1 .0;
     let before = version(&s.chat);
     s.dialog.say("talk a lot", WAIT).await.unwrap();
     assert_eq!(s.dialog.error(), None);
@@ -571,4 +571,23 @@ async fn a_tool_choice_naming_no_tool_fails_the_request_with_the_tools_listed() 
     let error = s.dialog.error().unwrap_or_default();
     assert!(error.contains("Nope.nothing") && error.contains("Counter.increment"), "{error}");
     assert!(!s.dialog.pending());
+}
+
+/// Defect: tool-call arguments nested ~125 deep were stored in `messages` and made the
+/// space unopenable. Arguments past the runtime's depth limit are not kept, and the
+/// model is told why.
+#[tokio::test]
+async fn tool_arguments_nested_too_deeply_are_refused_and_not_stored() {
+    let mut deep = json!(1);
+    for _ in 0..100 {
+        deep = json!({ "a": deep });
+    }
+    let s = setup(vec![Turn::tool_call("Counter.increment", json!({ "amount": deep })), Turn::text("Sorry.")]);
+    s.dialog.say("go deep", WAIT).await.unwrap();
+    let messages = s.dialog.messages();
+    let text = error_text(&tool_results(&messages)[0]).to_string();
+    assert!(text.contains("the arguments of `Counter_increment`") && text.contains("64"), "{text}");
+    let Part::ToolCall { input, .. } = &messages[1].content[0] else { panic!("a tool call: {messages:?}") };
+    assert_eq!(input, &json!("(not kept: nested too deeply)"));
+    assert_eq!(count(&s, 0), 0);
 }

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+mod spaces;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,40 +13,41 @@ use trellis::runner::Error;
 
 #[test]
 fn diamond_runs_the_join_once_and_never_sees_a_half_update() {
-    let rt = Runtime::in_memory();
-    let a = rt.new_cell("a", 1i64).unwrap();
-    let b = rt
-        .computed("b", {
-            let a = a.clone();
-            move |tx| Ok(a.get(tx)? + 1)
-        })
-        .unwrap();
-    let c = rt
-        .computed("c", {
-            let a = a.clone();
-            move |tx| Ok(a.get(tx)? * 10)
-        })
-        .unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let d = rt
-        .computed("d", {
-            let (a, b, c, seen) = (a.clone(), b.clone(), c.clone(), seen.clone());
-            move |tx| {
-                let (a, b, c) = (a.get(tx)?, b.get(tx)?, c.get(tx)?);
-                seen.lock().unwrap().push((a, b, c));
-                Ok(b + c)
-            }
-        })
-        .unwrap();
-    seen.lock().unwrap().clear();
-    for n in 2..=20 {
-        rt.transact(|tx| a.set(tx, n)).unwrap();
-        assert_eq!(d.get(&rt).unwrap(), (n + 1) + n * 10);
-    }
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 19, "d ran exactly once per change: {seen:?}");
-    for (a, b, c) in seen.iter() {
-        assert_eq!((*b, *c), (a + 1, a * 10), "glitch: d saw a={a} b={b} c={c}");
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let a = rt.new_cell("a", 1i64).unwrap();
+        let b = rt
+            .computed("b", {
+                let a = a.clone();
+                move |tx| Ok(a.get(tx)? + 1)
+            })
+            .unwrap();
+        let c = rt
+            .computed("c", {
+                let a = a.clone();
+                move |tx| Ok(a.get(tx)? * 10)
+            })
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let d = rt
+            .computed("d", {
+                let (a, b, c, seen) = (a.clone(), b.clone(), c.clone(), seen.clone());
+                move |tx| {
+                    let (a, b, c) = (a.get(tx)?, b.get(tx)?, c.get(tx)?);
+                    seen.lock().unwrap().push((a, b, c));
+                    Ok(b + c)
+                }
+            })
+            .unwrap();
+        seen.lock().unwrap().clear();
+        for n in 2..=20 {
+            rt.transact(|tx| a.set(tx, n)).unwrap();
+            assert_eq!(d.get(&rt).unwrap(), (n + 1) + n * 10);
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 19, "{kind}: d ran exactly once per change: {seen:?}");
+        for (a, b, c) in seen.iter() {
+            assert_eq!((*b, *c), (a + 1, a * 10), "{kind}: glitch: d saw a={a} b={b} c={c}");
+        }
     }
 }
 
@@ -72,30 +75,31 @@ fn deep_chain_propagates_in_order() {
 
 #[test]
 fn unequal_depths_join_without_glitches() {
-    // a → x1 → x2 → x3 → join ← a: the short edge must wait for the long chain.
-    let rt = Runtime::in_memory();
-    let a = rt.new_cell("a", 0i64).unwrap();
-    let mut chain = a.clone();
-    for i in 0..3 {
-        let prev = chain.clone();
-        chain = rt.computed(&format!("x{i}"), move |tx| Ok(prev.get(tx)? + 1)).unwrap();
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        // a → x1 → x2 → x3 → join ← a: the short edge must wait for the long chain.
+        let a = rt.new_cell("a", 0i64).unwrap();
+        let mut chain = a.clone();
+        for i in 0..3 {
+            let prev = chain.clone();
+            chain = rt.computed(&format!("x{i}"), move |tx| Ok(prev.get(tx)? + 1)).unwrap();
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let join = rt
+            .computed("join", {
+                let (a, chain, seen) = (a.clone(), chain.clone(), seen.clone());
+                move |tx| {
+                    let pair = (a.get(tx)?, chain.get(tx)?);
+                    seen.lock().unwrap().push(pair);
+                    Ok(pair.1 - pair.0)
+                }
+            })
+            .unwrap();
+        for n in 1..10 {
+            rt.transact(|tx| a.set(tx, n)).unwrap();
+        }
+        assert_eq!(join.get(&rt).unwrap(), 3);
+        assert!(seen.lock().unwrap().iter().all(|(a, c)| c - a == 3), "{kind}: glitch: {:?}", seen.lock().unwrap());
     }
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let join = rt
-        .computed("join", {
-            let (a, chain, seen) = (a.clone(), chain.clone(), seen.clone());
-            move |tx| {
-                let pair = (a.get(tx)?, chain.get(tx)?);
-                seen.lock().unwrap().push(pair);
-                Ok(pair.1 - pair.0)
-            }
-        })
-        .unwrap();
-    for n in 1..10 {
-        rt.transact(|tx| a.set(tx, n)).unwrap();
-    }
-    assert_eq!(join.get(&rt).unwrap(), 3);
-    assert!(seen.lock().unwrap().iter().all(|(a, c)| c - a == 3), "glitch: {:?}", seen.lock().unwrap());
 }
 
 #[test]
@@ -172,25 +176,26 @@ fn a_runaway_cycle_stops_with_an_error_naming_the_computation() {
 
 #[test]
 fn a_failing_computation_is_reported_and_keeps_its_last_value() {
-    let rt = Runtime::in_memory();
-    let n = rt.new_cell("n", 1i64).unwrap();
-    let inverse = rt
-        .computed("inverse", {
-            let n = n.clone();
-            move |tx| {
-                let n = n.get(tx)?;
-                assert!(n != 0, "division by zero");
-                Ok(100 / n)
-            }
-        })
-        .unwrap();
-    rt.transact(|tx| n.set(tx, 0)).unwrap();
-    assert_eq!(inverse.get(&rt).unwrap(), 100);
-    let errors = rt.take_errors();
-    assert!(
-        errors.iter().any(|e| e.to_string().contains("inverse") && e.to_string().contains("division by zero")),
-        "{errors:?}"
-    );
-    rt.transact(|tx| n.set(tx, 4)).unwrap();
-    assert_eq!(inverse.get(&rt).unwrap(), 25, "it recovers once its input is valid again");
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let n = rt.new_cell("n", 1i64).unwrap();
+        let inverse = rt
+            .computed("inverse", {
+                let n = n.clone();
+                move |tx| {
+                    let n = n.get(tx)?;
+                    assert!(n != 0, "division by zero");
+                    Ok(100 / n)
+                }
+            })
+            .unwrap();
+        rt.transact(|tx| n.set(tx, 0)).unwrap();
+        assert_eq!(inverse.get(&rt).unwrap(), 100, "{kind}: the failed run kept the last value");
+        let errors = rt.take_errors();
+        assert!(
+            errors.iter().any(|e| e.to_string().contains("inverse") && e.to_string().contains("division by zero")),
+            "{errors:?}"
+        );
+        rt.transact(|tx| n.set(tx, 4)).unwrap();
+        assert_eq!(inverse.get(&rt).unwrap(), 25, "{kind}: it recovers once its input is valid again");
+    }
 }

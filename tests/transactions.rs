@@ -1,9 +1,12 @@
-//! Transactions: concurrent conflicts resolved by retry, panics rolled back.
+//! Transactions: concurrent conflicts resolved by retry, failures and panics rolled back;
+//! in memory and on a SQLite space.
 
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod spaces;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
 
 use serde_json::json;
 use trellis::patterns::counter::counter;
@@ -11,32 +14,40 @@ use trellis::prelude::*;
 use trellis::runner::Error;
 
 #[test]
-fn conflicting_concurrent_transactions_each_apply_exactly_once() {
-    let rt = Runtime::in_memory();
-    let count = rt.new_cell("count", 0i64).unwrap();
-    let attempts = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let (rt, count, attempts) = (rt.clone(), count.clone(), attempts.clone());
-            std::thread::spawn(move || {
-                for _ in 0..200 {
-                    rt.transact(|tx| {
-                        attempts.fetch_add(1, Ordering::Relaxed);
-                        let n = count.get(tx)?;
-                        // Widen the window between read and commit so conflicts happen.
-                        std::thread::yield_now();
-                        count.set(tx, n + 1)
-                    })
-                    .unwrap();
-                }
+fn conflicting_concurrent_transactions_are_retried_and_each_applies_exactly_once() {
+    const THREADS: usize = 8;
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let count = rt.new_cell("count", 0i64).unwrap();
+        // Every thread reads the count in its first transaction, then waits here until
+        // all have read: all but the first to commit must conflict and run again.
+        let all_read = Arc::new(Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (rt, count, all_read) = (rt.clone(), count.clone(), all_read.clone());
+                std::thread::spawn(move || {
+                    let waited = AtomicBool::new(false);
+                    for _ in 0..200 {
+                        rt.transact(|tx| {
+                            let n = count.get(tx)?;
+                            if !waited.swap(true, Ordering::Relaxed) {
+                                all_read.wait();
+                            }
+                            // Widen the window between read and commit so conflicts go on.
+                            std::thread::yield_now();
+                            count.set(tx, n + 1)
+                        })
+                        .unwrap();
+                    }
+                })
             })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(count.get(&rt).unwrap(), 200 * THREADS as i64, "{kind}: every increment applied exactly once");
+        let retries = rt.stats().conflict_retries;
+        assert!(retries >= THREADS as u64 - 1, "{kind}: the overlapping first transactions conflicted: {retries}");
     }
-    assert_eq!(count.get(&rt).unwrap(), 1600, "every increment applied exactly once");
-    assert!(attempts.load(Ordering::Relaxed) >= 1600);
 }
 
 /// Runs a transaction that reads `read` and then writes it (plus `offset`) into `write`,
@@ -63,65 +74,82 @@ fn interleaved(
 
 #[test]
 fn disjoint_writes_to_one_document_do_not_conflict() {
-    let rt = Runtime::in_memory();
-    let doc = rt.new_cell("doc", json!({"a": 0, "b": 0})).unwrap();
-    let (a, b) = (doc.key::<i64>("a"), doc.key::<i64>("b"));
-    // The other transaction commits `b` between this one's read and write of `a`.
-    let attempts = interleaved(&rt, &a, &a, 1, |tx| b.set(tx, 7));
-    assert_eq!(doc.get(&rt).unwrap(), json!({"a": 1, "b": 7}));
-    assert_eq!(attempts, 1, "no retry: the transactions touched different paths");
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let doc = rt.new_cell("doc", json!({"a": 0, "b": 0})).unwrap();
+        let (a, b) = (doc.key::<i64>("a"), doc.key::<i64>("b"));
+        // The other transaction commits `b` between this one's read and write of `a`.
+        let attempts = interleaved(&rt, &a, &a, 1, |tx| b.set(tx, 7));
+        assert_eq!(doc.get(&rt).unwrap(), json!({"a": 1, "b": 7}), "{kind}");
+        assert_eq!(attempts, 1, "{kind}: no retry: the transactions touched different paths");
+        assert_eq!(rt.stats().conflict_retries, 0, "{kind}");
 
-    // Writing what the other one read does conflict, and the retry sees the new value.
-    let attempts = interleaved(&rt, &a, &b, 0, |tx| a.set(tx, 100));
-    assert_eq!(attempts, 2);
-    assert_eq!(doc.get(&rt).unwrap(), json!({"a": 100, "b": 100}));
+        // Writing what the other one read does conflict, and the retry sees the new value.
+        let attempts = interleaved(&rt, &a, &b, 0, |tx| a.set(tx, 100));
+        assert_eq!(attempts, 2, "{kind}");
+        assert_eq!(rt.stats().conflict_retries, 1, "{kind}: the conflict was counted");
+        assert_eq!(doc.get(&rt).unwrap(), json!({"a": 100, "b": 100}), "{kind}");
+    }
 }
 
 #[tokio::test]
-async fn a_panicking_handler_is_rolled_back_and_reported_and_the_runtime_goes_on() {
+async fn a_failing_or_panicking_handler_is_rolled_back_and_reported_and_the_runtime_goes_on() {
     #[derive(Deserialize, JsonSchema)]
-    struct Boom {}
-    let rt = Runtime::in_memory();
-    rt.register_pattern(Pattern::new("fragile", |b, _: serde_json::Value| {
-        let n = b.state("n", 0i64)?;
-        let m = n.clone();
-        b.handler("boom", move |tx, _: Boom| {
-            m.set(tx, 99)?;
-            panic!("kaboom");
-        });
-        b.handler("ok", move |tx, _: Boom| Ok(n.update(tx, |v| v + 1)?));
-        Ok(())
-    }));
-    let id = rt.charms().create("fragile", json!({})).unwrap();
-    let at = rt.charms().result(&id);
-    let err = rt.send(&at.child("boom"), json!({})).await.unwrap_err();
-    assert!(matches!(&err, Error::HandlerPanicked { message, .. } if message == "kaboom"), "{err}");
-    assert_eq!(rt.charms().get(&id).unwrap()["n"], 0, "the write before the panic was rolled back");
-    rt.send(&at.child("ok"), json!({})).await.unwrap();
-    assert_eq!(rt.charms().get(&id).unwrap()["n"], 1);
+    struct Go {}
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        rt.register_pattern(Pattern::new("fragile", |b, _: serde_json::Value| {
+            let n = b.state("n", 0i64)?;
+            let log = b.state("log", Vec::<String>::new())?;
+            let (m, l) = (n.clone(), log.clone());
+            // Each writes two places, then fails: neither write may stay.
+            b.handler("boom", move |tx, _: Go| {
+                m.set(tx, 99)?;
+                l.push(tx, "boom".to_string())?;
+                panic!("kaboom");
+            });
+            let (m, l) = (n.clone(), log.clone());
+            b.handler("fail", move |tx, _: Go| {
+                m.set(tx, 98)?;
+                l.push(tx, "fail".to_string())?;
+                Err("refused".into())
+            });
+            b.handler("ok", move |tx, _: Go| Ok(n.update(tx, |v| v + 1)?));
+            Ok(())
+        }));
+        let id = rt.charms().create("fragile", json!({})).unwrap();
+        let at = rt.charms().result(&id);
+        let err = rt.send(&at.child("boom"), json!({})).await.unwrap_err();
+        assert!(matches!(&err, Error::HandlerPanicked { message, .. } if message == "kaboom"), "{kind}: {err}");
+        let err = rt.send(&at.child("fail"), json!({})).await.unwrap_err();
+        assert!(matches!(&err, Error::HandlerFailed { message, .. } if message == "refused"), "{kind}: {err}");
+        let state = rt.charms().get(&id).unwrap();
+        assert_eq!((&state["n"], &state["log"]), (&json!(0), &json!([])), "{kind}: the writes were rolled back");
+        rt.send(&at.child("ok"), json!({})).await.unwrap();
+        assert_eq!(rt.charms().get(&id).unwrap()["n"], 1, "{kind}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_senders_to_one_charm_all_apply() {
-    let rt = Runtime::in_memory();
-    rt.register_pattern(counter());
-    let id = rt.charms().create("counter", json!({})).unwrap();
-    let stream = rt.charms().result(&id).child("increment");
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let (rt, stream) = (rt.clone(), stream.clone());
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..50 {
-                rt.send(&stream, json!({"amount": 1})).await.unwrap();
-            }
-        }));
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        rt.register_pattern(counter());
+        let id = rt.charms().create("counter", json!({})).unwrap();
+        let stream = rt.charms().result(&id).child("increment");
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let (rt, stream) = (rt.clone(), stream.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..50 {
+                    rt.send(&stream, json!({"amount": 1})).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        rt.idle().await;
+        assert_eq!(rt.charms().get(&id).unwrap()["label"], "Count: 200", "{kind}");
+        assert!(rt.take_errors().is_empty(), "{kind}: no false cycle reports under concurrent load");
     }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    rt.idle().await;
-    assert_eq!(rt.charms().get(&id).unwrap()["label"], "Count: 200");
-    assert!(rt.take_errors().is_empty(), "no false cycle reports under concurrent load");
 }
 
 #[tokio::test]

@@ -60,7 +60,7 @@ fn wide_pattern() -> Pattern {
         note: Option<String>,
     }
     Pattern::new("wide", |b, _: serde_json::Value| {
-        b.name("Wide");
+        b.name("Wide")?;
         for i in 0..HANDLERS {
             let slot = b.state(&format!("slot{i}"), 0i64)?;
             b.handler(&format!("set{i}"), move |tx, e: SetSlot| Ok(slot.set(tx, e.value)?));
@@ -77,7 +77,7 @@ fn counter_pattern() -> Pattern {
         amount: i64,
     }
     Pattern::new("counter", |b, _: serde_json::Value| {
-        b.name("Counter");
+        b.name("Counter")?;
         let count = b.state("count", 0i64)?;
         b.lift("label", &count, |n: i64| format!("Count: {n}"));
         b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?));

@@ -45,7 +45,7 @@ fn add(count: &Cell<i64>, tx: &Tx, amount: i64) -> Result<(), BoxError> {
 /// `decrement`, `reset`.
 pub fn counter() -> Pattern {
     Pattern::new("counter", |b, args: CounterArgs| {
-        b.name("Counter");
+        b.name("Counter")?;
         let count = b.state("count", args.start)?;
         b.lift("label", &count, |n: i64| format!("Count: {n}"));
         let c = count.clone();

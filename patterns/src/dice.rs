@@ -102,7 +102,7 @@ fn check(what: &str, value: u32, min: u32, max: u32) -> Result<(), BoxError> {
 /// The dice pattern: state `last`, `history`, `$rng`; handler `roll`.
 pub fn dice() -> Pattern {
     Pattern::new("dice", |b, args: DiceArgs| {
-        b.name("Dice");
+        b.name("Dice")?;
         let seed = args.seed.unwrap_or_else(|| clock_seed(b.charm_id()));
         // `$`-prefixed: internal state, not data for people or models (no summaries, no read tool).
         let rng = b.state::<u64>("$rng", seed)?;

@@ -83,7 +83,7 @@ fn matches(note: &Note, query: &str) -> bool {
 /// `add`, `edit`, `delete`, `search`.
 pub fn notes() -> Pattern {
     Pattern::new("notes", |b, args: NotesArgs| {
-        b.name(args.title.unwrap_or_else(|| "Notes".into()));
+        b.name(args.title.unwrap_or_else(|| "Notes".into()))?;
         let notes = b.state::<Vec<Note>>("notes", Vec::new())?;
         let next_id = b.state::<u64>("next_id", 1)?;
         let results = b.state::<Vec<Note>>("results", Vec::new())?;

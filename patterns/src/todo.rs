@@ -62,7 +62,7 @@ fn task_at(items: &Cell<Vec<Task>>, tx: &Tx, index: usize) -> Result<Cell<Task>,
 /// `remove`, `rename`.
 pub fn todo() -> Pattern {
     Pattern::new("todo", |b, args: TodoArgs| {
-        b.name(args.title.unwrap_or_else(|| "Todo".into()));
+        b.name(args.title.unwrap_or_else(|| "Todo".into()))?;
         let items = b.state::<Vec<Task>>("items", Vec::new())?;
         b.lift("remaining", &items, |items: Vec<Task>| items.iter().filter(|t| !t.done).count());
         let list = items.clone();

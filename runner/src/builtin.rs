@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::builder::Builder;
 use crate::error::BoxError;
-use crate::pattern::Builder;
 
 /// A natively implemented node.
 pub trait Builtin: Send + Sync + 'static {

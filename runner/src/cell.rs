@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::link::Link;
-use crate::runtime::Runtime;
+use crate::read::Read;
 use crate::schema::Schema;
-use crate::tx::{Read, Tx};
+use crate::tx::Tx;
 use crate::value::{Segment, Value};
 
 /// A typed view of one location.
@@ -140,29 +140,5 @@ impl<T> Serialize for Cell<T> {
 impl<'de, T> Deserialize<'de> for Cell<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         crate::link::deserialize_link(d, "cell").map(Cell::from_link)
-    }
-}
-
-impl Runtime {
-    /// A new document holding `initial`, viewed as a cell. `kind` prefixes the id.
-    pub fn new_cell<T: Serialize>(&self, kind: &str, initial: T) -> Result<Cell<T>> {
-        let value = Value::from_serialize(&initial).map_err(Error::Serialize)?;
-        let link = Link::new(self.space().new_doc_id(kind), crate::value::Path::root());
-        self.transact(|tx| tx.write(&link, value.clone()))?;
-        Ok(Cell::from_link(link))
-    }
-
-    /// A computed cell in a new document: `compute` re-runs whenever a cell it read
-    /// changes. The value is there once this returns, unless another thread is running
-    /// the engine at that moment (then await [`Runtime::idle`]).
-    pub fn computed<T, F>(&self, name: &str, compute: F) -> Result<Cell<T>>
-    where
-        T: Serialize + DeserializeOwned,
-        F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
-    {
-        let link = Link::new(self.space().new_doc_id(name), crate::value::Path::root());
-        self.add_computation(name, link.clone(), None, Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?)));
-        self.settle();
-        Ok(Cell::from_link(link))
     }
 }

@@ -8,15 +8,39 @@
 use dashmap::DashSet;
 use serde::{Deserialize, Serialize};
 
+use crate::builder::{StartTask, Wiring, NAME};
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
-use crate::pattern::NAME;
+use crate::read::Read;
 use crate::runtime::Runtime;
-use crate::tx::Read;
 use crate::value::{Path, Value};
 
 /// The document that holds every charm's record.
 pub const CHARMS_DOC: &str = "charms";
+
+/// The most characters a charm name may have: names are shown in lists, prompts and
+/// tool names.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Checks a charm name and returns it without surrounding white space: it must not be
+/// empty, must have at most [`MAX_NAME_CHARS`] characters and no control characters
+/// (which could rewrite a terminal that shows the name).
+pub fn check_name(name: &str) -> Result<&str> {
+    let trimmed = name.trim();
+    let reason = if trimmed.is_empty() {
+        "it is empty"
+    } else if trimmed.chars().count() > MAX_NAME_CHARS {
+        "it is too long"
+    } else if trimmed.chars().any(char::is_control) {
+        "it contains control characters"
+    } else {
+        return Ok(trimmed);
+    };
+    // Debug-quoting escapes control characters; a long name is cut for the message.
+    let head: String = name.chars().take(40).collect();
+    let more = if name.chars().nth(40).is_some() { "…" } else { "" };
+    Err(Error::BadName { shown: format!("{head:?}{more}"), reason })
+}
 
 /// Which charms are running in this process.
 #[derive(Default)]
@@ -26,7 +50,7 @@ pub(crate) struct CharmState {
     /// start another).
     starting: parking_lot::ReentrantMutex<()>,
     /// What to run when a running charm stops.
-    stops: dashmap::DashMap<DocId, parking_lot::Mutex<Vec<crate::pattern::StartTask>>>,
+    stops: dashmap::DashMap<DocId, parking_lot::Mutex<Vec<StartTask>>>,
 }
 
 /// What is stored about a charm.
@@ -57,23 +81,7 @@ pub struct CharmInfo {
 /// The charm manager of a runtime: see [`Runtime::charms`].
 #[derive(Clone, Copy)]
 pub struct Charms<'a> {
-    rt: &'a Runtime,
-}
-
-impl Runtime {
-    /// Creates, lists, finds, renames, stops and starts charms.
-    pub fn charms(&self) -> Charms<'_> {
-        Charms { rt: self }
-    }
-
-    /// Starts the charm a stream belongs to, if it is a stored charm that is not running.
-    pub(crate) fn start_charm_for(&self, stream: &Link) -> Result<()> {
-        let charms = self.charms();
-        if charms.record(&stream.doc).is_some() {
-            charms.start(&stream.doc)?;
-        }
-        Ok(())
-    }
+    pub(crate) rt: &'a Runtime,
 }
 
 impl Charms<'_> {
@@ -94,6 +102,8 @@ impl Charms<'_> {
 
     /// Like [`Charms::create`], with a display name that overrides the pattern's.
     pub fn create_named(&self, pattern: &str, argument: serde_json::Value, name: Option<&str>) -> Result<DocId> {
+        crate::depth::check_depth_of(&argument, format_args!("the argument for pattern `{pattern}`"))?;
+        let name = name.map(check_name).transpose()?;
         let found = self.rt.patterns().get(pattern).ok_or_else(|| Error::UnknownPattern(pattern.to_string()))?;
         let id = self.rt.space().new_doc_id("charm");
         // Held until the charm is active, so an early event waits instead of starting it
@@ -108,7 +118,7 @@ impl Charms<'_> {
         Ok(id)
     }
 
-    fn activate(&self, id: &DocId, wiring: crate::pattern::Wiring) {
+    fn activate(&self, id: &DocId, wiring: Wiring) {
         for (stream, handler) in wiring.handlers {
             self.rt.set_handler(stream, handler);
         }
@@ -171,6 +181,7 @@ impl Charms<'_> {
 
     /// Gives a charm a new display name.
     pub fn rename(&self, id: &str, name: &str) -> Result<()> {
+        let name = check_name(name)?;
         let mut record = self.record(id).ok_or_else(|| Error::UnknownCharm(id.to_string()))?;
         record.name = Some(name.to_string());
         let value = Value::from_serialize(&record).map_err(Error::Serialize)?;

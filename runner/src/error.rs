@@ -27,9 +27,27 @@ pub enum Error {
     /// A write crossed a value that cannot hold children.
     #[error(transparent)]
     Path(#[from] PathError),
-    /// Links formed a loop.
+    /// Links formed a loop (or a chain longer than any real one).
     #[error("link loop while reading {0}: links point at each other")]
     LinkLoop(Link),
+    /// A value nests deeper than the runtime accepts (see [`crate::depth`]).
+    #[error("{what} is nested more than {limit} levels deep (at {at}); flatten it: deeper values are refused so that the space stays loadable")]
+    TooDeep {
+        /// What the value is, e.g. "the event for counter/increment".
+        what: String,
+        /// The path inside it where the limit is crossed (shortened).
+        at: String,
+        /// The limit that applies.
+        limit: usize,
+    },
+    /// A charm name that cannot be shown safely or at all.
+    #[error("charm name {shown} is not allowed: {reason}; use 1 to {max} characters without control characters", max = crate::charm::MAX_NAME_CHARS)]
+    BadName {
+        /// The name, quoted and escaped (shortened if long).
+        shown: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A value did not have the shape the Rust type expects.
     #[error("value at {at} does not fit the expected type: {source}")]
     Shape {

@@ -4,12 +4,15 @@
 //! Start with [`Runtime`], [`Pattern`] and [`Cell`]; `use trellis_runner::prelude::*`
 //! brings in what a pattern author needs.
 
+pub mod builder;
 pub mod builtin;
 pub mod cell;
 pub mod charm;
+pub mod depth;
 pub mod error;
 pub mod link;
 pub mod pattern;
+pub mod read;
 pub mod runtime;
 pub mod scheduler;
 pub mod schema;
@@ -20,17 +23,20 @@ pub mod stream;
 pub mod tx;
 pub mod value;
 
+pub use builder::{Builder, NAME, UI};
 pub use builtin::Builtin;
 pub use cell::Cell;
 pub use charm::{CharmInfo, CharmRecord, Charms};
+pub use depth::{check_depth, MAX_DEPTH};
 pub use error::{BoxError, Error, Result};
 pub use link::{DocId, Link};
-pub use pattern::{Builder, Pattern, NAME, UI};
-pub use runtime::{Handler, Runtime, Sent, WeakRuntime};
+pub use pattern::Pattern;
+pub use read::Read;
+pub use runtime::{Handler, Runtime, Sent, Stats, WeakRuntime};
 pub use schema::Schema;
 pub use space::Space;
 pub use stream::Stream;
-pub use tx::{Read, Tx};
+pub use tx::Tx;
 pub use value::{Path, Value};
 
 /// What a pattern author needs in scope.

@@ -58,6 +58,20 @@ pub(crate) struct Graph {
     seq: u64,
 }
 
+/// What [`Graph::next`] hands out.
+pub(crate) enum Next {
+    /// A computation to run now.
+    Run(Ready),
+    /// A computation that ran more than [`MAX_RUNS_PER_SETTLE`] times in one settle: a
+    /// cycle. It is not run again until the next change.
+    Runaway {
+        /// Its name.
+        name: Arc<str>,
+        /// How often it ran.
+        runs: u32,
+    },
+}
+
 /// What the runtime needs to run one computation.
 pub(crate) struct Ready {
     pub id: ComputationId,
@@ -148,9 +162,9 @@ impl Graph {
         !self.dirty_set.is_empty()
     }
 
-    /// Takes the lowest dirty computation whose producers are all clean. Returns a cycle
-    /// error's name and run count instead when one ran too often.
-    pub fn next(&mut self) -> Option<Result<Ready, (Arc<str>, u32)>> {
+    /// Takes the lowest dirty computation whose producers are all clean, or reports one
+    /// that ran too often.
+    pub fn next(&mut self) -> Option<Next> {
         let limit = self.computations.len() as u32 + 1;
         while let Some(Reverse((height, _, id))) = self.dirty.pop() {
             if !self.dirty_set.contains(&id) {
@@ -177,9 +191,9 @@ impl Graph {
                 self.ran.push(id);
             }
             if c.runs > MAX_RUNS_PER_SETTLE {
-                return Some(Err((c.name.clone(), c.runs - 1)));
+                return Some(Next::Runaway { name: c.name.clone(), runs: c.runs - 1 });
             }
-            return Some(Ok(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() }));
+            return Some(Next::Run(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() }));
         }
         // Nothing is dirty: the next change starts with a fresh run budget.
         self.reset_budgets();
@@ -275,17 +289,17 @@ mod tests {
         let mut g = Graph::default();
         let p = g.add("p", link("d", "p"), None, noop());
         let c = g.add("c", link("d", "c"), None, noop());
-        assert!(matches!(g.next(), Some(Ok(r)) if r.id == p));
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == p));
         g.ran(p, vec![link("d", "other")]);
-        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c));
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
         g.ran(c, vec![link("d", "src")]);
         g.changed(&"d".into(), &[Path::new(["src"])]);
-        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c), "c runs again");
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
         g.changed(&"d".into(), &[Path::new(["src"])]);
         // ...and this run reads `p`, which raises its height to 1.
         g.ran(c, vec![link("d", "src"), link("d", "p")]);
-        assert!(matches!(g.next(), Some(Ok(r)) if r.id == c), "the stale entry is requeued, not dropped");
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
     }
@@ -300,6 +314,6 @@ mod tests {
         g.changed(&"d".into(), &[Path::new(["later"])]);
         // Both are dirty; the producer must run first although the reader was queued at
         // height 0 before the producer existed.
-        assert!(matches!(g.next(), Some(Ok(r)) if r.id == producer));
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == producer));
     }
 }

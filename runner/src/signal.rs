@@ -38,7 +38,7 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         let cell = self.clone();
         // Observe where the value really lives: a cell that is an alias (a link) is
         // written at its target, not at its own location.
-        let at = crate::tx::Read::resolve(rt, self.link()).map(|(at, _)| at).unwrap_or_else(|_| self.link().clone());
+        let at = crate::read::Read::resolve(rt, self.link()).map(|(at, _)| at).unwrap_or_else(|_| self.link().clone());
         rt.observe(&at, move |rt| {
             if watch.strong_count() == 0 {
                 return false;

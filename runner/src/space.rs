@@ -15,19 +15,40 @@ use rustc_hash::FxBuildHasher;
 
 use crate::error::Error;
 use crate::link::{DocId, Link};
+use crate::read::Read;
 use crate::storage::{Durable, MemoryStorage, Storage, StorageError, StoredDoc};
-use crate::tx::{DocWrites, Read};
 use crate::value::{Path, Value};
 
 /// How many recent commits per document are remembered for path-level validation; a
 /// transaction that read a document more than this many commits ago is retried.
 const RECENT_COMMITS: usize = 32;
 
+/// A document's version: how many commits wrote it (0: it does not exist yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Version(pub u64);
+
+/// A commit's place in the space's order of commits with writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Seq(pub u64);
+
 struct Doc {
     value: Value,
-    version: u64,
+    version: Version,
     /// (version, paths written by the commit that created it), oldest first.
-    recent: VecDeque<(u64, Arc<[Path]>)>,
+    recent: VecDeque<(Version, Arc<[Path]>)>,
+}
+
+/// The buffered state of one document inside a transaction.
+#[derive(Debug, Clone)]
+pub(crate) struct DocWrites {
+    /// The version of the snapshot this transaction works on.
+    pub read_version: Version,
+    /// The snapshot with this transaction's writes applied.
+    pub local: Value,
+    /// Writes in order, to replay onto a newer version at commit.
+    pub ops: Vec<(Path, Value)>,
+    /// Paths read in this document.
+    pub reads: Vec<Path>,
 }
 
 /// A named store of versioned JSON documents.
@@ -45,14 +66,22 @@ pub struct Space {
     reported_failures: AtomicU64,
 }
 
-/// What one commit changed: the written paths of each document, and its durability ticket.
+/// What one commit changed: the written paths of each document, and where it stands.
 pub struct Commit {
     /// Paths written, per document.
     pub changes: Vec<(DocId, Vec<Path>)>,
+    /// Its place in the order of commits, and its durability ticket.
+    pub committed: Committed,
+}
+
+/// A commit's place in the space's order and the ticket that resolves once it is durable:
+/// what a caller needs to wait for durability (see [`Space::durable_after`]).
+#[derive(Debug)]
+pub struct Committed {
+    /// The commit's place in the space's order of commits with writes.
+    pub seq: Seq,
     /// Resolves when the commit is durable.
     pub durable: Durable,
-    /// The commit's place in the space's order of commits with writes.
-    pub seq: u64,
 }
 
 impl Space {
@@ -66,7 +95,7 @@ impl Space {
     pub fn with_storage(storage: Box<dyn Storage>) -> Result<Self, StorageError> {
         let docs = DashMap::with_hasher(FxBuildHasher);
         for stored in storage.load()? {
-            let doc = Doc { value: stored.value, version: stored.version, recent: VecDeque::new() };
+            let doc = Doc { value: stored.value, version: Version(stored.version), recent: VecDeque::new() };
             docs.insert(DocId::from(stored.id), doc);
         }
         // Ids only need to be unique within this space: a per-process random prefix
@@ -94,10 +123,10 @@ impl Space {
     }
 
     /// The current value and version of a document (`Null`, version 0 when absent).
-    pub fn snapshot(&self, doc: &str) -> (Value, u64) {
+    pub fn snapshot(&self, doc: &str) -> (Value, Version) {
         match self.docs.get(doc) {
             Some(d) => (d.value.clone(), d.version),
-            None => (Value::Null, 0),
+            None => (Value::Null, Version::default()),
         }
     }
 
@@ -119,15 +148,15 @@ impl Space {
         self.storage.submit(Vec::new())
     }
 
-    /// Waits until everything committed up to now is durable, given that commit `seq`
-    /// (whose own ticket is `durable`) was the caller's: when nothing committed after it,
-    /// its own ticket is enough and no extra round trip to storage is made.
+    /// Waits until everything committed up to now is durable, given that `committed` was
+    /// the caller's commit: when nothing committed after it, its own ticket is enough and
+    /// no extra round trip to storage is made.
     ///
     /// A failed write that nobody waited for (a derived value's) is reported here, to the
     /// next caller that waits, so it cannot pass unnoticed.
-    pub(crate) async fn durable_after(&self, seq: u64, durable: Durable) -> Result<(), StorageError> {
-        let mut result = durable.await;
-        if result.is_ok() && self.commits.load(Ordering::SeqCst) != seq {
+    pub(crate) async fn durable_after(&self, committed: Committed) -> Result<(), StorageError> {
+        let mut result = committed.durable.await;
+        if result.is_ok() && self.commits.load(Ordering::SeqCst) != committed.seq.0 {
             result = self.barrier().await;
         }
         let failed = self.storage.failed_writes();
@@ -161,12 +190,12 @@ impl Space {
                     (value, doc.version)
                 }
                 Some(doc) => (writes.local, doc.version),
-                None if writes.read_version != 0 => return Err(Error::Conflict { doc: id }),
-                None => (writes.local, 0),
+                None if writes.read_version != Version::default() => return Err(Error::Conflict { doc: id }),
+                None => (writes.local, Version::default()),
             };
             if !writes.ops.is_empty() {
                 let paths: Vec<Path> = writes.ops.into_iter().map(|(p, _)| p).collect();
-                updated.push((id, value, version + 1, paths));
+                updated.push((id, value, Version(version.0 + 1), paths));
             }
         }
         let keeps_writes = self.storage.keeps_writes();
@@ -175,11 +204,11 @@ impl Space {
         let wrote = !updated.is_empty();
         for (id, value, version, paths) in updated {
             if keeps_writes {
-                stored.push(StoredDoc { id: id.to_string(), version, value: value.clone() });
+                stored.push(StoredDoc { id: id.to_string(), version: version.0, value: value.clone() });
             }
             let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc {
                 value: Value::Null,
-                version: 0,
+                version: Version::default(),
                 recent: VecDeque::new(),
             });
             if doc.recent.len() == RECENT_COMMITS {
@@ -196,16 +225,21 @@ impl Space {
             (true, false) => (Durable::ready(Ok(())), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
             (true, true) => (self.storage.submit(stored), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
         };
-        Ok(Commit { changes, durable, seq })
+        Ok(Commit { changes, committed: Committed { seq: Seq(seq), durable } })
     }
 }
 
 /// A document changed since the transaction read it: the transaction may still commit
 /// if none of the commits since then wrote a path it read.
-fn validate(id: &DocId, writes: &DocWrites, version: u64, recent: &VecDeque<(u64, Arc<[Path]>)>) -> Result<(), Error> {
+fn validate(
+    id: &DocId,
+    writes: &DocWrites,
+    version: Version,
+    recent: &VecDeque<(Version, Arc<[Path]>)>,
+) -> Result<(), Error> {
     let conflict = || Error::Conflict { doc: id.clone() };
-    let oldest_known = recent.front().map(|(v, _)| *v).unwrap_or(u64::MAX);
-    if writes.read_version + 1 < oldest_known || version < writes.read_version {
+    let oldest_known = recent.front().map_or(u64::MAX, |(v, _)| v.0);
+    if writes.read_version.0 + 1 < oldest_known || version < writes.read_version {
         return Err(conflict());
     }
     let touched = recent.iter().filter(|(v, _)| *v > writes.read_version).flat_map(|(_, paths)| paths.iter());

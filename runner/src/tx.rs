@@ -7,129 +7,15 @@
 
 use std::cell::RefCell;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::link::{DocId, Link};
+use crate::read::{resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::Space;
-use crate::value::{Path, Segment, Value};
-
-/// How many links a read may follow before it is considered a loop.
-const MAX_LINK_HOPS: usize = 64;
-
-/// Read access to a space: a [`Tx`] (tracked, snapshot-consistent) or the runtime itself
-/// (latest committed values, untracked).
-pub trait Read {
-    /// The value stored exactly at `path` of `doc`, not following links.
-    fn read_raw(&self, doc: &DocId, path: &Path) -> Value;
-
-    /// Records that `link` was read (a no-op outside transactions).
-    fn note_read(&self, link: &Link);
-
-    /// Follows links along `link` and at its end; returns the final location and value.
-    fn resolve(&self, link: &Link) -> Result<(Link, Value)> {
-        resolve(self, link, true, true)
-    }
-
-    /// The value at `link`, following links.
-    fn read(&self, link: &Link) -> Result<Value> {
-        self.resolve(link).map(|(_, v)| v)
-    }
-
-    /// The value at `link` with every nested link replaced by what it points to: a plain
-    /// JSON snapshot (stream markers stay markers).
-    fn read_deep(&self, link: &Link) -> Result<Value> {
-        let (at, value) = self.resolve(link)?;
-        deep(self, &at, value, 0)
-    }
-}
-
-fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, depth: usize) -> Result<Value> {
-    if depth > MAX_LINK_HOPS {
-        return Err(Error::LinkLoop(at.clone()));
-    }
-    if Link::from_value(&value).is_some() {
-        let (target, resolved) = r.resolve(at)?;
-        return deep(r, &target, resolved, depth + 1);
-    }
-    match value {
-        Value::Object(map) => {
-            let mut out = map.clone();
-            for (k, v) in map {
-                out.insert(k.clone(), deep(r, &at.child(k), v, depth + 1)?);
-            }
-            Ok(Value::Object(out))
-        }
-        Value::Array(items) => {
-            let mut out = items.clone();
-            for (i, v) in items.into_iter().enumerate() {
-                out.set(i, deep(r, &at.child(i.to_string()), v, depth + 1)?);
-            }
-            Ok(Value::Array(out))
-        }
-        other => Ok(other),
-    }
-}
-
-/// Follows links along the path (and at its end when `follow_last`). The links followed
-/// are recorded as reads; so is the final location when `note_end` (a write target's
-/// parent is not a read: recording it would make writes to sibling fields conflict).
-pub(crate) fn resolve<R: Read + ?Sized>(
-    r: &R,
-    link: &Link,
-    follow_last: bool,
-    note_end: bool,
-) -> Result<(Link, Value)> {
-    let mut doc = link.doc.clone();
-    let mut segments: Vec<Segment> = link.path.segments().to_vec();
-    'hops: for _ in 0..MAX_LINK_HOPS {
-        let root = r.read_raw(&doc, &Path::root());
-        let mut cur = &root;
-        for i in 0..=segments.len() {
-            let at_end = i == segments.len();
-            if !at_end || follow_last {
-                if let Some(target) = Link::from_value(cur) {
-                    r.note_read(&Link::new(doc.clone(), Path::new(segments[..i].iter().cloned())));
-                    let rest = segments.split_off(i);
-                    segments = target.path.join(&rest).segments().to_vec();
-                    doc = target.doc;
-                    continue 'hops;
-                }
-            }
-            if at_end {
-                break;
-            }
-            match cur.child(&segments[i]) {
-                Some(child) => cur = child,
-                None => {
-                    cur = &Value::Null;
-                    break;
-                }
-            }
-        }
-        let at = Link::new(doc, Path::new(segments));
-        if note_end {
-            r.note_read(&at);
-        }
-        return Ok((at, cur.clone()));
-    }
-    Err(Error::LinkLoop(link.clone()))
-}
+use crate::space::{DocWrites, Space};
+use crate::value::{Path, Value};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
-
-/// The buffered state of one document inside a transaction.
-#[derive(Debug, Clone)]
-pub(crate) struct DocWrites {
-    /// The version of the snapshot this transaction works on.
-    pub read_version: u64,
-    /// The snapshot with this transaction's writes applied.
-    pub local: Value,
-    /// Writes in order, to replay onto a newer version at commit.
-    pub ops: Vec<(Path, Value)>,
-    /// Paths read in this document.
-    pub reads: Vec<Path>,
-}
 
 /// A transaction against one space.
 pub struct Tx<'s> {
@@ -179,10 +65,11 @@ impl<'s> Tx<'s> {
             None => link.clone(),
             Some((last, parent)) => {
                 let parent = Link::new(link.doc.clone(), Path::new(parent.iter().cloned()));
-                let (parent_at, _) = resolve(self, &parent, true, false)?;
+                let (parent_at, _) = resolve(self, &parent, false)?;
                 parent_at.child(last.clone())
             }
         };
+        crate::depth::check_write(&value, &target.path, format_args!("the value written at {target}"))?;
         self.with_doc(&target.doc, |d| {
             // Writing what is already there changes nothing: no commit entry, no re-runs.
             if d.local.at(target.path.segments()) == Some(&value) {

@@ -160,7 +160,9 @@ impl Value {
         }
     }
 
-    /// A short name of the value's JSON type, for messages.
+    /// The name of the value's JSON type (`null`, `boolean`, `number`, `string`, `array`,
+    /// `object`), for messages. Use this one function wherever a JSON type is named, so
+    /// that every message names types alike.
     pub fn kind(&self) -> &'static str {
         match self {
             Value::Null => "null",

@@ -30,7 +30,7 @@
 //!
 //! let rt = Runtime::in_memory();
 //! rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
-//!     b.name("Counter");
+//!     b.name("Counter")?;
 //!     let count = b.state("count", 0i64)?;
 //!     b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?));
 //!     Ok(())

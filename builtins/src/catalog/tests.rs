@@ -61,7 +61,7 @@ struct CounterArgs {
 /// (sleeps), named by its argument (default "Counter").
 fn counter() -> Pattern {
     Pattern::new("counter", |b, args: CounterArgs| {
-        b.name(args.name.unwrap_or_else(|| "Counter".into()));
+        b.name(args.name.unwrap_or_else(|| "Counter".into()))?;
         let count = b.state("count", 0i64)?;
         b.lift("label", &count, |n: i64| format!("Count: {n}"));
         let c = count.clone();
@@ -144,13 +144,13 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
 fn a_charm_with_one_handler_and_one_with_only_data() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("one", |b, _: Value| {
-        b.name("One");
+        b.name("One")?;
         b.state("n", 1)?;
         b.handler("only", |_, _: Reset| Ok(()));
         Ok(())
     }));
     rt.register_pattern(Pattern::new("data", |b, _: Value| {
-        b.name("Data");
+        b.name("Data")?;
         b.state("n", 1)?;
         b.state("text", "hello".to_string())?;
         b.ui(json!({ "type": "text" }))?;
@@ -167,7 +167,7 @@ fn a_charm_with_one_handler_and_one_with_only_data() {
 fn dollar_keys_are_skipped_even_when_they_are_streams() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("hidden", |b, _: Value| {
-        b.name("Hidden");
+        b.name("Hidden")?;
         b.handler("$internal", |_, _: Reset| Ok(()));
         b.handler("$ID", |_, _: Reset| Ok(()));
         b.handler("visible", |_, _: Reset| Ok(()));
@@ -244,7 +244,7 @@ async fn names_longer_than_the_limit_get_a_valid_wire_name() {
 fn schemas_are_prepared_end_to_end() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("notes", |b, _: Value| {
-        b.name("Notes");
+        b.name("Notes")?;
         b.handler("add", |_, _: AddNote| Ok(()));
         Ok(())
     }));
@@ -300,7 +300,7 @@ async fn a_handler_without_schema_is_a_flagged_tool_that_passes_arguments_throug
     let seen = Arc::new(parking_lot_free::Slot::default());
     let slot = seen.clone();
     rt.register_pattern(Pattern::new("raw", move |b, _: Value| {
-        b.name("Raw");
+        b.name("Raw")?;
         let slot = slot.clone();
         b.handler_json(
             "poke",
@@ -331,7 +331,7 @@ fn schemas_that_cannot_be_prepared_are_problems_that_spare_the_other_tools() {
         deep = json!({ "type": "array", "items": deep });
     }
     rt.register_pattern(Pattern::new("deep", move |b, _: Value| {
-        b.name("Deep");
+        b.name("Deep")?;
         b.handler_json("abyss", Some(deep.clone()), Arc::new(|_, _| Ok(())));
         b.handler("fine", |_, _: Reset| Ok(()));
         Ok(())
@@ -382,7 +382,7 @@ struct AdderArgs {
 
 fn adder() -> Pattern {
     Pattern::new("adder", |b, args: AdderArgs| {
-        b.name("Adder");
+        b.name("Adder")?;
         let sum = b.state("sum_input", (args.a, args.b))?;
         b.state("label", args.label)?;
         b.state("result_name", args.result)?;
@@ -434,7 +434,7 @@ async fn pattern_tools_hide_prefilled_parameters_and_apply_them() {
 async fn a_pattern_whose_result_never_settles_times_out_and_is_stopped() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("forever", |b, _: Value| {
-        b.name("Forever");
+        b.name("Forever")?;
         let doc = b.charm_id().clone();
         b.on_start(move |rt| {
             rt.spawn_tracked(doc, tokio::time::sleep(Duration::from_secs(3600)));
@@ -498,7 +498,7 @@ async fn schema_violations_name_each_path_and_leave_the_charm_unchanged() {
     let ran = Arc::new(AtomicUsize::new(0));
     let counted = ran.clone();
     rt.register_pattern(Pattern::new("notes", move |b, _: Value| {
-        b.name("Notes");
+        b.name("Notes")?;
         let counted = counted.clone();
         b.handler("add", move |_, _: AddNote| {
             counted.fetch_add(1, Ordering::SeqCst);
@@ -630,7 +630,7 @@ async fn entries_and_handlers_may_be_reached_through_links() {
     let id = rt.charms().create("counter", json!({})).expect("created");
     let increment = rt.charms().result(&id).child("increment");
     rt.register_pattern(Pattern::new("proxy", move |b, _: Value| {
-        b.name("Proxy");
+        b.name("Proxy")?;
         b.alias("bump", &increment)?;
         b.state("entry", json!({ "handler": increment.to_json(), "description": "Bump it." }))?;
         Ok(())
@@ -701,7 +701,7 @@ fn a_handler_called_read_moves_the_read_tool_aside() {
     struct Nothing {}
     let rt = Runtime::in_memory();
     rt.register_pattern(Pattern::new("reader", |b, _: Value| {
-        b.name("Book");
+        b.name("Book")?;
         b.handler("read", |_, _: Nothing| Ok(()));
         Ok(())
     }));

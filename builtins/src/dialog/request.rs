@@ -10,7 +10,7 @@ use trellis_runner::{Read, Runtime};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
@@ -143,7 +143,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) 
         if !text.trim().is_empty() {
             content.push(Part::Text { text });
         }
-        content.extend(calls.iter().cloned());
+        content.extend(calls.iter().map(|call| call.part.clone()));
         if content.is_empty() {
             return Err(format!("{} returned an empty answer", model.name()));
         }
@@ -156,9 +156,12 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) 
         let timeout = settings.tool_timeout;
         let catalog = &catalog;
         let results = futures::future::join_all(calls.iter().map(|call| async move {
-            let Part::ToolCall { id, name, input } = call else { unreachable!("only tool calls are collected") };
-            let invocation = catalog.invoke(rt, name, input.clone(), timeout).await;
-            Part::ToolResult { id: id.clone(), name: name.clone(), output: invocation.output }
+            let Part::ToolCall { id, name, input } = &call.part else { unreachable!("only tool calls are collected") };
+            let output = match &call.refused {
+                Some(reason) => ToolOutput::ErrorText(reason.clone()),
+                None => catalog.invoke(rt, name, input.clone(), timeout).await.output,
+            };
+            Part::ToolResult { id: id.clone(), name: name.clone(), output }
         }))
         .await;
         if !append(rt, cells, id, Message::new(Role::Tool, results))? {
@@ -235,7 +238,7 @@ async fn answer(
                     shown.wrote(started.elapsed());
                 }
             }
-            ModelEvent::ToolCall { id, name, input } => answer.calls.push(Part::ToolCall { id, name, input }),
+            ModelEvent::ToolCall { id, name, input } => answer.calls.push(Call::checked(id, name, input)),
             ModelEvent::Finish { usage, .. } => {
                 answer.usage = usage;
                 break;
@@ -245,11 +248,34 @@ async fn answer(
     Ok(answer)
 }
 
+/// One tool call of an answer.
+struct Call {
+    /// The call as the conversation keeps it.
+    part: Part,
+    /// Why it is refused without running, when its arguments cannot be kept.
+    refused: Option<String>,
+}
+
+impl Call {
+    /// The call, unless its arguments nest deeper than values entering the runtime may:
+    /// then its arguments are not kept (the conversation must stay loadable) and the
+    /// model is told why.
+    fn checked(id: String, name: String, input: serde_json::Value) -> Call {
+        match trellis_runner::depth::check_depth_of(&input, format!("the arguments of `{name}`")) {
+            Ok(()) => Call { part: Part::ToolCall { id, name, input }, refused: None },
+            Err(error) => {
+                let input = serde_json::Value::String("(not kept: nested too deeply)".into());
+                Call { part: Part::ToolCall { id, name, input }, refused: Some(format!("{error}; flatten them")) }
+            }
+        }
+    }
+}
+
 /// What one model answer said.
 #[derive(Default)]
 struct Answer {
     text: String,
-    calls: Vec<Part>,
+    calls: Vec<Call>,
     usage: Option<crate::model::Usage>,
     /// The text reached the reply limit and the rest was not read.
     cut: bool,

@@ -15,7 +15,7 @@ say briefly what you did.";
 /// so they follow whichever charm is called "Shopping" in the space.
 pub fn assistant() -> Pattern {
     Pattern::new("assistant", |b, _: serde_json::Value| {
-        b.name("Assistant");
+        b.name("Assistant")?;
         let mut tools = serde_json::Map::new();
         tools.insert("Shopping".into(), json!({ "charm": "Shopping" }));
         wire(b, ChatbotArgs { system: Some(SYSTEM.into()), model: None, tools })

@@ -46,7 +46,7 @@ fn position(items: &[Item], name: &str) -> Result<usize, BoxError> {
 /// handlers `add`, `remove`, `check`.
 pub fn shopping() -> Pattern {
     Pattern::new("shopping", |b, _: serde_json::Value| {
-        b.name("Shopping");
+        b.name("Shopping")?;
         let items = b.state::<Vec<Item>>("items", Vec::new())?;
         b.lift("left", &items, |items: Vec<Item>| items.iter().filter(|i| !i.checked).count());
         let list = items.clone();

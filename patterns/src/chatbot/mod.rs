@@ -97,7 +97,7 @@ their handlers are your tools. Use them to act, then say briefly what you did.";
 /// The chatbot pattern: [`wire`] with the default system prompt, named "Chat".
 pub fn chatbot() -> Pattern {
     Pattern::new("chatbot", |b, args: ChatbotArgs| {
-        b.name("Chat");
+        b.name("Chat")?;
         wire(b, args)
     })
     .description("A chat with a language model that can use the handlers of @-mentioned charms")
@@ -112,7 +112,7 @@ pub fn chatbot() -> Pattern {
 /// use trellis_runner::prelude::*;
 ///
 /// let terse = Pattern::new("terse", |b, _: serde_json::Value| {
-///     b.name("Terse");
+///     b.name("Terse")?;
 ///     wire(b, ChatbotArgs { system: Some("Answer in five words or fewer.".into()), ..ChatbotArgs::default() })
 /// });
 /// # let _ = terse;

@@ -8,7 +8,9 @@ use futures::channel::oneshot;
 use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
-use crate::storage::Durable;
+use crate::read::Read;
+use crate::scheduler::{Next, Ready};
+use crate::space::Committed;
 use crate::tx::Tx;
 
 impl Runtime {
@@ -23,12 +25,12 @@ impl Runtime {
         }
         let rx = self.enqueue(stream, event, true)?;
         self.pump();
-        let (sent, (seq, durable)) = rx
+        let (sent, committed) = rx
             .ok_or_else(|| Error::NoHandler(stream.clone()))?
             .await
             .map_err(|_| Error::NoHandler(stream.clone()))??;
         // The computations the handler triggered committed after it: wait for them too.
-        self.0.space.durable_after(seq, durable).await?;
+        self.0.space.durable_after(committed).await?;
         Ok(sent)
     }
 
@@ -40,7 +42,8 @@ impl Runtime {
     }
 
     fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
-        let (at, _) = crate::tx::resolve(&self.0.space, stream, true, true)?;
+        crate::depth::check_depth_of(&event, format_args!("the event for {stream}"))?;
+        let (at, _) = self.0.space.resolve(stream)?;
         let handler = match self.handler(&at) {
             Some(h) => h,
             None => {
@@ -80,32 +83,14 @@ impl Runtime {
 
     /// Runs one piece of work; false when there was none.
     fn step(&self) -> bool {
-        let next = self.0.graph.lock().next();
-        match next {
-            Some(Ok(ready)) => {
-                self.run_computation(ready);
-                return true;
-            }
-            Some(Err((name, runs))) => {
-                let error = Error::Cycle { name: name.to_string(), runs };
-                tracing::error!(%error, "stopped a runaway computation");
-                self.report(error);
-                return true;
-            }
-            None => {}
+        if self.run_next_computation() {
+            return true;
         }
         let Some(event) = self.0.events.lock().pop_front() else { return false };
         let result = self.run_handler(&event);
         // Let the computations the handler affected settle before answering, so the
         // sender observes derived values consistent with its change.
-        loop {
-            let next = self.0.graph.lock().next();
-            match next {
-                Some(Ok(ready)) => self.run_computation(ready),
-                Some(Err((name, runs))) => self.report(Error::Cycle { name: name.to_string(), runs }),
-                None => break,
-            }
-        }
+        while self.run_next_computation() {}
         match (event.reply, result) {
             (Some(reply), result) => {
                 let _ = reply.send(result);
@@ -116,7 +101,23 @@ impl Runtime {
         true
     }
 
-    fn run_handler(&self, event: &Event) -> Result<(Sent, (u64, Durable))> {
+    /// Runs the next dirty computation (or reports a runaway one); false when none is
+    /// dirty.
+    fn run_next_computation(&self) -> bool {
+        let next = self.0.graph.lock().next();
+        match next {
+            Some(Next::Run(ready)) => self.run_computation(ready),
+            Some(Next::Runaway { name, runs }) => {
+                let error = Error::Cycle { name: name.to_string(), runs };
+                tracing::error!(%error, "stopped a runaway computation");
+                self.report(error);
+            }
+            None => return false,
+        }
+        true
+    }
+
+    fn run_handler(&self, event: &Event) -> Result<(Sent, Committed)> {
         let span = tracing::debug_span!("handler", stream = %event.stream);
         let _enter = span.enter();
         self.with_retries(|| {
@@ -138,11 +139,11 @@ impl Runtime {
                 }
             }
             let commit = self.commit(tx)?;
-            Ok((Sent { changes: commit.changes }, (commit.seq, commit.durable)))
+            Ok((Sent { changes: commit.changes }, commit.committed))
         })
     }
 
-    fn run_computation(&self, ready: crate::scheduler::Ready) {
+    fn run_computation(&self, ready: Ready) {
         let span = tracing::trace_span!("computation", name = %ready.name);
         let _enter = span.enter();
         let result = self.with_retries(|| {

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use futures::channel::oneshot;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+mod build;
 mod engine;
 mod wait;
 
@@ -24,10 +25,11 @@ use crate::charm::CharmState;
 use crate::error::{BoxError, Error, Result};
 use crate::link::{DocId, Link};
 use crate::pattern::PatternRegistry;
+use crate::read::Read;
 use crate::scheduler::{ComputationId, ComputeFn, Graph};
-use crate::space::{Commit, Space};
-use crate::storage::{Durable, SqliteStorage, Storage, StorageError};
-use crate::tx::{Read, Tx};
+use crate::space::{Commit, Committed, Space};
+use crate::storage::{SqliteStorage, Storage, StorageError};
+use crate::tx::Tx;
 use crate::value::{Path, Value};
 
 /// How many times a transaction is retried after a conflict before giving up.
@@ -57,8 +59,9 @@ pub struct Sent {
     pub changes: Vec<(DocId, Vec<Path>)>,
 }
 
-type Reply = oneshot::Sender<Result<(Sent, (u64, Durable))>>;
-type ReplyReceiver = oneshot::Receiver<Result<(Sent, (u64, Durable))>>;
+/// A handler's answer: what it changed, and its commit to wait for durability on.
+type Reply = oneshot::Sender<Result<(Sent, Committed)>>;
+type ReplyReceiver = oneshot::Receiver<Result<(Sent, Committed)>>;
 
 struct Event {
     stream: Link,
@@ -83,6 +86,16 @@ pub(crate) struct Inner {
     task_docs: DashMap<DocId, usize>,
     idle: Notify,
     errors: Mutex<VecDeque<Error>>,
+    /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
+    conflict_retries: AtomicU64,
+}
+
+/// Counters describing the runtime's work so far; see [`Runtime::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// How many transaction attempts (of `transact`, handlers, computations, charm setup)
+    /// conflicted with a concurrent commit; each is run again, up to [`MAX_ATTEMPTS`].
+    pub conflict_retries: u64,
 }
 
 /// A Trellis runtime. Cheap to clone; clones share everything.
@@ -134,12 +147,18 @@ impl Runtime {
             task_docs: DashMap::new(),
             idle: Notify::new(),
             errors: Mutex::new(VecDeque::new()),
+            conflict_retries: AtomicU64::new(0),
         }))
     }
 
     /// The space.
     pub fn space(&self) -> &Space {
         &self.0.space
+    }
+
+    /// What the runtime has done so far (for tests, metrics and diagnostics).
+    pub fn stats(&self) -> Stats {
+        Stats { conflict_retries: self.0.conflict_retries.load(Ordering::Relaxed) }
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
@@ -149,19 +168,14 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let (value, (seq, durable)) = self.transact_inner(&f)?;
-        self.pump();
-        futures::executor::block_on(self.0.space.durable_after(seq, durable))?;
-        Ok(value)
-    }
-
-    fn transact_inner<R>(&self, f: &impl Fn(&Tx) -> Result<R>) -> Result<(R, (u64, Durable))> {
-        self.with_retries(|| {
+        let (value, committed) = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            let commit = self.commit(tx)?;
-            Ok((value, (commit.seq, commit.durable)))
-        })
+            Ok((value, self.commit(tx)?.committed))
+        })?;
+        self.pump();
+        futures::executor::block_on(self.0.space.durable_after(committed))?;
+        Ok(value)
     }
 
     /// Runs `attempt` (which builds and commits one transaction) until it does not
@@ -173,7 +187,10 @@ impl Runtime {
             backoff(n);
             let result = if n + 1 == MAX_ATTEMPTS { self.0.space.exclusive(&mut attempt) } else { attempt() };
             match result {
-                Err(Error::Conflict { doc }) => last = Some(doc),
+                Err(Error::Conflict { doc }) => {
+                    self.0.conflict_retries.fetch_add(1, Ordering::Relaxed);
+                    last = Some(doc);
+                }
                 other => return other,
             }
         }

@@ -11,6 +11,19 @@ use crate::link::{DocId, Link};
 impl Runtime {
     /// Resolves once no work is queued or running and no tracked async task is running.
     pub async fn idle(&self) {
+        self.wait_until(|| self.0.tasks.load(Ordering::SeqCst) == 0).await;
+    }
+
+    /// Resolves once the document of `link` has no async work pending and the engine has
+    /// no queued work: the cell's value is final for now. Fails after `timeout`.
+    pub async fn settled(&self, link: &Link, timeout: Duration) -> Result<()> {
+        let wait = self.wait_until(|| self.0.task_docs.get(&link.doc).is_none_or(|n| *n == 0));
+        tokio::time::timeout(timeout, wait).await.map_err(|_| Error::Timeout(timeout, format!("{link} to settle")))
+    }
+
+    /// Runs queued work, then waits until the engine is quiet and `tasks_done` holds,
+    /// checking again whenever the engine or a tracked task finishes.
+    async fn wait_until(&self, tasks_done: impl Fn() -> bool) {
         loop {
             // Pump before listening: pumping notifies waiters itself, which would wake
             // this loop at once and spin it without ever yielding.
@@ -19,32 +32,13 @@ impl Runtime {
             tokio::pin!(notified);
             notified.as_mut().enable();
             // `is_locked`, not `try_lock`: briefly taking the engine lock here could make a
-            // concurrent `pump` give up on work it just queued.
-            if !self.has_queued_work() && !self.0.engine.is_locked() && self.0.tasks.load(Ordering::SeqCst) == 0 {
+            // concurrent `pump` give up on work it just queued. Work taken off the queue is
+            // still running while the engine is locked.
+            if !self.has_queued_work() && !self.0.engine.is_locked() && tasks_done() {
                 return;
             }
             notified.await;
         }
-    }
-
-    /// Resolves once the document of `link` has no async work pending and the engine has
-    /// no queued work: the cell's value is final for now. Fails after `timeout`.
-    pub async fn settled(&self, link: &Link, timeout: Duration) -> Result<()> {
-        let wait = async {
-            loop {
-                self.pump();
-                let notified = self.0.idle.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                let busy = self.0.task_docs.get(&link.doc).is_some_and(|n| *n > 0);
-                // Work taken off the queue is still running while the engine is locked.
-                if !busy && !self.has_queued_work() && !self.0.engine.is_locked() {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(timeout, wait).await.map_err(|_| Error::Timeout(timeout, format!("{link} to settle")))
     }
 
     /// Spawns async work (e.g. a builtin's request) on tokio, tracked so that

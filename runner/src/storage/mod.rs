@@ -5,6 +5,7 @@
 //! several transactions into one durable write (group commit), and resolves each
 //! transaction's [`Durable`] ticket once its writes can no longer be lost.
 
+mod decode;
 mod memory;
 mod sqlite;
 
@@ -28,7 +29,7 @@ pub struct StoredDoc {
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The SQLite file could not be opened, read or written.
-    #[error("SQLite storage at {path}: {source}; check that the file is writable and not used by another program")]
+    #[error("SQLite storage at {path}: {source}{}", sqlite::hint(source))]
     Sqlite {
         /// The database file.
         path: String,
@@ -37,13 +38,36 @@ pub enum StorageError {
         source: rusqlite::Error,
     },
     /// A stored document is not valid JSON.
-    #[error("document {id} in storage is not valid JSON: {source}")]
+    #[error("document {id} in storage is not valid JSON: {source}; {DAMAGED}")]
     Corrupt {
         /// The document id.
         id: String,
         /// The parse error.
         #[source]
         source: serde_json::Error,
+    },
+    /// A stored document nests deeper than storage loads (see [`crate::depth`]); the
+    /// runtime never writes one.
+    #[error(
+        "document {id} in storage is nested {depth} levels deep, more than the {limit} Trellis can load; {DAMAGED}"
+    )]
+    TooDeep {
+        /// The document id.
+        id: String,
+        /// How deeply its text nests.
+        depth: usize,
+        /// The most that loads.
+        limit: usize,
+    },
+    /// The path given for a space is not a file a space can live in.
+    #[error(
+        "cannot keep a space at {path}: it is {found}, not a file; give the path of a file (it is created if missing)"
+    )]
+    NotAFile {
+        /// The path given.
+        path: String,
+        /// What is there instead: "a directory", "a device or other special file".
+        found: &'static str,
     },
     /// A file-system or operating-system step the storage needs failed (creating the
     /// storage directory, starting the writer thread).
@@ -75,6 +99,10 @@ pub enum StorageError {
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,
 }
+
+/// What to do about a space file that is not a space or is damaged.
+const DAMAGED: &str =
+    "the file is not a Trellis space or is damaged; move it away (keep it if the data matters) and a new space is created in its place";
 
 /// A durable home for a space's documents.
 pub trait Storage: Send + Sync + 'static {

@@ -32,7 +32,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
-use super::{Durable, DurableSender, Storage, StorageError, StoredDoc};
+use super::{decode, Durable, DurableSender, Storage, StorageError, StoredDoc, DAMAGED};
 
 /// The most transactions the writer puts into one SQLite transaction.
 pub const MAX_GROUP: usize = 1024;
@@ -131,6 +131,8 @@ impl SqliteStorage {
             })?;
         }
 
+        // Before the lock: a path that cannot hold the space must not leave a lock file.
+        check_usable(&path)?;
         let lock = lock_space(&path)?;
         let writer_conn = open_writer(&path).map_err(sqlite)?;
         let reader = open_reader(&path).map_err(sqlite)?;
@@ -188,10 +190,7 @@ impl Storage for SqliteStorage {
         let mut docs = Vec::new();
         for row in rows {
             let (id, version, text) = row.map_err(|e| self.sqlite_error(e))?;
-            let value = match serde_json::from_str(&text) {
-                Ok(value) => value,
-                Err(source) => return Err(StorageError::Corrupt { id, source }),
-            };
+            let value = decode::parse_document(&id, &text)?;
             docs.push(StoredDoc { id, version, value });
         }
         Ok(docs)
@@ -233,6 +232,40 @@ impl fmt::Debug for SqliteStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteStorage").field("path", &self.path).field("stats", &self.stats()).finish_non_exhaustive()
     }
+}
+
+/// What to do about a SQLite error, for its message: only where the advice fits.
+pub(super) fn hint(error: &rusqlite::Error) -> String {
+    use rusqlite::ErrorCode;
+    match error.sqlite_error_code() {
+        Some(
+            ErrorCode::PermissionDenied
+            | ErrorCode::ReadOnly
+            | ErrorCode::DatabaseBusy
+            | ErrorCode::DatabaseLocked
+            | ErrorCode::CannotOpen,
+        ) => "; check that the file is writable and not used by another program".to_owned(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => format!("; {DAMAGED}"),
+        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => {
+            "; check the disk (free space, permissions)".to_owned()
+        }
+        _ => String::new(),
+    }
+}
+
+/// Refuses a path that cannot hold a space file: a directory, a device, another special
+/// file. A missing file is fine: SQLite creates it.
+fn check_usable(path: &Path) -> Result<(), StorageError> {
+    let found = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(meta) if meta.is_dir() => "a directory",
+        Ok(_) => "a device or other special file",
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(StorageError::Io { path: path.display().to_string(), action: "look at the space file", source })
+        }
+    };
+    Err(StorageError::NotAFile { path: path.display().to_string(), found })
 }
 
 /// Takes the space's lock file, or says which file is in use.
@@ -616,6 +649,47 @@ mod tests {
 #[cfg(test)]
 mod lock_tests {
     use super::*;
+
+    #[test]
+    fn storage_a_path_that_is_no_file_is_refused_without_a_lock_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sub = dir.path().join("a-directory");
+        std::fs::create_dir(&sub).expect("create directory");
+        let err = SqliteStorage::open(&sub).expect_err("a directory is not a space");
+        assert!(matches!(err, StorageError::NotAFile { found: "a directory", .. }), "{err}");
+        assert!(err.to_string().contains("give the path of a file"), "{err}");
+        assert!(!dir.path().join("a-directory.lock").exists(), "no stray lock file");
+
+        #[cfg(unix)]
+        {
+            // Where the lock would go (`/dev/null.lock`) cannot be checked in a test
+            // without writing to /dev; the refusal comes before any file is created.
+            let err = SqliteStorage::open("/dev/null").expect_err("a device is not a space");
+            assert!(matches!(err, StorageError::NotAFile { found: "a device or other special file", .. }), "{err}");
+        }
+    }
+
+    #[test]
+    fn storage_a_file_that_is_no_database_gets_the_damaged_hint_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("notes.txt");
+        std::fs::write(&path, "these are my notes, not a database; ".repeat(100)).expect("write file");
+        let err = SqliteStorage::open(&path).expect_err("not a database");
+        let text = err.to_string();
+        assert!(text.contains("not a Trellis space or is damaged"), "{text}");
+        assert!(!text.contains("writable"), "{text}");
+    }
+
+    #[test]
+    fn storage_hints_fit_the_error() {
+        let failure = |code| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        assert!(hint(&failure(rusqlite::ffi::SQLITE_READONLY)).contains("writable"));
+        assert!(hint(&failure(rusqlite::ffi::SQLITE_BUSY)).contains("another program"));
+        assert!(hint(&failure(rusqlite::ffi::SQLITE_CORRUPT)).contains("damaged"));
+        assert!(hint(&failure(rusqlite::ffi::SQLITE_NOTADB)).contains("damaged"));
+        assert!(hint(&failure(rusqlite::ffi::SQLITE_FULL)).contains("disk"));
+        assert_eq!(hint(&rusqlite::Error::InvalidQuery), "");
+    }
 
     #[test]
     fn storage_a_space_is_open_in_one_place_at_a_time() {

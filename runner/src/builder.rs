@@ -1,0 +1,185 @@
+//! Wiring a charm: the [`Builder`] a pattern's build function gets, and what it
+//! registers once the charm's setup transaction has committed.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::cell::Cell;
+use crate::error::{BoxError, Error, Result};
+use crate::link::{stream_marker, DocId, Link};
+use crate::read::Read;
+use crate::runtime::{Handler, HandlerFn, Runtime};
+use crate::scheduler::ComputeFn;
+use crate::stream::Stream;
+use crate::tx::Tx;
+use crate::value::{Path, Value};
+
+/// The key of a charm's display name in its result.
+pub const NAME: &str = "$NAME";
+/// The key of a charm's UI description in its result.
+pub const UI: &str = "$UI";
+
+/// What building a charm registers once its setup transaction committed.
+#[derive(Default)]
+pub(crate) struct Wiring {
+    pub handlers: Vec<(Link, Handler)>,
+    pub computations: Vec<(String, Link, ComputeFn)>,
+    pub tasks: Vec<StartTask>,
+    pub stops: Vec<StartTask>,
+}
+
+/// Work a builtin asked to run once its charm is active (see [`Builder::on_start`]), or
+/// once it stops (see [`Builder::on_stop`]).
+pub(crate) type StartTask = Box<dyn FnOnce(&Runtime) + Send>;
+
+/// Wires one charm: its state, derived values, handlers and builtins. Keys are paths
+/// in the charm's result, with `/` between segments (`"dialog/pending"`).
+pub struct Builder<'a> {
+    rt: &'a Runtime,
+    charm: DocId,
+    tx: Tx<'a>,
+    wiring: Wiring,
+}
+
+impl<'a> Builder<'a> {
+    /// A builder for `charm` whose setup writes go into `tx`.
+    pub(crate) fn new(rt: &'a Runtime, charm: DocId, tx: Tx<'a>) -> Self {
+        Builder { rt, charm, tx, wiring: Wiring::default() }
+    }
+
+    /// The setup transaction and what to register once it committed.
+    pub(crate) fn into_parts(self) -> (Tx<'a>, Wiring) {
+        (self.tx, self.wiring)
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &'a Runtime {
+        self.rt
+    }
+
+    /// The id of the charm being built (also its result document).
+    pub fn charm_id(&self) -> &DocId {
+        &self.charm
+    }
+
+    /// The location of `key` in the charm's result.
+    pub fn at(&self, key: &str) -> Link {
+        let segments = key.split('/').filter(|s| !s.is_empty());
+        Link::new(self.charm.clone(), Path::new(segments))
+    }
+
+    /// The setup transaction, to read arguments or existing state while building.
+    pub fn tx(&self) -> &Tx<'a> {
+        &self.tx
+    }
+
+    pub(crate) fn write(&self, key: &str, value: Value) -> Result<()> {
+        self.tx.write(&self.at(key), value)
+    }
+
+    /// Sets the charm's display name (`$NAME`), unless the user renamed the charm. The
+    /// name must pass [`check_name`](crate::charm::check_name).
+    pub fn name(&mut self, name: impl Into<String>) -> Result<()> {
+        let name = name.into();
+        let name = crate::charm::check_name(&name)?;
+        let at = self.at(NAME);
+        if self.tx.read(&at)? == Value::Null {
+            self.tx.write(&at, Value::from(name))?;
+        }
+        Ok(())
+    }
+
+    /// Sets the charm's UI description (`$UI`).
+    pub fn ui(&mut self, ui: serde_json::Value) -> Result<()> {
+        self.write(UI, Value::from(ui))
+    }
+
+    /// A state cell at `key`, holding `initial` unless a value is already stored there
+    /// (so state survives restarts).
+    pub fn state<T: Serialize + DeserializeOwned>(&mut self, key: &str, initial: T) -> Result<Cell<T>> {
+        let at = self.at(key);
+        if self.tx.read(&at)? == Value::Null {
+            self.tx.write(&at, Value::from_serialize(&initial).map_err(Error::Serialize)?)?;
+        }
+        Ok(Cell::from_link(at))
+    }
+
+    /// A derived value at `key`: `compute` re-runs whenever a cell it read changes.
+    pub fn derive<T, F>(&mut self, key: &str, compute: F) -> Cell<T>
+    where
+        T: Serialize,
+        F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
+    {
+        let at = self.at(key);
+        let run: ComputeFn = Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?));
+        self.wiring.computations.push((key.to_string(), at.clone(), run));
+        Cell::from_link(at)
+    }
+
+    /// A derived value at `key` computed from one cell by a plain function.
+    pub fn lift<A, T, F>(&mut self, key: &str, input: &Cell<A>, f: F) -> Cell<T>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        T: Serialize,
+        F: Fn(A) -> T + Send + Sync + 'static,
+    {
+        let input = input.clone();
+        self.derive(key, move |tx| Ok(f(input.get(tx)?)))
+    }
+
+    /// A stream at `key` whose events of type `E` run `handle` in a transaction. The
+    /// event schema (with the doc comments of `E`) is stored with the stream.
+    pub fn handler<E, F>(&mut self, key: &str, handle: F) -> Stream<E>
+    where
+        E: DeserializeOwned + JsonSchema + 'static,
+        F: Fn(&Tx, E) -> Result<(), BoxError> + Send + Sync + 'static,
+    {
+        let schema = schemars::schema_for!(E).to_value();
+        let stream = self.at(key);
+        let at = stream.clone();
+        let run: HandlerFn = Arc::new(move |tx, json| {
+            // serde_path_to_error names the offending field: `amount: invalid type ...`.
+            let event: E = serde_path_to_error::deserialize(json)
+                .map_err(|e| Error::BadEvent { stream: at.clone(), message: e.to_string() })?;
+            handle(tx, event)
+        });
+        self.handler_json(key, Some(schema), run);
+        Stream::from_link(stream)
+    }
+
+    /// A stream at `key` whose handler takes raw JSON, with an optional event schema.
+    pub fn handler_json(&mut self, key: &str, schema: Option<serde_json::Value>, run: HandlerFn) -> Link {
+        let at = self.at(key);
+        if let Err(error) = self.tx.write(&at, stream_marker(schema.as_ref())) {
+            tracing::warn!(%error, key, "could not store stream marker");
+        }
+        let handler = Handler { owner: self.charm.clone(), schema, run };
+        self.wiring.handlers.push((at.clone(), handler));
+        at
+    }
+
+    /// Stores a link at `key`, so that reads (and events) there go to `target`.
+    pub fn alias(&mut self, key: &str, target: &Link) -> Result<()> {
+        self.write(key, target.to_value())
+    }
+
+    /// Instantiates the builtin `id` with `inputs`; its outputs appear under `key`.
+    pub fn builtin(&mut self, key: &str, id: &str, inputs: serde_json::Value) -> Result<Link, BoxError> {
+        let builtin = self.rt.0.builtins.get(id).ok_or_else(|| Error::UnknownBuiltin(id.to_string()))?;
+        builtin.instantiate(self, key, inputs)?;
+        Ok(self.at(key))
+    }
+
+    /// Runs `start` once the charm is wired and running (for builtins that spawn tasks).
+    pub fn on_start(&mut self, start: impl FnOnce(&Runtime) + Send + 'static) {
+        self.wiring.tasks.push(Box::new(start));
+    }
+
+    /// Runs `stop` when the charm is stopped (for builtins whose tasks must end with it).
+    pub fn on_stop(&mut self, stop: impl FnOnce(&Runtime) + Send + 'static) {
+        self.wiring.stops.push(Box::new(stop));
+    }
+}

@@ -1,0 +1,108 @@
+//! Reading a space: following links, and deep reads that replace every link by what it
+//! points to. Transactions, the space and the runtime all read through [`Read`].
+
+use crate::depth::MAX_DOC_DEPTH;
+use crate::error::{Error, Result};
+use crate::link::{DocId, Link};
+use crate::value::{Path, Segment, Value};
+
+/// How many links a read may follow before it is considered a loop.
+const MAX_LINK_HOPS: usize = 64;
+
+/// Read access to a space: a [`Tx`] (tracked, snapshot-consistent) or the runtime itself
+/// (latest committed values, untracked).
+pub trait Read {
+    /// The value stored exactly at `path` of `doc`, not following links.
+    fn read_raw(&self, doc: &DocId, path: &Path) -> Value;
+
+    /// Records that `link` was read (a no-op outside transactions).
+    fn note_read(&self, link: &Link);
+
+    /// Follows links along `link` and at its end; returns the final location and value.
+    fn resolve(&self, link: &Link) -> Result<(Link, Value)> {
+        resolve(self, link, true)
+    }
+
+    /// The value at `link`, following links.
+    fn read(&self, link: &Link) -> Result<Value> {
+        self.resolve(link).map(|(_, v)| v)
+    }
+
+    /// The value at `link` with every nested link replaced by what it points to: a plain
+    /// JSON snapshot (stream markers stay markers).
+    fn read_deep(&self, link: &Link) -> Result<Value> {
+        let (at, value) = self.resolve(link)?;
+        deep(self, &at, value, 0, 0)
+    }
+}
+
+/// Replaces the links inside `value` (found at `at`) by what they point to. `hops` counts
+/// the links followed on the way here (a loop never ends), `depth` the containers entered
+/// (data is deep, not circular; bounded so the recursion stays within the stack).
+fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: usize) -> Result<Value> {
+    if hops > MAX_LINK_HOPS {
+        return Err(Error::LinkLoop(at.clone()));
+    }
+    if depth > MAX_DOC_DEPTH {
+        let what = "the value read";
+        return Err(Error::TooDeep { what: what.into(), at: at.to_string(), limit: MAX_DOC_DEPTH });
+    }
+    if Link::from_value(&value).is_some() {
+        let (target, resolved) = r.resolve(at)?;
+        return deep(r, &target, resolved, hops + 1, depth);
+    }
+    match value {
+        Value::Object(map) => {
+            let mut out = map.clone();
+            for (k, v) in map {
+                out.insert(k.clone(), deep(r, &at.child(k), v, hops, depth + 1)?);
+            }
+            Ok(Value::Object(out))
+        }
+        Value::Array(items) => {
+            let mut out = items.clone();
+            for (i, v) in items.into_iter().enumerate() {
+                out.set(i, deep(r, &at.child(i.to_string()), v, hops, depth + 1)?);
+            }
+            Ok(Value::Array(out))
+        }
+        other => Ok(other),
+    }
+}
+
+/// Follows links along the path and at its end. The links followed are recorded as
+/// reads; so is the final location when `note_end` (a write target's parent is not a
+/// read: recording it would make writes to sibling fields conflict).
+pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, note_end: bool) -> Result<(Link, Value)> {
+    let mut doc = link.doc.clone();
+    let mut segments: Vec<Segment> = link.path.segments().to_vec();
+    'hops: for _ in 0..MAX_LINK_HOPS {
+        let root = r.read_raw(&doc, &Path::root());
+        let mut cur = &root;
+        for i in 0..=segments.len() {
+            if let Some(target) = Link::from_value(cur) {
+                r.note_read(&Link::new(doc.clone(), Path::new(segments[..i].iter().cloned())));
+                let rest = segments.split_off(i);
+                segments = target.path.join(&rest).segments().to_vec();
+                doc = target.doc;
+                continue 'hops;
+            }
+            if i == segments.len() {
+                break;
+            }
+            match cur.child(&segments[i]) {
+                Some(child) => cur = child,
+                None => {
+                    cur = &Value::Null;
+                    break;
+                }
+            }
+        }
+        let at = Link::new(doc, Path::new(segments));
+        if note_end {
+            r.note_read(&at);
+        }
+        return Ok((at, cur.clone()));
+    }
+    Err(Error::LinkLoop(link.clone()))
+}
