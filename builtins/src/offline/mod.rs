@@ -547,6 +547,30 @@ mod tests {
         }
     }
 
+    /// A message of about 1 MB (a mention, then chunks that open quotes that never close,
+    /// and many chunks for the free text) is answered well within a generous deadline: the
+    /// work is linear in the message. The quadratic version took 56 s in release.
+    #[test]
+    fn a_megabyte_message_is_answered_in_linear_time() {
+        const SIZE: usize = 1 << 20;
+        for shape in ["'x ", "“y ", "buy milk "] {
+            let mut text = String::from("@Notes add a note ");
+            while text.len() < SIZE {
+                text.push_str(shape);
+            }
+            let (done, answered) = std::sync::mpsc::channel();
+            let tools = vec![notes_tool()];
+            let asked = text.clone();
+            std::thread::spawn(move || done.send(ask(tools, &asked)));
+            let events = answered
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer within 60 s for {shape:?} × {}", SIZE / shape.len()));
+            let (name, input) = call_of(&events).expect("the note is added");
+            assert_eq!(name, "Notes_addNote");
+            assert!(input["text"].as_str().is_some_and(|t| t.len() > SIZE / 2), "{shape:?}");
+        }
+    }
+
     #[test]
     fn streams_through_the_model_trait() {
         let model = OfflineModel::new();
