@@ -181,13 +181,9 @@ impl Closers {
     }
 }
 
-/// The words of a tool or property name: split on `_`, `-`, digits and camelCase, lowercased.
-/// A trailing six-hex-digit disambiguation suffix is ignored.
+/// The words of a tool's display name, a property name or an option: split on `.`, `_`,
+/// `-`, spaces, digits and camelCase, lowercased.
 pub(super) fn name_words(name: &str) -> Vec<String> {
-    let name = match name.rsplit_once('-') {
-        Some((base, hex)) if hex.len() == 6 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => base,
-        _ => name,
-    };
     let mut words = Vec::new();
     let mut current = String::new();
     let mut previous_lower = false;
@@ -254,9 +250,9 @@ pub(super) struct Score {
     pub name_stems: HashSet<String>,
 }
 
-/// Scores `tool` against the message `stems`.
+/// Scores `tool` (its display name and description) against the message `stems`.
 pub(super) fn score(stems: &[String], tool: &ToolSpec) -> Score {
-    let name: Vec<String> = name_words(&tool.name).iter().map(|w| stem(w)).collect();
+    let name: Vec<String> = name_words(super::display(tool)).iter().map(|w| stem(w)).collect();
     let description: Vec<String> = parse(&tool.description)
         .tokens
         .into_iter()
@@ -306,7 +302,8 @@ mod tests {
 
     #[test]
     fn splits_names_and_stems_words() {
-        assert_eq!(name_words("Notes_addNote-00beef"), ["notes", "add", "note"]);
+        assert_eq!(name_words("Notes.addNote"), ["notes", "add", "note"]);
+        assert_eq!(name_words("Todo list.add_item"), ["todo", "list", "add", "item"]);
         assert_eq!(name_words("Dice.roll2D6"), ["dice", "roll", "d"]);
         assert_eq!(stem("adding"), "add");
         assert_eq!(stem("notes"), stem("note"));
