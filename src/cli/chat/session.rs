@@ -12,6 +12,8 @@ use trellis_builtins::dialog::DialogHandle;
 use trellis_builtins::message::Message;
 use trellis_runner::{DocId, Read as _, Runtime};
 
+use crate::cli::terminal::safe_line;
+
 /// The pattern of the chat's own charm (never an @-mention target).
 const CHATBOT: &str = "chatbot";
 
@@ -179,7 +181,8 @@ pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
             None => {
                 let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
                 if !word.is_empty() {
-                    bail!("unknown charm @{word}; the charms are: {}", names.join(", "));
+                    let names: Vec<_> = names.iter().map(|n| safe_line(n)).collect();
+                    bail!("unknown charm @{}; the charms are: {}", safe_line(&word), names.join(", "));
                 }
             }
         }
