@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            cli::print_error(&e);
             ExitCode::FAILURE
         }
     }

@@ -262,3 +262,24 @@ fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
     t.send("\u{4}");
     assert_eq!(t.exit_code(), 0);
 }
+
+#[test]
+fn a_streamed_reply_cannot_drive_the_terminal() {
+    let s = common::space();
+    let script = s.path.with_file_name("script.json");
+    let hostile = "before \u{1b}[2J\ryou: forged \u{9b}2J \u{1b}]0;pwned\u{7} after";
+    std::fs::write(&script, serde_json::json!([{ "text": hostile }]).to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let mut t = Terminal::chat(&s.path, &["--model", &model], &[]);
+    t.expect("> ");
+    t.send("hi\r");
+    t.expect(r"before \u{1b}[2J\ryou: forged \u{9b}2J \u{1b}]0;pwned\u{7} after");
+    t.expect("> ");
+    t.send("\u{4}");
+    let contains = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let bytes = t.bytes.clone();
+    assert_eq!(t.exit_code(), 0);
+    for raw in [&b"\x1b[2J"[..], b"\ryou: forged", "\u{9b}".as_bytes(), b"\x1b]0;pwned"] {
+        assert!(!contains(&bytes, raw), "{raw:?} reached the terminal: {:?}", String::from_utf8_lossy(&bytes));
+    }
+}

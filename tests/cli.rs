@@ -174,3 +174,142 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(status.success(), "{status}: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// Writes a script for the scripted model next to the space; returns `--model`'s value.
+fn script(space: &Path, turns: Value) -> String {
+    let path = space.with_file_name("script.json");
+    std::fs::write(&path, turns.to_string()).unwrap();
+    format!("scripted:{}", path.display())
+}
+
+/// Text that would drive a terminal: clear the screen, go back to the line start and
+/// forge a line of the user's, CSI as one C1 character, DEL, and an OSC title change.
+const HOSTILE: &str = "\u{1b}[2J\ryou: forged \u{9b}2J \u{7f} \u{1b}]0;pwned\u{7}";
+
+/// What must never reach the terminal raw.
+fn assert_inert(out: &str) {
+    for c in ['\u{1b}', '\r', '\u{9b}', '\u{7f}', '\u{7}'] {
+        assert!(!out.contains(c), "raw {c:?} in {out:?}");
+    }
+    assert!(!out.lines().any(|l| l.starts_with("you: forged")), "a forged line: {out}");
+}
+
+#[test]
+fn model_text_tool_names_and_results_reach_the_terminal_escaped() {
+    let s = space();
+    let model = script(
+        &s.path,
+        json!([
+            {"text": format!("calling {HOSTILE}"), "tool_calls": [{"name": format!("Nope{HOSTILE}"), "arguments": {}}]},
+            {"text": format!("reply {HOSTILE}\nsecond line")}
+        ]),
+    );
+    let out = ok(&s.path, &["chat", "--model", &model, "--message", "hi"]);
+    assert_inert(&out);
+    assert!(out.contains(r"assistant: reply \u{1b}[2J\ryou: forged \u{9b}2J \u{7f} \u{1b}]0;pwned\u{7}"), "{out}");
+    assert!(out.contains("\nsecond line"), "a newline in a reply is kept: {out}");
+    // The unknown tool's name shows escaped in the call and in the error result.
+    assert!(out.contains(r"→ Nope\u{1b}[2J\ryou: forged"), "{out}");
+    assert!(out.contains(r"← error: ") && out.matches(r"Nope\u{1b}[2J").count() >= 2, "{out}");
+}
+
+#[test]
+fn a_stored_name_with_control_characters_prints_escaped() {
+    let s = space();
+    let list = json_of(&s.path, &["charm", "list"]);
+    let id =
+        list.as_array().unwrap().iter().find(|c| c["name"] == "Counter").unwrap()["id"].as_str().unwrap().to_owned();
+    // Written the way a space written before names were checked holds it: in the record
+    // and in the charm's `$NAME`.
+    let hostile = format!("Evil{HOSTILE}\nyou: forged");
+    {
+        use trellis::runner::{Link, Path as DataPath, Runtime, Value, NAME};
+        let rt = Runtime::open(&s.path).unwrap();
+        rt.transact(|tx| {
+            tx.write(&Link::new("charms", DataPath::new([id.as_str(), "name"])), Value::from(hostile.as_str()))?;
+            tx.write(&Link::new(id.as_str(), DataPath::new([NAME])), Value::from(hostile.as_str()))
+        })
+        .unwrap();
+    } // closed: its writes are on disk
+    assert_eq!(json_of(&s.path, &["charm", "get", &id])["$NAME"], hostile.as_str(), "the name is stored");
+    let escaped = r"Evil\u{1b}[2J\ryou: forged";
+    let err = fails(&s.path, &["charm", "send", &id, "explode"]);
+    assert_inert(&err);
+    assert!(err.contains(escaped) && err.contains(r"\nyou: forged"), "{err}");
+    for args in [vec!["charm", "list"], vec!["tools", &id]] {
+        let out = ok(&s.path, &args);
+        assert_inert(&out);
+        assert!(out.contains(escaped), "{args:?}: {out}");
+    }
+    // JSON output stays valid JSON, with DEL and C1 escaped too.
+    let raw = ok(&s.path, &["--json", "charm", "list"]);
+    assert_inert(&raw);
+    let listed: Value = serde_json::from_str(&raw).unwrap();
+    assert!(listed.as_array().unwrap().iter().any(|c| c["name"] == hostile.as_str()), "{raw}");
+    // `charm get` shows values as JSON, whose escapes serde writes.
+    let out = ok(&s.path, &["charm", "get", &id]);
+    assert_inert(&out);
+    assert!(out.contains(r"Evil\u001b[2J\ryou: forged"), "{out}");
+}
+
+#[test]
+fn a_space_file_that_comes_back_empty_is_reported() {
+    let s = space();
+    let out = trellis(&s.path, &["charm", "list"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"), "a new space is no surprise");
+    ok(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": 2}"#]);
+    std::fs::write(&s.path, b"").unwrap(); // truncated to 0 bytes
+
+    let out = trellis(&s.path, &["charm", "list"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: the space") && err.contains("existed but held no data (0 bytes)"), "{err}");
+    assert!(err.contains(&s.path.display().to_string()), "{err}");
+    // Reseeded: the next run finds data and says nothing.
+    let out = trellis(&s.path, &["charm", "list"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count(&s.path, "Counter"), 0);
+}
+
+#[test]
+fn a_reply_that_never_ends_times_out_naming_the_model() {
+    use std::io::Read;
+    // A model server that takes requests and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.read(&mut [0; 4096]);
+            held.push(stream);
+        }
+    });
+    let s = space();
+    ok(&s.path, &["charm", "list"]);
+    let chat_id = json_of(&s.path, &["charm", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pattern"] == "chatbot")
+        .map(|c| c["id"].as_str().unwrap().to_owned());
+    let mut command = common::trellis(&s.path);
+    command.args(["chat", "--model", "ollama:silent", "--timeout", "1", "--message", "hi"]);
+    command.env("OLLAMA_BASE_URL", &url).env("NO_PROXY", "127.0.0.1").env_remove("http_proxy").env_remove("HTTP_PROXY");
+    // The command's own timeout ends it; this one only keeps a broken build from hanging.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(command.output()));
+    let out = finished.recv_timeout(std::time::Duration::from_secs(120)).expect("trellis chat ends").unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the model ollama:silent did not finish its answer within 1 s"), "{err}");
+    assert!(err.contains("--timeout") && err.contains("--model"), "what to do instead: {err}");
+    assert!(!err.contains("settle"), "{err}");
+    if let Some(id) = chat_id {
+        assert!(!err.contains(&id), "no internal document: {err}");
+    }
+    let chat = json_of(&s.path, &["charm", "list"]);
+    let id =
+        chat.as_array().unwrap().iter().find(|c| c["pattern"] == "chatbot").unwrap()["id"].as_str().unwrap().to_owned();
+    assert!(!err.contains(&id), "no internal document: {err}");
+}

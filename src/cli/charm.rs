@@ -5,9 +5,10 @@ use clap::Subcommand;
 use serde_json::json;
 use trellis_builtins::catalog::Catalog;
 use trellis_builtins::message::ToolOutput;
-use trellis_runner::Runtime;
+use trellis_runner::{CharmInfo, Runtime};
 
 use super::output::{print, render_result};
+use super::terminal::safe_line;
 use super::Format;
 
 /// How long `charm send` waits for a handler.
@@ -63,7 +64,10 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         CharmCommand::List => {
             let list = charms.list();
             print(format, &serde_json::to_value(&list)?, || {
-                list.iter().map(|c| format!("{:<28} {:<16} {}", c.id, c.name, c.pattern)).collect::<Vec<_>>().join("\n")
+                let row = |c: &CharmInfo| {
+                    format!("{:<28} {:<16} {}", safe_line(&c.id), safe_line(&c.name), safe_line(&c.pattern))
+                };
+                list.iter().map(row).collect::<Vec<_>>().join("\n")
             });
         }
         CharmCommand::Get { charm } => {
@@ -84,7 +88,7 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
                     catalog.tools().iter().filter_map(|t| t.display.rsplit_once('.').map(|(_, k)| k)).collect();
                 bail!(
                     "charm {} has no handler `{handler}`; its handlers are: {}",
-                    charms.name(&id),
+                    safe_line(&charms.name(&id)),
                     handlers.join(", ")
                 );
             };
@@ -103,7 +107,7 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         CharmCommand::Rename { charm, name } => {
             let id = charms.find(&charm)?;
             charms.rename(&id, &name)?;
-            print(format, &json!({"id": &*id, "name": name}), || format!("{id} is now {name}"));
+            print(format, &json!({"id": &*id, "name": name}), || format!("{id} is now {}", safe_line(&name)));
         }
     }
     Ok(())

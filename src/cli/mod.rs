@@ -4,9 +4,11 @@ mod charm;
 mod chat;
 mod interactive;
 mod output;
+mod terminal;
 mod tools;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -52,6 +54,9 @@ enum Command {
         /// A message to send (repeatable: one turn each).
         #[arg(long = "message", short = 'm')]
         messages: Vec<String>,
+        /// How long to wait for each reply to a --message or piped line, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
+        timeout: f64,
     },
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
@@ -75,20 +80,48 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Patterns => output::patterns(&rt, format),
         Command::Charm(command) => charm::run(&rt, command, format).await,
         Command::Tools { charms } => tools::run(&rt, &charms, format),
-        Command::Chat { model, messages } => chat::run(&rt, &model, messages, format).await,
+        Command::Chat { model, messages, timeout } => {
+            chat::run(&rt, &model, messages, Duration::from_secs_f64(timeout), format).await
+        }
         Command::Demo => charm::demo(&rt, format).await,
     }
 }
 
+/// Prints why a command failed on standard error, made safe for the terminal like all
+/// output (errors quote names, model output and files).
+pub fn print_error(error: &anyhow::Error) {
+    eprintln!("error: {}", terminal::safe(&format!("{error:#}")));
+}
+
 /// Opens (creating if needed) the space and registers the reference patterns; a fresh
 /// space gets one charm of each so there is something to talk to.
-fn open_space(path: &std::path::Path) -> anyhow::Result<Runtime> {
+///
+/// A space file that was there but comes back without any document (truncated, or
+/// replaced by an empty file) is also fresh to the runtime; saying so keeps a lost space
+/// from passing silently for a new one.
+fn open_space(path: &Path) -> anyhow::Result<Runtime> {
+    let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
     let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
     trellis_patterns::register_all(&rt);
+    if let (Some(bytes), true) = (existing, rt.space().doc_ids("").is_empty()) {
+        eprintln!(
+            "warning: the space {} existed but held no data ({bytes} bytes); starting a new space with the \
+             reference charms (if you expected your charms there, restore that file from a backup)",
+            terminal::safe_line(&path.display().to_string())
+        );
+    }
     if rt.charms().list().is_empty() {
         trellis_patterns::seed(&rt).context("cannot seed the fresh space with the reference charms")?;
     }
     Ok(rt)
+}
+
+/// Parses `--timeout`: a positive number of seconds that fits a `Duration`.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && Duration::try_from_secs_f64(seconds).is_ok() => Ok(seconds),
+        _ => Err(format!("`{text}` is not a positive number of seconds")),
+    }
 }
 
 fn default_space() -> anyhow::Result<PathBuf> {

@@ -1,22 +1,37 @@
-//! Printing results as text or JSON.
+//! Printing results as text or JSON, made safe for a terminal (see `super::terminal`).
+
+use std::borrow::Cow;
+use std::io::Write;
 
 use trellis_runner::Runtime;
 
+use super::terminal::{safe, safe_json, safe_line};
 use super::Format;
 
 /// Prints a JSON value (pretty) or a text rendering.
 pub fn print(format: Format, json: &serde_json::Value, text: impl FnOnce() -> String) {
     if format.json {
-        emit(&serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string()));
+        emit_json(json);
     } else {
         emit(&text());
     }
 }
 
-/// Writes one line to standard output. When the reader went away (`trellis ... | head`)
-/// the command stops quietly, as Unix tools do, instead of panicking.
+/// Writes a JSON value, pretty-printed, as one output.
+pub fn emit_json(json: &serde_json::Value) {
+    let text = serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string());
+    write_line(&safe_json(&text));
+}
+
+/// Writes one line of text (made safe) to standard output.
 pub fn emit(line: &str) {
-    use std::io::Write;
+    write_line(&safe(line));
+}
+
+/// Writes `line` and a newline to standard output. When the reader went away
+/// (`trellis ... | head`) the command stops quietly, as Unix tools do, instead of
+/// panicking.
+fn write_line(line: &str) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -47,16 +62,16 @@ pub fn render_result(result: &serde_json::Value) -> String {
     for (key, value) in map {
         let shown = match trellis_runner::link::stream_schema(value) {
             Some(schema) => {
-                let fields: Vec<&str> = schema
+                let fields: Vec<Cow<'_, str>> = schema
                     .and_then(|s| s.get("properties"))
                     .and_then(|p| p.as_object())
-                    .map(|p| p.keys().map(String::as_str).collect())
+                    .map(|p| p.keys().map(|k| safe_line(k)).collect())
                     .unwrap_or_default();
                 format!("handler({})", fields.join(", "))
             }
             None => value.to_string(),
         };
-        lines.push(format!("{key}: {shown}"));
+        lines.push(format!("{}: {shown}", safe_line(key)));
     }
     lines.join("\n")
 }

@@ -5,6 +5,7 @@ use trellis_builtins::catalog::Catalog;
 use trellis_runner::Runtime;
 
 use super::output::print;
+use super::terminal::safe_line;
 use super::Format;
 
 /// `trellis tools ID|NAME...`.
@@ -29,17 +30,18 @@ pub fn render(flattened: &serde_json::Value) -> String {
     }
     let mut out = Vec::new();
     for tool in tools {
+        let field = |key: &str, missing: &'static str| safe_line(tool[key].as_str().unwrap_or(missing)).into_owned();
         out.push(format!(
             "{}  (wire name {})\n    {}",
-            tool["display"].as_str().unwrap_or("?"),
-            tool["wire"].as_str().unwrap_or("?"),
-            tool["description"].as_str().unwrap_or("")
+            field("display", "?"),
+            field("wire", "?"),
+            field("description", "")
         ));
         if let Some(props) = tool["input_schema"]["properties"].as_object() {
             for (name, schema) in props {
                 let kind = schema["type"].as_str().unwrap_or("any");
                 let about = schema["description"].as_str().unwrap_or("");
-                out.push(format!("    - {name} ({kind}) {about}"));
+                out.push(format!("    - {} ({}) {}", safe_line(name), safe_line(kind), safe_line(about)));
             }
         }
     }

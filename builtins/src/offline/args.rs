@@ -242,25 +242,25 @@ fn number_value(n: f64, integer: bool) -> Option<Value> {
 /// The message without mentions, used tokens and the words that picked the tool, trimmed
 /// of stopwords at both ends; `None` when nothing is left.
 fn free_text(parsed: &Parsed, used: &HashSet<usize>, name_stems: &HashSet<String>) -> Option<String> {
-    let kept: Vec<(bool, &str)> = parsed
-        .chunks
-        .iter()
-        .enumerate()
-        .filter_map(|(c, text)| {
-            let tokens: Vec<(usize, &Token)> = parsed
-                .tokens
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, chunk))| *chunk == c)
-                .map(|(i, (t, _))| (i, t))
-                .collect();
-            let dropped = tokens.iter().any(|(i, t)| used.contains(i) || matches!(t, Token::Mention(_)))
-                || (!tokens.is_empty()
-                    && tokens.iter().all(|(_, t)| matches!(t, Token::Word(w) if name_stems.contains(&stem(w)))));
-            let filler = tokens.iter().all(|(_, t)| matches!(t, Token::Word(w) if is_stopword(w)));
-            (!dropped).then_some((filler, text.as_str()))
-        })
-        .collect();
+    // Tokens are in chunk order: each chunk takes its own from the front, so every token
+    // is looked at once.
+    let mut tokens = parsed.tokens.iter().enumerate().peekable();
+    let mut kept: Vec<(bool, &str)> = Vec::new();
+    for (c, text) in parsed.chunks.iter().enumerate() {
+        let mut any = false;
+        let mut dropped = false;
+        let mut all_name_words = true;
+        let mut filler = true;
+        while let Some((i, (token, _))) = tokens.next_if(|(_, (_, chunk))| *chunk == c) {
+            any = true;
+            dropped |= used.contains(&i) || matches!(token, Token::Mention(_));
+            all_name_words &= matches!(token, Token::Word(w) if name_stems.contains(&stem(w)));
+            filler &= matches!(token, Token::Word(w) if is_stopword(w));
+        }
+        if !(dropped || (any && all_name_words)) {
+            kept.push((filler, text.as_str()));
+        }
+    }
     let start = kept.iter().position(|(filler, _)| !filler)?;
     let end = kept.iter().rposition(|(filler, _)| !filler)?;
     Some(kept[start..=end].iter().map(|(_, text)| *text).collect::<Vec<_>>().join(" "))

@@ -4,13 +4,17 @@
 //! It is not a language model and says so. For each request it looks at the end of the
 //! conversation:
 //!
-//! - after tool results, it reports them in plain words (`Done: Counter_increment → …`);
+//! - after tool results, it reports them in plain words (`Done: Counter.increment → …`);
 //! - asked what it is (or for help), it explains itself, lists its tools and how to switch
 //!   to a real provider;
 //! - otherwise it picks the tool whose name and description best match the words of the
 //!   last user message (`@Name` mentions narrow the choice to that charm's tools), fills
 //!   the arguments from the message (see `args`) and calls it; when nothing matches it
 //!   says it cannot help offline.
+//!
+//! It names tools as people see them (`Counter.increment`, [`ToolSpec::display_name`]),
+//! and matches mentions against those names; only the tool call itself carries the wire
+//! name.
 
 mod args;
 mod words;
@@ -18,7 +22,6 @@ mod words;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::catalog::naming::sanitize;
 use crate::message::{Part, Role, ToolOutput};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
 
@@ -94,16 +97,17 @@ impl Model for OfflineModel {
 /// Chooses a tool for `text` and calls it, or explains why it cannot.
 fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
     let parsed = parse(text);
-    let mentions: Vec<String> = parsed
+    // A mention as written, without the punctuation that follows it (`@Counter,`).
+    let mentions: Vec<&str> = parsed
         .mentions()
         .into_iter()
-        .filter(|m| m.chars().any(char::is_alphanumeric))
-        .map(|m| sanitize(m).to_lowercase())
+        .map(|m| m.trim_end_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|m| !m.is_empty())
         .collect();
     let candidates: Vec<&ToolSpec> = request
         .tools
         .iter()
-        .filter(|tool| mentions.is_empty() || mentions.iter().any(|m| mentioned(&tool.name, m)))
+        .filter(|tool| mentions.is_empty() || mentions.iter().any(|m| mentioned(display(tool), m)))
         .collect();
     if candidates.is_empty() && !mentions.is_empty() {
         let named = mentions.iter().map(|m| format!("@{m}")).collect::<Vec<_>>().join(", ");
@@ -124,7 +128,7 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
     }
     // A question about a mentioned charm ("what is on my @Todo?") reads it.
     if best.is_none() && !mentions.is_empty() && is_question(text) {
-        let readers: Vec<&&ToolSpec> = candidates.iter().filter(|t| t.name.ends_with("_read")).collect();
+        let readers: Vec<&&ToolSpec> = candidates.iter().filter(|t| display(t).ends_with(".read")).collect();
         if let [only] = readers[..] {
             best = Some((*only, words::Score::default()));
         }
@@ -144,7 +148,7 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
             let calls_so_far =
                 request.messages.iter().flat_map(|m| &m.content).filter(|p| matches!(p, Part::ToolCall { .. })).count();
             vec![
-                ModelEvent::TextDelta(format!("Calling {} with {input}.\n", tool.name)),
+                ModelEvent::TextDelta(format!("Calling {} with {input}.\n", display(tool))),
                 ModelEvent::ToolCall { id: format!("offline_{}", calls_so_far + 1), name: tool.name.clone(), input },
                 ModelEvent::Finish { reason: "tool_calls".into(), usage: None },
             ]
@@ -152,7 +156,7 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
         Err(missing) => say(&format!(
             "I would call {}, but I couldn't find {} in your message.\nWrite numbers as \
              digits and put text in quotes.\n",
-            tool.name,
+            display(tool),
             missing.join(" and "),
         )),
     }
@@ -165,29 +169,42 @@ fn is_question(text: &str) -> bool {
         || ["what", "which", "show", "list", "how", "who", "where", "when"].contains(&first.as_str())
 }
 
-/// Whether the wire name `tool` belongs to the sanitised, lowercase `mention`: the
-/// sanitised name starts with it, followed by its end or a `_` (so `@Count` is not
-/// `Counter`, and `@Counter.increment` names `Counter_increment`).
+/// Whether the display name `tool` belongs to `mention`, ignoring case: it starts with the
+/// mention, followed by its end or by something other than a letter or digit (so `@Count`
+/// is not `Counter.increment`, while `@Counter`, `@counter.increment` and, for a charm
+/// named "Todo list", `@Todo` are).
 fn mentioned(tool: &str, mention: &str) -> bool {
-    let tool = sanitize(tool).to_lowercase();
-    tool.strip_prefix(mention).is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+    let (tool, mention) = (tool.to_lowercase(), mention.to_lowercase());
+    tool.strip_prefix(&mention).is_some_and(|rest| !rest.starts_with(char::is_alphanumeric))
+}
+
+/// The name people see for `tool`; a spec built without one (deserialised, or by hand)
+/// only has its wire name.
+fn display(tool: &ToolSpec) -> &str {
+    if tool.display_name.is_empty() {
+        &tool.name
+    } else {
+        &tool.display_name
+    }
 }
 
 /// Plain words for the tool results ending the conversation, if it ends with them.
 fn reply_to_results(request: &ModelRequest) -> Option<String> {
     let last = request.messages.last().filter(|m| m.role == Role::Tool)?;
+    // A result carries the wire name; people know the tool by its display name.
+    let shown = |wire: &str| request.tools.iter().find(|t| t.name == wire).map_or(wire, display).to_owned();
     let lines: Vec<String> = last
         .content
         .iter()
         .filter_map(|part| match part {
-            Part::ToolResult { name, output, .. } => Some(match output {
+            Part::ToolResult { name, output, .. } => Some(match (shown(name), output) {
                 // A read tool's answer: the data itself, as `field: value` pairs.
-                ToolOutput::Json(value) if value.get("summary").is_none() && value.get("value").is_some() => {
+                (name, ToolOutput::Json(value)) if value.get("summary").is_none() && value.get("value").is_some() => {
                     format!("{name} shows: {}\n", render_fields(&value["value"]))
                 }
-                ToolOutput::Json(value) => format!("Done: {name} → {}\n", render_json(value)),
-                ToolOutput::Text(text) => format!("Done: {name} → {}\n", clip(text.trim())),
-                ToolOutput::ErrorText(error) => {
+                (name, ToolOutput::Json(value)) => format!("Done: {name} → {}\n", render_json(value)),
+                (name, ToolOutput::Text(text)) => format!("Done: {name} → {}\n", clip(text.trim())),
+                (name, ToolOutput::ErrorText(error)) => {
                     format!("That failed: {name} → {}\n", clip(error.trim()))
                 }
             }),
@@ -263,7 +280,7 @@ fn tool_list(tools: &[ToolSpec]) -> String {
     let mut list = String::from("Tools I can call:\n");
     for tool in tools.iter().take(MAX_LISTED) {
         let description = tool.description.lines().next().unwrap_or_default().trim();
-        list.push_str(&format!("- {}: {}\n", tool.name, clip(description)));
+        list.push_str(&format!("- {}: {}\n", display(tool), clip(description)));
     }
     if tools.len() > MAX_LISTED {
         list.push_str(&format!("- … and {} more\n", tools.len() - MAX_LISTED));
@@ -294,8 +311,15 @@ mod tests {
     use super::*;
     use crate::message::Message;
 
-    fn tool(name: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
-        ToolSpec { name: name.into(), display_name: name.into(), description: description.into(), input_schema: schema }
+    /// A tool shown as `display` (`Counter.increment`), called by its wire name
+    /// (`Counter_increment`).
+    fn tool(display: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
+        ToolSpec {
+            name: display.replace('.', "_"),
+            display_name: display.into(),
+            description: description.into(),
+            input_schema: schema,
+        }
     }
 
     fn amount() -> serde_json::Value {
@@ -304,10 +328,10 @@ mod tests {
 
     fn counter_tools(charm: &str) -> Vec<ToolSpec> {
         vec![
-            tool(&format!("{charm}_increment"), "Increase the count by `amount` (default 1).", amount()),
-            tool(&format!("{charm}_decrement"), "Decrease the count by `amount` (default 1).", amount()),
+            tool(&format!("{charm}.increment"), "Increase the count by `amount` (default 1).", amount()),
+            tool(&format!("{charm}.decrement"), "Decrease the count by `amount` (default 1).", amount()),
             tool(
-                &format!("{charm}_reset"),
+                &format!("{charm}.reset"),
                 "Set the count back to zero.",
                 json!({ "type": "object", "properties": {} }),
             ),
@@ -316,7 +340,7 @@ mod tests {
 
     fn notes_tool() -> ToolSpec {
         let schema = json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] });
-        tool("Notes_addNote", "Add a note to the list.", schema)
+        tool("Notes.addNote", "Add a note to the list.", schema)
     }
 
     fn ask(tools: Vec<ToolSpec>, text: &str) -> Vec<ModelEvent> {
@@ -351,7 +375,7 @@ mod tests {
     fn mention_and_verb_pick_increment_with_its_amount() {
         let events = ask(counter_tools("Counter"), "@Counter add 5");
         assert_eq!(call_of(&events), Some(("Counter_increment".into(), json!({ "amount": 5 }))));
-        assert_eq!(events[0], ModelEvent::TextDelta("Calling Counter_increment with {\"amount\":5}.\n".into()));
+        assert_eq!(events[0], ModelEvent::TextDelta("Calling Counter.increment with {\"amount\":5}.\n".into()));
         assert!(matches!(&events[1], ModelEvent::ToolCall { id, .. } if id == "offline_1"));
         assert_eq!(finish_of(&events), Some("tool_calls"));
         let events = ask(counter_tools("Counter"), "please subtract 2");
@@ -365,7 +389,7 @@ mod tests {
         let schema = json!({ "type": "object", "properties": {
             "count": { "type": "integer" }, "sides": { "type": "integer" } }, "required": ["count", "sides"] });
         let mut tools = counter_tools("Counter");
-        tools.push(tool("Dice_roll", "Roll `count` dice with `sides` sides.", schema));
+        tools.push(tool("Dice.roll", "Roll `count` dice with `sides` sides.", schema));
         let events = ask(tools.clone(), "roll 3 dice with 6 sides");
         assert_eq!(call_of(&events), Some(("Dice_roll".into(), json!({ "count": 3, "sides": 6 }))));
         // Without names next to them, numbers go in schema property order.
@@ -390,7 +414,7 @@ mod tests {
         let text = text_of(&events);
         assert_eq!(call_of(&events), None);
         assert!(text.contains("can't help with that offline"), "{text}");
-        assert!(text.contains("- Counter_reset: Set the count back to zero."), "{text}");
+        assert!(text.contains("- Counter.reset: Set the count back to zero."), "{text}");
         assert!(text.contains("--model openai:gpt-4o-mini"), "{text}");
         assert_eq!(finish_of(&events), Some("stop"));
         assert!(events.len() > 3, "text streams in several deltas");
@@ -403,7 +427,7 @@ mod tests {
             for needle in [
                 "offline model",
                 "matching the words",
-                "Counter_increment",
+                "Counter.increment",
                 "OPENAI_API_KEY",
                 "ANTHROPIC_API_KEY",
                 "ollama:llama3.2",
@@ -439,14 +463,14 @@ mod tests {
             text_of(&events)
         };
         let summary = json!({ "result": { "count": 5 }, "summary": "count: 3 → 5" });
-        assert_eq!(answer(ToolOutput::Json(summary)), "Done: Counter_increment → count: 3 → 5\n");
+        assert_eq!(answer(ToolOutput::Json(summary)), "Done: Counter.increment → count: 3 → 5\n");
         let read = json!({ "value": { "$NAME": "Counter", "count": 5, "label": "Count: 5" } });
-        assert_eq!(answer(ToolOutput::Json(read)), "Counter_increment shows: count: 5, label: \"Count: 5\"\n");
-        assert_eq!(answer(ToolOutput::Json(json!({ "count": 5 }))), "Done: Counter_increment → {\"count\":5}\n");
-        assert_eq!(answer(ToolOutput::Text("ok".into())), "Done: Counter_increment → ok\n");
+        assert_eq!(answer(ToolOutput::Json(read)), "Counter.increment shows: count: 5, label: \"Count: 5\"\n");
+        assert_eq!(answer(ToolOutput::Json(json!({ "count": 5 }))), "Done: Counter.increment → {\"count\":5}\n");
+        assert_eq!(answer(ToolOutput::Text("ok".into())), "Done: Counter.increment → ok\n");
         assert_eq!(
             answer(ToolOutput::ErrorText("amount must be an integer".into())),
-            "That failed: Counter_increment → amount must be an integer\n"
+            "That failed: Counter.increment → amount must be an integer\n"
         );
 
         // A new request after the answer numbers its call after the earlier one.
@@ -464,7 +488,7 @@ mod tests {
             "properties": { "body": { "type": "string", "default": "" }, "title": { "type": "string" } },
             "required": ["title"]
         });
-        let events = ask(vec![tool("Notes_add", "Add a note.", schema)], "@Notes add a note \"call mom\"");
+        let events = ask(vec![tool("Notes.add", "Add a note.", schema)], "@Notes add a note \"call mom\"");
         assert_eq!(call_of(&events), Some(("Notes_add".into(), json!({ "title": "call mom", "body": "" }))));
     }
 
@@ -472,7 +496,7 @@ mod tests {
     fn a_question_about_a_mentioned_charm_reads_it() {
         let mut tools = counter_tools("Notes");
         tools.push(tool(
-            "Notes_read",
+            "Notes.read",
             "Read Notes's data without changing it.",
             json!({ "type": "object", "properties": {} }),
         ));
@@ -492,17 +516,53 @@ mod tests {
         assert_eq!(call_of(&ask(tools.clone(), "add 4")), Some(("Counter_increment".into(), json!({ "amount": 4 }))));
         let events = ask(tools.clone(), "@Count add 4");
         assert_eq!(call_of(&events), None);
-        assert!(text_of(&events).contains("no tools for @count"), "{}", text_of(&events));
-        // Suffixed wire names of two charms named alike still match the mention.
-        let twins = vec![notes_tool(), tool("Counter_increment-0a1b2c", "Increase the count.", amount())];
+        assert!(text_of(&events).contains("no tools for @Count"), "{}", text_of(&events));
+        // Mentions match display names, whatever the wire name (suffixed for twins).
+        let suffixed =
+            ToolSpec { name: "Counter_increment-0a1b2c".into(), ..tool("Counter.increment", "Increase.", amount()) };
+        let twins = vec![notes_tool(), suffixed];
         assert_eq!(
-            call_of(&ask(twins.clone(), "@Counter.increment-0a1b2c")),
+            call_of(&ask(twins.clone(), "@counter.increment")),
             Some(("Counter_increment-0a1b2c".into(), json!({ "amount": 1 })))
         );
         assert_eq!(
             call_of(&ask(twins, "@Counter bump")),
             Some(("Counter_increment-0a1b2c".into(), json!({ "amount": 1 })))
         );
+        // A charm name with a space: the mention's first word is enough.
+        let todo = vec![notes_tool(), tool("Todo list.add", "Add an item.", amount())];
+        assert_eq!(call_of(&ask(todo, "@Todo list add 2")), Some(("Todo list_add".into(), json!({ "amount": 2 }))));
+    }
+
+    /// What the model says names tools as the trace does; only the call carries the wire
+    /// name.
+    #[test]
+    fn speaks_of_tools_by_display_name_never_by_wire_name() {
+        let wired = |display: &str, wire: &str| ToolSpec {
+            name: wire.into(),
+            ..tool(display, "Increase the count.", amount())
+        };
+        let tools = vec![wired("Counter.increment", "wire_one"), wired("Tally.increment", "wire_two")];
+        let events = ask(tools.clone(), "@Counter add 3");
+        assert_eq!(call_of(&events), Some(("wire_one".into(), json!({ "amount": 3 }))));
+        assert_eq!(text_of(&events), "Calling Counter.increment with {\"amount\":3}.\n");
+        let listed = text_of(&ask(tools.clone(), "help"));
+        assert!(listed.contains("- Counter.increment: ") && listed.contains("- Tally.increment: "), "{listed}");
+        let result = Message::new(
+            Role::Tool,
+            vec![Part::ToolResult {
+                id: "offline_1".into(),
+                name: "wire_two".into(),
+                output: ToolOutput::Text("ok".into()),
+            }],
+        );
+        let messages = vec![Message::user("@Tally add 1"), result];
+        let done =
+            text_of(&OfflineModel.answer(&ModelRequest { messages, tools: tools.clone(), ..Default::default() }));
+        assert_eq!(done, "Done: Tally.increment → ok\n");
+        for text in [listed, done, text_of(&ask(tools, "@Nobody add 1"))] {
+            assert!(!text.contains("wire_"), "{text}");
+        }
     }
 
     #[test]
@@ -544,6 +604,30 @@ mod tests {
             let events = ask(tools.clone(), &text);
             assert!(finish_of(&events).is_some(), "{text:?}");
             assert!(events.iter().all(|e| !matches!(e, ModelEvent::TextDelta(t) if t.is_empty())), "{text:?}");
+        }
+    }
+
+    /// A message of about 1 MB (a mention, then chunks that open quotes that never close,
+    /// and many chunks for the free text) is answered well within a generous deadline: the
+    /// work is linear in the message. The quadratic version took 56 s in release.
+    #[test]
+    fn a_megabyte_message_is_answered_in_linear_time() {
+        const SIZE: usize = 1 << 20;
+        for shape in ["'x ", "“y ", "buy milk "] {
+            let mut text = String::from("@Notes add a note ");
+            while text.len() < SIZE {
+                text.push_str(shape);
+            }
+            let (done, answered) = std::sync::mpsc::channel();
+            let tools = vec![notes_tool()];
+            let asked = text.clone();
+            std::thread::spawn(move || done.send(ask(tools, &asked)));
+            let events = answered
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer within 60 s for {shape:?} × {}", SIZE / shape.len()));
+            let (name, input) = call_of(&events).expect("the note is added");
+            assert_eq!(name, "Notes_addNote");
+            assert!(input["text"].as_str().is_some_and(|t| t.len() > SIZE / 2), "{shape:?}");
         }
     }
 

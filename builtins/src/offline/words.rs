@@ -1,6 +1,7 @@
 //! Reading a message the offline model's way: tokens, stems, synonyms and tool scores.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use crate::model::ToolSpec;
 
@@ -43,7 +44,7 @@ pub(super) enum Token {
 /// from so free text can be rebuilt with its original spelling.
 #[derive(Debug, Default)]
 pub(super) struct Parsed {
-    /// Tokens with their chunk index.
+    /// Tokens with their chunk index, in message order (so chunk indexes never go down).
     pub tokens: Vec<(Token, usize)>,
     /// The chunks as written (a quoted string is one chunk).
     pub chunks: Vec<String>,
@@ -78,6 +79,7 @@ impl Parsed {
 /// Splits `text` into mentions, quoted strings, words and numbers.
 pub(super) fn parse(text: &str) -> Parsed {
     let chars: Vec<char> = text.chars().collect();
+    let closers = Closers::new(&chars);
     let mut parsed = Parsed::default();
     let mut chunk = String::new();
     let mut i = 0;
@@ -96,7 +98,7 @@ pub(super) fn parse(text: &str) -> Parsed {
             chunk.extend(&chars[i..end]);
             parsed.tokens.push((Token::Mention(name), index));
             i = end;
-        } else if let Some(end) = closing_quote(&chars, i, at_chunk_start) {
+        } else if let Some(end) = closers.closing(&chars, i, at_chunk_start) {
             chunk.extend(&chars[i..=end]);
             parsed.tokens.push((Token::Quoted(chars[i + 1..end].iter().collect()), index));
             i = end + 1;
@@ -138,28 +140,50 @@ pub(super) fn parse(text: &str) -> Parsed {
     parsed
 }
 
-/// Where the quote opened at `start` closes, if `chars[start]` opens one. A `'` only opens
-/// at the start of a chunk and closes before whitespace or punctuation, so "don't" is no
-/// quote.
-fn closing_quote(chars: &[char], start: usize, at_chunk_start: bool) -> Option<usize> {
-    let rest = start + 1..chars.len();
-    match chars[start] {
-        '"' => rest.into_iter().find(|&j| chars[j] == '"'),
-        '“' => rest.into_iter().find(|&j| chars[j] == '”' || chars[j] == '"'),
-        '\'' if at_chunk_start => {
-            rest.into_iter().find(|&j| chars[j] == '\'' && !matches!(chars.get(j + 1), Some(n) if n.is_alphanumeric()))
+/// For every position of a message, where the next character that can close each kind
+/// of quote is. Computed once, in one pass from the end, so finding where a quote closes
+/// never scans the rest of the message again: a message full of quotes that never close
+/// stays linear.
+struct Closers {
+    /// The next `"`.
+    straight: Vec<usize>,
+    /// The next `”` or `"` (what closes a `“`).
+    curly: Vec<usize>,
+    /// The next `'` that is not followed by a letter or digit, so "don't" closes nothing.
+    single: Vec<usize>,
+}
+
+impl Closers {
+    /// The tables for `chars`; `chars.len()` stands for "none".
+    fn new(chars: &[char]) -> Closers {
+        let n = chars.len();
+        let mut closers = Closers { straight: vec![n; n + 1], curly: vec![n; n + 1], single: vec![n; n + 1] };
+        for j in (0..n).rev() {
+            let c = chars[j];
+            let ends_word = !chars.get(j + 1).is_some_and(|next| next.is_alphanumeric());
+            closers.straight[j] = if c == '"' { j } else { closers.straight[j + 1] };
+            closers.curly[j] = if c == '”' || c == '"' { j } else { closers.curly[j + 1] };
+            closers.single[j] = if c == '\'' && ends_word { j } else { closers.single[j + 1] };
         }
-        _ => None,
+        closers
+    }
+
+    /// Where the quote opened at `start` closes, if `chars[start]` opens one. A `'` only
+    /// opens at the start of a chunk.
+    fn closing(&self, chars: &[char], start: usize, at_chunk_start: bool) -> Option<usize> {
+        let next = match chars[start] {
+            '"' => &self.straight,
+            '“' => &self.curly,
+            '\'' if at_chunk_start => &self.single,
+            _ => return None,
+        };
+        Some(next[start + 1]).filter(|&end| end < chars.len())
     }
 }
 
-/// The words of a tool or property name: split on `_`, `-`, digits and camelCase, lowercased.
-/// A trailing six-hex-digit disambiguation suffix is ignored.
+/// The words of a tool's display name, a property name or an option: split on `.`, `_`,
+/// `-`, spaces, digits and camelCase, lowercased.
 pub(super) fn name_words(name: &str) -> Vec<String> {
-    let name = match name.rsplit_once('-') {
-        Some((base, hex)) if hex.len() == 6 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => base,
-        _ => name,
-    };
     let mut words = Vec::new();
     let mut current = String::new();
     let mut previous_lower = false;
@@ -209,10 +233,11 @@ pub(super) fn relatedness(a: &str, b: &str) -> u32 {
     if a == b {
         return 2;
     }
-    let synonyms = SYNONYMS.iter().any(|group| {
-        let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
-        stems.iter().any(|s| s == a) && stems.iter().any(|s| s == b)
-    });
+    // Stemmed once per process: scoring calls this for every message word against every
+    // word of every tool.
+    static GROUPS: LazyLock<Vec<Vec<String>>> =
+        LazyLock::new(|| SYNONYMS.iter().map(|group| group.iter().map(|w| stem(w)).collect()).collect());
+    let synonyms = GROUPS.iter().any(|stems| stems.iter().any(|s| s == a) && stems.iter().any(|s| s == b));
     u32::from(synonyms)
 }
 
@@ -225,9 +250,9 @@ pub(super) struct Score {
     pub name_stems: HashSet<String>,
 }
 
-/// Scores `tool` against the message `stems`.
+/// Scores `tool` (its display name and description) against the message `stems`.
 pub(super) fn score(stems: &[String], tool: &ToolSpec) -> Score {
-    let name: Vec<String> = name_words(&tool.name).iter().map(|w| stem(w)).collect();
+    let name: Vec<String> = name_words(super::display(tool)).iter().map(|w| stem(w)).collect();
     let description: Vec<String> = parse(&tool.description)
         .tokens
         .into_iter()
@@ -277,7 +302,8 @@ mod tests {
 
     #[test]
     fn splits_names_and_stems_words() {
-        assert_eq!(name_words("Notes_addNote-00beef"), ["notes", "add", "note"]);
+        assert_eq!(name_words("Notes.addNote"), ["notes", "add", "note"]);
+        assert_eq!(name_words("Todo list.add_item"), ["todo", "list", "add", "item"]);
         assert_eq!(name_words("Dice.roll2D6"), ["dice", "roll", "d"]);
         assert_eq!(stem("adding"), "add");
         assert_eq!(stem("notes"), stem("note"));

@@ -33,7 +33,11 @@ impl Completer for Helper {
     type Candidate = Pair;
 
     fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
-        Ok(candidates(line, pos, &charm_names(&self.rt)))
+        // A name with control characters (stored before names were checked) is not
+        // offered: the editor would print it raw, and nobody types it anyway.
+        let mut names = charm_names(&self.rt);
+        names.retain(|name| !name.contains(char::is_control));
+        Ok(candidates(line, pos, &names))
     }
 }
 

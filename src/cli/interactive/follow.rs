@@ -6,6 +6,7 @@
 //! an event instead of ending the process.
 
 use crate::cli::output::emit;
+use crate::cli::terminal::write_text;
 use std::io::Write;
 use std::time::Duration;
 
@@ -92,7 +93,7 @@ impl Printer {
                         if !streamed.is_empty() && text.starts_with(streamed) {
                             // Print what did not stream yet.
                             let rest = text[streamed.len()..].trim_end();
-                            write!(out, "{rest}")?;
+                            write_text(&mut out, rest)?;
                             if self.mid_line || !rest.is_empty() {
                                 writeln!(out)?;
                             }
@@ -104,7 +105,9 @@ impl Printer {
                             if self.mid_line {
                                 writeln!(out)?;
                             }
-                            writeln!(out, "{ASSISTANT}{}", text.trim_end())?;
+                            write!(out, "{ASSISTANT}")?;
+                            write_text(&mut out, text.trim_end())?;
+                            writeln!(out)?;
                         }
                         self.streamed.clear();
                         self.mid_line = false;
@@ -114,7 +117,8 @@ impl Printer {
                             writeln!(out)?;
                             self.mid_line = false;
                         }
-                        writeln!(out, "{}", line(session, message.role, part))?;
+                        write_text(&mut out, &line(session, message.role, part))?;
+                        writeln!(out)?;
                     }
                 }
             }
@@ -132,8 +136,7 @@ impl Printer {
                 }
                 write!(out, "{ASSISTANT}")?;
             }
-            let new = &partial[self.streamed.len()..];
-            write!(out, "{new}")?;
+            write_text(&mut out, &partial[self.streamed.len()..])?;
             self.mid_line = !partial.ends_with('\n');
             self.streamed = partial;
         }

@@ -10,6 +10,7 @@ mod completion;
 mod follow;
 
 use crate::cli::output::emit;
+use crate::cli::terminal::safe_line;
 use anyhow::Context as _;
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
@@ -135,5 +136,5 @@ impl Chips {
 }
 
 fn chips(names: &[String]) -> String {
-    names.iter().map(|n| format!("[@{n}]")).collect::<Vec<_>>().join(" ")
+    names.iter().map(|n| format!("[@{}]", safe_line(n))).collect::<Vec<_>>().join(" ")
 }

@@ -1,25 +1,21 @@
-//! `trellis chat`: talk to a model that can act on @-mentioned charms.
+//! The chat session: the space's chatbot charm, @-mentions, and sending turns.
 //!
 //! One chatbot charm ("Chat") per space holds the conversation, so it continues across
 //! runs (`/clear` forgets it). Each message's @-mentions are resolved against the charm
 //! names and attached before the message is sent.
 
-use std::io::{IsTerminal, Read as _};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde_json::json;
 use trellis_builtins::dialog::DialogHandle;
-use trellis_builtins::message::{Message, Part, Role, ToolOutput};
+use trellis_builtins::message::Message;
 use trellis_runner::{DocId, Read as _, Runtime};
 
-use super::Format;
+use crate::cli::terminal::safe_line;
 
 /// The pattern of the chat's own charm (never an @-mention target).
 const CHATBOT: &str = "chatbot";
-
-/// How long one reply may take before the command gives up on it.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The chat session: the chatbot charm and its dialog.
 pub struct Session {
@@ -87,10 +83,26 @@ impl Session {
         Ok(before)
     }
 
-    /// Sends one user message (attaching its mentions) and waits for the whole reply.
-    pub async fn turn(&self, text: &str) -> anyhow::Result<Vec<Message>> {
+    /// Sends one user message (attaching its mentions) and waits up to `timeout` for the
+    /// whole reply.
+    pub async fn turn(&self, text: &str, timeout: Duration) -> anyhow::Result<Vec<Message>> {
         let before = self.start(text).await?;
-        self.dialog.wait(REPLY_TIMEOUT).await?;
+        match self.dialog.wait(timeout).await {
+            Err(trellis_runner::Error::Timeout(..)) => {
+                let mut message = format!(
+                    "the model {} did not finish its answer within {} s; try again, allow it longer with \
+                     --timeout SECONDS, or choose another model with --model (`offline` needs no network)",
+                    self.model(),
+                    timeout.as_secs_f64()
+                );
+                // Stop the request, so the stored conversation is not left waiting on it.
+                if let Err(e) = self.dialog.cancel().await {
+                    message.push_str(&format!(" (the request could not be stopped: {e})"));
+                }
+                bail!(message);
+            }
+            waited => waited?,
+        }
         self.check_error()?;
         Ok(self.dialog.messages().split_off(before))
     }
@@ -169,7 +181,8 @@ pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
             None => {
                 let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
                 if !word.is_empty() {
-                    bail!("unknown charm @{word}; the charms are: {}", names.join(", "));
+                    let names: Vec<_> = names.iter().map(|n| safe_line(n)).collect();
+                    bail!("unknown charm @{}; the charms are: {}", safe_line(&word), names.join(", "));
                 }
             }
         }
@@ -180,70 +193,6 @@ pub fn mentions(text: &str, names: &[&str]) -> anyhow::Result<Vec<String>> {
 /// The names of the charms a message can mention: every charm but the chatbot.
 pub fn charm_names(rt: &Runtime) -> Vec<String> {
     rt.charms().list().into_iter().filter(|c| c.pattern != CHATBOT).map(|c| c.name).collect()
-}
-
-/// Renders messages as a transcript for people.
-pub fn transcript(session: &Session, messages: &[Message]) -> String {
-    let mut lines = Vec::new();
-    for message in messages {
-        for part in &message.content {
-            lines.push(line(session, message.role, part));
-        }
-    }
-    lines.join("\n")
-}
-
-/// One part of a message as a transcript line: `you: …`, `assistant: …`, a tool call
-/// (`  → Counter.increment {"amount":5}`) or a tool result (`  ← count: 0 → 5`).
-pub fn line(session: &Session, role: Role, part: &Part) -> String {
-    match (role, part) {
-        (Role::User, Part::Text { text }) => format!("you: {text}"),
-        (_, Part::Text { text }) => format!("{ASSISTANT}{text}"),
-        (_, Part::ToolCall { name, input, .. }) => format!("  → {} {input}", session.display_name(name)),
-        (_, Part::ToolResult { output, .. }) => format!("  ← {}", describe(output)),
-    }
-}
-
-/// What starts the model's text in a transcript.
-pub const ASSISTANT: &str = "assistant: ";
-
-/// One line for a tool result.
-pub fn describe(output: &ToolOutput) -> String {
-    match output {
-        ToolOutput::Json(json) => match json.get("summary").and_then(|s| s.as_str()) {
-            Some(summary) => summary.to_string(),
-            None => json.to_string(),
-        },
-        ToolOutput::Text(text) => text.clone(),
-        ToolOutput::ErrorText(text) => format!("error: {text}"),
-    }
-}
-
-/// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
-/// line of standard input.
-pub async fn run(rt: &Runtime, model: &str, messages: Vec<String>, format: Format) -> anyhow::Result<()> {
-    let session = Session::open(rt, model).await?;
-    let turns: Vec<String> = if !messages.is_empty() {
-        messages
-    } else if std::io::stdin().is_terminal() {
-        return super::interactive::run(session, format).await;
-    } else {
-        let mut input = String::new();
-        std::io::stdin().read_to_string(&mut input).context("cannot read standard input")?;
-        input.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()
-    };
-    let mut all = Vec::new();
-    for turn in turns {
-        let new = session.turn(&turn).await?;
-        if !format.json {
-            super::output::emit(&transcript(&session, &new));
-        }
-        all.extend(new);
-    }
-    if format.json {
-        super::output::emit(&serde_json::to_string_pretty(&all)?);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

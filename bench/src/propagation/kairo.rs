@@ -1,51 +1,21 @@
-//! The `propagation` suite: the scenarios of js-reactivity-benchmark
-//! (github.com/milomg/js-reactivity-benchmark), reproduced on [`ReactiveSystem`].
-//!
-//! * `cellx1000`, `cellx2500`, `cellx5000`: the cellx layered graph. Each layer has four
-//!   computeds `a = prev.b`, `b = prev.a - prev.c`, `c = prev.b + prev.d`, `d = prev.c`,
-//!   each observed by an effect; the sources start at 1, 2, 3, 4. One sample builds a
-//!   fresh graph (untimed), then times: read the last layer, set the sources to 4, 3, 2, 1
-//!   in one batch, read the last layer. The values read are checked against the table
-//!   published with the benchmark, and the number of effect runs against a plain
-//!   simulation (exactly one per cell whose value changed).
-//! * The kairo cases (names as in the JS benchmark): each builds its graph once; one
-//!   sample is one call of the case's iteration (the JS benchmark times 1000 of them).
-//!   Every iteration checks every value it reads and, at its end, the exact number of
-//!   effect runs (and of computation runs where the case is about them).
-//!
-//! Writes that the JS benchmark wraps in `withBatch` are `batch`es here; reads inside a
-//! batch happen after it (a batch settles at its end in this model).
+//! The kairo cases of js-reactivity-benchmark (names as in the JS benchmark): each builds
+//! its graph once; one sample is one call of the case's iteration (the JS benchmark times
+//! 1000 of them). Every iteration checks every value it reads and, at its end, the exact
+//! number of effect runs (and of computation runs where the case is about them).
 
-use std::fmt::{Debug, Display};
 use std::hint::black_box;
 
-use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
-use crate::reactive::{visit_systems, Counter, Inputs, ReactiveSystem, Row, SystemVisitor};
-
-/// The suite entry for `main.rs`.
-pub const SUITE: Suite =
-    Suite { name: "propagation", description: "cellx layered graph and kairo cases from js-reactivity-benchmark", run };
+use super::{calc, check, count_effect};
+use crate::harness::{self, Budget, RunConfig, Stats};
+use crate::reactive::{Counter, Inputs, ReactiveSystem, Row};
 
 /// Budget for one kairo case on one system (a sample is one iteration, ~µs to ~ms).
 const KAIRO_BUDGET: Budget =
     Budget { warmup: 3, min_samples: 5, max_samples: 2000, max_time: std::time::Duration::from_millis(1000) };
 
-/// Budget for one cellx size on one system (a sample builds a whole graph).
-const CELLX_BUDGET: Budget =
-    Budget { warmup: 1, min_samples: 3, max_samples: 15, max_time: std::time::Duration::from_millis(2500) };
-
-/// One scenario of the suite.
-#[derive(Clone, Copy, Debug)]
-enum Scenario {
-    /// The cellx graph with this many layers.
-    Cellx(usize),
-    /// A kairo case.
-    Kairo(Kairo),
-}
-
 /// The kairo cases.
 #[derive(Clone, Copy, Debug)]
-enum Kairo {
+pub(super) enum Kairo {
     Avoidable,
     Broad,
     Deep,
@@ -56,33 +26,9 @@ enum Kairo {
     Unstable,
 }
 
-/// Every scenario, in table order.
-const SCENARIOS: [Scenario; 11] = [
-    Scenario::Cellx(1000),
-    Scenario::Cellx(2500),
-    Scenario::Cellx(5000),
-    Scenario::Kairo(Kairo::Avoidable),
-    Scenario::Kairo(Kairo::Broad),
-    Scenario::Kairo(Kairo::Deep),
-    Scenario::Kairo(Kairo::Diamond),
-    Scenario::Kairo(Kairo::Mux),
-    Scenario::Kairo(Kairo::Repeated),
-    Scenario::Kairo(Kairo::Triangle),
-    Scenario::Kairo(Kairo::Unstable),
-];
-
-impl Scenario {
-    /// Name in the output (as in js-reactivity-benchmark).
-    fn name(self) -> String {
-        match self {
-            Self::Cellx(layers) => format!("cellx{layers}"),
-            Self::Kairo(k) => k.name().to_string(),
-        }
-    }
-}
-
 impl Kairo {
-    fn name(self) -> &'static str {
+    /// Name in the output (as in js-reactivity-benchmark).
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::Avoidable => "avoidablePropagation",
             Self::Broad => "broadPropagation",
@@ -110,148 +56,11 @@ impl Kairo {
     }
 }
 
-/// Runs every scenario on every registered system (scenario by scenario, so the systems
-/// of one row are measured close together in time).
-fn run(config: &RunConfig) -> Vec<Measurement> {
-    let mut runner = Runner { config: *config, scenario: SCENARIOS[0], out: Vec::new() };
-    for scenario in SCENARIOS {
-        runner.scenario = scenario;
-        visit_systems(&mut runner);
-    }
-    runner.out
-}
-
-/// Measures the current scenario on each system it visits.
-struct Runner {
-    config: RunConfig,
-    scenario: Scenario,
-    out: Vec<Measurement>,
-}
-
-impl SystemVisitor for Runner {
-    fn visit<S: ReactiveSystem>(&mut self) {
-        let config = self.config;
-        let scenario = self.scenario;
-        let measurement = harness::run_guarded(&config, SUITE.name, &scenario.name(), S::NAME, || match scenario {
-            Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
-            Scenario::Kairo(case) => measure_kairo::<S>(&config, case),
-        });
-        self.out.push(measurement);
-    }
-}
-
-/// Panics with a clear message when `actual != expected`.
-#[track_caller]
-fn check<T: PartialEq + Debug>(scenario: &str, what: impl Display, actual: T, expected: T) {
-    if actual != expected {
-        panic!("{scenario}: {what}: expected {expected:?}, got {actual:?}");
-    }
-}
-
-/// `computed` over `i64` nodes producing `i64` (most of the graph).
-fn calc<S: ReactiveSystem>(
-    sys: &mut S,
-    deps: &[S::Node<i64>],
-    f: impl Fn(&dyn Inputs<i64>) -> i64 + Send + Sync + 'static,
-) -> S::Node<i64> {
-    sys.computed(deps, f)
-}
-
-/// An effect that counts its runs in `counter`.
-fn count_effect<S: ReactiveSystem>(sys: &mut S, node: &S::Node<i64>, counter: &Counter) {
-    let counter = counter.clone();
-    sys.effect(node, move |_: &i64| counter.hit());
-}
-
-// ---------------------------------------------------------------------------------------
-// cellx
-
-/// Values of the last layer before and after the update, as published with the benchmark
-/// (the 2500 and 5000 rows are commented out in the JS source; a plain simulation agrees
-/// with all three, see the tests).
-fn cellx_expected(layers: usize) -> Option<([i64; 4], [i64; 4])> {
-    match layers {
-        1000 | 2500 => Some(([-3, -6, -2, 2], [-2, -4, 2, 3])),
-        5000 => Some(([2, 4, -1, -6], [-2, 1, -4, -4])),
-        _ => None,
-    }
-}
-
-/// One cellx layer computed from the previous one, without any reactive system.
-fn cellx_step([a, b, c, d]: [i64; 4]) -> [i64; 4] {
-    [b, a - c, b + d, c]
-}
-
-/// Plain simulation: the last layer for `sources`, and the layers themselves.
-fn cellx_simulate(layers: usize, sources: [i64; 4]) -> Vec<[i64; 4]> {
-    let mut out = Vec::with_capacity(layers);
-    let mut layer = sources;
-    for _ in 0..layers {
-        layer = cellx_step(layer);
-        out.push(layer);
-    }
-    out
-}
-
-fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Stats {
-    let name = format!("cellx{layers}");
-    let before = cellx_simulate(layers, [1, 2, 3, 4]);
-    let after = cellx_simulate(layers, [4, 3, 2, 1]);
-    let expected_last = match (before.last(), after.last()) {
-        (Some(b), Some(a)) => (*b, *a),
-        _ => panic!("{name}: needs at least one layer"),
-    };
-    if let Some(published) = cellx_expected(layers) {
-        check(&name, "simulation vs published values", expected_last, published);
-    }
-    let changed_cells: u64 =
-        before.iter().zip(&after).map(|(b, a)| b.iter().zip(a).filter(|(x, y)| x != y).count() as u64).sum();
-
-    harness::measure(config.budget(CELLX_BUDGET), || {
-        let mut sys = S::new();
-        let sources = [1, 2, 3, 4].map(|v| sys.signal(v));
-        let mut prev: [S::Node<i64>; 4] = [0, 1, 2, 3].map(|i| sys.node(&sources[i]));
-        let effects = Counter::new();
-        for _ in 0..layers {
-            let [pa, pb, pc, pd] = &prev;
-            let a = calc(&mut sys, std::slice::from_ref(pb), |x| x.get(0));
-            let b = calc(&mut sys, &[pa.clone(), pc.clone()], |x| x.get(0) - x.get(1));
-            let c = calc(&mut sys, &[pb.clone(), pd.clone()], |x| x.get(0) + x.get(1));
-            let d = calc(&mut sys, std::slice::from_ref(pc), |x| x.get(0));
-            for node in [&a, &b, &c, &d] {
-                count_effect(&mut sys, node, &effects);
-            }
-            prev = [a, b, c, d];
-        }
-        sys.settle();
-        check(&name, "initial effect runs", effects.take(), 4 * layers as u64);
-
-        let ((first, last), elapsed) = harness::time(|| {
-            let first = [0, 1, 2, 3].map(|i| sys.get(&prev[i]));
-            sys.batch(|s| {
-                for (signal, value) in sources.iter().zip([4, 3, 2, 1]) {
-                    s.set(signal, value);
-                }
-            });
-            let last = [0, 1, 2, 3].map(|i| sys.get(&prev[i]));
-            (first, last)
-        });
-
-        check(&name, "last layer before the update", first, expected_last.0);
-        check(&name, "last layer after the update", last, expected_last.1);
-        check(&name, "effect runs (one per changed cell)", effects.take(), changed_cells);
-        drop(sys);
-        elapsed
-    })
-}
-
-// ---------------------------------------------------------------------------------------
-// kairo
-
 /// One iteration of a kairo case (owns the graph's handles and counters).
 type Iteration<S> = Box<dyn FnMut(&mut S)>;
 
-fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Stats {
+/// Measures one kairo case on `S`.
+pub(super) fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Stats {
     let mut sys = S::new();
     let mut iteration = case.build(&mut sys);
     let stats = harness::measure(config.budget(KAIRO_BUDGET), || harness::time(|| iteration(&mut sys)).1);
@@ -601,122 +410,4 @@ fn unstable<S: ReactiveSystem>(sys: &mut S) -> Iteration<S> {
         .runs("computation runs", runs, WRITES as u64)
         .runs("effect runs", effect_runs, WRITES as u64)
         .iteration()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::peers::futures_signals::FuturesSignals;
-    use crate::peers::sycamore::Sycamore;
-
-    #[test]
-    fn cellx_simulation_matches_the_published_values() {
-        for layers in [1000, 2500, 5000] {
-            let before = cellx_simulate(layers, [1, 2, 3, 4]);
-            let after = cellx_simulate(layers, [4, 3, 2, 1]);
-            let published = cellx_expected(layers).expect("published");
-            assert_eq!((before[layers - 1], after[layers - 1]), published, "{layers} layers");
-        }
-    }
-
-    /// Runs every scenario once per peer with tiny budgets: the verifications must pass.
-    fn smoke<S: ReactiveSystem>() {
-        let config = RunConfig { quick: true, progress: false };
-        for scenario in SCENARIOS {
-            match scenario {
-                Scenario::Cellx(layers) => {
-                    measure_cellx::<S>(&config, layers);
-                }
-                Scenario::Kairo(case) => {
-                    measure_kairo::<S>(&config, case);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn futures_signals_passes_every_scenario() {
-        // Deep graphs recurse deeply in futures-signals; main.rs uses a big stack too.
-        std::thread::Builder::new()
-            .stack_size(crate::STACK_SIZE)
-            .spawn(smoke::<FuturesSignals>)
-            .expect("spawn")
-            .join()
-            .expect("scenarios pass");
-    }
-
-    #[test]
-    fn sycamore_passes_every_scenario() {
-        std::thread::Builder::new()
-            .stack_size(crate::STACK_SIZE)
-            .spawn(smoke::<Sycamore>)
-            .expect("spawn")
-            .join()
-            .expect("scenarios pass");
-    }
-
-    /// A system that computes wrong values must fail verification, not win.
-    #[test]
-    fn a_broken_system_fails_verification() {
-        let config = RunConfig { quick: true, progress: false };
-        let m = harness::run_guarded(&config, "propagation", "deepPropagation", "broken", || {
-            measure_kairo::<broken::OffByOne>(&config, Kairo::Deep)
-        });
-        let err = m.median_ns.expect_err("must fail");
-        assert!(err.contains("deepPropagation"), "{err}");
-    }
-
-    mod broken {
-        //! Sycamore, except every computed adds one too many.
-        use super::*;
-
-        pub struct OffByOne(Sycamore);
-
-        impl ReactiveSystem for OffByOne {
-            const NAME: &'static str = "broken";
-            type Signal<T: crate::reactive::Value> = <Sycamore as ReactiveSystem>::Signal<T>;
-            type Node<T: crate::reactive::Value> = <Sycamore as ReactiveSystem>::Node<T>;
-
-            fn new() -> Self {
-                Self(Sycamore::new())
-            }
-            fn signal<T: crate::reactive::Value>(&mut self, v: T) -> Self::Signal<T> {
-                self.0.signal(v)
-            }
-            fn node<T: crate::reactive::Value>(&mut self, s: &Self::Signal<T>) -> Self::Node<T> {
-                self.0.node(s)
-            }
-            fn computed<A, B, F>(&mut self, deps: &[Self::Node<A>], f: F) -> Self::Node<B>
-            where
-                A: crate::reactive::Value,
-                B: crate::reactive::Value,
-                F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
-            {
-                let broken = move |x: &dyn Inputs<A>| {
-                    let v = f(x);
-                    // Corrupt i64 results only.
-                    match (&v as &dyn std::any::Any).downcast_ref::<i64>() {
-                        Some(n) => {
-                            let n: Box<dyn std::any::Any> = Box::new(n + 1);
-                            *n.downcast::<B>().expect("B is i64")
-                        }
-                        None => v,
-                    }
-                };
-                self.0.computed(deps, broken)
-            }
-            fn effect<T: crate::reactive::Value, F: FnMut(&T) + Send + 'static>(&mut self, node: &Self::Node<T>, f: F) {
-                self.0.effect(node, f)
-            }
-            fn set<T: crate::reactive::Value>(&mut self, s: &Self::Signal<T>, v: T) {
-                self.0.set(s, v)
-            }
-            fn settle(&mut self) {
-                self.0.settle()
-            }
-            fn get<T: crate::reactive::Value>(&mut self, n: &Self::Node<T>) -> T {
-                self.0.get(n)
-            }
-        }
-    }
 }

@@ -1,0 +1,218 @@
+//! The `propagation` suite: the scenarios of js-reactivity-benchmark
+//! (github.com/milomg/js-reactivity-benchmark), reproduced on [`ReactiveSystem`]: the
+//! cellx layered graph (`cellx`) and the kairo cases (`kairo`). Every value read is
+//! checked, and so is the exact number of effect runs; a system that computes wrong
+//! values fails instead of winning.
+//!
+//! Writes that the JS benchmark wraps in `withBatch` are `batch`es here; reads inside a
+//! batch happen after it (a batch settles at its end in this model).
+
+mod cellx;
+mod kairo;
+
+use std::fmt::{Debug, Display};
+
+use crate::harness::{self, Measurement, RunConfig, Suite};
+use crate::reactive::{visit_systems, Counter, Inputs, ReactiveSystem, SystemVisitor};
+
+use self::cellx::measure_cellx;
+use self::kairo::{measure_kairo, Kairo};
+
+/// The suite entry for `main.rs`.
+pub const SUITE: Suite =
+    Suite { name: "propagation", description: "cellx layered graph and kairo cases from js-reactivity-benchmark", run };
+
+/// One scenario of the suite.
+#[derive(Clone, Copy, Debug)]
+enum Scenario {
+    /// The cellx graph with this many layers.
+    Cellx(usize),
+    /// A kairo case.
+    Kairo(Kairo),
+}
+
+/// Every scenario, in table order.
+const SCENARIOS: [Scenario; 11] = [
+    Scenario::Cellx(1000),
+    Scenario::Cellx(2500),
+    Scenario::Cellx(5000),
+    Scenario::Kairo(Kairo::Avoidable),
+    Scenario::Kairo(Kairo::Broad),
+    Scenario::Kairo(Kairo::Deep),
+    Scenario::Kairo(Kairo::Diamond),
+    Scenario::Kairo(Kairo::Mux),
+    Scenario::Kairo(Kairo::Repeated),
+    Scenario::Kairo(Kairo::Triangle),
+    Scenario::Kairo(Kairo::Unstable),
+];
+
+impl Scenario {
+    /// Name in the output (as in js-reactivity-benchmark).
+    fn name(self) -> String {
+        match self {
+            Self::Cellx(layers) => format!("cellx{layers}"),
+            Self::Kairo(k) => k.name().to_string(),
+        }
+    }
+}
+
+/// Runs every scenario on every registered system (scenario by scenario, so the systems
+/// of one row are measured close together in time).
+fn run(config: &RunConfig) -> Vec<Measurement> {
+    let mut runner = Runner { config: *config, scenario: SCENARIOS[0], out: Vec::new() };
+    for scenario in SCENARIOS {
+        runner.scenario = scenario;
+        visit_systems(&mut runner);
+    }
+    runner.out
+}
+
+/// Measures the current scenario on each system it visits.
+struct Runner {
+    config: RunConfig,
+    scenario: Scenario,
+    out: Vec<Measurement>,
+}
+
+impl SystemVisitor for Runner {
+    fn visit<S: ReactiveSystem>(&mut self) {
+        let config = self.config;
+        let scenario = self.scenario;
+        let measurement = harness::run_guarded(&config, SUITE.name, &scenario.name(), S::NAME, || match scenario {
+            Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
+            Scenario::Kairo(case) => measure_kairo::<S>(&config, case),
+        });
+        self.out.push(measurement);
+    }
+}
+
+/// Panics with a clear message when `actual != expected`.
+#[track_caller]
+fn check<T: PartialEq + Debug>(scenario: &str, what: impl Display, actual: T, expected: T) {
+    if actual != expected {
+        panic!("{scenario}: {what}: expected {expected:?}, got {actual:?}");
+    }
+}
+
+/// `computed` over `i64` nodes producing `i64` (most of the graph).
+fn calc<S: ReactiveSystem>(
+    sys: &mut S,
+    deps: &[S::Node<i64>],
+    f: impl Fn(&dyn Inputs<i64>) -> i64 + Send + Sync + 'static,
+) -> S::Node<i64> {
+    sys.computed(deps, f)
+}
+
+/// An effect that counts its runs in `counter`.
+fn count_effect<S: ReactiveSystem>(sys: &mut S, node: &S::Node<i64>, counter: &Counter) {
+    let counter = counter.clone();
+    sys.effect(node, move |_: &i64| counter.hit());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peers::futures_signals::FuturesSignals;
+    use crate::peers::sycamore::Sycamore;
+
+    /// Runs every scenario once per peer with tiny budgets: the verifications must pass.
+    fn smoke<S: ReactiveSystem>() {
+        let config = RunConfig { quick: true, progress: false };
+        for scenario in SCENARIOS {
+            match scenario {
+                Scenario::Cellx(layers) => {
+                    measure_cellx::<S>(&config, layers);
+                }
+                Scenario::Kairo(case) => {
+                    measure_kairo::<S>(&config, case);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn futures_signals_passes_every_scenario() {
+        // Deep graphs recurse deeply in futures-signals; main.rs uses a big stack too.
+        std::thread::Builder::new()
+            .stack_size(crate::STACK_SIZE)
+            .spawn(smoke::<FuturesSignals>)
+            .expect("spawn")
+            .join()
+            .expect("scenarios pass");
+    }
+
+    #[test]
+    fn sycamore_passes_every_scenario() {
+        std::thread::Builder::new()
+            .stack_size(crate::STACK_SIZE)
+            .spawn(smoke::<Sycamore>)
+            .expect("spawn")
+            .join()
+            .expect("scenarios pass");
+    }
+
+    /// A system that computes wrong values must fail verification, not win.
+    #[test]
+    fn a_broken_system_fails_verification() {
+        let config = RunConfig { quick: true, progress: false };
+        let m = harness::run_guarded(&config, "propagation", "deepPropagation", "broken", || {
+            measure_kairo::<broken::OffByOne>(&config, Kairo::Deep)
+        });
+        let err = m.median_ns.expect_err("must fail");
+        assert!(err.contains("deepPropagation"), "{err}");
+    }
+
+    mod broken {
+        //! Sycamore, except every computed adds one too many.
+        use super::*;
+
+        pub struct OffByOne(Sycamore);
+
+        impl ReactiveSystem for OffByOne {
+            const NAME: &'static str = "broken";
+            type Signal<T: crate::reactive::Value> = <Sycamore as ReactiveSystem>::Signal<T>;
+            type Node<T: crate::reactive::Value> = <Sycamore as ReactiveSystem>::Node<T>;
+
+            fn new() -> Self {
+                Self(Sycamore::new())
+            }
+            fn signal<T: crate::reactive::Value>(&mut self, v: T) -> Self::Signal<T> {
+                self.0.signal(v)
+            }
+            fn node<T: crate::reactive::Value>(&mut self, s: &Self::Signal<T>) -> Self::Node<T> {
+                self.0.node(s)
+            }
+            fn computed<A, B, F>(&mut self, deps: &[Self::Node<A>], f: F) -> Self::Node<B>
+            where
+                A: crate::reactive::Value,
+                B: crate::reactive::Value,
+                F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
+            {
+                let broken = move |x: &dyn Inputs<A>| {
+                    let v = f(x);
+                    // Corrupt i64 results only.
+                    match (&v as &dyn std::any::Any).downcast_ref::<i64>() {
+                        Some(n) => {
+                            let n: Box<dyn std::any::Any> = Box::new(n + 1);
+                            *n.downcast::<B>().expect("B is i64")
+                        }
+                        None => v,
+                    }
+                };
+                self.0.computed(deps, broken)
+            }
+            fn effect<T: crate::reactive::Value, F: FnMut(&T) + Send + 'static>(&mut self, node: &Self::Node<T>, f: F) {
+                self.0.effect(node, f)
+            }
+            fn set<T: crate::reactive::Value>(&mut self, s: &Self::Signal<T>, v: T) {
+                self.0.set(s, v)
+            }
+            fn settle(&mut self) {
+                self.0.settle()
+            }
+            fn get<T: crate::reactive::Value>(&mut self, n: &Self::Node<T>) -> T {
+                self.0.get(n)
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Making text safe for a terminal: the one place that decides how.
+//!
+//! Every byte the CLI writes passes [`safe`] (through [`super::output::emit`] and
+//! [`write_text`]) or, for JSON, [`safe_json`], so text from a model, a tool or a stored
+//! charm cannot clear the screen, move the cursor or overwrite a line. Names and one-line
+//! summaries also pass [`safe_line`], so they cannot start a line of their own.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+/// `text` as it may reach a terminal: every control character (C0, DEL, C1) except
+/// newline and tab is shown as a Rust escape (`\u{1b}`, `\r`). An escape sequence loses
+/// its ESC and so prints as plain characters.
+pub fn safe(text: &str) -> Cow<'_, str> {
+    escape(text, |c| c == '\n' || c == '\t', |c, out| out.extend(c.escape_default()))
+}
+
+/// Like [`safe`], for text that must stay on its line (a name, a one-line summary):
+/// newlines and tabs are escaped too.
+pub fn safe_line(text: &str) -> Cow<'_, str> {
+    escape(text, |_| false, |c, out| out.extend(c.escape_default()))
+}
+
+/// Serialised JSON as it may reach a terminal, still valid JSON: serde escapes C0 inside
+/// strings but leaves DEL and C1 raw, so those become `\u007f`, `\u009b`. (Outside
+/// strings JSON only has spaces and, pretty-printed, newlines.)
+pub fn safe_json(json: &str) -> Cow<'_, str> {
+    escape(json, |c| c == '\n', |c, out| out.push_str(&format!("\\u{:04x}", u32::from(c))))
+}
+
+/// Writes `text` (made [`safe`]) to `out`, without a newline: for text that streams.
+pub fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    out.write_all(safe(text).as_bytes())
+}
+
+/// `text` with each control character that `keep` refuses written by `write`.
+fn escape(text: &str, keep: impl Fn(char) -> bool, write: impl Fn(char, &mut String)) -> Cow<'_, str> {
+    let escaped = |c: char| c.is_control() && !keep(c);
+    if !text.chars().any(escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if escaped(c) {
+            write(c, &mut out);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_is_kept() {
+        let hostile = "a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}\tb\nc → é";
+        assert_eq!(safe(hostile), concat!(r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}", "\tb\nc → é"));
+        assert_eq!(safe_line(hostile), r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}\tb\nc → é");
+        assert!(matches!(safe("plain → text\n"), Cow::Borrowed(_)), "nothing to escape: no copy");
+    }
+
+    #[test]
+    fn json_stays_json() {
+        let value = serde_json::json!({"name": "x\u{1b}\u{9b}\u{7f}\ny"});
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let shown = safe_json(&text);
+        assert!(!shown.contains(|c: char| c.is_control() && c != '\n'), "{shown}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).ok(), Some(value));
+    }
+}
