@@ -12,7 +12,10 @@ pub use trellis_builtins as builtins;
 pub use trellis_patterns as patterns;
 pub use trellis_runner as runner;
 
+mod cli;
 pub mod testing;
+
+pub use cli::App;
 
 /// What a pattern author needs in scope.
 pub mod prelude {

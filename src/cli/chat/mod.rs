@@ -10,22 +10,14 @@ use std::io::{IsTerminal, Read as _};
 use std::time::Duration;
 
 use anyhow::Context;
-use trellis_runner::Runtime;
 
 pub use self::render::{line, transcript, ASSISTANT};
-pub use self::session::{charm_names, Session};
+pub use self::session::Session;
 use super::Format;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
-pub async fn run(
-    rt: &Runtime,
-    model: &str,
-    messages: Vec<String>,
-    timeout: Duration,
-    format: Format,
-) -> anyhow::Result<()> {
-    let session = Session::open(rt, model).await?;
+pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, format: Format) -> anyhow::Result<()> {
     let turns: Vec<String> = if !messages.is_empty() {
         messages
     } else if std::io::stdin().is_terminal() {

@@ -8,9 +8,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::{Cmd, ConditionalEventHandler, Context, Event, EventContext, Movement, RepeatCount};
-use trellis_runner::Runtime;
-
-use crate::cli::chat::charm_names;
+use trellis_patterns::chatbot::Chatbot;
 
 /// The slash commands, as completed and listed by `/help`.
 pub const COMMANDS: &[&str] = &["/help", "/tools", "/clear", "/model", "/quit"];
@@ -18,14 +16,14 @@ pub const COMMANDS: &[&str] = &["/help", "/tools", "/clear", "/model", "/quit"];
 /// Beginnings of model strings, completed after `/model `.
 const MODELS: &[&str] = &["offline", "scripted:", "openai:", "anthropic:", "ollama:"];
 
-/// Completes against the runtime's charms as they are at the moment Tab is pressed.
+/// Completes against the charms the chatbot can mention as they are when Tab is pressed.
 pub struct Helper {
-    rt: Runtime,
+    chat: Chatbot,
 }
 
 impl Helper {
-    pub fn new(rt: Runtime) -> Self {
-        Helper { rt }
+    pub fn new(chat: Chatbot) -> Self {
+        Helper { chat }
     }
 }
 
@@ -35,7 +33,7 @@ impl Completer for Helper {
     fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
         // A name with control characters (stored before names were checked) is not
         // offered: the editor would print it raw, and nobody types it anyway.
-        let mut names = charm_names(&self.rt);
+        let mut names = self.chat.mentionable();
         names.retain(|name| !name.contains(char::is_control));
         Ok(candidates(line, pos, &names))
     }

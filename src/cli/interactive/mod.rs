@@ -84,7 +84,7 @@ fn editor(session: &Session) -> anyhow::Result<Editor<Helper, DefaultHistory>> {
         .context("cannot configure the line editor")?
         .build();
     let mut editor = Editor::with_config(config).context("cannot set up line editing on this terminal")?;
-    editor.set_helper(Some(Helper::new(session.runtime().clone())));
+    editor.set_helper(Some(Helper::new(session.chatbot().clone())));
     editor.bind_sequence(KeyEvent::ctrl('C'), EventHandler::Conditional(Box::new(CtrlC)));
     Ok(editor)
 }
