@@ -2,8 +2,8 @@
 //!
 //! - [`openai`]: OpenAI-compatible chat completions (OpenAI, Ollama, llama.cpp, vLLM).
 //! - [`anthropic`]: Anthropic Messages.
-//! - [`http`]: timeouts, retries with backoff, error bodies, and the stream driver, which
-//!   decodes Server-Sent Events with `eventsource-stream`.
+//! - [`http`]: what both share: settings, retries with backoff and error bodies, event-stream
+//!   decoding (Server-Sent Events by `eventsource-stream`), and the stream driver.
 //!
 //! Each adapter is split into a request builder, an HTTP layer, and a pure stream parser
 //! (SSE payloads in, [`crate::model::ModelEvent`]s out) that tests and fuzzers drive
