@@ -160,8 +160,10 @@ async fn respond(script: Arc<Script>, request: Request) -> Response {
 
 fn fast_http() -> HttpSettings {
     HttpSettings {
+        connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(5),
+        answer_timeout: Duration::from_secs(20),
         retry: RetryPolicy {
             max_retries: 3,
             initial_delay: Duration::from_millis(1),
@@ -537,11 +539,11 @@ async fn timeouts() {
     };
     let model = quick(server.openai().config().clone());
     let error = collect(&model, hello()).await.expect_err("should fail");
-    assert!(matches!(&error, ModelError::Network { message, .. } if message.contains("no response")), "{error:?}");
+    assert!(matches!(&error, ModelError::TimedOut { message, .. } if message.contains("no response")), "{error:?}");
 
     let items: Vec<_> = model.stream(hello()).await.expect("headers arrive").collect().await;
     assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(_))));
-    assert!(matches!(&items[1], Err(ModelError::Network { message, .. }) if message.contains("stalled")), "{items:?}");
+    assert!(matches!(&items[1], Err(ModelError::TimedOut { message, .. }) if message.contains("stalled")), "{items:?}");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
-use super::http::{self, truncate, HttpSettings, ParseError, StreamParser};
+use super::http::{self, truncate, Endpoint, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 
@@ -75,7 +75,7 @@ pub struct AnthropicModel {
 impl AnthropicModel {
     /// A model using `config`.
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let client = super::http_client("anthropic")?;
+        let client = http::client("anthropic", &config.http)?;
         Ok(AnthropicModel { config, client })
     }
 
@@ -87,21 +87,16 @@ impl AnthropicModel {
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
         let body = request_body(&self.config.model, self.config.default_max_tokens, &request);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let response = http::send_with_retries("anthropic", &self.config.http, || {
+        let endpoint = Endpoint { provider: "anthropic".to_string(), model: self.name(), url: url.clone() };
+        let make = || {
             self.client
                 .post(&url)
                 .header("x-api-key", &self.config.api_key)
                 .header("anthropic-version", ANTHROPIC_VERSION)
                 .header(reqwest::header::ACCEPT, "text/event-stream")
                 .json(&body)
-        })
-        .await?;
-        Ok(http::event_stream(
-            "anthropic".to_string(),
-            response,
-            AnthropicStreamParser::new(),
-            self.config.http.idle_timeout,
-        ))
+        };
+        http::answer(endpoint, &self.config.http, make, AnthropicStreamParser::new()).await
     }
 }
 

@@ -63,13 +63,3 @@ pub fn model_from_str_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>)
 fn offline_model() -> Result<Arc<dyn Model>, ModelError> {
     Ok(Arc::new(crate::offline::OfflineModel::new()))
 }
-
-/// The HTTP client the adapters share the settings of.
-pub(crate) fn http_client(provider: &str) -> Result<reqwest::Client, ModelError> {
-    reqwest::Client::builder().user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION"))).build().map_err(|e| {
-        ModelError::Network {
-            provider: provider.to_string(),
-            message: format!("could not set up the HTTP client: {e}"),
-        }
-    })
-}

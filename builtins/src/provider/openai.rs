@@ -9,7 +9,7 @@ use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
-use super::http::{self, HttpSettings, ParseError, StreamParser};
+use super::http::{self, Endpoint, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
 
@@ -99,7 +99,7 @@ pub struct OpenAiModel {
 impl OpenAiModel {
     /// A model using `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
-        let client = super::http_client(&config.provider)?;
+        let client = http::client(&config.provider, &config.http)?;
         Ok(OpenAiModel { config, client })
     }
 
@@ -111,20 +111,15 @@ impl OpenAiModel {
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
         let body = request_body(&self.config.model, &self.config.max_tokens_field, &request);
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
-        let response = http::send_with_retries(&self.config.provider, &self.config.http, || {
+        let endpoint = Endpoint { provider: self.config.provider.clone(), model: self.name(), url: url.clone() };
+        let make = || {
             let builder = self.client.post(&url).header(reqwest::header::ACCEPT, "text/event-stream").json(&body);
             match &self.config.api_key {
                 Some(key) => builder.bearer_auth(key),
                 None => builder,
             }
-        })
-        .await?;
-        Ok(http::event_stream(
-            self.config.provider.clone(),
-            response,
-            OpenAiStreamParser::new(),
-            self.config.http.idle_timeout,
-        ))
+        };
+        http::answer(endpoint, &self.config.http, make, OpenAiStreamParser::new()).await
     }
 }
 

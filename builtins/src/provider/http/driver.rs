@@ -1,5 +1,6 @@
-//! The stream driver: an HTTP body through the SSE decoder and a pure parser to
-//! [`ModelEvent`]s, with an idle timeout between chunks.
+//! The driver of one answer: the request, retried, then its body through the SSE decoder
+//! and a pure parser to [`ModelEvent`]s, with an idle timeout between chunks and a
+//! deadline for the whole answer.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -9,33 +10,63 @@ use std::time::Duration;
 use eventsource_stream::{Event, EventStreamError};
 use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
-use super::sse::{sse_events, BodyError, Feeder, StreamParser, Tap};
+use super::retry::send_with_retries;
+use super::sse::{deadline_message, sse_events, BodyError, Feeder, StreamParser, Tap};
+use super::{Endpoint, HttpSettings};
 use crate::model::{EventStream, ModelError, ModelEvent};
 
-/// Streams `response`'s body through the SSE decoder and `parser`, ending at the parser's
-/// last event, the first error, or a silence between two chunks longer than
-/// `idle_timeout`.
+/// One answer: sends the request built by `make` (retried as `settings` say), then
+/// streams its body through `parser`.
 ///
-/// Dropping the returned stream drops the body, which closes the connection.
-pub(crate) fn event_stream<P: StreamParser>(
-    provider: String,
-    response: reqwest::Response,
+/// Everything, retries included, must end within `settings.answer_timeout`; the stream
+/// ends at the parser's last event, the first error, a silence longer than
+/// `settings.idle_timeout`, or that deadline. Dropping the stream drops the body, which
+/// closes the connection.
+pub(crate) async fn answer<P: StreamParser>(
+    endpoint: Endpoint,
+    settings: &HttpSettings,
+    make: impl Fn() -> reqwest::RequestBuilder,
     parser: P,
-    idle_timeout: Duration,
-) -> EventStream {
+) -> Result<EventStream, ModelError> {
+    let limits = TimeLimits::start(settings);
+    let response = match tokio::time::timeout_at(limits.deadline, send_with_retries(&endpoint, settings, make)).await {
+        Ok(response) => response?,
+        Err(_) => return Err(endpoint.timed_out(deadline_message(limits.answer))),
+    };
     let content_type =
         response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-    drive(provider, content_type, response.bytes_stream(), parser, idle_timeout)
+    Ok(drive(endpoint, content_type, response.bytes_stream(), parser, limits))
 }
 
-/// [`event_stream`] over any byte stream.
+/// The time an answer has: between two chunks, and in all.
+#[derive(Debug, Clone, Copy)]
+struct TimeLimits {
+    idle: Duration,
+    /// The answer timeout, for messages.
+    answer: Duration,
+    deadline: Instant,
+}
+
+impl TimeLimits {
+    /// For an answer starting now.
+    fn start(settings: &HttpSettings) -> Self {
+        TimeLimits {
+            idle: settings.idle_timeout,
+            answer: settings.answer_timeout,
+            deadline: Instant::now() + settings.answer_timeout,
+        }
+    }
+}
+
+/// Streams `bytes` (a response body) through the SSE decoder and `parser`.
 fn drive<P, S, B, E>(
-    provider: String,
+    endpoint: Endpoint,
     content_type: Option<String>,
     bytes: S,
     parser: P,
-    idle_timeout: Duration,
+    limits: TimeLimits,
 ) -> EventStream
 where
     P: StreamParser,
@@ -45,8 +76,8 @@ where
 {
     let tap = Arc::new(Mutex::new(Tap::new()));
     let driver = Driver {
-        provider,
-        events: Box::pin(sse_events(with_idle_timeout(bytes, idle_timeout), tap.clone())),
+        endpoint,
+        events: Box::pin(sse_events(within(bytes, limits), tap.clone())),
         feeder: Feeder::new(tap, content_type),
         parser,
         pending: VecDeque::new(),
@@ -58,15 +89,22 @@ where
     }))
 }
 
-/// `bytes`, with an error instead of a silence longer than `idle_timeout`.
-fn with_idle_timeout<S, B, E>(bytes: S, idle_timeout: Duration) -> impl Stream<Item = Result<B, BodyError<E>>>
+/// `bytes`, with an error instead of a silence longer than the idle timeout or a chunk
+/// after the deadline.
+fn within<S, B, E>(bytes: S, limits: TimeLimits) -> impl Stream<Item = Result<B, BodyError<E>>>
 where
     S: Stream<Item = Result<B, E>>,
 {
     futures::stream::unfold(Some(Box::pin(bytes)), move |bytes| async move {
         let mut bytes = bytes?;
-        match tokio::time::timeout(idle_timeout, bytes.next()).await {
-            Err(_) => Some((Err(BodyError::Stalled(idle_timeout)), None)),
+        let idle_end = Instant::now() + limits.idle;
+        let (end, error) = if limits.deadline <= idle_end {
+            (limits.deadline, BodyError::Deadline(limits.answer))
+        } else {
+            (idle_end, BodyError::Stalled(limits.idle))
+        };
+        match tokio::time::timeout_at(end, bytes.next()).await {
+            Err(_) => Some((Err(error), None)),
             Ok(None) => None,
             Ok(Some(chunk)) => Some((chunk.map_err(BodyError::Transport), Some(bytes))),
         }
@@ -76,7 +114,7 @@ where
 type SseStream<E> = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError<E>>>> + Send>>;
 
 struct Driver<P, E> {
-    provider: String,
+    endpoint: Endpoint,
     events: SseStream<E>,
     feeder: Feeder,
     parser: P,
@@ -100,7 +138,7 @@ impl<P: StreamParser, E: std::error::Error + 'static> Driver<P, E> {
                     self.finished = done;
                 }
                 Err(failure) => {
-                    self.pending.push_back(Err(failure.into_model_error(&self.provider)));
+                    self.pending.push_back(Err(failure.into_model_error(&self.endpoint)));
                     self.finished = true;
                 }
             }
@@ -114,9 +152,27 @@ mod tests {
     use super::*;
     use crate::provider::openai::OpenAiStreamParser;
 
-    /// The idle timeout is between chunks: a slow stream that keeps sending is not cut.
+    fn endpoint() -> Endpoint {
+        Endpoint { provider: "test".into(), model: "test:model".into(), url: "http://test.invalid/v1".into() }
+    }
+
+    fn limits(idle: Duration, answer: Duration) -> TimeLimits {
+        TimeLimits { idle, answer, deadline: Instant::now() + answer }
+    }
+
+    /// Every item of `stream`, under a timeout far above any limit a test sets, so a
+    /// regression fails instead of hanging.
+    async fn all_items(stream: EventStream) -> Vec<Result<ModelEvent, ModelError>> {
+        tokio::time::timeout(Duration::from_secs(30), stream.collect()).await.expect("the stream ends")
+    }
+
+    /// The idle timeout is between chunks: a slow stream that keeps sending outlives it.
     #[tokio::test]
     async fn idle_timeout_is_per_chunk() {
+        let idle = Duration::from_millis(1500);
+        // Each gap is far below the idle timeout (margin for a loaded machine); together
+        // they are above it, which is what the test is about.
+        let gap = Duration::from_millis(400);
         let chunks: Vec<&'static [u8]> = vec![
             b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
             b": still thinking\n\n",
@@ -124,24 +180,54 @@ mod tests {
             b": still thinking\n\n",
             b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
         ];
-        let slow = futures::stream::iter(chunks).then(|chunk| async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let slow = futures::stream::iter(chunks).then(move |chunk| async move {
+            tokio::time::sleep(gap).await;
             Ok::<_, std::io::Error>(chunk)
         });
-        let stream = drive("test".into(), None, slow, OpenAiStreamParser::new(), Duration::from_millis(400));
-        let items: Vec<_> = stream.collect().await;
+        let started = Instant::now();
+        let stream = drive(endpoint(), None, slow, OpenAiStreamParser::new(), limits(idle, Duration::from_secs(60)));
+        let items = all_items(stream).await;
         assert_eq!(
             items.into_iter().collect::<Result<Vec<_>, _>>().unwrap(),
             vec![ModelEvent::TextDelta("Hi".into()), ModelEvent::Finish { reason: "stop".into(), usage: None }]
         );
+        assert!(started.elapsed() > idle, "the stream lasted longer than the idle timeout");
+    }
 
+    #[tokio::test]
+    async fn a_silence_longer_than_the_idle_timeout_stalls() {
         let stalled =
             futures::stream::iter([Ok::<_, std::io::Error>(&b": hello\n\n"[..])]).chain(futures::stream::pending());
-        let stream = drive("test".into(), None, stalled, OpenAiStreamParser::new(), Duration::from_millis(50));
-        let items: Vec<_> = stream.collect().await;
+        let limits = limits(Duration::from_millis(50), Duration::from_secs(60));
+        let items = all_items(drive(endpoint(), None, stalled, OpenAiStreamParser::new(), limits)).await;
         assert!(
-            matches!(&items[..], [Err(ModelError::Network { message, .. })] if message.contains("stalled")),
+            matches!(&items[..], [Err(ModelError::TimedOut { message, .. })] if message.contains("stalled: nothing received for 50ms")),
             "{items:?}"
         );
+    }
+
+    /// A server that keeps the stream alive without ever finishing (keep-alive comments,
+    /// or one character at a time of an event that never ends) meets the deadline.
+    #[tokio::test]
+    async fn a_trickle_meets_the_deadline() {
+        let comments = futures::stream::repeat_with(|| b": ping\n\n".to_vec());
+        let characters =
+            futures::stream::once(async { b"data: ".to_vec() }).chain(futures::stream::repeat_with(|| b"x".to_vec()));
+        let trickles: [Pin<Box<dyn Stream<Item = Vec<u8>> + Send>>; 2] = [Box::pin(comments), Box::pin(characters)];
+        for trickle in trickles {
+            let trickle = trickle.then(|chunk| async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                Ok::<_, std::io::Error>(chunk)
+            });
+            let limits = limits(Duration::from_secs(5), Duration::from_millis(300));
+            let items = all_items(drive(endpoint(), None, trickle, OpenAiStreamParser::new(), limits)).await;
+            match &items[..] {
+                [Err(error @ ModelError::TimedOut { message, .. })] => {
+                    assert!(message.contains("not finished within 300ms"), "{message}");
+                    assert!(error.to_string().starts_with("test:model at http://test.invalid/v1: "), "{error}");
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! What both provider adapters share, one job a module:
 //!
-//! - [`retry`]: sending a request with retries and backoff, and reading error bodies;
+//! - [`retry`]: sending a request with retries and backoff, and reading error bodies
+//!   (capped, so a huge error page cannot exhaust memory);
 //! - [`sse`]: decoding an event stream (Server-Sent Events, by the `eventsource-stream`
 //!   crate) into parser calls, with its size limit and the pure [`StreamParser`] interface;
-//! - [`driver`]: the HTTP body through [`sse`] and a parser to [`crate::model::ModelEvent`]s,
-//!   with the idle timeout between chunks;
-//! - here: the settings, and small helpers both adapters use.
+//! - [`driver`]: one answer from request to last event: the retried request, then the
+//!   body through [`sse`] and a parser to [`crate::model::ModelEvent`]s, under the idle
+//!   timeout and the answer's deadline;
+//! - here: the settings, the endpoint errors name, and small helpers both adapters use.
 
 mod driver;
 mod retry;
@@ -13,18 +15,25 @@ mod sse;
 
 use std::time::Duration;
 
-pub(crate) use driver::event_stream;
-pub(crate) use retry::send_with_retries;
-pub use retry::{error_message, RetryPolicy};
+use crate::model::ModelError;
+
+pub(crate) use driver::answer;
+pub use retry::{error_message, RetryPolicy, MAX_ERROR_BODY_BYTES};
 pub use sse::{parse_body, parse_chunks, ParseError, StreamParser, MAX_EVENT_BYTES};
 
 /// How an adapter talks HTTP: timeouts and retries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpSettings {
+    /// Longest wait for a connection (TCP and TLS) to the server.
+    pub connect_timeout: Duration,
     /// Longest wait for the response headers of one attempt.
     pub request_timeout: Duration,
     /// Longest silence between two chunks of a streamed answer.
     pub idle_timeout: Duration,
+    /// Longest time for one whole answer, from sending the request (retries included) to
+    /// the end of its stream: a server that keeps the stream alive with keep-alive
+    /// comments or a character now and then is given up on after this long.
+    pub answer_timeout: Duration,
     /// When and how often to try again.
     pub retry: RetryPolicy,
 }
@@ -32,10 +41,59 @@ pub struct HttpSettings {
 impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
+            connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(300),
+            answer_timeout: Duration::from_secs(600),
             retry: RetryPolicy::default(),
         }
+    }
+}
+
+/// Where one answer comes from, as errors name it.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// Provider name (`openai`, `ollama`, `anthropic`).
+    pub provider: String,
+    /// The model's full name (`openai:gpt-4o`).
+    pub model: String,
+    /// The URL the request goes to.
+    pub url: String,
+}
+
+impl Endpoint {
+    /// A [`ModelError::TimedOut`] naming this endpoint.
+    pub fn timed_out(&self, message: String) -> ModelError {
+        ModelError::TimedOut { model: self.model.clone(), url: self.url.clone(), message }
+    }
+
+    /// A [`ModelError::Network`] from this endpoint's provider.
+    pub fn network(&self, message: String) -> ModelError {
+        ModelError::Network { provider: self.provider.clone(), message }
+    }
+}
+
+/// The HTTP client of one adapter: the user agent and `settings.connect_timeout`.
+pub(crate) fn client(provider: &str, settings: &HttpSettings) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(settings.connect_timeout)
+        .build()
+        .map_err(|e| ModelError::Network {
+            provider: provider.to_string(),
+            message: format!("could not set up the HTTP client: {e}"),
+        })
+}
+
+/// `duration` for messages (`200ms`, `600s`, `2.5s`).
+pub(crate) fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs < 1.0 {
+        format!("{}ms", duration.as_millis())
+    } else if secs.fract() == 0.0 {
+        format!("{secs:.0}s")
+    } else {
+        format!("{secs:.1}s")
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{describe, truncate, HttpSettings};
+use super::{describe, seconds, truncate, Endpoint, HttpSettings};
 use crate::model::ModelError;
 
 /// Retries on 429, 5xx, timeouts and connection errors, with exponential backoff.
@@ -41,18 +41,24 @@ impl RetryPolicy {
     }
 }
 
+/// The most of an error body that is read: enough for any provider's JSON error, and
+/// bounded, so a huge error page (seen: 400 MB with a 500) costs no more than this, on
+/// every retry.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
 /// Sends the request built by `make` until it succeeds, retrying as `settings` say.
 ///
 /// Non-success statuses become [`ModelError::Refused`] with the provider's message;
-/// transport failures become [`ModelError::Network`].
+/// timeouts become [`ModelError::TimedOut`] and other transport failures
+/// [`ModelError::Network`]. The caller bounds the whole (the answer's deadline).
 pub(crate) async fn send_with_retries(
-    provider: &str,
+    endpoint: &Endpoint,
     settings: &HttpSettings,
     make: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, ModelError> {
     let mut retry = 0;
     loop {
-        let (error, retry_after) = match attempt(provider, settings, make()).await {
+        let (error, retry_after) = match attempt(endpoint, settings, make()).await {
             Attempt::Done(response) => return Ok(response),
             Attempt::Fatal(error) => return Err(error),
             Attempt::Retryable { error, retry_after } => (error, retry_after),
@@ -76,15 +82,23 @@ enum Attempt {
     Retryable { error: ModelError, retry_after: Option<Duration> },
 }
 
-async fn attempt(provider: &str, settings: &HttpSettings, request: reqwest::RequestBuilder) -> Attempt {
-    let network = |message: String| ModelError::Network { provider: provider.to_string(), message };
+async fn attempt(endpoint: &Endpoint, settings: &HttpSettings, request: reqwest::RequestBuilder) -> Attempt {
+    let retryable = |error| Attempt::Retryable { error, retry_after: None };
     let response = match tokio::time::timeout(settings.request_timeout, request.send()).await {
         Err(_) => {
-            let error = network(format!("no response within {:.1}s", settings.request_timeout.as_secs_f64()));
-            return Attempt::Retryable { error, retry_after: None };
+            let message =
+                format!("no response within {}; the server may be overloaded", seconds(settings.request_timeout));
+            return retryable(endpoint.timed_out(message));
         }
-        Ok(Err(error)) if error.is_builder() => return Attempt::Fatal(network(describe(&error))),
-        Ok(Err(error)) => return Attempt::Retryable { error: network(describe(&error)), retry_after: None },
+        Ok(Err(error)) if error.is_builder() => return Attempt::Fatal(endpoint.network(describe(&error))),
+        Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
+            let message = format!(
+                "could not connect within {}; check the URL and that the server is running",
+                seconds(settings.connect_timeout)
+            );
+            return retryable(endpoint.timed_out(message));
+        }
+        Ok(Err(error)) => return retryable(endpoint.network(describe(&error))),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
@@ -92,18 +106,54 @@ async fn attempt(provider: &str, settings: &HttpSettings, request: reqwest::Requ
         return Attempt::Done(response);
     }
     let retry_after = retry_after(response.headers());
-    let body = match tokio::time::timeout(settings.request_timeout, response.text()).await {
-        Ok(Ok(body)) => body,
-        _ => String::new(),
+    let (body, cut) = match tokio::time::timeout(settings.request_timeout, error_body(response)).await {
+        Ok(body) => body,
+        Err(_) => (String::new(), false),
     };
-    let message = error_message(&body).unwrap_or_else(|| {
+    let mut message = error_message(&body).unwrap_or_else(|| {
         status.canonical_reason().map_or_else(|| format!("HTTP {}", status.as_u16()), str::to_string)
     });
-    let error = ModelError::Refused { provider: provider.to_string(), status: status.as_u16(), message };
+    if cut {
+        message.push_str(&format!(
+            " (the error body is longer than {} KiB; only its start was read)",
+            MAX_ERROR_BODY_BYTES >> 10
+        ));
+    }
+    let error = ModelError::Refused { provider: endpoint.provider.clone(), status: status.as_u16(), message };
     if status.as_u16() == 429 || status.is_server_error() {
         Attempt::Retryable { error, retry_after }
     } else {
         Attempt::Fatal(error)
+    }
+}
+
+/// The start of `response`'s body, at most [`MAX_ERROR_BODY_BYTES`] of it, and whether
+/// there was more. Reading stops there: dropping the response closes the connection
+/// rather than draining the rest. A body broken off by the network gives what arrived.
+async fn error_body(mut response: reqwest::Response) -> (String, bool) {
+    let mut body = Vec::new();
+    let mut cut = false;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = MAX_ERROR_BODY_BYTES - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            cut = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    (utf8_prefix(&body), cut)
+}
+
+/// `bytes` as text, less a character the cut split at the end; any other invalid byte
+/// is replaced.
+fn utf8_prefix(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(error) if error.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..error.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
 

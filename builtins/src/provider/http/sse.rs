@@ -11,7 +11,7 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 
-use super::{describe, error_message, truncate};
+use super::{describe, error_message, seconds, truncate, Endpoint};
 use crate::model::{ModelError, ModelEvent};
 
 /// Why an answer stream could not be parsed, as the pure parsers report it.
@@ -68,8 +68,8 @@ pub fn parse_chunks<P: StreamParser>(parser: &mut P, chunks: &[&[u8]]) -> Result
     }
 }
 
-/// The most bytes accepted without a complete event, so a misbehaving server cannot
-/// exhaust memory.
+/// The most bytes one event may hold (its lines up to the blank line that ends it), so a
+/// misbehaving server cannot exhaust memory.
 pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 /// How much of the start of the body is kept, to quote a body that is not an event stream.
@@ -80,9 +80,12 @@ const HEAD_BYTES: usize = 1024;
 pub(super) enum BodyError<E> {
     /// The connection failed.
     Transport(E),
-    /// Nothing arrived for this long.
+    /// Nothing arrived for this long (the idle timeout).
     Stalled(Duration),
-    /// More than [`MAX_EVENT_BYTES`] arrived without completing an event.
+    /// The answer was not over at its deadline, this long (the answer timeout) after it
+    /// was asked for.
+    Deadline(Duration),
+    /// An event is larger than [`MAX_EVENT_BYTES`].
     TooLong,
     /// The body is not UTF-8 (found by [`Tap::record`]; the decoder finds the rest).
     NotUtf8,
@@ -93,8 +96,12 @@ pub(super) enum BodyError<E> {
 pub(super) struct Tap {
     /// The first [`HEAD_BYTES`] bytes (after a byte-order mark).
     head: Vec<u8>,
-    /// Bytes received since the last complete event.
+    /// Bytes of the event being received: since the last blank line.
     since_event: usize,
+    /// Bytes of the line being received.
+    line: usize,
+    /// The last byte was a carriage return, so a line feed now ends no further line.
+    after_cr: bool,
     /// Bytes of a byte-order mark seen at the start of the body, or `None` once past it.
     bom: Option<usize>,
 }
@@ -105,7 +112,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 impl Tap {
     /// At the start of a body.
     pub(super) fn new() -> Self {
-        Tap { head: Vec::new(), since_event: 0, bom: Some(0) }
+        Tap { head: Vec::new(), since_event: 0, line: 0, after_cr: false, bom: Some(0) }
     }
 
     /// Records `bytes`; returns how many of them start the body as (part of) a byte-order
@@ -133,8 +140,27 @@ impl Tap {
         let bytes = &bytes[skip..];
         let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
         self.head.extend_from_slice(&bytes[..room]);
-        self.since_event = self.since_event.saturating_add(bytes.len());
+        self.count_event_bytes(bytes);
         Some(skip)
+    }
+
+    /// Follows the lines of `bytes` to know the size of the event being received. An
+    /// event ends at a blank line, the line ends of SSE being `\r\n`, `\n` or `\r`;
+    /// counting here rather than per decoded event keeps a chunk holding many small
+    /// events within the limit.
+    fn count_event_bytes(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');
+            match byte {
+                b'\n' if after_cr => {}
+                b'\r' | b'\n' if self.line == 0 => self.since_event = 0,
+                b'\r' | b'\n' => self.line = 0,
+                _ => {
+                    self.line += 1;
+                    self.since_event += 1;
+                }
+            }
+        }
     }
 }
 
@@ -179,17 +205,29 @@ where
     .eventsource()
 }
 
+/// The message for an answer not over by its deadline, `answer_timeout` after it was asked
+/// for.
+pub(super) fn deadline_message(answer_timeout: Duration) -> String {
+    format!(
+        "the answer was not finished within {}, the limit for one answer (the answer timeout); \
+         try again, or allow longer answers",
+        seconds(answer_timeout)
+    )
+}
+
 /// Why a stream failed, before it is told as a [`ModelError`] or a [`ParseError`].
 pub(super) enum Failure {
     Parse(ParseError),
     Network(String),
+    TimedOut(String),
 }
 
 impl Failure {
-    pub(super) fn into_model_error(self, provider: &str) -> ModelError {
+    pub(super) fn into_model_error(self, endpoint: &Endpoint) -> ModelError {
         match self {
-            Failure::Parse(error) => error.into_model_error(provider),
-            Failure::Network(message) => ModelError::Network { provider: provider.to_string(), message },
+            Failure::Parse(error) => error.into_model_error(&endpoint.provider),
+            Failure::Network(message) => endpoint.network(message),
+            Failure::TimedOut(message) => endpoint.timed_out(message),
         }
     }
 
@@ -197,7 +235,7 @@ impl Failure {
     fn into_parse_error(self) -> ParseError {
         match self {
             Failure::Parse(error) => error,
-            Failure::Network(message) => ParseError::Malformed(message),
+            Failure::Network(message) | Failure::TimedOut(message) => ParseError::Malformed(message),
         }
     }
 }
@@ -226,7 +264,6 @@ impl Feeder {
         match item {
             Some(Ok(event)) => {
                 self.seen_event = true;
-                self.tap.lock().since_event = 0;
                 let events = parser.push(&event.event, &event.data).map_err(Failure::Parse)?;
                 Ok((events, parser.is_done()))
             }
@@ -247,11 +284,16 @@ impl Feeder {
                 Failure::Network(format!("the answer was cut off: {}", describe(&error)))
             }
             EventStreamError::Transport(BodyError::Stalled(idle)) => {
-                Failure::Network(format!("the answer stalled: nothing received for {:.1}s", idle.as_secs_f64()))
+                Failure::TimedOut(format!("the answer stalled: nothing received for {}", seconds(idle)))
             }
+            EventStreamError::Transport(BodyError::Deadline(answer)) => Failure::TimedOut(deadline_message(answer)),
             EventStreamError::Transport(BodyError::TooLong) => match self.not_an_event_stream() {
                 Some(message) => malformed(message),
-                None => malformed(format!("more than {} MiB arrived without a complete event", MAX_EVENT_BYTES >> 20)),
+                None => malformed(format!(
+                    "{} is larger than {} MiB, the most one event may hold",
+                    if self.seen_event { "an event" } else { "the first event" },
+                    MAX_EVENT_BYTES >> 20
+                )),
             },
             EventStreamError::Utf8(_) | EventStreamError::Transport(BodyError::NotUtf8) => {
                 malformed("the event stream is not valid UTF-8".to_string())
@@ -262,18 +304,35 @@ impl Feeder {
         }
     }
 
-    /// Before any event, a body with content that made none (a JSON or HTML error page sent
-    /// with a success status) is not an event stream: the message says so and quotes it.
+    /// Before any event, a body with content that made none and does not start like an
+    /// event stream (a JSON or HTML error page sent with a success status) is not an event
+    /// stream: the message says so and quotes it.
     fn not_an_event_stream(&self) -> Option<String> {
-        if self.seen_event {
+        let tap = self.tap.lock();
+        if self.seen_event || starts_like_sse(&tap.head) {
             return None;
         }
-        let body = error_message(&String::from_utf8_lossy(&self.tap.lock().head))?;
+        let body = error_message(&String::from_utf8_lossy(&tap.head))?;
         Some(match &self.content_type {
             Some(kind) => format!("the response is not an event stream (content-type `{kind}`): {body}"),
             None => format!("the response is not an event stream: {body}"),
         })
     }
+}
+
+/// Whether the first line of `head` (after blank lines) is an SSE comment or one of the
+/// fields SSE defines. Any line is valid SSE (an unknown field is ignored), so this tells
+/// an event stream whose first event is still arriving from, say, an HTML page.
+fn starts_like_sse(head: &[u8]) -> bool {
+    let Some(start) = head.iter().position(|b| !matches!(b, b'\r' | b'\n')) else {
+        return false;
+    };
+    let line = &head[start..];
+    line.starts_with(b":")
+        || ["data", "event", "id", "retry"].iter().any(|field| {
+            line.strip_prefix(field.as_bytes())
+                .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
+        })
 }
 
 #[cfg(test)]
@@ -392,22 +451,62 @@ mod tests {
         let start = body.len();
         body.extend(std::iter::repeat_n(b'x', MAX_EVENT_BYTES + 1));
         let error = parse_chunks(&mut OpenAiStreamParser::new(), &[&body[..start], &body[start..]]).unwrap_err();
-        assert_eq!(error, ParseError::Malformed("more than 8 MiB arrived without a complete event".into()));
+        assert_eq!(error, ParseError::Malformed("an event is larger than 8 MiB, the most one event may hold".into()));
         let error = parse_body(&mut OpenAiStreamParser::new(), &body[start..]).unwrap_err();
         assert!(matches!(&error, ParseError::Malformed(m) if m.contains("not an event stream")), "{error:?}");
     }
 
-    /// Deterministic fuzzing of the decoding path: mutated and random inputs, cut
-    /// anywhere, give events or errors, never a panic.
+    /// A valid event stream whose first event is over the limit says so; it was reported
+    /// as "not an event stream".
     #[test]
-    fn garbage_never_panics() {
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-        let mut next = move || {
+    fn an_oversized_first_event_is_named() {
+        let expected =
+            ParseError::Malformed("the first event is larger than 8 MiB, the most one event may hold".into());
+        for start in [&b"data: {\"text\": \""[..], b"\r\nevent: delta\r\ndata: ", b": hi\n\ndata", b"id: 7\ndata:"] {
+            let mut body = start.to_vec();
+            body.extend(std::iter::repeat_n(b'x', MAX_EVENT_BYTES));
+            let error = parse_chunks(&mut Recorder::default(), &[&body[..10], &body[10..]]).unwrap_err();
+            assert_eq!(error, expected, "{:?}", String::from_utf8_lossy(start));
+        }
+    }
+
+    /// The limit is per event: a chunk holding more than the limit in small events passes.
+    /// (Checked on the tap: the decoder itself is slow on one huge chunk of many events.)
+    #[test]
+    fn the_size_counted_is_that_of_the_event_being_received() {
+        let mut tap = Tap::new();
+        let event = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ab\"}}]}\r\n\r\n";
+        let chunk = event.repeat(MAX_EVENT_BYTES / event.len() + 1);
+        assert!(chunk.len() > MAX_EVENT_BYTES);
+        tap.record(&chunk).unwrap();
+        assert_eq!(tap.since_event, 0);
+        for (pieces, open) in [
+            (&[&b"data: ab\r"[..], b"\n\r", b"\n"][..], 0),
+            (&[b"data: ab\r", b"\r"], 0),
+            (&[b"data: ab\n", b"data: c"], 15),
+            (&[b"event: x\r\r\n", b"data: c\n"], 7),
+        ] {
+            let mut tap = Tap::new();
+            for piece in pieces {
+                tap.record(piece).unwrap();
+            }
+            assert_eq!(tap.since_event, open, "{pieces:?}");
+        }
+    }
+
+    /// A deterministic xorshift generator for the fuzzing tests.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state
-        };
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for _ in 0..300 {
             let mut body = OPENAI.to_vec();
             for _ in 0..(next() % 20) {
@@ -437,13 +536,7 @@ mod tests {
     /// events or errors, never a panic.
     #[test]
     fn mutated_streams_never_panic() {
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         let anthropic = anthropic_sse();
         for round in 0..400 {
             let mut body = if round % 2 == 0 { OPENAI.to_vec() } else { anthropic.clone() };
