@@ -106,10 +106,7 @@ async fn attempt(endpoint: &Endpoint, settings: &HttpSettings, request: reqwest:
         return Attempt::Done(response);
     }
     let retry_after = retry_after(response.headers());
-    let (body, cut) = match tokio::time::timeout(settings.request_timeout, error_body(response)).await {
-        Ok(body) => body,
-        Err(_) => (String::new(), false),
-    };
+    let (body, cut) = tokio::time::timeout(settings.request_timeout, error_body(response)).await.unwrap_or_default();
     let mut message = error_message(&body).unwrap_or_else(|| {
         status.canonical_reason().map_or_else(|| format!("HTTP {}", status.as_u16()), str::to_string)
     });
