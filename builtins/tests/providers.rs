@@ -15,7 +15,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
-use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec, Usage};
 use trellis_builtins::provider::{
     model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig, OpenAiModel, RetryPolicy,
 };
@@ -277,6 +277,10 @@ fn finish(reason: &str) -> ModelEvent {
     ModelEvent::Finish { reason: reason.into(), usage: None }
 }
 
+fn finish_counted(reason: &str, input_tokens: u64, output_tokens: u64) -> ModelEvent {
+    ModelEvent::Finish { reason: reason.into(), usage: Some(Usage { input_tokens, output_tokens }) }
+}
+
 // ---------------------------------------------------------------------------------------
 // Recorded streams
 // ---------------------------------------------------------------------------------------
@@ -322,7 +326,44 @@ async fn openai_recorded_tool_call() {
     assert_eq!(received[0].path, "/v1/chat/completions");
     assert_eq!(received[0].headers["authorization"], "Bearer sk-test");
     assert_eq!(received[0].body["stream"], json!(true));
+    assert_eq!(received[0].body["stream_options"], json!({"include_usage": true}));
     assert_eq!(received[0].body["model"], json!("gpt-test"));
+}
+
+/// The token usage of an OpenAI-compatible stream, in the shapes real servers send: a
+/// chunk with the usage and no choices after the finish (OpenAI, Ollama; Azure puts
+/// `usage: null` on every chunk and one more chunk for the choice after the finish), or
+/// the usage on the finish chunk itself (llama.cpp). Finish comes once, with it.
+#[tokio::test]
+async fn openai_usage_after_the_finish() {
+    let chunk = |choices: Value, usage: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": choices, "usage": usage})
+        )
+    };
+    let delta = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "finish_reason": finish}]);
+    let counts = json!({"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}});
+    let azure = [
+        chunk(delta(json!({"role": "assistant", "content": ""}), Value::Null), Value::Null),
+        chunk(delta(json!({"content": "Hello"}), Value::Null), Value::Null),
+        chunk(delta(json!({}), json!("stop")), Value::Null),
+        chunk(json!([{"index": 0, "finish_reason": null, "content_filter_results": {}}]), Value::Null),
+        chunk(json!([]), counts.clone()),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let llama_cpp = [
+        chunk(delta(json!({"content": "Hello"}), Value::Null), Value::Null),
+        chunk(delta(json!({}), json!("stop")), counts),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let server = Server::start(vec![Canned::sse(azure), Canned::sse(llama_cpp)]).await;
+    for _ in 0..2 {
+        let events = collect(&server.openai(), hello()).await.expect("events");
+        assert_eq!(events, vec![text("Hello"), finish_counted("stop", 15, 5)]);
+    }
 }
 
 #[tokio::test]
@@ -335,7 +376,7 @@ async fn anthropic_recorded_tool_without_arguments() {
             text("I'll update the issue list for"),
             text(" you."),
             tool_call("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", json!({})),
-            finish("tool_calls"),
+            finish_counted("tool_calls", 565, 48),
         ]
     );
     let received = server.received();
@@ -357,7 +398,7 @@ async fn anthropic_recorded_json_fragments() {
                 "json",
                 json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}),
             ),
-            finish("tool_calls"),
+            finish_counted("tool_calls", 849, 47),
         ]
     );
 }
@@ -877,6 +918,7 @@ async fn openai_request_body_shape() {
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
     assert_eq!(body["max_completion_tokens"], json!(100));
+    assert_eq!(body.get("tool_choice"), None, "the default is not sent");
     assert_eq!(
         body["tools"][0],
         json!({"type": "function", "function": {
@@ -907,6 +949,7 @@ async fn anthropic_request_body_shape() {
     collect(&server.anthropic(), conversation()).await.expect("events");
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
+    assert_eq!(body.get("tool_choice"), None, "the default is not sent");
     assert_eq!(body["system"], json!("You are terse."));
     assert_eq!(body["max_tokens"], json!(100));
     assert_eq!(
@@ -928,6 +971,22 @@ async fn anthropic_request_body_shape() {
             {"role": "assistant", "content": [{"type": "text", "text": "It says hello."}]},
         ])
     );
+}
+
+/// A required tool reaches each provider in its own words, by wire name.
+#[tokio::test]
+async fn tool_choice_in_request_bodies() {
+    let server = Server::start(vec![
+        Canned::sse(fixture("openai-compatible-tool-call.sse")),
+        Canned::sse(anthropic_sse("anthropic-tool-no-args.jsonl")),
+    ])
+    .await;
+    let request = ModelRequest { tool_choice: ToolChoice::Tool("Counter_increment".into()), ..conversation() };
+    collect(&server.openai(), request.clone()).await.expect("events");
+    collect(&server.anthropic(), request).await.expect("events");
+    let received = server.received();
+    assert_eq!(received[0].body["tool_choice"], json!({"type": "function", "function": {"name": "Counter_increment"}}));
+    assert_eq!(received[1].body["tool_choice"], json!({"type": "tool", "name": "Counter_increment"}));
 }
 
 /// Dropping an answer's stream closes its connection: the server sees it.
