@@ -119,6 +119,17 @@ pub enum ModelError {
         /// What went wrong.
         message: String,
     },
+    /// The provider took too long: no connection, no response, a silence in the stream,
+    /// or an answer still unfinished at its deadline.
+    #[error("{model} at {url}: {message}")]
+    TimedOut {
+        /// The model asked (`openai:gpt-4o`).
+        model: String,
+        /// The URL the request went to.
+        url: String,
+        /// What took too long, and what to do about it.
+        message: String,
+    },
     /// The provider's stream could not be parsed.
     #[error("malformed stream from {provider}: {message}")]
     Malformed {

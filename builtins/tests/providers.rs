@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
-use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec, Usage};
 use trellis_builtins::provider::{
     model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig, OpenAiModel, RetryPolicy,
 };
@@ -33,9 +34,21 @@ struct Canned {
     chunk: usize,
     /// Wait before answering at all.
     delay: Duration,
-    /// After the body: keep the connection open and silent (`Some(false)`) or break it
-    /// (`Some(true)`); `None` ends the body normally.
-    after_body: Option<bool>,
+    /// What follows the body.
+    after_body: After,
+}
+
+/// How a canned body goes on after its bytes.
+#[derive(Clone)]
+enum After {
+    /// The body ends normally.
+    End,
+    /// The connection stays open and silent.
+    Silence,
+    /// The connection breaks.
+    Break,
+    /// These bytes again and again, forever, with this pause before each.
+    Repeat(Vec<u8>, Duration),
 }
 
 impl Canned {
@@ -46,7 +59,7 @@ impl Canned {
             body: body.into(),
             chunk: 7,
             delay: Duration::ZERO,
-            after_body: None,
+            after_body: After::End,
         }
     }
 
@@ -57,7 +70,7 @@ impl Canned {
             body: body.to_string().into_bytes(),
             chunk: usize::MAX,
             delay: Duration::ZERO,
-            after_body: None,
+            after_body: After::End,
         }
     }
 
@@ -79,6 +92,20 @@ struct Received {
 struct Script {
     responses: Mutex<VecDeque<Canned>>,
     received: Mutex<Vec<Received>>,
+    /// Bytes of response bodies handed to the server to send.
+    sent: AtomicUsize,
+    /// How many response bodies the server has dropped: it does so when a body ends or
+    /// its connection closes.
+    closed: tokio::sync::watch::Sender<usize>,
+}
+
+/// Counts a response body as closed when dropped.
+struct CloseGuard(Arc<Script>);
+
+impl Drop for CloseGuard {
+    fn drop(&mut self) {
+        self.0.closed.send_modify(|closed| *closed += 1);
+    }
 }
 
 struct Server {
@@ -104,6 +131,23 @@ impl Server {
 
     fn received(&self) -> Vec<Received> {
         self.script.received.lock().expect("lock").clone()
+    }
+
+    /// Bytes of response bodies the server has sent (or buffered to send) so far.
+    fn sent(&self) -> usize {
+        self.script.sent.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `count` response bodies have been dropped by the server.
+    async fn bodies_closed(&self, count: usize) {
+        let mut closed = self.script.closed.subscribe();
+        let wait = closed.wait_for(|closed| *closed >= count);
+        tokio::time::timeout(Duration::from_secs(20), wait)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("fewer than {count} response bodies were dropped: their connections stayed open")
+            })
+            .expect("the script lives");
     }
 
     fn openai(&self) -> OpenAiModel {
@@ -144,13 +188,28 @@ async fn respond(script: Arc<Script>, request: Request) -> Response {
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
         canned.body.chunks(canned.chunk.max(1)).map(|c| Ok(c.to_vec())).collect();
     let body = futures::stream::iter(chunks);
-    let body = match canned.after_body {
-        None => Body::from_stream(body),
-        Some(false) => Body::from_stream(body.chain(futures::stream::pending())),
-        Some(true) => Body::from_stream(
-            body.chain(futures::stream::once(async { Err(std::io::Error::other("connection dropped")) })),
-        ),
+    let body: futures::stream::BoxStream<'static, Result<Vec<u8>, std::io::Error>> = match canned.after_body {
+        After::End => body.boxed(),
+        After::Silence => body.chain(futures::stream::pending()).boxed(),
+        After::Break => {
+            body.chain(futures::stream::once(async { Err(std::io::Error::other("connection dropped")) })).boxed()
+        }
+        After::Repeat(bytes, pause) => body
+            .chain(futures::stream::repeat(bytes).then(move |bytes| async move {
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+                Ok(bytes)
+            }))
+            .boxed(),
     };
+    let guard = CloseGuard(script.clone());
+    let body = body.inspect(move |chunk| {
+        if let Ok(chunk) = chunk {
+            guard.0.sent.fetch_add(chunk.len(), Ordering::SeqCst);
+        }
+    });
+    let body = Body::from_stream(body);
     let mut response = Response::builder().status(canned.status);
     for (name, value) in canned.headers {
         response = response.header(name, value);
@@ -160,8 +219,10 @@ async fn respond(script: Arc<Script>, request: Request) -> Response {
 
 fn fast_http() -> HttpSettings {
     HttpSettings {
+        connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(5),
+        answer_timeout: Duration::from_secs(20),
         retry: RetryPolicy {
             max_retries: 3,
             initial_delay: Duration::from_millis(1),
@@ -216,19 +277,34 @@ fn finish(reason: &str) -> ModelEvent {
     ModelEvent::Finish { reason: reason.into(), usage: None }
 }
 
+fn finish_counted(reason: &str, input_tokens: u64, output_tokens: u64) -> ModelEvent {
+    ModelEvent::Finish { reason: reason.into(), usage: Some(Usage { input_tokens, output_tokens }) }
+}
+
 // ---------------------------------------------------------------------------------------
 // Recorded streams
 // ---------------------------------------------------------------------------------------
 
+/// The copies in tests/fixtures/providers are the recordings in shared/fixtures/providers,
+/// found in a parent directory of this crate (the main checkout and its worktrees have it
+/// at different depths).
 #[test]
 fn fixtures_match_the_shared_copies() {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers");
-    if !shared.is_dir() {
-        return; // A checkout without shared/ beside it: the copies are all there is.
-    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared =
+        manifest.ancestors().map(|dir| dir.join("shared/fixtures/providers")).find(|dir| dir.is_dir()).unwrap_or_else(
+            || {
+                panic!(
+                    "no shared/fixtures/providers in any parent of {}: the recorded streams cannot be checked \
+                 against their originals; check out shared/ beside the repository",
+                    manifest.display()
+                )
+            },
+        );
     for name in ["openai-compatible-tool-call.sse", "anthropic-tool-no-args.jsonl", "anthropic-json-tool.jsonl"] {
-        let original = std::fs::read_to_string(shared.join(name)).expect("shared fixture");
-        assert_eq!(fixture(name), original, "{name} differs from shared/fixtures/providers");
+        let original = std::fs::read_to_string(shared.join(name))
+            .unwrap_or_else(|e| panic!("{name} is missing from {}: {e}", shared.display()));
+        assert_eq!(fixture(name), original, "{name} differs from {}", shared.display());
     }
 }
 
@@ -250,7 +326,44 @@ async fn openai_recorded_tool_call() {
     assert_eq!(received[0].path, "/v1/chat/completions");
     assert_eq!(received[0].headers["authorization"], "Bearer sk-test");
     assert_eq!(received[0].body["stream"], json!(true));
+    assert_eq!(received[0].body["stream_options"], json!({"include_usage": true}));
     assert_eq!(received[0].body["model"], json!("gpt-test"));
+}
+
+/// The token usage of an OpenAI-compatible stream, in the shapes real servers send: a
+/// chunk with the usage and no choices after the finish (OpenAI, Ollama; Azure puts
+/// `usage: null` on every chunk and one more chunk for the choice after the finish), or
+/// the usage on the finish chunk itself (llama.cpp). Finish comes once, with it.
+#[tokio::test]
+async fn openai_usage_after_the_finish() {
+    let chunk = |choices: Value, usage: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": choices, "usage": usage})
+        )
+    };
+    let delta = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "finish_reason": finish}]);
+    let counts = json!({"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}});
+    let azure = [
+        chunk(delta(json!({"role": "assistant", "content": ""}), Value::Null), Value::Null),
+        chunk(delta(json!({"content": "Hello"}), Value::Null), Value::Null),
+        chunk(delta(json!({}), json!("stop")), Value::Null),
+        chunk(json!([{"index": 0, "finish_reason": null, "content_filter_results": {}}]), Value::Null),
+        chunk(json!([]), counts.clone()),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let llama_cpp = [
+        chunk(delta(json!({"content": "Hello"}), Value::Null), Value::Null),
+        chunk(delta(json!({}), json!("stop")), counts),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let server = Server::start(vec![Canned::sse(azure), Canned::sse(llama_cpp)]).await;
+    for _ in 0..2 {
+        let events = collect(&server.openai(), hello()).await.expect("events");
+        assert_eq!(events, vec![text("Hello"), finish_counted("stop", 15, 5)]);
+    }
 }
 
 #[tokio::test]
@@ -263,7 +376,7 @@ async fn anthropic_recorded_tool_without_arguments() {
             text("I'll update the issue list for"),
             text(" you."),
             tool_call("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", json!({})),
-            finish("tool_calls"),
+            finish_counted("tool_calls", 565, 48),
         ]
     );
     let received = server.received();
@@ -285,7 +398,7 @@ async fn anthropic_recorded_json_fragments() {
                 "json",
                 json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}),
             ),
-            finish("tool_calls"),
+            finish_counted("tool_calls", 849, 47),
         ]
     );
 }
@@ -512,9 +625,9 @@ async fn stream_cut_short_is_an_error() {
     let full = fixture("openai-compatible-tool-call.sse");
     let cut = &full[..full.find("finish_reason\":\"tool_calls").expect("fixture has a finish") - 40];
     let mut truncated = Canned::sse(cut.rsplit_once("\n\n").expect("whole events").0.to_string());
-    truncated.after_body = None;
+    truncated.after_body = After::End;
     let mut dropped = Canned::sse(cut.to_string());
-    dropped.after_body = Some(true);
+    dropped.after_body = After::Break;
     let server = Server::start(vec![truncated, dropped]).await;
     let error = collect(&server.openai(), hello()).await.expect_err("should fail");
     assert!(matches!(&error, ModelError::Malformed { message, .. } if message.contains("ended")), "{error:?}");
@@ -527,7 +640,7 @@ async fn timeouts() {
     let mut slow = Canned::sse(fixture("openai-compatible-tool-call.sse"));
     slow.delay = Duration::from_secs(2);
     let mut stalled = Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
-    stalled.after_body = Some(false);
+    stalled.after_body = After::Silence;
     let server = Server::start(vec![slow.clone(), stalled]).await;
     let quick = |mut model: OpenAiConfig| {
         model.http.request_timeout = Duration::from_millis(200);
@@ -537,15 +650,15 @@ async fn timeouts() {
     };
     let model = quick(server.openai().config().clone());
     let error = collect(&model, hello()).await.expect_err("should fail");
-    assert!(matches!(&error, ModelError::Network { message, .. } if message.contains("no response")), "{error:?}");
+    assert!(matches!(&error, ModelError::TimedOut { message, .. } if message.contains("no response")), "{error:?}");
 
     let items: Vec<_> = model.stream(hello()).await.expect("headers arrive").collect().await;
     assert!(matches!(&items[0], Ok(ModelEvent::TextDelta(_))));
-    assert!(matches!(&items[1], Err(ModelError::Network { message, .. }) if message.contains("stalled")), "{items:?}");
+    assert!(matches!(&items[1], Err(ModelError::TimedOut { message, .. }) if message.contains("stalled")), "{items:?}");
 }
 
 #[tokio::test]
-async fn connection_refused_is_retried_then_reported() {
+async fn connection_refused_is_reported() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
@@ -558,10 +671,170 @@ async fn connection_refused_is_retried_then_reported() {
         http: fast_http(),
     })
     .expect("client");
-    let started = std::time::Instant::now();
-    let error = collect(&model, hello()).await.expect_err("should fail");
-    assert!(matches!(error, ModelError::Network { .. }), "{error:?}");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
+    assert!(matches!(error, Err(ModelError::Network { .. })), "{error:?}");
+}
+
+/// Connections that break before an answer are retried: the server counts them.
+#[tokio::test]
+async fn broken_connections_are_retried_then_reported() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    let model = OpenAiModel::new(OpenAiConfig {
+        provider: "openai".into(),
+        base_url: format!("http://{addr}/v1"),
+        api_key: Some("sk-test".into()),
+        model: "m".into(),
+        max_tokens_field: "max_tokens".into(),
+        http: fast_http(),
+    })
+    .expect("client");
+    let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
+    assert!(matches!(&error, Err(ModelError::Network { .. })), "{error:?}");
+    // Counted before each connection is closed, so before the client sees it break.
+    assert_eq!(accepted.load(Ordering::SeqCst), 4, "one attempt and three retries");
+}
+
+/// A server whose accept queue is full never completes a connection: the connect timeout
+/// ends the wait, and the message names the model and the URL.
+#[tokio::test]
+async fn connect_timeout() {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.1:0".parse().expect("address")).expect("bind");
+    let addr = socket.local_addr().expect("addr");
+    // Backlog 0: one connection waits in the queue, never accepted; later ones hang in
+    // the handshake.
+    let _listener = socket.listen(0).expect("listen");
+    let mut queued = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) if queued.len() < 16 => queued.push(stream),
+            Ok(Ok(_)) => panic!("the accept queue of {addr} does not fill up"),
+            Ok(Err(error)) => panic!("connecting to {addr}: {error}"),
+            Err(_) => break,
+        }
+    }
+    let mut http = fast_http();
+    http.connect_timeout = Duration::from_millis(300);
+    http.retry.max_retries = 0;
+    let model = OpenAiModel::new(OpenAiConfig {
+        provider: "openai".into(),
+        base_url: format!("http://{addr}/v1"),
+        api_key: None,
+        model: "m".into(),
+        max_tokens_field: "max_tokens".into(),
+        http,
+    })
+    .expect("client");
+    let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
+    match &error {
+        Err(error @ ModelError::TimedOut { message, .. }) => {
+            assert!(message.contains("could not connect within 300ms"), "{message}");
+            assert!(
+                error.to_string().starts_with(&format!("openai:m at http://{addr}/v1/chat/completions: ")),
+                "{error}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// A 500 whose body never ends: each attempt reads only the start of it, then closes the
+/// connection. (The body was read whole, again on each retry: a 400 MB error page took
+/// the CLI to 1.2 GB.)
+#[tokio::test]
+async fn an_endless_error_body_is_read_only_in_part() {
+    let mut endless = Canned::json(500, Value::Null);
+    endless.headers = vec![("content-type", "text/plain".into())];
+    endless.body = b"upstream exploded: ".to_vec();
+    endless.after_body = After::Repeat(vec![b'x'; 64 * 1024], Duration::ZERO);
+    let server = Server::start(vec![endless.clone(), endless]).await;
+    let mut config = server.openai().config().clone();
+    config.http.retry.max_retries = 1;
+    let model = OpenAiModel::new(config).expect("client");
+    let error =
+        tokio::time::timeout(Duration::from_secs(60), collect(&model, hello())).await.expect("the call returns");
+    match &error {
+        Err(ModelError::Refused { status: 500, message, .. }) => {
+            assert!(message.starts_with("upstream exploded: xxxx"), "{message}");
+            assert!(message.ends_with("(the error body is longer than 64 KiB; only its start was read)"), "{message}");
+            assert!(message.len() < 1000, "the message quotes only the start: {} bytes", message.len());
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(server.received().len(), 2, "one attempt and one retry");
+    server.bodies_closed(2).await;
+    // What the kernel's socket buffers take before the server's writes block, per
+    // connection; the body itself is endless.
+    let sent = server.sent();
+    eprintln!("the server sent {sent} bytes of two endless error bodies");
+    assert!(sent < 64 << 20, "the server sent {sent} bytes");
+}
+
+/// A server that keeps an answer alive without finishing it (keep-alive comments, or one
+/// character at a time of an event that never ends) is given up on at the answer's
+/// deadline, with the model and the URL in the message.
+#[tokio::test]
+async fn a_trickling_answer_meets_its_deadline() {
+    let mut pings = Canned::sse("");
+    pings.after_body = After::Repeat(b": ping\n\n".to_vec(), Duration::from_millis(20));
+    let mut characters = Canned::sse("event: content_block_delta\ndata: ");
+    characters.after_body = After::Repeat(b"x".to_vec(), Duration::from_millis(20));
+    let server = Server::start(vec![pings, characters]).await;
+    let deadline = |mut http: HttpSettings| {
+        http.answer_timeout = Duration::from_millis(500);
+        http.idle_timeout = Duration::from_secs(10);
+        http
+    };
+    let openai_config = server.openai().config().clone();
+    let openai =
+        OpenAiModel::new(OpenAiConfig { http: deadline(openai_config.http.clone()), ..openai_config }).expect("client");
+    let anthropic_config = server.anthropic().config().clone();
+    let anthropic =
+        AnthropicModel::new(AnthropicConfig { http: deadline(anthropic_config.http.clone()), ..anthropic_config })
+            .expect("client");
+    let cases: [(&dyn Model, String); 2] = [
+        (&openai, format!("http://{}/v1/chat/completions", server.addr)),
+        (&anthropic, format!("http://{}/v1/messages", server.addr)),
+    ];
+    for (model, url) in cases {
+        let answer = tokio::time::timeout(Duration::from_secs(30), collect(model, hello()));
+        let error = answer.await.expect("the deadline ends the answer").expect_err("no answer");
+        match &error {
+            ModelError::TimedOut { model: name, url: at, message } => {
+                assert_eq!((name, at), (&model.name(), &url));
+                assert!(message.contains("not finished within 500ms"), "{message}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(error.to_string().starts_with(&format!("{} at {url}: ", model.name())), "{error}");
+    }
+    server.bodies_closed(2).await;
+}
+
+/// The deadline counts from the request: waiting to retry is part of it.
+#[tokio::test]
+async fn the_deadline_covers_retries() {
+    let busy = Canned::json(503, json!({"error": {"message": "busy"}})).header("retry-after", "5");
+    let server = Server::start(vec![busy]).await;
+    let mut config = server.openai().config().clone();
+    config.http.answer_timeout = Duration::from_secs(1);
+    config.http.retry.max_retry_after = Duration::from_secs(10);
+    let model = OpenAiModel::new(config).expect("client");
+    let error = tokio::time::timeout(Duration::from_secs(30), collect(&model, hello())).await.expect("no hang");
+    assert!(
+        matches!(&error, Err(ModelError::TimedOut { message, .. }) if message.contains("not finished within 1s")),
+        "{error:?}"
+    );
+    assert_eq!(server.received().len(), 1, "the retry would have come after the deadline");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -645,6 +918,7 @@ async fn openai_request_body_shape() {
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
     assert_eq!(body["max_completion_tokens"], json!(100));
+    assert_eq!(body.get("tool_choice"), None, "the default is not sent");
     assert_eq!(
         body["tools"][0],
         json!({"type": "function", "function": {
@@ -675,6 +949,7 @@ async fn anthropic_request_body_shape() {
     collect(&server.anthropic(), conversation()).await.expect("events");
     let body = &server.received()[0].body;
     assert_no_empty_text(body);
+    assert_eq!(body.get("tool_choice"), None, "the default is not sent");
     assert_eq!(body["system"], json!("You are terse."));
     assert_eq!(body["max_tokens"], json!(100));
     assert_eq!(
@@ -698,14 +973,32 @@ async fn anthropic_request_body_shape() {
     );
 }
 
+/// A required tool reaches each provider in its own words, by wire name.
+#[tokio::test]
+async fn tool_choice_in_request_bodies() {
+    let server = Server::start(vec![
+        Canned::sse(fixture("openai-compatible-tool-call.sse")),
+        Canned::sse(anthropic_sse("anthropic-tool-no-args.jsonl")),
+    ])
+    .await;
+    let request = ModelRequest { tool_choice: ToolChoice::Tool("Counter_increment".into()), ..conversation() };
+    collect(&server.openai(), request.clone()).await.expect("events");
+    collect(&server.anthropic(), request).await.expect("events");
+    let received = server.received();
+    assert_eq!(received[0].body["tool_choice"], json!({"type": "function", "function": {"name": "Counter_increment"}}));
+    assert_eq!(received[1].body["tool_choice"], json!({"type": "tool", "name": "Counter_increment"}));
+}
+
+/// Dropping an answer's stream closes its connection: the server sees it.
 #[tokio::test]
 async fn dropping_the_stream_cancels_the_request() {
     let mut stalled = Canned::sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
-    stalled.after_body = Some(false);
+    stalled.after_body = After::Silence;
     let server = Server::start(vec![stalled]).await;
     let model = server.openai();
     let mut stream = model.stream(hello()).await.expect("stream");
     assert!(matches!(stream.next().await, Some(Ok(ModelEvent::TextDelta(_)))));
-    // Dropping must return at once even though the server never finishes.
-    tokio::time::timeout(Duration::from_secs(1), async move { drop(stream) }).await.expect("drop is immediate");
+    assert_eq!(*server.script.closed.borrow(), 0, "the answer is still open");
+    drop(stream);
+    server.bodies_closed(1).await;
 }

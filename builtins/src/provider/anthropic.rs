@@ -9,9 +9,9 @@ use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
-use super::http::{self, truncate, HttpSettings, ParseError, StreamParser};
+use super::http::{self, truncate, Endpoint, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
-use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage};
 
 /// Anthropic's API, used when `ANTHROPIC_BASE_URL` is not set.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -75,7 +75,7 @@ pub struct AnthropicModel {
 impl AnthropicModel {
     /// A model using `config`.
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let client = super::http_client("anthropic")?;
+        let client = http::client("anthropic", &config.http)?;
         Ok(AnthropicModel { config, client })
     }
 
@@ -87,21 +87,16 @@ impl AnthropicModel {
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
         let body = request_body(&self.config.model, self.config.default_max_tokens, &request);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let response = http::send_with_retries("anthropic", &self.config.http, || {
+        let endpoint = Endpoint { provider: "anthropic".to_string(), model: self.name(), url: url.clone() };
+        let make = || {
             self.client
                 .post(&url)
                 .header("x-api-key", &self.config.api_key)
                 .header("anthropic-version", ANTHROPIC_VERSION)
                 .header(reqwest::header::ACCEPT, "text/event-stream")
                 .json(&body)
-        })
-        .await?;
-        Ok(http::event_stream(
-            "anthropic".to_string(),
-            response,
-            AnthropicStreamParser::new(),
-            self.config.http.idle_timeout,
-        ))
+        };
+        http::answer(endpoint, &self.config.http, make, AnthropicStreamParser::new()).await
     }
 }
 
@@ -118,7 +113,8 @@ impl Model for AnthropicModel {
     }
 }
 
-/// The JSON body of a streamed Messages request.
+/// The JSON body of a streamed Messages request; `tool_choice` is sent only with tools,
+/// and not for the default (`auto`).
 pub fn request_body(model: &str, default_max_tokens: u32, request: &ModelRequest) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
@@ -135,8 +131,21 @@ pub fn request_body(model: &str, default_max_tokens: u32, request: &ModelRequest
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = tool_choice_json(&request.tool_choice) {
+            body.insert("tool_choice".into(), choice);
+        }
     }
     Value::Object(body)
+}
+
+/// `tool_choice` as the Messages API says it; nothing for the default.
+fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::None => Some(json!({"type": "none"})),
+        ToolChoice::Required => Some(json!({"type": "any"})),
+        ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
+    }
 }
 
 /// Our messages as Anthropic turns: tool results go in user turns as `tool_result`
@@ -206,7 +215,9 @@ fn input_object(input: &Value) -> Value {
 /// deltas come out as they arrive; a tool call comes out at its `content_block_stop`
 /// with its `input_json_delta` fragments concatenated and parsed; `message_stop` ends
 /// the answer with [`ModelEvent::Finish`], whose reason uses the common vocabulary
-/// (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens` → `length`).
+/// (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens` → `length`) and the
+/// token usage: the input counted in `message_start` (cache reads and writes included,
+/// which Anthropic counts apart), the output in the last `message_delta`.
 ///
 /// ```
 /// use trellis_builtins::model::ModelEvent;
@@ -231,8 +242,47 @@ fn input_object(input: &Value) -> Value {
 pub struct AnthropicStreamParser {
     tool_blocks: BTreeMap<u64, ToolBlock>,
     stop_reason: Option<String>,
+    usage: TokenCounts,
     calls_emitted: bool,
     done: bool,
+}
+
+/// The token counts of a Messages stream so far; each event's `usage` holds running
+/// totals, so the latest value of a field is the one that counts.
+#[derive(Debug, Default)]
+struct TokenCounts {
+    input: u64,
+    cache_write: u64,
+    cache_read: u64,
+    output: u64,
+    seen: bool,
+}
+
+impl TokenCounts {
+    /// Takes the counts present in a `usage` object.
+    fn update(&mut self, usage: Option<&Value>) {
+        let Some(usage) = usage.filter(|u| u.is_object()) else {
+            return;
+        };
+        for (field, count) in [
+            ("input_tokens", &mut self.input),
+            ("cache_creation_input_tokens", &mut self.cache_write),
+            ("cache_read_input_tokens", &mut self.cache_read),
+            ("output_tokens", &mut self.output),
+        ] {
+            if let Some(value) = usage.get(field).and_then(Value::as_u64) {
+                *count = value;
+                self.seen = true;
+            }
+        }
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.seen.then(|| Usage {
+            input_tokens: self.input.saturating_add(self.cache_write).saturating_add(self.cache_read),
+            output_tokens: self.output,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -309,7 +359,9 @@ impl AnthropicStreamParser {
                     events.push(self.tool_call(block));
                 }
             }
+            "message_start" => self.usage.update(payload.pointer("/message/usage")),
             "message_delta" => {
+                self.usage.update(payload.get("usage"));
                 if let Some(reason) = payload.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(reason.to_string());
                 }
@@ -327,7 +379,7 @@ impl AnthropicStreamParser {
                     None if self.calls_emitted => "tool_calls",
                     None => "stop",
                 };
-                events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
+                events.push(ModelEvent::Finish { reason: reason.to_string(), usage: self.usage.usage() });
                 self.done = true;
             }
             "error" => {
@@ -339,7 +391,7 @@ impl AnthropicStreamParser {
                 };
                 return Err(ParseError::Provider(text));
             }
-            // `message_start`, `ping`, and event types added later carry nothing we use.
+            // `ping`, and event types added later, carry nothing we use.
             _ => {}
         }
         Ok(events)
@@ -453,6 +505,46 @@ mod tests {
             ])
             .unwrap();
             assert_eq!(events, vec![ModelEvent::Finish { reason: ours.into(), usage: None }]);
+        }
+    }
+
+    #[test]
+    fn usage_from_message_start_and_the_last_message_delta() {
+        let start = json!({"type": "message_start", "message": {"usage": {
+            "input_tokens": 10, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 5, "output_tokens": 1
+        }}});
+        let events = run(&[
+            start.to_string(),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 40}})
+                .to_string(),
+            json!({"type": "message_delta", "delta": {}, "usage": {"output_tokens": 42}}).to_string(),
+            json!({"type": "message_stop"}).to_string(),
+        ])
+        .unwrap();
+        let usage = Some(Usage { input_tokens: 18, output_tokens: 42 });
+        assert_eq!(events, vec![ModelEvent::Finish { reason: "stop".into(), usage }]);
+    }
+
+    #[test]
+    fn tool_choice_is_sent_only_when_it_says_something() {
+        let tool = ToolSpec {
+            name: "Counter_increment".into(),
+            display_name: "Counter.increment".into(),
+            description: "Adds one".into(),
+            input_schema: json!({"type": "object"}),
+        };
+        let body = |tools: Vec<ToolSpec>, tool_choice| {
+            request_body("m", 100, &ModelRequest { tools, tool_choice, ..ModelRequest::default() })
+        };
+        let cases = [
+            (ToolChoice::Auto, None),
+            (ToolChoice::None, Some(json!({"type": "none"}))),
+            (ToolChoice::Required, Some(json!({"type": "any"}))),
+            (ToolChoice::Tool("Counter_increment".into()), Some(json!({"type": "tool", "name": "Counter_increment"}))),
+        ];
+        for (choice, expected) in cases {
+            assert_eq!(body(vec![tool.clone()], choice.clone()).get("tool_choice"), expected.as_ref(), "{choice:?}");
+            assert_eq!(body(Vec::new(), choice.clone()).get("tool_choice"), None, "{choice:?} without tools");
         }
     }
 

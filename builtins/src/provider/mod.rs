@@ -2,8 +2,8 @@
 //!
 //! - [`openai`]: OpenAI-compatible chat completions (OpenAI, Ollama, llama.cpp, vLLM).
 //! - [`anthropic`]: Anthropic Messages.
-//! - [`http`]: timeouts, retries with backoff, error bodies, and the stream driver, which
-//!   decodes Server-Sent Events with `eventsource-stream`.
+//! - [`http`]: what both share: settings, retries with backoff and error bodies, event-stream
+//!   decoding (Server-Sent Events by `eventsource-stream`), and the stream driver.
 //!
 //! Each adapter is split into a request builder, an HTTP layer, and a pure stream parser
 //! (SSE payloads in, [`crate::model::ModelEvent`]s out) that tests and fuzzers drive
@@ -62,14 +62,4 @@ pub fn model_from_str_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>)
 /// The embedded offline model (no network, no key).
 fn offline_model() -> Result<Arc<dyn Model>, ModelError> {
     Ok(Arc::new(crate::offline::OfflineModel::new()))
-}
-
-/// The HTTP client the adapters share the settings of.
-pub(crate) fn http_client(provider: &str) -> Result<reqwest::Client, ModelError> {
-    reqwest::Client::builder().user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION"))).build().map_err(|e| {
-        ModelError::Network {
-            provider: provider.to_string(),
-            message: format!("could not set up the HTTP client: {e}"),
-        }
-    })
 }

@@ -9,9 +9,9 @@ use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
-use super::http::{self, HttpSettings, ParseError, StreamParser};
+use super::http::{self, Endpoint, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
-use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec, Usage};
 
 /// OpenAI's API, used when `OPENAI_BASE_URL` is not set.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -99,7 +99,7 @@ pub struct OpenAiModel {
 impl OpenAiModel {
     /// A model using `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
-        let client = super::http_client(&config.provider)?;
+        let client = http::client(&config.provider, &config.http)?;
         Ok(OpenAiModel { config, client })
     }
 
@@ -111,20 +111,15 @@ impl OpenAiModel {
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
         let body = request_body(&self.config.model, &self.config.max_tokens_field, &request);
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
-        let response = http::send_with_retries(&self.config.provider, &self.config.http, || {
+        let endpoint = Endpoint { provider: self.config.provider.clone(), model: self.name(), url: url.clone() };
+        let make = || {
             let builder = self.client.post(&url).header(reqwest::header::ACCEPT, "text/event-stream").json(&body);
             match &self.config.api_key {
                 Some(key) => builder.bearer_auth(key),
                 None => builder,
             }
-        })
-        .await?;
-        Ok(http::event_stream(
-            self.config.provider.clone(),
-            response,
-            OpenAiStreamParser::new(),
-            self.config.http.idle_timeout,
-        ))
+        };
+        http::answer(endpoint, &self.config.http, make, OpenAiStreamParser::new()).await
     }
 }
 
@@ -142,6 +137,11 @@ impl Model for OpenAiModel {
 }
 
 /// The JSON body of a streamed chat-completions request.
+///
+/// It asks for the token usage (`stream_options.include_usage`: OpenAI, Ollama, vLLM and
+/// llama.cpp send it in a last chunk). `tool_choice` is sent only when it is not the
+/// default (`auto`), and only with tools, so servers that do not know the field keep
+/// working.
 pub fn request_body(model: &str, max_tokens_field: &str, request: &ModelRequest) -> Value {
     let mut messages = Vec::new();
     if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -153,14 +153,28 @@ pub fn request_body(model: &str, max_tokens_field: &str, request: &ModelRequest)
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         body.insert("tools".into(), request.tools.iter().map(tool_json).collect());
+        if let Some(choice) = tool_choice_json(&request.tool_choice) {
+            body.insert("tool_choice".into(), choice);
+        }
     }
     if let Some(max_tokens) = request.max_tokens {
         body.insert(max_tokens_field.to_string(), json!(max_tokens));
     }
     Value::Object(body)
+}
+
+/// `tool_choice` as the chat-completions API says it; nothing for the default.
+fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::None => Some(json!("none")),
+        ToolChoice::Required => Some(json!("required")),
+        ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
+    }
 }
 
 fn tool_json(tool: &ToolSpec) -> Value {
@@ -242,26 +256,37 @@ fn arguments_string(input: &Value) -> String {
 ///
 /// Feed it each SSE `data:` payload with [`OpenAiStreamParser::push_data`]. Tool calls
 /// are keyed by their `index` (which need not start at 0), their arguments concatenated
-/// and parsed when the choice finishes; they are emitted, in index order, just before
-/// [`ModelEvent::Finish`].
+/// and parsed when the choice finishes; they are emitted then, in index order.
+///
+/// [`ModelEvent::Finish`] comes once, with the token usage when the server reports it:
+/// at the finish chunk if it carries the usage (llama.cpp), else at the usage chunk that
+/// follows it (OpenAI, with empty `choices`), else at `[DONE]` or the end of the body.
 ///
 /// ```
-/// use trellis_builtins::model::ModelEvent;
+/// use trellis_builtins::model::{ModelEvent, Usage};
 /// use trellis_builtins::provider::openai::OpenAiStreamParser;
 ///
 /// let mut parser = OpenAiStreamParser::new();
 /// let events = parser
 ///     .push_data(r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#)
 ///     .unwrap();
-/// assert_eq!(events[0], ModelEvent::TextDelta("Hi".into()));
-/// assert_eq!(events[1], ModelEvent::Finish { reason: "stop".into(), usage: None });
+/// assert_eq!(events, vec![ModelEvent::TextDelta("Hi".into())]);
+/// let events =
+///     parser.push_data(r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1}}"#).unwrap();
+/// let usage = Some(Usage { input_tokens: 9, output_tokens: 1 });
+/// assert_eq!(events, vec![ModelEvent::Finish { reason: "stop".into(), usage }]);
 /// ```
 #[derive(Debug, Default)]
 pub struct OpenAiStreamParser {
     calls: BTreeMap<u64, PendingCall>,
     /// The key of the call the last fragment went to, for servers that omit `index`.
     last_key: Option<u64>,
-    /// The choice finished: tool calls and `Finish` are out.
+    /// Why the choice finished, once it has: its tool calls are out, `Finish` may wait
+    /// for the usage.
+    reason: Option<String>,
+    /// The latest token usage the server reported.
+    usage: Option<Usage>,
+    /// `Finish` is out.
     finished: bool,
     /// `[DONE]` arrived.
     done: bool,
@@ -287,7 +312,9 @@ impl OpenAiStreamParser {
         let data = data.trim();
         if data == "[DONE]" {
             self.done = true;
-            return self.complete("stop");
+            let mut events = self.end_choice("stop")?;
+            events.extend(self.finish_event());
+            return Ok(events);
         }
         if data.is_empty() {
             return Ok(Vec::new());
@@ -300,13 +327,23 @@ impl OpenAiStreamParser {
         if !chunk.is_object() {
             return Err(ParseError::Malformed(format!("chunk is not a JSON object: {}", http::truncate(data, 200))));
         }
-        if self.finished {
-            // Usage-only chunks may follow the finish; nothing in them is for us.
-            return Ok(Vec::new());
+        if let Some(usage) = usage(chunk.get("usage")) {
+            self.usage = Some(usage);
         }
-        let Some(choice) = first_choice(&chunk) else {
-            return Ok(Vec::new());
-        };
+        let mut events = Vec::new();
+        // After the finish only the usage counts: some servers send more chunks for the
+        // choice (Azure's content filter results).
+        if let Some(choice) = first_choice(&chunk).filter(|_| self.reason.is_none()) {
+            events.extend(self.choice_delta(choice)?);
+        }
+        if self.usage.is_some() {
+            events.extend(self.finish_event());
+        }
+        Ok(events)
+    }
+
+    /// The events of one chunk's choice.
+    fn choice_delta(&mut self, choice: &Value) -> Result<Vec<ModelEvent>, ParseError> {
         let mut events = Vec::new();
         if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
             for field in ["content", "refusal"] {
@@ -325,7 +362,7 @@ impl OpenAiStreamParser {
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            events.extend(self.complete(reason)?);
+            events.extend(self.end_choice(reason)?);
         }
         Ok(events)
     }
@@ -390,12 +427,11 @@ impl OpenAiStreamParser {
         key
     }
 
-    /// Emits the tool calls and `Finish`, once.
-    fn complete(&mut self, reason: &str) -> Result<Vec<ModelEvent>, ParseError> {
-        if self.finished {
+    /// Ends the choice for `reason`: emits the tool calls, once.
+    fn end_choice(&mut self, reason: &str) -> Result<Vec<ModelEvent>, ParseError> {
+        if self.reason.is_some() {
             return Ok(Vec::new());
         }
-        self.finished = true;
         let mut events = Vec::new();
         for (key, call) in std::mem::take(&mut self.calls) {
             if call.name.is_empty() {
@@ -409,8 +445,18 @@ impl OpenAiStreamParser {
         }
         // Some servers (older Ollama) say `stop` after calling tools.
         let reason = if !events.is_empty() && reason == "stop" { "tool_calls" } else { reason };
-        events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
+        self.reason = Some(reason.to_string());
         Ok(events)
+    }
+
+    /// `Finish`, once, when the choice has ended.
+    fn finish_event(&mut self) -> Option<ModelEvent> {
+        if self.finished {
+            return None;
+        }
+        let reason = self.reason.clone()?;
+        self.finished = true;
+        Some(ModelEvent::Finish { reason, usage: self.usage })
     }
 }
 
@@ -425,8 +471,9 @@ impl StreamParser for OpenAiStreamParser {
     }
 
     fn finish(&mut self) -> Result<Vec<ModelEvent>, ParseError> {
-        if self.finished {
-            Ok(Vec::new())
+        if self.reason.is_some() {
+            // The usage did not come, or the body ended without `[DONE]`.
+            Ok(self.finish_event().into_iter().collect())
         } else {
             Err(ParseError::Malformed(
                 "the stream ended before the answer was finished (no finish_reason or [DONE])".into(),
@@ -437,6 +484,15 @@ impl StreamParser for OpenAiStreamParser {
     fn is_done(&self) -> bool {
         self.done
     }
+}
+
+/// The token usage of a chunk's `usage` object (`null` in most chunks).
+fn usage(usage: Option<&Value>) -> Option<Usage> {
+    let usage = usage?;
+    let count = |field: &str| usage.get(field).and_then(Value::as_u64);
+    let (input, output) = (count("prompt_tokens"), count("completion_tokens"));
+    (input.is_some() || output.is_some())
+        .then(|| Usage { input_tokens: input.unwrap_or(0), output_tokens: output.unwrap_or(0) })
 }
 
 fn first_choice(chunk: &Value) -> Option<&Value> {
@@ -620,18 +676,91 @@ mod tests {
         ));
     }
 
+    fn usage_chunk(prompt: u64, completion: u64) -> String {
+        json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+            .to_string()
+    }
+
+    /// Each payload's events, one list per payload, then those of the end of the body.
+    fn run_stepwise(payloads: &[String]) -> Vec<Vec<ModelEvent>> {
+        let mut parser = OpenAiStreamParser::new();
+        let mut steps: Vec<_> = payloads.iter().map(|p| parser.push("message", p).unwrap()).collect();
+        steps.push(parser.finish().unwrap());
+        steps
+    }
+
     #[test]
-    fn usage_chunk_after_finish_is_ignored() {
-        let events = run(&[
-            chunk(json!({"content": "ok"}), Some("stop")),
-            json!({"choices": [], "usage": {"total_tokens": 3}}).to_string(),
+    fn finish_comes_once_with_the_usage_that_follows_it() {
+        let finish = |usage| ModelEvent::Finish { reason: "stop".into(), usage };
+        let counted = Some(Usage { input_tokens: 15, output_tokens: 5 });
+        let mut stop = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": null});
+        let text = chunk(json!({"content": "ok"}), None);
+        // OpenAI and Azure: `usage: null` on every chunk, the finish, a chunk for the
+        // choice after it (Azure's content filter results), the usage with no choices.
+        let late_choice = json!({"choices": [{"index": 0, "finish_reason": null, "content_filter_results": {}}]});
+        let steps = run_stepwise(&[
+            text.clone(),
+            stop.to_string(),
+            late_choice.to_string(),
+            usage_chunk(15, 5),
             "[DONE]".into(),
-        ])
-        .unwrap();
+        ]);
         assert_eq!(
-            events,
-            vec![ModelEvent::TextDelta("ok".into()), ModelEvent::Finish { reason: "stop".into(), usage: None }]
+            steps,
+            vec![vec![ModelEvent::TextDelta("ok".into())], vec![], vec![], vec![finish(counted)], vec![], vec![]]
         );
+        // llama.cpp: the usage on the finish chunk itself.
+        stop["usage"] = json!({"prompt_tokens": 15, "completion_tokens": 5});
+        let steps = run_stepwise(&[stop.to_string(), "[DONE]".into()]);
+        assert_eq!(steps, vec![vec![finish(counted)], vec![], vec![]]);
+        // No usage: `[DONE]` right after the finish, or the end of the body.
+        stop["usage"] = Value::Null;
+        assert_eq!(run_stepwise(&[stop.to_string(), "[DONE]".into()]), vec![vec![], vec![finish(None)], vec![]]);
+        assert_eq!(run_stepwise(&[stop.to_string()]), vec![vec![], vec![finish(None)]]);
+        // Tool calls come at the finish, the usage does not hold them back.
+        let steps = run_stepwise(&[
+            call_fragment(0, Some("c"), Some("t"), "{}"),
+            chunk(json!({}), Some("tool_calls")),
+            usage_chunk(7, 3),
+        ]);
+        assert_eq!(
+            steps,
+            vec![
+                vec![],
+                vec![ModelEvent::ToolCall { id: "c".into(), name: "t".into(), input: json!({}) }],
+                vec![ModelEvent::Finish {
+                    reason: "tool_calls".into(),
+                    usage: Some(Usage { input_tokens: 7, output_tokens: 3 })
+                }],
+                vec![],
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_choice_is_sent_only_when_it_says_something() {
+        let tool = ToolSpec {
+            name: "Counter_increment".into(),
+            display_name: "Counter.increment".into(),
+            description: "Adds one".into(),
+            input_schema: json!({"type": "object"}),
+        };
+        let body = |tools: Vec<ToolSpec>, tool_choice| {
+            request_body("m", "max_tokens", &ModelRequest { tools, tool_choice, ..ModelRequest::default() })
+        };
+        let cases = [
+            (ToolChoice::Auto, None),
+            (ToolChoice::None, Some(json!("none"))),
+            (ToolChoice::Required, Some(json!("required"))),
+            (
+                ToolChoice::Tool("Counter_increment".into()),
+                Some(json!({"type": "function", "function": {"name": "Counter_increment"}})),
+            ),
+        ];
+        for (choice, expected) in cases {
+            assert_eq!(body(vec![tool.clone()], choice.clone()).get("tool_choice"), expected.as_ref(), "{choice:?}");
+            assert_eq!(body(Vec::new(), choice.clone()).get("tool_choice"), None, "{choice:?} without tools");
+        }
     }
 
     #[test]
@@ -664,6 +793,7 @@ mod tests {
             json!({
                 "model": "m",
                 "stream": true,
+                "stream_options": {"include_usage": true},
                 "max_tokens": 50,
                 "messages": [
                     {"role": "system", "content": "Be brief."},

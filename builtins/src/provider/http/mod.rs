@@ -1,0 +1,181 @@
+//! What both provider adapters share, one job a module:
+//!
+//! - [`retry`]: sending a request with retries and backoff, and reading error bodies
+//!   (capped, so a huge error page cannot exhaust memory);
+//! - [`sse`]: decoding an event stream (Server-Sent Events, by the `eventsource-stream`
+//!   crate) into parser calls, with its size limit and the pure [`StreamParser`] interface;
+//! - [`driver`]: one answer from request to last event: the retried request, then the
+//!   body through [`sse`] and a parser to [`crate::model::ModelEvent`]s, under the idle
+//!   timeout and the answer's deadline;
+//! - here: the settings, the endpoint errors name, and small helpers both adapters use.
+
+mod driver;
+mod retry;
+mod sse;
+
+use std::time::Duration;
+
+use crate::model::ModelError;
+
+pub(crate) use driver::answer;
+pub use retry::{error_message, RetryPolicy, MAX_ERROR_BODY_BYTES};
+pub use sse::{parse_body, parse_chunks, ParseError, StreamParser, MAX_EVENT_BYTES};
+
+/// How an adapter talks HTTP: timeouts and retries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// Longest wait for a connection (TCP and TLS) to the server.
+    pub connect_timeout: Duration,
+    /// Longest wait for the response headers of one attempt.
+    pub request_timeout: Duration,
+    /// Longest silence between two chunks of a streamed answer.
+    pub idle_timeout: Duration,
+    /// Longest time for one whole answer, from sending the request (retries included) to
+    /// the end of its stream: a server that keeps the stream alive with keep-alive
+    /// comments or a character now and then is given up on after this long.
+    pub answer_timeout: Duration,
+    /// When and how often to try again.
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(300),
+            answer_timeout: Duration::from_secs(600),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Where one answer comes from, as errors name it.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// Provider name (`openai`, `ollama`, `anthropic`).
+    pub provider: String,
+    /// The model's full name (`openai:gpt-4o`).
+    pub model: String,
+    /// The URL the request goes to.
+    pub url: String,
+}
+
+impl Endpoint {
+    /// A [`ModelError::TimedOut`] naming this endpoint.
+    pub fn timed_out(&self, message: String) -> ModelError {
+        ModelError::TimedOut { model: self.model.clone(), url: self.url.clone(), message }
+    }
+
+    /// A [`ModelError::Network`] from this endpoint's provider.
+    pub fn network(&self, message: String) -> ModelError {
+        ModelError::Network { provider: self.provider.clone(), message }
+    }
+}
+
+/// The HTTP client of one adapter: the user agent and `settings.connect_timeout`.
+pub(crate) fn client(provider: &str, settings: &HttpSettings) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(settings.connect_timeout)
+        .build()
+        .map_err(|e| ModelError::Network {
+            provider: provider.to_string(),
+            message: format!("could not set up the HTTP client: {e}"),
+        })
+}
+
+/// `duration` for messages (`200ms`, `600s`, `2.5s`).
+pub(crate) fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs < 1.0 {
+        format!("{}ms", duration.as_millis())
+    } else if secs.fract() == 0.0 {
+        format!("{secs:.0}s")
+    } else {
+        format!("{secs:.1}s")
+    }
+}
+
+/// An error and its sources, joined: reqwest's own message alone hides the cause.
+pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The first `max` characters of `text`, with `…` when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// Parsed tool-call arguments: empty means `{}`, unparsable JSON is kept as a string so
+/// nothing the model said is lost and the tool's validation can report it.
+pub fn parse_arguments(raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()))
+}
+
+/// The text sent to a provider for a tool's output; never empty.
+pub(crate) fn tool_output_text(output: &crate::message::ToolOutput, prefix_errors: bool) -> String {
+    use crate::message::ToolOutput;
+    let text = match output {
+        ToolOutput::Json(value) => value.to_string(),
+        ToolOutput::Text(text) => text.clone(),
+        ToolOutput::ErrorText(text) if prefix_errors => format!("Error: {text}"),
+        ToolOutput::ErrorText(text) => text.clone(),
+    };
+    if text.trim().is_empty() {
+        match output {
+            ToolOutput::ErrorText(_) => "Error: the tool failed without a message".to_string(),
+            _ => "(no output)".to_string(),
+        }
+    } else {
+        text
+    }
+}
+
+/// Fixtures the adapters' unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::{ParseError, StreamParser};
+    use crate::message::{Message, Part, Role, ToolOutput};
+    use crate::model::ModelEvent;
+
+    /// Feeds `payloads` to `parser` as `data:` payloads of unnamed (`message`) events, then
+    /// ends the stream: every event until the first error.
+    pub(crate) fn run(mut parser: impl StreamParser, payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
+        let mut events = Vec::new();
+        for payload in payloads {
+            events.extend(parser.push("message", payload)?);
+        }
+        events.extend(parser.finish()?);
+        Ok(events)
+    }
+
+    /// One round of tool use: the assistant's calls (after an empty text part, as streamed
+    /// answers often start) and the tool turn answering each call, in order. A call is
+    /// `(id, name, input, output)`.
+    pub(crate) fn tool_round(calls: Vec<(&str, &str, serde_json::Value, ToolOutput)>) -> [Message; 2] {
+        let mut asked = vec![Part::Text { text: String::new() }];
+        let mut answered = Vec::new();
+        for (id, name, input, output) in calls {
+            asked.push(Part::ToolCall { id: id.into(), name: name.into(), input });
+            answered.push(Part::ToolResult { id: id.into(), name: name.into(), output });
+        }
+        [Message::new(Role::Assistant, asked), Message::new(Role::Tool, answered)]
+    }
+}
