@@ -239,13 +239,35 @@ fn number_value(n: f64, integer: bool) -> Option<Value> {
     }
 }
 
+/// Words that lead from a thing to the place it goes ("milk *to my* shopping list").
+const DESTINATION: &[&str] = &["to", "on", "onto", "into", "in", "from", "off", "for"];
+/// Words between such a preposition and the place.
+const DETERMINERS: &[&str] = &["my", "the", "your", "our", "a", "an", "this", "that"];
+/// Nouns that name the place with the charm's name ("shopping *list*").
+const CONTAINERS: &[&str] = &["list", "lists", "board", "notes", "page"];
+
+/// Drops a trailing "to my" (a preposition and determiners) from what is kept: it led to
+/// the charm's name, which says where the text goes, not what it is.
+fn drop_destination(kept: &mut Vec<(bool, &str)>) {
+    let word = |text: &str| text.to_lowercase().trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    let mut end = kept.len();
+    while end > 0 && DETERMINERS.contains(&word(kept[end - 1].1).as_str()) {
+        end -= 1;
+    }
+    if end > 0 && DESTINATION.contains(&word(kept[end - 1].1).as_str()) {
+        kept.truncate(end - 1);
+    }
+}
+
 /// The message without mentions, used tokens and the words that picked the tool, trimmed
-/// of stopwords at both ends; `None` when nothing is left.
+/// of stopwords at both ends, and without the phrase that names where it goes ("to my
+/// shopping list"); `None` when nothing is left.
 fn free_text(parsed: &Parsed, used: &HashSet<usize>, name_stems: &HashSet<String>) -> Option<String> {
     // Tokens are in chunk order: each chunk takes its own from the front, so every token
     // is looked at once.
     let mut tokens = parsed.tokens.iter().enumerate().peekable();
     let mut kept: Vec<(bool, &str)> = Vec::new();
+    let mut after_name = false;
     for (c, text) in parsed.chunks.iter().enumerate() {
         let mut any = false;
         let mut dropped = false;
@@ -257,7 +279,17 @@ fn free_text(parsed: &Parsed, used: &HashSet<usize>, name_stems: &HashSet<String
             all_name_words &= matches!(token, Token::Word(w) if name_stems.contains(&stem(w)));
             filler &= matches!(token, Token::Word(w) if is_stopword(w));
         }
-        if !(dropped || (any && all_name_words)) {
+        let name_words = any && all_name_words;
+        if name_words {
+            drop_destination(&mut kept);
+            after_name = true;
+            continue;
+        }
+        // "… to my shopping list": the noun after the charm's name is part of the place.
+        let container =
+            after_name && CONTAINERS.contains(&text.to_lowercase().trim_matches(|c: char| !c.is_alphanumeric()));
+        after_name = false;
+        if !(dropped || container) {
             kept.push((filler, text.as_str()));
         }
     }
@@ -306,6 +338,13 @@ mod tests {
         let stems = ["add", "note"];
         assert_eq!(fill_from(schema.clone(), "@Notes add a note buy milk", &stems), Ok(json!({ "text": "buy milk" })));
         assert_eq!(fill_from(schema.clone(), "add a note 'buy eggs' now", &stems), Ok(json!({ "text": "buy eggs" })));
+        let stems = ["add", "shopping"];
+        assert_eq!(fill_from(schema.clone(), "add milk to my shopping list", &stems), Ok(json!({ "text": "milk" })));
+        assert_eq!(
+            fill_from(schema.clone(), "add fresh bread on the shopping list please", &stems),
+            Ok(json!({ "text": "fresh bread" }))
+        );
+        let stems = ["add", "note"];
         let missing = fill_from(schema, "@Notes add a note", &stems);
         assert_eq!(missing, Err(vec!["`text` (some text)".to_owned()]));
     }
