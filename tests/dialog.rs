@@ -88,12 +88,12 @@ fn fragile_pattern(gate: Arc<Gate>) -> Pattern {
         b.handler("explode", move |tx, _: Nothing| {
             t.set(tx, 1)?;
             panic!("kaboom")
-        });
+        })?;
         let gate = Arc::clone(&gate);
         b.handler("dawdle", move |tx, _: Nothing| {
             gate.pass();
             Ok(touched.update(tx, |n| n + 1)?)
-        });
+        })?;
         Ok(())
     })
 }

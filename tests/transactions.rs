@@ -105,14 +105,14 @@ async fn a_failing_or_panicking_handler_is_rolled_back_and_reported_and_the_runt
                 m.set(tx, 99)?;
                 l.push(tx, "boom".to_string())?;
                 panic!("kaboom");
-            });
+            })?;
             let (m, l) = (n.clone(), log.clone());
             b.handler("fail", move |tx, _: Go| {
                 m.set(tx, 98)?;
                 l.push(tx, "fail".to_string())?;
                 Err("refused".into())
-            });
-            b.handler("ok", move |tx, _: Go| Ok(n.update(tx, |v| v + 1)?));
+            })?;
+            b.handler("ok", move |tx, _: Go| Ok(n.update(tx, |v| v + 1)?))?;
             Ok(())
         }));
         let id = rt.charms().create("fragile", json!({})).unwrap();
@@ -167,7 +167,7 @@ async fn a_handler_that_awaits_send_fails_instead_of_hanging() {
             let rt = weak.upgrade().ok_or("runtime gone")?;
             futures::executor::block_on(rt.send(&increment, json!({"amount": 1})))?;
             Ok(())
-        });
+        })?;
         Ok(())
     }));
     let id = rt.charms().create("impatient", json!({})).unwrap();

@@ -244,7 +244,7 @@ fn counter_pattern() -> Pattern {
             let amount = event.get("amount").and_then(serde_json::Value::as_i64).unwrap_or(1);
             count.update(tx, |n| n + amount)?;
             Ok(())
-        });
+        })?;
         Ok(())
     })
     .description("benchmark counter")

@@ -92,7 +92,7 @@ fn clock_seed(charm: &str) -> u64 {
     nanos ^ hasher.finish()
 }
 
-fn check(what: &str, value: u32, min: u32, max: u32) -> Result<(), BoxError> {
+fn check(what: &str, value: u32, min: u32, max: u32) -> trellis_runner::Result<()> {
     if (min..=max).contains(&value) {
         return Ok(());
     }
@@ -123,7 +123,7 @@ pub fn dice() -> Pattern {
                 totals.drain(..excess);
                 totals
             })?)
-        });
+        })?;
         Ok(())
     })
     .description("Dice: roll up to 100 dice with 2 to 1000 sides each; totals kept in a history")

@@ -87,13 +87,13 @@ pub fn notes() -> Pattern {
         let notes = b.state::<Vec<Note>>("notes", Vec::new())?;
         let next_id = b.state::<u64>("next_id", 1)?;
         let results = b.state::<Vec<Note>>("results", Vec::new())?;
-        b.lift("count", &notes, |notes: Vec<Note>| notes.len());
+        b.lift("count", notes, |notes: Vec<Note>| notes.len())?;
         let (list, next) = (notes.clone(), next_id.clone());
         b.handler("add", move |tx, e: Add| {
             let id = next.get(tx)?;
             next.set(tx, id + 1)?;
             Ok(list.push(tx, Note { id, title: e.title, body: e.body })?)
-        });
+        })?;
         let list = notes.clone();
         b.handler("edit", move |tx, e: Edit| {
             if e.title.is_none() && e.body.is_none() {
@@ -107,18 +107,18 @@ pub fn notes() -> Pattern {
                 note.key::<String>("body").set(tx, body)?;
             }
             Ok(())
-        });
+        })?;
         let list = notes.clone();
         b.handler("delete", move |tx, e: Delete| {
             let mut all = list.get(tx)?;
             all.remove(position(&all, e.id)?);
             Ok(list.set(tx, all)?)
-        });
+        })?;
         b.handler("search", move |tx, e: Search| {
             let query = e.query.to_lowercase();
             let found = notes.get(tx)?.into_iter().filter(|n| matches(n, &query)).collect();
             Ok(results.set(tx, found)?)
-        });
+        })?;
         Ok(())
     })
     .description("Notes with a title and a body: add, edit, delete and search them")

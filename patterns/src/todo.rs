@@ -64,24 +64,24 @@ pub fn todo() -> Pattern {
     Pattern::new("todo", |b, args: TodoArgs| {
         b.name(args.title.unwrap_or_else(|| "Todo".into()))?;
         let items = b.state::<Vec<Task>>("items", Vec::new())?;
-        b.lift("remaining", &items, |items: Vec<Task>| items.iter().filter(|t| !t.done).count());
+        b.lift("remaining", items, |items: Vec<Task>| items.iter().filter(|t| !t.done).count())?;
         let list = items.clone();
-        b.handler("add", move |tx, e: Add| Ok(list.push(tx, Task { title: e.title, done: false })?));
+        b.handler("add", move |tx, e: Add| Ok(list.push(tx, Task { title: e.title, done: false })?))?;
         let list = items.clone();
         b.handler("complete", move |tx, e: Complete| {
             Ok(task_at(&list, tx, e.index)?.key::<bool>("done").set(tx, true)?)
-        });
+        })?;
         let list = items.clone();
         b.handler("rename", move |tx, e: Rename| {
             Ok(task_at(&list, tx, e.index)?.key::<String>("title").set(tx, e.title)?)
-        });
+        })?;
         b.handler("remove", move |tx, e: Remove| {
             task_at(&items, tx, e.index)?;
             Ok(items.update(tx, |mut all| {
                 all.remove(e.index);
                 all
             })?)
-        });
+        })?;
         Ok(())
     })
     .description("A todo list: add, complete, rename and remove tasks")

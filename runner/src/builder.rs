@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::cell::Cell;
-use crate::error::{BoxError, Error, Result};
+use crate::error::{Error, Result};
 use crate::link::{stream_marker, DocId, Link};
 use crate::read::Read;
 use crate::runtime::{Handler, HandlerFn, Runtime};
@@ -108,7 +108,7 @@ impl<'a> Builder<'a> {
     }
 
     /// A derived value at `key`: `compute` re-runs whenever a cell it read changes.
-    pub fn derive<T, F>(&mut self, key: &str, compute: F) -> Cell<T>
+    pub fn derive<T, F>(&mut self, key: &str, compute: F) -> Result<Cell<T>>
     where
         T: Serialize,
         F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
@@ -116,26 +116,28 @@ impl<'a> Builder<'a> {
         let at = self.at(key);
         let run: ComputeFn = Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?));
         self.wiring.computations.push((key.to_string(), at.clone(), run));
-        Cell::from_link(at)
+        Ok(Cell::from_link(at))
     }
 
     /// A derived value at `key` computed from one cell by a plain function.
-    pub fn lift<A, T, F>(&mut self, key: &str, input: &Cell<A>, f: F) -> Cell<T>
+    pub fn lift<A, T, F>(&mut self, key: &str, input: Cell<A>, f: F) -> Result<Cell<T>>
     where
         A: Serialize + DeserializeOwned + 'static,
         T: Serialize,
         F: Fn(A) -> T + Send + Sync + 'static,
     {
-        let input = input.clone();
         self.derive(key, move |tx| Ok(f(input.get(tx)?)))
     }
 
     /// A stream at `key` whose events of type `E` run `handle` in a transaction. The
     /// event schema (with the doc comments of `E`) is stored with the stream.
-    pub fn handler<E, F>(&mut self, key: &str, handle: F) -> Stream<E>
+    ///
+    /// `handle` returns the runtime's [`Result`], so it can end with a cell write
+    /// (`count.set(tx, 0)`), and refuse with a message: `Err("there is no task 3".into())`.
+    pub fn handler<E, F>(&mut self, key: &str, handle: F) -> Result<Stream<E>>
     where
         E: DeserializeOwned + JsonSchema + 'static,
-        F: Fn(&Tx, E) -> Result<(), BoxError> + Send + Sync + 'static,
+        F: Fn(&Tx, E) -> Result<()> + Send + Sync + 'static,
     {
         let schema = schemars::schema_for!(E).to_value();
         let stream = self.at(key);
@@ -146,19 +148,17 @@ impl<'a> Builder<'a> {
                 .map_err(|e| Error::BadEvent { stream: at.clone(), message: e.to_string() })?;
             handle(tx, event)
         });
-        self.handler_json(key, Some(schema), run);
-        Stream::from_link(stream)
+        self.handler_json(key, Some(schema), run)?;
+        Ok(Stream::from_link(stream))
     }
 
     /// A stream at `key` whose handler takes raw JSON, with an optional event schema.
-    pub fn handler_json(&mut self, key: &str, schema: Option<serde_json::Value>, run: HandlerFn) -> Link {
+    pub fn handler_json(&mut self, key: &str, schema: Option<serde_json::Value>, run: HandlerFn) -> Result<Link> {
         let at = self.at(key);
-        if let Err(error) = self.tx.write(&at, stream_marker(schema.as_ref())) {
-            tracing::warn!(%error, key, "could not store stream marker");
-        }
+        self.tx.write(&at, stream_marker(schema.as_ref()))?;
         let handler = Handler { owner: self.charm.clone(), schema, run };
         self.wiring.handlers.push((at.clone(), handler));
-        at
+        Ok(at)
     }
 
     /// Stores a link at `key`, so that reads (and events) there go to `target`.
@@ -167,7 +167,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Instantiates the builtin `id` with `inputs`; its outputs appear under `key`.
-    pub fn builtin(&mut self, key: &str, id: &str, inputs: serde_json::Value) -> Result<Link, BoxError> {
+    pub fn builtin(&mut self, key: &str, id: &str, inputs: serde_json::Value) -> Result<Link> {
         let builtin = self.rt.0.builtins.get(id).ok_or_else(|| Error::UnknownBuiltin(id.to_string()))?;
         builtin.instantiate(self, key, inputs)?;
         Ok(self.at(key))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::builder::Builder;
-use crate::error::BoxError;
+use crate::error::Result;
 
 /// A natively implemented node.
 pub trait Builtin: Send + Sync + 'static {
@@ -17,7 +17,7 @@ pub trait Builtin: Send + Sync + 'static {
 
     /// Wires the builtin into the charm being built. Its outputs go under `key` of the
     /// charm's result; `inputs` is the JSON (links included) the pattern passed.
-    fn instantiate(&self, builder: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> Result<(), BoxError>;
+    fn instantiate(&self, builder: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> Result<()>;
 }
 
 /// The builtins a runtime knows, by id.

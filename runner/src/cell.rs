@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::intern::{self, Location};
 use crate::link::Link;
 use crate::read::Read;
 use crate::schema::Schema;
@@ -22,64 +23,67 @@ use crate::tx::Tx;
 use crate::value::{Segment, Value};
 
 /// A typed view of one location.
+///
+/// `Copy`: capture a cell in as many handlers as need it. Its location is interned:
+/// stored once per distinct location for the life of the process.
 pub struct Cell<T> {
-    link: Link,
-    schema: Option<Arc<Schema>>,
+    at: &'static Location,
     _type: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for Cell<T> {
     fn clone(&self) -> Self {
-        Cell { link: self.link.clone(), schema: self.schema.clone(), _type: PhantomData }
+        *self
     }
 }
 
+impl<T> Copy for Cell<T> {}
+
 impl<T> std::fmt::Debug for Cell<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Cell({})", self.link)
+        write!(f, "Cell({})", self.at.link)
     }
 }
 
 impl<T> PartialEq for Cell<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.link == other.link
+        self.at.link == other.at.link
     }
 }
 
 impl<T> Cell<T> {
     /// The cell at `link`.
     pub fn from_link(link: Link) -> Self {
-        Cell { link, schema: None, _type: PhantomData }
+        Cell { at: intern::plain(link), _type: PhantomData }
     }
 
     /// This cell shaped by `schema`: reads apply its defaults and turn `asCell` /
     /// `asStream` properties into links.
-    pub fn with_schema(mut self, schema: Schema) -> Self {
-        self.schema = Some(Arc::new(schema));
-        self
+    pub fn with_schema(self, schema: Schema) -> Self {
+        Cell { at: intern::shaped(self.at.link.clone(), Some(Arc::new(schema))), _type: PhantomData }
     }
 
     /// The location this cell views.
     pub fn link(&self) -> &Link {
-        &self.link
+        &self.at.link
     }
 
     /// A cell for one key (or array index) below this one.
     pub fn key<U>(&self, key: impl Into<Segment>) -> Cell<U> {
         let key = key.into();
-        let schema = self.schema.as_ref().and_then(|s| s.property(&key)).map(Arc::new);
-        Cell { link: self.link.child(key), schema, _type: PhantomData }
+        let schema = self.at.schema.as_ref().and_then(|s| s.property(&key)).map(Arc::new);
+        Cell { at: intern::shaped(self.at.link.child(key), schema), _type: PhantomData }
     }
 
     /// The same location viewed as another type.
     pub fn cast<U>(&self) -> Cell<U> {
-        Cell { link: self.link.clone(), schema: self.schema.clone(), _type: PhantomData }
+        Cell { at: self.at, _type: PhantomData }
     }
 
     /// The raw value, links followed, schema applied.
     pub fn get_value(&self, r: &(impl Read + ?Sized)) -> Result<Value> {
-        let (at, value) = r.resolve(&self.link)?;
-        Ok(match &self.schema {
+        let (at, value) = r.resolve(&self.at.link)?;
+        Ok(match &self.at.schema {
             Some(schema) => schema.shape(&at, value),
             None => value,
         })
@@ -87,7 +91,7 @@ impl<T> Cell<T> {
 
     /// Writes a raw value.
     pub fn set_value(&self, tx: &Tx, value: Value) -> Result<()> {
-        tx.write(&self.link, value)
+        tx.write(&self.at.link, value)
     }
 }
 
@@ -95,13 +99,13 @@ impl<T: Serialize + DeserializeOwned> Cell<T> {
     /// The current value.
     pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
         let value = self.get_value(r)?;
-        serde_json::from_value(value.to_json()).map_err(|source| Error::Shape { at: self.link.clone(), source })
+        serde_json::from_value(value.to_json()).map_err(|source| Error::Shape { at: self.at.link.clone(), source })
     }
 
     /// Replaces the value.
     pub fn set(&self, tx: &Tx, value: T) -> Result<()> {
         let value = Value::from_serialize(&value).map_err(Error::Serialize)?;
-        tx.write(&self.link, value)
+        tx.write(&self.at.link, value)
     }
 
     /// Replaces the value with `f(current)`.
@@ -122,7 +126,7 @@ impl<T: Serialize + DeserializeOwned> Cell<Vec<T>> {
             }
         };
         let item = Value::from_serialize(&item).map_err(Error::Serialize)?;
-        tx.write(&self.link.child(len.to_string()), item)
+        tx.write(&self.at.link.child(len.to_string()), item)
     }
 
     /// The item at `index`.
@@ -133,7 +137,7 @@ impl<T: Serialize + DeserializeOwned> Cell<Vec<T>> {
 
 impl<T> Serialize for Cell<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        crate::link::serialize_as_link(&self.link, s)
+        crate::link::serialize_as_link(&self.at.link, s)
     }
 }
 

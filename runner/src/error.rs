@@ -48,6 +48,11 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A handler, computation or pattern refused with its own message: what
+    /// `Err("…".into())` or `Err(format!(…).into())` makes, and what a boxed error from
+    /// user code becomes.
+    #[error("{0}")]
+    Refused(String),
     /// A value did not have the shape the Rust type expects.
     #[error("value at {at} does not fit the expected type: {source}")]
     Shape {
@@ -152,3 +157,25 @@ pub enum Error {
 
 /// Shorthand for results with the runtime's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Error::Refused(message.to_string())
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Error::Refused(message)
+    }
+}
+
+/// A boxed error from user code: the runtime's own error comes back out as itself.
+impl From<BoxError> for Error {
+    fn from(error: BoxError) -> Self {
+        match error.downcast::<Error>() {
+            Ok(inner) => *inner,
+            Err(other) => Error::Refused(other.to_string()),
+        }
+    }
+}

@@ -10,6 +10,7 @@ pub mod cell;
 pub mod charm;
 pub mod depth;
 pub mod error;
+mod intern;
 pub mod link;
 pub mod pattern;
 pub mod read;

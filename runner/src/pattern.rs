@@ -18,11 +18,11 @@
 //! let counter = Pattern::new("counter", |b, _arg: serde_json::Value| {
 //!     b.name("Counter")?;
 //!     let count = b.state("count", 0i64)?;
-//!     b.lift("label", &count, |n: i64| format!("Count: {n}"));
+//!     b.lift("label", count, |n: i64| format!("Count: {n}"))?;
 //!     b.handler("increment", move |tx, e: Increment| {
 //!         count.update(tx, |n| n + e.amount.unwrap_or(1))?;
 //!         Ok(())
-//!     });
+//!     })?;
 //!     Ok(())
 //! })
 //! .description("A number you can increase");
@@ -44,9 +44,9 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use crate::builder::Builder;
-use crate::error::{BoxError, Error};
+use crate::error::{Error, Result};
 
-pub(crate) type BuildFn = Arc<dyn Fn(&mut Builder<'_>, serde_json::Value) -> Result<(), BoxError> + Send + Sync>;
+pub(crate) type BuildFn = Arc<dyn Fn(&mut Builder<'_>, serde_json::Value) -> Result<()> + Send + Sync>;
 
 /// A reusable program, registered by a stable id.
 #[derive(Clone)]
@@ -61,10 +61,13 @@ pub struct Pattern {
 impl Pattern {
     /// A pattern whose argument deserialises into `A`. A missing argument (`null`) is
     /// read as `{}`, so `#[serde(default)]` fields work as defaults.
+    ///
+    /// `build` returns the runtime's [`Result`], like every [`Builder`] method, so `?`
+    /// works throughout; `Err("…".into())` refuses with a message.
     pub fn new<A, F>(id: &str, build: F) -> Self
     where
         A: DeserializeOwned + JsonSchema,
-        F: Fn(&mut Builder<'_>, A) -> Result<(), BoxError> + Send + Sync + 'static,
+        F: Fn(&mut Builder<'_>, A) -> Result<()> + Send + Sync + 'static,
     {
         let pattern_id = id.to_string();
         let build: BuildFn = Arc::new(move |b, json| {

@@ -9,36 +9,39 @@ use std::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::intern::{self, Location};
 use crate::link::Link;
 use crate::runtime::{Runtime, Sent};
 
-/// A typed handle to a stream that takes events of type `E`.
+/// A typed handle to a stream that takes events of type `E`; `Copy`, like [`Cell`](crate::Cell).
 pub struct Stream<E> {
-    link: Link,
+    at: &'static Location,
     _event: PhantomData<fn(E)>,
 }
 
 impl<E> Clone for Stream<E> {
     fn clone(&self) -> Self {
-        Stream { link: self.link.clone(), _event: PhantomData }
+        *self
     }
 }
 
+impl<E> Copy for Stream<E> {}
+
 impl<E> std::fmt::Debug for Stream<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Stream({})", self.link)
+        write!(f, "Stream({})", self.at.link)
     }
 }
 
 impl<E> Stream<E> {
     /// The stream at `link`.
     pub fn from_link(link: Link) -> Self {
-        Stream { link, _event: PhantomData }
+        Stream { at: intern::plain(link), _event: PhantomData }
     }
 
     /// Where the stream lives.
     pub fn link(&self) -> &Link {
-        &self.link
+        &self.at.link
     }
 }
 
@@ -47,13 +50,13 @@ impl<E: Serialize> Stream<E> {
     /// computations it affected have re-run, and the commit is durable.
     pub async fn send(&self, rt: &Runtime, event: E) -> Result<Sent> {
         let json = serde_json::to_value(event).map_err(Error::Serialize)?;
-        rt.send(&self.link, json).await
+        rt.send(&self.at.link, json).await
     }
 }
 
 impl<E> Serialize for Stream<E> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        crate::link::serialize_as_link(&self.link, s)
+        crate::link::serialize_as_link(&self.at.link, s)
     }
 }
 

@@ -26,7 +26,7 @@ fn keeper() -> Pattern {
                 stored.set(tx, event)?;
                 Ok(())
             }),
-        );
+        )?;
         Ok(())
     })
 }

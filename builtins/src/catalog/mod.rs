@@ -32,7 +32,7 @@
 //! rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
 //!     b.name("Counter")?;
 //!     let count = b.state("count", 0i64)?;
-//!     b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?));
+//!     b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?))?;
 //!     Ok(())
 //! }));
 //! let id = rt.charms().create("counter", serde_json::json!({}))?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use trellis_runner::{BoxError, Pattern, Runtime};
+use trellis_runner::{Pattern, Runtime};
 
 use super::naming::{is_valid_wire_name, MAX_WIRE_LEN};
 use super::*;
@@ -63,20 +63,20 @@ fn counter() -> Pattern {
     Pattern::new("counter", |b, args: CounterArgs| {
         b.name(args.name.unwrap_or_else(|| "Counter".into()))?;
         let count = b.state("count", 0i64)?;
-        b.lift("label", &count, |n: i64| format!("Count: {n}"));
+        b.lift("label", count, |n: i64| format!("Count: {n}"))?;
         let c = count.clone();
-        b.handler("increment", move |tx, e: Increment| Ok(c.update(tx, |n| n + e.amount)?));
+        b.handler("increment", move |tx, e: Increment| Ok(c.update(tx, |n| n + e.amount)?))?;
         let c = count.clone();
-        b.handler("reset", move |tx, _: Reset| Ok(c.set(tx, 0)?));
+        b.handler("reset", move |tx, _: Reset| Ok(c.set(tx, 0)?))?;
         let c = count.clone();
-        b.handler("boom", move |tx, _: Reset| -> Result<(), BoxError> {
+        b.handler("boom", move |tx, _: Reset| -> trellis_runner::Result<()> {
             c.set(tx, -1)?;
             panic!("boom")
-        });
+        })?;
         b.handler("wait", move |tx, e: Wait| {
             std::thread::sleep(Duration::from_millis(e.ms));
             Ok(count.update(tx, |n| n + 100)?)
-        });
+        })?;
         Ok(())
     })
 }
@@ -146,7 +146,7 @@ fn a_charm_with_one_handler_and_one_with_only_data() {
     rt.register_pattern(Pattern::new("one", |b, _: Value| {
         b.name("One")?;
         b.state("n", 1)?;
-        b.handler("only", |_, _: Reset| Ok(()));
+        b.handler("only", |_, _: Reset| Ok(()))?;
         Ok(())
     }));
     rt.register_pattern(Pattern::new("data", |b, _: Value| {
@@ -168,9 +168,9 @@ fn dollar_keys_are_skipped_even_when_they_are_streams() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("hidden", |b, _: Value| {
         b.name("Hidden")?;
-        b.handler("$internal", |_, _: Reset| Ok(()));
-        b.handler("$ID", |_, _: Reset| Ok(()));
-        b.handler("visible", |_, _: Reset| Ok(()));
+        b.handler("$internal", |_, _: Reset| Ok(()))?;
+        b.handler("$ID", |_, _: Reset| Ok(()))?;
+        b.handler("visible", |_, _: Reset| Ok(()))?;
         Ok(())
     }));
     let id = rt.charms().create("hidden", json!({})).expect("created");
@@ -182,7 +182,7 @@ fn dollar_keys_are_skipped_even_when_they_are_streams() {
 fn a_charm_without_name_is_named_by_its_entry_and_ids_work_too() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("anon", |b, _: Value| {
-        b.handler("go", |_, _: Reset| Ok(()));
+        b.handler("go", |_, _: Reset| Ok(()))?;
         Ok(())
     }));
     let id = rt.charms().create("anon", json!({})).expect("created");
@@ -245,7 +245,7 @@ fn schemas_are_prepared_end_to_end() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("notes", |b, _: Value| {
         b.name("Notes")?;
-        b.handler("add", |_, _: AddNote| Ok(()));
+        b.handler("add", |_, _: AddNote| Ok(()))?;
         Ok(())
     }));
     let id = rt.charms().create("notes", json!({})).expect("created");
@@ -309,7 +309,7 @@ async fn a_handler_without_schema_is_a_flagged_tool_that_passes_arguments_throug
                 slot.set(event);
                 Ok(())
             }),
-        );
+        )?;
         Ok(())
     }));
     let id = rt.charms().create("raw", json!({})).expect("created");
@@ -332,8 +332,8 @@ fn schemas_that_cannot_be_prepared_are_problems_that_spare_the_other_tools() {
     }
     rt.register_pattern(Pattern::new("deep", move |b, _: Value| {
         b.name("Deep")?;
-        b.handler_json("abyss", Some(deep.clone()), Arc::new(|_, _| Ok(())));
-        b.handler("fine", |_, _: Reset| Ok(()));
+        b.handler_json("abyss", Some(deep.clone()), Arc::new(|_, _| Ok(())))?;
+        b.handler("fine", |_, _: Reset| Ok(()))?;
         Ok(())
     }));
     let id = rt.charms().create("deep", json!({})).expect("created");
@@ -386,8 +386,8 @@ fn adder() -> Pattern {
         let sum = b.state("sum_input", (args.a, args.b))?;
         b.state("label", args.label)?;
         b.state("result_name", args.result)?;
-        b.lift("sum", &sum, |(a, b): (i64, i64)| a + b);
-        b.handler("noop", |_, _: Reset| Ok(()));
+        b.lift("sum", sum, |(a, b): (i64, i64)| a + b)?;
+        b.handler("noop", |_, _: Reset| Ok(()))?;
         Ok(())
     })
     .description("Adds two numbers")
@@ -503,7 +503,7 @@ async fn schema_violations_name_each_path_and_leave_the_charm_unchanged() {
         b.handler("add", move |_, _: AddNote| {
             counted.fetch_add(1, Ordering::SeqCst);
             Ok(())
-        });
+        })?;
         Ok(())
     }));
     let notes = rt.charms().create("notes", json!({})).expect("created");
@@ -702,7 +702,7 @@ fn a_handler_called_read_moves_the_read_tool_aside() {
     let rt = Runtime::in_memory();
     rt.register_pattern(Pattern::new("reader", |b, _: Value| {
         b.name("Book")?;
-        b.handler("read", |_, _: Nothing| Ok(()));
+        b.handler("read", |_, _: Nothing| Ok(()))?;
         Ok(())
     }));
     let id = rt.charms().create("reader", json!({})).expect("create");

@@ -1,6 +1,6 @@
 //! `llm_dialog`: a tool-using conversation with a language model, as a builtin node.
 //!
-//! A pattern instantiates it with `b.builtin("dialog", "llm_dialog", inputs)` where
+//! A pattern instantiates it with `b.builtin("dialog", "llm_dialog", inputs)?` where
 //! `inputs` is `{"messages", "system", "model", "max_tokens", "tools", "tool_choice"}`;
 //! each may be a literal or a link to a cell (so the pattern can change them).
 //! `tool_choice` is `auto` (the default), `none`, `required`, or one tool's display name;
@@ -42,7 +42,7 @@ use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use trellis_runner::{BoxError, Builder, Builtin, Cell, Link, Value};
+use trellis_runner::{Builder, Builtin, Cell, Link, Value};
 
 use crate::catalog::Catalog;
 use crate::message::{Message, Role};
@@ -227,7 +227,7 @@ impl Builtin for LlmDialog {
         LLM_DIALOG
     }
 
-    fn instantiate(&self, b: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> Result<(), BoxError> {
+    fn instantiate(&self, b: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> trellis_runner::Result<()> {
         let cells = DialogCells::at(b.at(key));
         let mut inputs = match inputs {
             serde_json::Value::Object(map) => map,
@@ -244,22 +244,17 @@ impl Builtin for LlmDialog {
         let c = cells.clone();
         b.handler(&format!("{key}/{}", DialogOutput::AddMessage.key()), move |tx, message: Message| {
             add_message(&shared, &c, tx, message)
-        });
+        })?;
         let shared = self.shared.clone();
         let c = cells.clone();
         b.handler(&format!("{key}/{}", DialogOutput::CancelGeneration.key()), move |tx, _: Cancel| {
             cancel(&shared, &c, tx)
-        });
+        })?;
         // Stopping the charm stops its request too, as a cancel would.
         let shared = self.shared.clone();
         let c = cells.clone();
         b.on_stop(move |rt| {
-            if let Err(e) = rt.transact(|tx| {
-                cancel(&shared, &c, tx).map_err(|e| trellis_runner::Error::HandlerFailed {
-                    stream: c.base.clone(),
-                    message: e.to_string(),
-                })
-            }) {
+            if let Err(e) = rt.transact(|tx| cancel(&shared, &c, tx)) {
                 rt.report(e);
             }
         });
@@ -286,12 +281,12 @@ impl Builtin for LlmDialog {
                 }
             }
             Ok(catalog.flattened())
-        });
+        })?;
         Ok(())
     }
 }
 
-fn init(b: &mut Builder<'_>, cells: &DialogCells) -> Result<(), BoxError> {
+fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> {
     let tx = b.tx();
     // A (re)start interrupts whatever request was running: a new request id supersedes
     // it, so a task still alive from before writes nothing more.
@@ -313,7 +308,7 @@ fn add_message(
     cells: &DialogCells,
     tx: &trellis_runner::Tx,
     message: Message,
-) -> Result<(), BoxError> {
+) -> trellis_runner::Result<()> {
     if cells.pending.get(tx)? {
         return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
     }
@@ -335,7 +330,7 @@ fn add_message(
     Ok(())
 }
 
-fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) -> Result<(), BoxError> {
+fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) -> trellis_runner::Result<()> {
     if !cells.pending.get(tx)? {
         return Ok(());
     }

@@ -4,7 +4,7 @@
 //!
 //! A chatbot pattern is any pattern whose charm result has
 //!
-//! - `dialog`: the location of its `llm_dialog` (`b.builtin("dialog", LLM_DIALOG, ..)`);
+//! - `dialog`: the location of its `llm_dialog` (`b.builtin("dialog", LLM_DIALOG, ..)?`);
 //! - the data [`ChatbotField`]s: `messages`, `attachments`, `model`, `tool_choice`, and the
 //!   dialog's `pending`, `error`, `partial`, `flattened_tools` re-exported at the top;
 //! - the streams [`ChatbotStream`]s: `add_message`, `cancel_generation`, `attach`,

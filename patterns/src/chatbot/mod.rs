@@ -28,7 +28,6 @@ use serde_json::json;
 use trellis_builtins::dialog::{DialogInputs, DialogOutput, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
-use trellis_runner::BoxError;
 
 /// The chatbot's argument.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -117,7 +116,7 @@ pub fn chatbot() -> Pattern {
 /// });
 /// # let _ = terse;
 /// ```
-pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
+pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()> {
     let messages = b.state::<Vec<Message>>(ChatbotField::Messages.key(), Vec::new())?;
     let attachments = b.state::<Vec<Attachment>>(ChatbotField::Attachments.key(), Vec::new())?;
     let model = b.state(ChatbotField::Model.key(), args.model.unwrap_or_else(|| "offline".into()))?;
@@ -134,7 +133,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
             tools.insert(key, json!({"charm": attachment.charm, "read": true}));
         }
         Ok(tools)
-    });
+    })?;
     let inputs =
         DialogInputs::new().messages(&messages).model(&model).system(&system).tools(&tools).tool_choice(&tool_choice);
     let dialog = b.builtin(ChatbotField::Dialog.key(), LLM_DIALOG, inputs.to_json())?;
@@ -150,7 +149,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
             list.set(tx, all)?;
         }
         Ok(())
-    });
+    })?;
     let list = attachments.clone();
     b.handler(ChatbotStream::Detach.key(), move |tx, e: Detach| {
         let mut all = list.get(tx)?;
@@ -160,7 +159,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
             return Err(format!("`{}` is not attached", e.name).into());
         }
         Ok(list.set(tx, all)?)
-    });
+    })?;
     let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
     b.handler(ChatbotStream::Clear.key(), move |tx, _: Clear| {
         if pending.get(tx)? {
@@ -168,8 +167,8 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> Result<(), BoxError> {
         }
         messages.set(tx, Vec::new())?;
         Ok(attachments.set(tx, Vec::new())?)
-    });
-    b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| Ok(model.set(tx, e.model)?));
-    b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?));
+    })?;
+    b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| Ok(model.set(tx, e.model)?))?;
+    b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?))?;
     Ok(())
 }

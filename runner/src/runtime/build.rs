@@ -65,9 +65,9 @@ impl Runtime {
     ) -> Result<Wiring> {
         self.with_retries(|| {
             let mut builder = Builder::new(self, charm.clone(), Tx::new(self.space()));
-            (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e.downcast::<Error>() {
-                Ok(e) => *e,
-                Err(e) => Error::PatternFailed { pattern: pattern.id().to_string(), message: e.to_string() },
+            (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e {
+                Error::Refused(message) => Error::PatternFailed { pattern: pattern.id().to_string(), message },
+                other => other,
             })?;
             if let Some(name) = name {
                 builder.write(NAME, Value::from(name))?;

@@ -126,10 +126,9 @@ impl Runtime {
             match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    let message = e.to_string();
-                    return Err(match e.downcast::<Error>() {
-                        Ok(inner) if matches!(*inner, Error::BadEvent { .. }) => *inner,
-                        _ => Error::HandlerFailed { stream: event.stream.clone(), message },
+                    return Err(match e {
+                        Error::BadEvent { .. } => e,
+                        other => Error::HandlerFailed { stream: event.stream.clone(), message: other.to_string() },
                     });
                 }
                 Err(panic) => {

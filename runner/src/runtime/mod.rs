@@ -22,7 +22,7 @@ mod wait;
 
 use crate::builtin::BuiltinRegistry;
 use crate::charm::CharmState;
-use crate::error::{BoxError, Error, Result};
+use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
 use crate::pattern::PatternRegistry;
 use crate::read::Read;
@@ -39,7 +39,7 @@ pub const MAX_ATTEMPTS: u32 = 16;
 const ERROR_LOG: usize = 256;
 
 /// The body of a handler: gets the transaction and the event as JSON.
-pub type HandlerFn = Arc<dyn Fn(&Tx, serde_json::Value) -> Result<(), BoxError> + Send + Sync>;
+pub type HandlerFn = Arc<dyn Fn(&Tx, serde_json::Value) -> Result<()> + Send + Sync>;
 
 /// A live handler for one stream.
 #[derive(Clone)]
