@@ -84,15 +84,14 @@ fn fragile_pattern(gate: Arc<Gate>) -> Pattern {
     Pattern::new("fragile", move |b, _: serde_json::Value| {
         b.name("Fragile")?;
         let touched = b.state("touched", 0i64)?;
-        let t = touched.clone();
         b.handler("explode", move |tx, _: Nothing| {
-            t.set(tx, 1)?;
+            touched.set(tx, 1)?;
             panic!("kaboom")
         })?;
         let gate = Arc::clone(&gate);
         b.handler("dawdle", move |tx, _: Nothing| {
             gate.pass();
-            Ok(touched.update(tx, |n| n + 1)?)
+            touched.update(tx, |n| n + 1)
         })?;
         Ok(())
     })

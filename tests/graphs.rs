@@ -15,22 +15,12 @@ use trellis::runner::Error;
 fn diamond_runs_the_join_once_and_never_sees_a_half_update() {
     for spaces::Subject { kind, rt, .. } in spaces::both() {
         let a = rt.new_cell("a", 1i64).unwrap();
-        let b = rt
-            .computed("b", {
-                let a = a.clone();
-                move |tx| Ok(a.get(tx)? + 1)
-            })
-            .unwrap();
-        let c = rt
-            .computed("c", {
-                let a = a.clone();
-                move |tx| Ok(a.get(tx)? * 10)
-            })
-            .unwrap();
+        let b = rt.computed("b", { move |tx| Ok(a.get(tx)? + 1) }).unwrap();
+        let c = rt.computed("c", { move |tx| Ok(a.get(tx)? * 10) }).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let d = rt
             .computed("d", {
-                let (a, b, c, seen) = (a.clone(), b.clone(), c.clone(), seen.clone());
+                let (a, b, c, seen) = (a, b, c, seen.clone());
                 move |tx| {
                     let (a, b, c) = (a.get(tx)?, b.get(tx)?, c.get(tx)?);
                     seen.lock().unwrap().push((a, b, c));
@@ -56,14 +46,13 @@ fn deep_chain_propagates_in_order() {
     let rt = Runtime::in_memory();
     let source = rt.new_cell("source", 0i64).unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
-    let mut last = source.clone();
+    let mut last = source;
     for i in 0..200 {
-        let prev = last.clone();
         let runs = runs.clone();
         last = rt
             .computed(&format!("step{i}"), move |tx| {
                 runs.fetch_add(1, Ordering::Relaxed);
-                Ok(prev.get(tx)? + 1)
+                Ok(last.get(tx)? + 1)
             })
             .unwrap();
     }
@@ -78,15 +67,14 @@ fn unequal_depths_join_without_glitches() {
     for spaces::Subject { kind, rt, .. } in spaces::both() {
         // a → x1 → x2 → x3 → join ← a: the short edge must wait for the long chain.
         let a = rt.new_cell("a", 0i64).unwrap();
-        let mut chain = a.clone();
+        let mut chain = a;
         for i in 0..3 {
-            let prev = chain.clone();
-            chain = rt.computed(&format!("x{i}"), move |tx| Ok(prev.get(tx)? + 1)).unwrap();
+            chain = rt.computed(&format!("x{i}"), move |tx| Ok(chain.get(tx)? + 1)).unwrap();
         }
         let seen = Arc::new(Mutex::new(Vec::new()));
         let join = rt
             .computed("join", {
-                let (a, chain, seen) = (a.clone(), chain.clone(), seen.clone());
+                let (a, chain, seen) = (a, chain, seen.clone());
                 move |tx| {
                     let pair = (a.get(tx)?, chain.get(tx)?);
                     seen.lock().unwrap().push(pair);
@@ -111,7 +99,7 @@ fn dynamic_dependencies_are_tracked() {
     let runs = Arc::new(AtomicUsize::new(0));
     let pick = rt
         .computed("pick", {
-            let (f, l, r, runs) = (use_left.clone(), left.clone(), right.clone(), runs.clone());
+            let (f, l, r, runs) = (use_left, left, right, runs.clone());
             move |tx| {
                 runs.fetch_add(1, Ordering::Relaxed);
                 Ok(if f.get(tx)? { l.get(tx)? } else { r.get(tx)? })
@@ -130,15 +118,10 @@ fn dynamic_dependencies_are_tracked() {
 fn equal_values_stop_propagation() {
     let rt = Runtime::in_memory();
     let n = rt.new_cell("n", 1i64).unwrap();
-    let parity = rt
-        .computed("parity", {
-            let n = n.clone();
-            move |tx| Ok(n.get(tx)? % 2)
-        })
-        .unwrap();
+    let parity = rt.computed("parity", { move |tx| Ok(n.get(tx)? % 2) }).unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     rt.computed("after", {
-        let (p, runs) = (parity.clone(), runs.clone());
+        let (p, runs) = (parity, runs.clone());
         move |tx| {
             runs.fetch_add(1, Ordering::Relaxed);
             p.get(tx)
@@ -155,15 +138,7 @@ fn a_runaway_cycle_stops_with_an_error_naming_the_computation() {
     let n = rt.new_cell("n", 0i64).unwrap();
     // A computation that writes its output into the cell it reads: it can never settle.
     let link = n.link().clone();
-    rt.add_computation(
-        "ever_growing",
-        link,
-        None,
-        Arc::new({
-            let n = n.clone();
-            move |tx| Ok(Value::from(n.get(tx)? + 1))
-        }),
-    );
+    rt.add_computation("ever_growing", link, None, Arc::new({ move |tx| Ok(Value::from(n.get(tx)? + 1)) }));
     rt.settle();
     let errors = rt.take_errors();
     assert!(errors.iter().any(|e| matches!(e, Error::Cycle { name, .. } if name == "ever_growing")), "{errors:?}");
@@ -180,7 +155,6 @@ fn a_failing_computation_is_reported_and_keeps_its_last_value() {
         let n = rt.new_cell("n", 1i64).unwrap();
         let inverse = rt
             .computed("inverse", {
-                let n = n.clone();
                 move |tx| {
                     let n = n.get(tx)?;
                     assert!(n != 0, "division by zero");

@@ -62,12 +62,7 @@ fn reads_and_writes_follow_links() {
 
     // A derived value that reads through the link re-runs when the target changes.
     let name: Cell<String> = holder.key::<serde_json::Value>("ref").key("name");
-    let shout = rt
-        .computed("shout", {
-            let name = name.clone();
-            move |tx| Ok(name.get(tx)?.to_uppercase())
-        })
-        .unwrap();
+    let shout = rt.computed("shout", { move |tx| Ok(name.get(tx)?.to_uppercase()) }).unwrap();
     assert_eq!(shout.get(&rt).unwrap(), "FIRST");
     rt.transact(|tx| target.key::<String>("name").set(tx, "second".into())).unwrap();
     assert_eq!(shout.get(&rt).unwrap(), "SECOND");
@@ -82,7 +77,7 @@ fn cells_hold_cells() {
     }
     let rt = Runtime::in_memory();
     let tasks = rt.new_cell::<Vec<Task>>("tasks", vec![]).unwrap();
-    let board = rt.new_cell("board", Board { title: "b".into(), tasks: tasks.clone() }).unwrap();
+    let board = rt.new_cell("board", Board { title: "b".into(), tasks }).unwrap();
     let read = board.get(&rt).unwrap();
     rt.transact(|tx| read.tasks.push(tx, Task { title: "x".into(), done: false })).unwrap();
     assert_eq!(tasks.get(&rt).unwrap().len(), 1);

@@ -23,7 +23,7 @@ fn conflicting_concurrent_transactions_are_retried_and_each_applies_exactly_once
         let all_read = Arc::new(Barrier::new(THREADS));
         let threads: Vec<_> = (0..THREADS)
             .map(|_| {
-                let (rt, count, all_read) = (rt.clone(), count.clone(), all_read.clone());
+                let (rt, count, all_read) = (rt.clone(), count, all_read.clone());
                 std::thread::spawn(move || {
                     let waited = AtomicBool::new(false);
                     for _ in 0..200 {
@@ -99,20 +99,20 @@ async fn a_failing_or_panicking_handler_is_rolled_back_and_reported_and_the_runt
         rt.register_pattern(Pattern::new("fragile", |b, _: serde_json::Value| {
             let n = b.state("n", 0i64)?;
             let log = b.state("log", Vec::<String>::new())?;
-            let (m, l) = (n.clone(), log.clone());
+            let (m, l) = (n, log);
             // Each writes two places, then fails: neither write may stay.
             b.handler("boom", move |tx, _: Go| {
                 m.set(tx, 99)?;
                 l.push(tx, "boom".to_string())?;
                 panic!("kaboom");
             })?;
-            let (m, l) = (n.clone(), log.clone());
+            let (m, l) = (n, log);
             b.handler("fail", move |tx, _: Go| {
                 m.set(tx, 98)?;
                 l.push(tx, "fail".to_string())?;
                 Err("refused".into())
             })?;
-            b.handler("ok", move |tx, _: Go| Ok(n.update(tx, |v| v + 1)?))?;
+            b.handler("ok", move |tx, _: Go| n.update(tx, |v| v + 1))?;
             Ok(())
         }));
         let id = rt.charms().create("fragile", json!({})).unwrap();

@@ -63,7 +63,7 @@ fn wide_pattern() -> Pattern {
         b.name("Wide")?;
         for i in 0..HANDLERS {
             let slot = b.state(&format!("slot{i}"), 0i64)?;
-            b.handler(&format!("set{i}"), move |tx, e: SetSlot| Ok(slot.set(tx, e.value)?))?;
+            b.handler(&format!("set{i}"), move |tx, e: SetSlot| slot.set(tx, e.value))?;
         }
         Ok(())
     })
@@ -80,7 +80,7 @@ fn counter_pattern() -> Pattern {
         b.name("Counter")?;
         let count = b.state("count", 0i64)?;
         b.lift("label", count, |n: i64| format!("Count: {n}"))?;
-        b.handler("increment", move |tx, e: Increment| Ok(count.update(tx, |n| n + e.amount)?))?;
+        b.handler("increment", move |tx, e: Increment| count.update(tx, |n| n + e.amount))?;
         Ok(())
     })
 }
@@ -164,7 +164,7 @@ fn dialog_round(config: &RunConfig) -> Stats {
         struct Clear {}
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
         b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "instant", "tools": tools}))?;
-        b.handler("clear", move |tx, _: Clear| Ok(messages.set(tx, Vec::new())?))?;
+        b.handler("clear", move |tx, _: Clear| messages.set(tx, Vec::new()))?;
         Ok(())
     }));
     let chat = rt

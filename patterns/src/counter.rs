@@ -38,7 +38,7 @@ fn one() -> i64 {
 fn add(count: &Cell<i64>, tx: &Tx, amount: i64) -> trellis_runner::Result<()> {
     let n = count.get(tx)?;
     let next = n.checked_add(amount).ok_or_else(|| format!("{n} + {amount} does not fit in a counter"))?;
-    Ok(count.set(tx, next)?)
+    count.set(tx, next)
 }
 
 /// The counter pattern: state `count`, derived `label`, handlers `increment`,
@@ -48,13 +48,11 @@ pub fn counter() -> Pattern {
         b.name("Counter")?;
         let count = b.state("count", args.start)?;
         b.lift("label", count, |n: i64| format!("Count: {n}"))?;
-        let c = count.clone();
-        b.handler("increment", move |tx, e: Increment| add(&c, tx, e.amount))?;
-        let c = count.clone();
+        b.handler("increment", move |tx, e: Increment| add(&count, tx, e.amount))?;
         b.handler("decrement", move |tx, e: Decrement| {
-            add(&c, tx, e.amount.checked_neg().ok_or("that amount is too large")?)
+            add(&count, tx, e.amount.checked_neg().ok_or("that amount is too large")?)
         })?;
-        b.handler("reset", move |tx, _: Reset| Ok(count.set(tx, 0)?))?;
+        b.handler("reset", move |tx, _: Reset| count.set(tx, 0))?;
         Ok(())
     })
     .description("A number you can increment, decrement and reset")

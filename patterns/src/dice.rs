@@ -117,12 +117,12 @@ pub fn dice() -> Pattern {
             let total = rolls.iter().sum();
             rng.set(tx, random.0)?;
             last.set(tx, Some(Outcome { count: e.count, sides: e.sides, rolls, total }))?;
-            Ok(history.update(tx, |mut totals| {
+            history.update(tx, |mut totals| {
                 totals.push(total);
                 let excess = totals.len().saturating_sub(HISTORY);
                 totals.drain(..excess);
                 totals
-            })?)
+            })
         })?;
         Ok(())
     })

@@ -88,18 +88,17 @@ pub fn notes() -> Pattern {
         let next_id = b.state::<u64>("next_id", 1)?;
         let results = b.state::<Vec<Note>>("results", Vec::new())?;
         b.lift("count", notes, |notes: Vec<Note>| notes.len())?;
-        let (list, next) = (notes.clone(), next_id.clone());
+        let (list, next) = (notes, next_id);
         b.handler("add", move |tx, e: Add| {
             let id = next.get(tx)?;
             next.set(tx, id + 1)?;
-            Ok(list.push(tx, Note { id, title: e.title, body: e.body })?)
+            list.push(tx, Note { id, title: e.title, body: e.body })
         })?;
-        let list = notes.clone();
         b.handler("edit", move |tx, e: Edit| {
             if e.title.is_none() && e.body.is_none() {
                 return Err("nothing to change: give a new `title`, `body` or both".into());
             }
-            let note = list.item(position(&list.get(tx)?, e.id)?);
+            let note = notes.item(position(&notes.get(tx)?, e.id)?);
             if let Some(title) = e.title {
                 note.key::<String>("title").set(tx, title)?;
             }
@@ -108,16 +107,15 @@ pub fn notes() -> Pattern {
             }
             Ok(())
         })?;
-        let list = notes.clone();
         b.handler("delete", move |tx, e: Delete| {
-            let mut all = list.get(tx)?;
+            let mut all = notes.get(tx)?;
             all.remove(position(&all, e.id)?);
-            Ok(list.set(tx, all)?)
+            notes.set(tx, all)
         })?;
         b.handler("search", move |tx, e: Search| {
             let query = e.query.to_lowercase();
             let found = notes.get(tx)?.into_iter().filter(|n| matches(n, &query)).collect();
-            Ok(results.set(tx, found)?)
+            results.set(tx, found)
         })?;
         Ok(())
     })

@@ -65,22 +65,17 @@ pub fn todo() -> Pattern {
         b.name(args.title.unwrap_or_else(|| "Todo".into()))?;
         let items = b.state::<Vec<Task>>("items", Vec::new())?;
         b.lift("remaining", items, |items: Vec<Task>| items.iter().filter(|t| !t.done).count())?;
-        let list = items.clone();
-        b.handler("add", move |tx, e: Add| Ok(list.push(tx, Task { title: e.title, done: false })?))?;
-        let list = items.clone();
-        b.handler("complete", move |tx, e: Complete| {
-            Ok(task_at(&list, tx, e.index)?.key::<bool>("done").set(tx, true)?)
-        })?;
-        let list = items.clone();
+        b.handler("add", move |tx, e: Add| items.push(tx, Task { title: e.title, done: false }))?;
+        b.handler("complete", move |tx, e: Complete| task_at(&items, tx, e.index)?.key::<bool>("done").set(tx, true))?;
         b.handler("rename", move |tx, e: Rename| {
-            Ok(task_at(&list, tx, e.index)?.key::<String>("title").set(tx, e.title)?)
+            task_at(&items, tx, e.index)?.key::<String>("title").set(tx, e.title)
         })?;
         b.handler("remove", move |tx, e: Remove| {
             task_at(&items, tx, e.index)?;
-            Ok(items.update(tx, |mut all| {
+            items.update(tx, |mut all| {
                 all.remove(e.index);
                 all
-            })?)
+            })
         })?;
         Ok(())
     })

@@ -31,9 +31,7 @@ pub(crate) fn plain(link: Link) -> &'static Location {
         return found;
     }
     let mut table = PLAIN.write();
-    *table
-        .entry(link.clone())
-        .or_insert_with(|| Box::leak(Box::new(Location { link, schema: None })))
+    table.entry(link.clone()).or_insert_with(|| Box::leak(Box::new(Location { link, schema: None })))
 }
 
 /// A location of `link` shaped by `schema`; without a schema, the plain one.

@@ -35,7 +35,7 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         let alive = Arc::new(());
         let watch: Weak<()> = Arc::downgrade(&alive);
         let signal = CellSignal { inner: mutable.signal_cloned(), _alive: alive };
-        let cell = self.clone();
+        let cell = *self;
         // Observe where the value really lives: a cell that is an alias (a link) is
         // written at its target, not at its own location.
         let at = crate::read::Read::resolve(rt, self.link()).map(|(at, _)| at).unwrap_or_else(|_| self.link().clone());

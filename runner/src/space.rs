@@ -303,14 +303,11 @@ mod tests {
         let disk = FlakyDisk { fail_next: fail_next.clone(), failed: AtomicU64::new(0) };
         let rt = crate::Runtime::with_storage(Box::new(disk)).expect("open");
         let n = rt.new_cell("n", 1i64).expect("cell");
-        rt.computed("double", {
-            let n = n.clone();
-            move |tx| {
-                let n = n.get(tx)?;
-                // The disk fails exactly when this derived value is written for n = 5.
-                fail_next.store(n == 5, Ordering::SeqCst);
-                Ok(n * 2)
-            }
+        rt.computed("double", move |tx| {
+            let n = n.get(tx)?;
+            // The disk fails exactly when this derived value is written for n = 5.
+            fail_next.store(n == 5, Ordering::SeqCst);
+            Ok(n * 2)
         })
         .expect("computed");
         let err = rt.transact(|tx| n.set(tx, 5)).expect_err("the lost derived write is reported");

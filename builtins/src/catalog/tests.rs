@@ -64,18 +64,15 @@ fn counter() -> Pattern {
         b.name(args.name.unwrap_or_else(|| "Counter".into()))?;
         let count = b.state("count", 0i64)?;
         b.lift("label", count, |n: i64| format!("Count: {n}"))?;
-        let c = count.clone();
-        b.handler("increment", move |tx, e: Increment| Ok(c.update(tx, |n| n + e.amount)?))?;
-        let c = count.clone();
-        b.handler("reset", move |tx, _: Reset| Ok(c.set(tx, 0)?))?;
-        let c = count.clone();
+        b.handler("increment", move |tx, e: Increment| count.update(tx, |n| n + e.amount))?;
+        b.handler("reset", move |tx, _: Reset| count.set(tx, 0))?;
         b.handler("boom", move |tx, _: Reset| -> trellis_runner::Result<()> {
-            c.set(tx, -1)?;
+            count.set(tx, -1)?;
             panic!("boom")
         })?;
         b.handler("wait", move |tx, e: Wait| {
             std::thread::sleep(Duration::from_millis(e.ms));
-            Ok(count.update(tx, |n| n + 100)?)
+            count.update(tx, |n| n + 100)
         })?;
         Ok(())
     })

@@ -49,25 +49,23 @@ pub fn shopping() -> Pattern {
         b.name("Shopping")?;
         let items = b.state::<Vec<Item>>("items", Vec::new())?;
         b.lift("left", items, |items: Vec<Item>| items.iter().filter(|i| !i.checked).count())?;
-        let list = items.clone();
         b.handler("add", move |tx, e: Add| {
             let name = e.item.trim().to_string();
             if name.is_empty() {
                 return Err("say what to add".into());
             }
-            Ok(list.push(tx, Item { name, checked: false })?)
+            items.push(tx, Item { name, checked: false })
         })?;
-        let list = items.clone();
         b.handler("remove", move |tx, e: Remove| {
-            let mut all = list.get(tx)?;
+            let mut all = items.get(tx)?;
             all.remove(position(&all, &e.item)?);
-            Ok(list.set(tx, all)?)
+            items.set(tx, all)
         })?;
         b.handler("check", move |tx, e: Check| {
             let mut all = items.get(tx)?;
             let at = position(&all, &e.item)?;
             all[at].checked = true;
-            Ok(items.set(tx, all)?)
+            items.set(tx, all)
         })?;
         Ok(())
     })

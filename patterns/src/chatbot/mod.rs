@@ -123,10 +123,9 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
     let tool_choice = b.state(ChatbotField::ToolChoice.key(), "auto".to_string())?;
     let static_tools = args.tools;
-    let attached = attachments.clone();
     let tools = b.derive("tools", move |tx| {
         let mut tools = static_tools.clone();
-        for attachment in attached.get(tx)? {
+        for attachment in attachments.get(tx)? {
             // No entry description: each tool then describes itself from its
             // handler's event schema, which says far more than the charm's name.
             let key = format!("@{}", attachment.charm.link().doc);
@@ -135,30 +134,28 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
         Ok(tools)
     })?;
     let inputs =
-        DialogInputs::new().messages(&messages).model(&model).system(&system).tools(&tools).tool_choice(&tool_choice);
+        DialogInputs::new().messages(messages).model(model).system(system).tools(tools).tool_choice(tool_choice);
     let dialog = b.builtin(ChatbotField::Dialog.key(), LLM_DIALOG, inputs.to_json())?;
     for output in DialogOutput::PUBLIC {
         b.alias(output.key(), &dialog.child(output.key()))?;
     }
 
-    let list = attachments.clone();
     b.handler(ChatbotStream::Attach.key(), move |tx, e: Attach| {
-        let mut all = list.get(tx)?;
+        let mut all = attachments.get(tx)?;
         if !all.iter().any(|a| a.charm == e.charm) {
             all.push(Attachment { name: e.name, charm: e.charm });
-            list.set(tx, all)?;
+            attachments.set(tx, all)?;
         }
         Ok(())
     })?;
-    let list = attachments.clone();
     b.handler(ChatbotStream::Detach.key(), move |tx, e: Detach| {
-        let mut all = list.get(tx)?;
+        let mut all = attachments.get(tx)?;
         let before = all.len();
         all.retain(|a| a.name != e.name);
         if all.len() == before {
-            return Err(format!("`{}` is not attached", e.name).into());
+            return Err(format!("`{}` is not attachments", e.name).into());
         }
-        Ok(list.set(tx, all)?)
+        attachments.set(tx, all)
     })?;
     let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
     b.handler(ChatbotStream::Clear.key(), move |tx, _: Clear| {
@@ -166,9 +163,9 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
             return Err("a reply is still being generated: cancel it first".into());
         }
         messages.set(tx, Vec::new())?;
-        Ok(attachments.set(tx, Vec::new())?)
+        attachments.set(tx, Vec::new())
     })?;
-    b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| Ok(model.set(tx, e.model)?))?;
-    b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| Ok(tool_choice.set(tx, e.tool_choice)?))?;
+    b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| model.set(tx, e.model))?;
+    b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| tool_choice.set(tx, e.tool_choice))?;
     Ok(())
 }
