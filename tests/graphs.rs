@@ -15,8 +15,8 @@ use trellis::runner::Error;
 fn diamond_runs_the_join_once_and_never_sees_a_half_update() {
     for spaces::Subject { kind, rt, .. } in spaces::both() {
         let a = rt.new_cell("a", 1i64).unwrap();
-        let b = rt.computed("b", { move |tx| Ok(a.get(tx)? + 1) }).unwrap();
-        let c = rt.computed("c", { move |tx| Ok(a.get(tx)? * 10) }).unwrap();
+        let b = rt.computed("b", move |tx| Ok(a.get(tx)? + 1)).unwrap();
+        let c = rt.computed("c", move |tx| Ok(a.get(tx)? * 10)).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let d = rt
             .computed("d", {
@@ -118,7 +118,7 @@ fn dynamic_dependencies_are_tracked() {
 fn equal_values_stop_propagation() {
     let rt = Runtime::in_memory();
     let n = rt.new_cell("n", 1i64).unwrap();
-    let parity = rt.computed("parity", { move |tx| Ok(n.get(tx)? % 2) }).unwrap();
+    let parity = rt.computed("parity", move |tx| Ok(n.get(tx)? % 2)).unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     rt.computed("after", {
         let (p, runs) = (parity, runs.clone());
@@ -138,7 +138,7 @@ fn a_runaway_cycle_stops_with_an_error_naming_the_computation() {
     let n = rt.new_cell("n", 0i64).unwrap();
     // A computation that writes its output into the cell it reads: it can never settle.
     let link = n.link().clone();
-    rt.add_computation("ever_growing", link, None, Arc::new({ move |tx| Ok(Value::from(n.get(tx)? + 1)) }));
+    rt.add_computation("ever_growing", link, None, Arc::new(move |tx| Ok(Value::from(n.get(tx)? + 1))));
     rt.settle();
     let errors = rt.take_errors();
     assert!(errors.iter().any(|e| matches!(e, Error::Cycle { name, .. } if name == "ever_growing")), "{errors:?}");

@@ -62,7 +62,7 @@ fn reads_and_writes_follow_links() {
 
     // A derived value that reads through the link re-runs when the target changes.
     let name: Cell<String> = holder.key::<serde_json::Value>("ref").key("name");
-    let shout = rt.computed("shout", { move |tx| Ok(name.get(tx)?.to_uppercase()) }).unwrap();
+    let shout = rt.computed("shout", move |tx| Ok(name.get(tx)?.to_uppercase())).unwrap();
     assert_eq!(shout.get(&rt).unwrap(), "FIRST");
     rt.transact(|tx| target.key::<String>("name").set(tx, "second".into())).unwrap();
     assert_eq!(shout.get(&rt).unwrap(), "SECOND");
