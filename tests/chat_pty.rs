@@ -168,6 +168,9 @@ fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
     t.send("/tools\r");
     t.expect("Counter.increment  (wire name Counter_increment)");
     t.expect("> ");
+    t.send("/usage\r");
+    t.expect("no answer reported token usage");
+    t.expect("> ");
 
     // Errors are shown and the chat goes on.
     t.send("@Nope hi\r");

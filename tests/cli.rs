@@ -313,3 +313,30 @@ fn a_reply_that_never_ends_times_out_naming_the_model() {
         chat.as_array().unwrap().iter().find(|c| c["pattern"] == "chatbot").unwrap()["id"].as_str().unwrap().to_owned();
     assert!(!err.contains(&id), "no internal document: {err}");
 }
+
+#[test]
+fn the_tool_choice_decides_whether_and_which_tool_is_called() {
+    let s = space();
+    let out = ok(&s.path, &["chat", "--tool-choice", "none", "-m", "@Counter add 5"]);
+    assert!(out.contains("tool choice `none`"), "{out}");
+    assert_eq!(count(&s.path, "Counter"), 0);
+
+    ok(&s.path, &["chat", "-m", "@Counter add 5"]);
+    let out = ok(&s.path, &["chat", "--tool-choice", "Counter.reset", "-m", "@Counter add 5"]);
+    assert!(out.contains("Counter.reset"), "{out}");
+    assert_eq!(count(&s.path, "Counter"), 0, "the forced tool ran instead of increment");
+
+    let err = fails(&s.path, &["chat", "--tool-choice", "Counter.nope", "-m", "@Counter add 5"]);
+    assert!(err.contains("Counter.nope") && err.contains("Counter.increment"), "{err}");
+}
+
+#[test]
+fn chat_runs_the_chatbot_pattern_asked_for() {
+    let s = space();
+    let err = fails(&s.path, &["chat", "--chatbot", "counter", "-m", "hi"]);
+    assert!(err.contains("is not a chatbot") && err.contains("stream attach"), "{err}");
+    let err = fails(&s.path, &["chat", "--chatbot", "nope", "-m", "hi"]);
+    assert!(err.contains("no pattern `nope`"), "{err}");
+    let out = ok(&s.path, &["chat", "--chatbot", "chatbot", "-m", "@Counter add 2"]);
+    assert!(out.contains("Counter.increment"), "{out}");
+}

@@ -10,7 +10,9 @@
 //! - otherwise it picks the tool whose name and description best match the words of the
 //!   last user message (`@Name` mentions narrow the choice to that charm's tools), fills
 //!   the arguments from the message (see `args`) and calls it; when nothing matches it
-//!   says it cannot help offline.
+//!   says it cannot help offline;
+//! - it follows the request's tool choice: `none` calls nothing, one named tool is called
+//!   whatever the words, `required` calls the best match or else the first tool.
 //!
 //! It names tools as people see them (`Counter.increment`, [`ToolSpec::display_name`]),
 //! and matches mentions against those names; only the tool call itself carries the wire
@@ -23,7 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::message::{Part, Role, ToolOutput};
-use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec};
 
 use self::words::{parse, score};
 
@@ -73,6 +75,12 @@ impl OfflineModel {
         if asks_about_itself(&user_text) {
             return say(&about(&request.tools));
         }
+        if request.tool_choice == ToolChoice::None {
+            return say(&format!(
+                "Tools are turned off for this message (tool choice `none`), and calling tools is all I \
+                 can do offline.\n{REAL_PROVIDERS}"
+            ));
+        }
         pick_tool(request, &user_text)
     }
 }
@@ -104,10 +112,15 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
         .map(|m| m.trim_end_matches(|c: char| !c.is_alphanumeric()))
         .filter(|m| !m.is_empty())
         .collect();
+    let forced = match &request.tool_choice {
+        ToolChoice::Tool(wire) => Some(wire.as_str()),
+        _ => None,
+    };
     let candidates: Vec<&ToolSpec> = request
         .tools
         .iter()
-        .filter(|tool| mentions.is_empty() || mentions.iter().any(|m| mentioned(display(tool), m)))
+        .filter(|tool| forced.is_none_or(|wire| tool.name == wire))
+        .filter(|tool| forced.is_some() || mentions.is_empty() || mentions.iter().any(|m| mentioned(display(tool), m)))
         .collect();
     if candidates.is_empty() && !mentions.is_empty() {
         let named = mentions.iter().map(|m| format!("@{m}")).collect::<Vec<_>>().join(", ");
@@ -122,9 +135,14 @@ fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
             best = Some((*tool, s));
         }
     }
-    // A mention that leaves exactly one tool is a clear enough choice on its own.
-    if let (None, [only], false) = (&best, &candidates[..], mentions.is_empty()) {
+    // A mention (or a forced tool choice) that leaves exactly one tool is a clear enough
+    // choice on its own.
+    if let (None, [only], false) = (&best, &candidates[..], mentions.is_empty() && forced.is_none()) {
         best = Some((*only, words::Score::default()));
+    }
+    // `required`: some tool must be called; the first is as good a guess as any.
+    if let (None, ToolChoice::Required, Some(first)) = (&best, &request.tool_choice, candidates.first()) {
+        best = Some((*first, words::Score::default()));
     }
     // A question about a mentioned charm ("what is on my @Todo?") reads it.
     if best.is_none() && !mentions.is_empty() && is_question(text) {
@@ -646,5 +664,25 @@ mod tests {
             stream.map(|e| e.expect("no stream errors")).collect().await
         });
         assert_eq!(call_of(&events), Some(("Counter_increment".into(), json!({ "amount": 5 }))));
+    }
+
+    #[test]
+    fn follows_the_tool_choice() {
+        let with = |choice: ToolChoice, text: &str| {
+            OfflineModel.answer(&ModelRequest {
+                messages: vec![Message::user(text)],
+                tools: counter_tools("Counter"),
+                tool_choice: choice,
+                ..Default::default()
+            })
+        };
+        let none = with(ToolChoice::None, "@Counter add 5");
+        assert_eq!(call_of(&none), None);
+        assert!(text_of(&none).contains("tool choice `none`"), "{}", text_of(&none));
+        let forced = with(ToolChoice::Tool("Counter_reset".into()), "add 5");
+        assert_eq!(call_of(&forced), Some(("Counter_reset".into(), json!({}))));
+        assert_eq!(call_of(&with(ToolChoice::Auto, "sing me a song")), None);
+        let required = with(ToolChoice::Required, "sing me a song");
+        assert_eq!(call_of(&required).map(|(name, _)| name), Some("Counter_increment".into()));
     }
 }

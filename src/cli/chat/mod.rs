@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-pub use self::render::{line, transcript, ASSISTANT};
+pub use self::render::{line, transcript, usage, ASSISTANT};
 pub use self::session::Session;
 use super::Format;
 

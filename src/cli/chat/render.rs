@@ -44,3 +44,41 @@ fn describe(output: &ToolOutput) -> String {
         ToolOutput::ErrorText(text) => format!("error: {text}"),
     }
 }
+
+/// The tokens the conversation's answers used, as `/usage` shows them: the total over the
+/// answers whose provider reported usage, and the last such answer.
+pub fn usage(messages: &[Message]) -> String {
+    let reported: Vec<_> = messages.iter().filter_map(|m| m.usage).collect();
+    let Some(last) = reported.last() else {
+        return "usage: no answer reported token usage (the offline and scripted models count none)".into();
+    };
+    let (input, output) = reported
+        .iter()
+        .fold((0u64, 0u64), |(i, o), u| (i.saturating_add(u.input_tokens), o.saturating_add(u.output_tokens)));
+    format!(
+        "usage: {input} input and {output} output tokens over {} answers; the last: {} in, {} out",
+        reported.len(),
+        last.input_tokens,
+        last.output_tokens
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use trellis_builtins::message::Message;
+    use trellis_builtins::model::Usage;
+
+    #[test]
+    fn usage_sums_the_answers_that_report_it() {
+        let mut first = Message::assistant("a");
+        first.usage = Some(Usage { input_tokens: 100, output_tokens: 7 });
+        let mut second = Message::assistant("b");
+        second.usage = Some(Usage { input_tokens: 120, output_tokens: 5 });
+        let messages = [Message::user("q"), first, Message::assistant("unreported"), second];
+        assert_eq!(
+            super::usage(&messages),
+            "usage: 220 input and 12 output tokens over 2 answers; the last: 120 in, 5 out"
+        );
+        assert!(super::usage(&[Message::user("q")]).contains("no answer reported"));
+    }
+}

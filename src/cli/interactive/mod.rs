@@ -27,6 +27,7 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /tools         the tools the model has now
   /clear         forget the conversation and the attachments
   /model [NAME]  show or switch the model (offline, scripted:PATH, openai:M, anthropic:M, ollama:M)
+  /usage         the tokens the answers used, as the provider reported them
   /help          this text
   /quit          leave (or Ctrl-D)
 Tab completes @names and /commands; Up and Down recall earlier lines.
@@ -101,6 +102,7 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             emit("(conversation and attachments cleared)");
         }
         "/tools" => emit(&super::tools::render(&session.dialog().flattened_tools())),
+        "/usage" => emit(&super::chat::usage(&session.dialog().messages())),
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
         "/model" => {
             session.set_model(rest).await?;
