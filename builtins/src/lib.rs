@@ -7,4 +7,6 @@ pub mod model;
 pub mod offline;
 pub mod provider;
 pub mod scripted;
+#[cfg(test)]
+mod test_rng;
 mod text;

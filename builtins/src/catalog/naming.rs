@@ -296,13 +296,7 @@ mod tests {
     #[test]
     fn random_strings_always_give_valid_unique_names() {
         let alphabet: Vec<char> = "aZ09_.- é日\t@$Counter".chars().collect();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..50 {
             let tools: Vec<(String, String)> = (0..40)
                 .map(|i| {

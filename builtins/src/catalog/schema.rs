@@ -545,13 +545,8 @@ mod tests {
 
     #[test]
     fn random_schemas_never_panic() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut random = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| random() % n;
         let keys = [
             "type",
             "properties",

@@ -610,14 +610,11 @@ mod tests {
         ];
         let mut tools = counter_tools("Counter");
         tools.push(notes_tool());
-        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = crate::test_rng::xorshift(0x1234_5678_9abc_def1);
         for _ in 0..2000 {
             let mut text = String::new();
             for _ in 0..8 {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+                text.push_str(pieces[(next() % pieces.len() as u64) as usize]);
             }
             let events = ask(tools.clone(), &text);
             assert!(finish_of(&events).is_some(), "{text:?}");

@@ -494,19 +494,9 @@ mod tests {
         }
     }
 
-    /// A deterministic xorshift generator for the fuzzing tests.
-    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        }
-    }
-
     #[test]
     fn garbage_never_panics() {
-        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15);
         for _ in 0..300 {
             let mut body = OPENAI.to_vec();
             for _ in 0..(next() % 20) {
@@ -536,7 +526,7 @@ mod tests {
     /// events or errors, never a panic.
     #[test]
     fn mutated_streams_never_panic() {
-        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1D);
         let anthropic = anthropic_sse();
         for round in 0..400 {
             let mut body = if round % 2 == 0 { OPENAI.to_vec() } else { anthropic.clone() };
