@@ -151,15 +151,7 @@ impl Server {
     }
 
     fn openai(&self) -> OpenAiModel {
-        OpenAiModel::new(OpenAiConfig {
-            provider: "openai".into(),
-            base_url: format!("http://{}/v1", self.addr),
-            api_key: Some("sk-test".into()),
-            model: "gpt-test".into(),
-            max_tokens_field: "max_completion_tokens".into(),
-            http: fast_http(),
-        })
-        .expect("client")
+        openai_at(&self.addr.to_string(), fast_http())
     }
 
     fn anthropic(&self) -> AnthropicModel {
@@ -215,6 +207,19 @@ async fn respond(script: Arc<Script>, request: Request) -> Response {
         response = response.header(name, value);
     }
     response.body(body).expect("response")
+}
+
+/// An OpenAI adapter for the server at `addr` (host:port), with a test key.
+fn openai_at(addr: &str, http: HttpSettings) -> OpenAiModel {
+    OpenAiModel::new(OpenAiConfig {
+        provider: "openai".into(),
+        base_url: format!("http://{addr}/v1"),
+        api_key: Some("sk-test".into()),
+        model: "gpt-test".into(),
+        max_tokens_field: "max_completion_tokens".into(),
+        http,
+    })
+    .expect("client")
 }
 
 fn fast_http() -> HttpSettings {
@@ -662,15 +667,7 @@ async fn connection_refused_is_reported() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let model = OpenAiModel::new(OpenAiConfig {
-        provider: "openai".into(),
-        base_url: format!("http://{addr}/v1"),
-        api_key: Some("sk-test".into()),
-        model: "m".into(),
-        max_tokens_field: "max_tokens".into(),
-        http: fast_http(),
-    })
-    .expect("client");
+    let model = openai_at(&addr.to_string(), fast_http());
     let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
     assert!(matches!(error, Err(ModelError::Network { .. })), "{error:?}");
 }
@@ -688,15 +685,7 @@ async fn broken_connections_are_retried_then_reported() {
             drop(socket);
         }
     });
-    let model = OpenAiModel::new(OpenAiConfig {
-        provider: "openai".into(),
-        base_url: format!("http://{addr}/v1"),
-        api_key: Some("sk-test".into()),
-        model: "m".into(),
-        max_tokens_field: "max_tokens".into(),
-        http: fast_http(),
-    })
-    .expect("client");
+    let model = openai_at(&addr.to_string(), fast_http());
     let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
     assert!(matches!(&error, Err(ModelError::Network { .. })), "{error:?}");
     // Counted before each connection is closed, so before the client sees it break.
@@ -725,21 +714,13 @@ async fn connect_timeout() {
     let mut http = fast_http();
     http.connect_timeout = Duration::from_millis(300);
     http.retry.max_retries = 0;
-    let model = OpenAiModel::new(OpenAiConfig {
-        provider: "openai".into(),
-        base_url: format!("http://{addr}/v1"),
-        api_key: None,
-        model: "m".into(),
-        max_tokens_field: "max_tokens".into(),
-        http,
-    })
-    .expect("client");
+    let model = openai_at(&addr.to_string(), http);
     let error = tokio::time::timeout(Duration::from_secs(20), collect(&model, hello())).await.expect("no hang");
     match &error {
         Err(error @ ModelError::TimedOut { message, .. }) => {
             assert!(message.contains("could not connect within 300ms"), "{message}");
             assert!(
-                error.to_string().starts_with(&format!("openai:m at http://{addr}/v1/chat/completions: ")),
+                error.to_string().starts_with(&format!("openai:gpt-test at http://{addr}/v1/chat/completions: ")),
                 "{error}"
             );
         }
