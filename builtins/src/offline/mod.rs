@@ -308,10 +308,7 @@ fn tool_list(tools: &[ToolSpec]) -> String {
 
 /// `text` cut to [`MAX_QUOTE`] characters.
 fn clip(text: &str) -> String {
-    match text.char_indices().nth(MAX_QUOTE) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    crate::text::truncate(text, MAX_QUOTE)
 }
 
 /// `text` streamed a line at a time, then `Finish { reason: "stop" }`.

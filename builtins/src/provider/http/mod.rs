@@ -112,13 +112,7 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The first `max` characters of `text`, with `…` when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
+pub(crate) use crate::text::truncate;
 
 /// Parsed tool-call arguments: empty means `{}`, unparsable JSON is kept as a string so
 /// nothing the model said is lost and the tool's validation can report it.
