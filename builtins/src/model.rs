@@ -147,6 +147,9 @@ pub enum ModelError {
         /// The provider's error message.
         message: String,
     },
+    /// The model's configuration (from the environment) is not usable.
+    #[error("{0}")]
+    Config(String),
     /// A scripted model's script is missing, invalid or used up.
     #[error("scripted model: {0}")]
     Script(String),

@@ -551,6 +551,22 @@ fn missing_keys_and_unknown_models() {
     assert_eq!(model.name(), "openai:gpt-4o");
 }
 
+#[test]
+fn the_connect_timeout_and_answer_deadline_come_from_the_environment() {
+    let env = |var: &str| match var {
+        "TRELLIS_CONNECT_TIMEOUT" => Some("2.5".to_string()),
+        "TRELLIS_ANSWER_TIMEOUT" => Some("90".to_string()),
+        _ => None,
+    };
+    let settings = HttpSettings::from_env(&env).expect("valid");
+    assert_eq!(settings.connect_timeout, Duration::from_millis(2500));
+    assert_eq!(settings.answer_timeout, Duration::from_secs(90));
+    assert_eq!(HttpSettings::from_env(&|_| None).expect("defaults"), HttpSettings::default());
+    let bad = |var: &str| (var == "TRELLIS_ANSWER_TIMEOUT").then(|| "soon".to_string());
+    let error = model_from_str_with_env("ollama:llama3.2", &bad).err().expect("refused");
+    assert!(error.to_string().contains("TRELLIS_ANSWER_TIMEOUT must be a positive number of seconds"), "{error}");
+}
+
 #[tokio::test]
 async fn scripted_model_from_a_file() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -26,6 +26,8 @@ pub use openai::{OpenAiConfig, OpenAiModel};
 ///
 /// Accepted: `offline`, `scripted:PATH`, `openai:MODEL`, `anthropic:MODEL`,
 /// `ollama:MODEL`. A provider whose key is not set fails here, before any request.
+/// `TRELLIS_CONNECT_TIMEOUT` and `TRELLIS_ANSWER_TIMEOUT` (seconds) override the
+/// connect timeout (10 s) and the deadline of one answer (600 s).
 ///
 /// ```
 /// use trellis_builtins::model::ModelError;
@@ -50,10 +52,13 @@ pub fn model_from_str_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>)
     if rest.is_empty() {
         return Err(unknown());
     }
+    let http = || HttpSettings::from_env(env);
     Ok(match kind {
-        "openai" => Arc::new(OpenAiModel::new(OpenAiConfig::openai(rest, env)?)?),
-        "ollama" => Arc::new(OpenAiModel::new(OpenAiConfig::ollama(rest, env))?),
-        "anthropic" => Arc::new(AnthropicModel::new(AnthropicConfig::from_env(rest, env)?)?),
+        "openai" => Arc::new(OpenAiModel::new(OpenAiConfig { http: http()?, ..OpenAiConfig::openai(rest, env)? })?),
+        "ollama" => Arc::new(OpenAiModel::new(OpenAiConfig { http: http()?, ..OpenAiConfig::ollama(rest, env) })?),
+        "anthropic" => {
+            Arc::new(AnthropicModel::new(AnthropicConfig { http: http()?, ..AnthropicConfig::from_env(rest, env)? })?)
+        }
         "scripted" => Arc::new(crate::scripted::ScriptedModel::from_file(rest)?),
         _ => return Err(unknown()),
     })

@@ -50,6 +50,32 @@ impl Default for HttpSettings {
     }
 }
 
+/// The environment variables that set [`HttpSettings::connect_timeout`] and
+/// [`HttpSettings::answer_timeout`], in seconds.
+pub const TIMEOUT_VARS: [&str; 2] = ["TRELLIS_CONNECT_TIMEOUT", "TRELLIS_ANSWER_TIMEOUT"];
+
+impl HttpSettings {
+    /// The defaults, with the connect timeout and the answer deadline taken from
+    /// [`TIMEOUT_VARS`] (seconds) where they are set.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<HttpSettings, ModelError> {
+        let seconds = |var: &str| -> Result<Option<Duration>, ModelError> {
+            let Some(text) = env(var) else { return Ok(None) };
+            match text.trim().parse::<f64>().ok().and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+                Some(duration) if !duration.is_zero() => Ok(Some(duration)),
+                _ => Err(ModelError::Config(format!("{var} must be a positive number of seconds, not `{text}`"))),
+            }
+        };
+        let mut settings = HttpSettings::default();
+        if let Some(connect) = seconds(TIMEOUT_VARS[0])? {
+            settings.connect_timeout = connect;
+        }
+        if let Some(answer) = seconds(TIMEOUT_VARS[1])? {
+            settings.answer_timeout = answer;
+        }
+        Ok(settings)
+    }
+}
+
 /// Where one answer comes from, as errors name it.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
