@@ -112,7 +112,7 @@ impl ConditionalEventHandler for CtrlC {
 
 #[cfg(test)]
 mod tests {
-    use super::candidates;
+    use super::{candidates, COMMANDS};
 
     fn complete(line: &str, names: &[&str]) -> (usize, Vec<String>) {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn commands_and_models_complete() {
         assert_eq!(complete("/mo", &[]), (0, vec!["/model".to_string()]));
-        assert_eq!(complete("/", &[]).1.len(), 5);
+        assert_eq!(complete("/", &[]).1.len(), COMMANDS.len());
         assert_eq!(complete("/model op", &[]), (7, vec!["openai:".to_string()]));
         assert!(complete("/tools x", &[]).1.is_empty());
     }
