@@ -88,11 +88,10 @@ pub fn notes() -> Pattern {
         let next_id = b.state::<u64>("next_id", 1)?;
         let results = b.state::<Vec<Note>>("results", Vec::new())?;
         b.lift("count", notes, |notes: Vec<Note>| notes.len())?;
-        let (list, next) = (notes, next_id);
         b.handler("add", move |tx, e: Add| {
-            let id = next.get(tx)?;
-            next.set(tx, id + 1)?;
-            list.push(tx, Note { id, title: e.title, body: e.body })
+            let id = next_id.get(tx)?;
+            next_id.set(tx, id + 1)?;
+            notes.push(tx, Note { id, title: e.title, body: e.body })
         })?;
         b.handler("edit", move |tx, e: Edit| {
             if e.title.is_none() && e.body.is_none() {
@@ -112,6 +111,7 @@ pub fn notes() -> Pattern {
             all.remove(position(&all, e.id)?);
             notes.set(tx, all)
         })?;
+        b.require_approval("delete", "Deleting a note cannot be undone")?;
         b.handler("search", move |tx, e: Search| {
             let query = e.query.to_lowercase();
             let found = notes.get(tx)?.into_iter().filter(|n| matches(n, &query)).collect();

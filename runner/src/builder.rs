@@ -161,6 +161,34 @@ impl<'a> Builder<'a> {
         Ok(at)
     }
 
+    /// Marks the stream at `key` as needing a person's approval before an event sent on
+    /// someone else's behalf (a model's tool call) runs; `reason` tells the person what
+    /// is at stake. The policy is stored with the stream, so every catalog that offers
+    /// the stream as a tool enforces it.
+    ///
+    /// ```
+    /// use trellis_runner::prelude::*;
+    ///
+    /// /// Delete everything.
+    /// #[derive(Deserialize, JsonSchema)]
+    /// struct Wipe {}
+    ///
+    /// let wipe = Pattern::new("wipe", |b, _: serde_json::Value| {
+    ///     let items = b.state("items", vec![1, 2, 3])?;
+    ///     b.handler("wipe", move |tx, _: Wipe| items.set(tx, Vec::new()))?;
+    ///     b.require_approval("wipe", "Removes every item; this cannot be undone")
+    /// });
+    /// # let _ = wipe;
+    /// ```
+    pub fn require_approval(&mut self, key: &str, reason: &str) -> Result<()> {
+        let at = self.at(key);
+        let marker = self.tx.read(&at)?;
+        if !crate::link::is_stream(&marker) {
+            return Err(format!("`{key}` is not a stream: declare its handler before requiring approval").into());
+        }
+        self.tx.write(&at.child(crate::link::STREAM_KEY).child(crate::link::APPROVAL_KEY), Value::from(reason))
+    }
+
     /// Stores a link at `key`, so that reads (and events) there go to `target`.
     pub fn alias(&mut self, key: &str, target: &Link) -> Result<()> {
         self.write(key, target.to_value())

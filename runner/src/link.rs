@@ -125,6 +125,15 @@ pub fn stream_schema(json: &serde_json::Value) -> Option<Option<&serde_json::Val
     Some(inner.get("schema"))
 }
 
+/// The key, inside a stream marker, of the reason a person must approve each event
+/// sent on a model's behalf (see [`Builder::require_approval`](crate::Builder::require_approval)).
+pub const APPROVAL_KEY: &str = "approval";
+
+/// The approval reason a stream marker carries, if its events need a person's approval.
+pub fn stream_approval(value: &Value) -> Option<&str> {
+    value.as_object()?.get(STREAM_KEY)?.as_object()?.get(APPROVAL_KEY)?.as_str()
+}
+
 /// Whether a document value is a stream marker.
 pub fn is_stream(value: &Value) -> bool {
     value.as_object().is_some_and(|m| m.contains_key(STREAM_KEY))

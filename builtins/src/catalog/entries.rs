@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use trellis_runner::link::is_stream;
+use trellis_runner::link::{is_stream, stream_approval};
 use trellis_runner::{Link, Read, Runtime, Value as Stored, NAME};
 
 use super::naming;
@@ -26,6 +26,15 @@ pub(super) struct Draft {
     pub(super) entry: String,
     pub(super) charm: Option<String>,
     pub(super) unchecked: bool,
+    /// Why a person must approve each call, when the stream says so.
+    pub(super) approval: Option<String>,
+}
+
+/// A stream that becomes a tool: where it is, its schema, its approval policy.
+struct StreamSource {
+    stream: Link,
+    schema: StreamSchema,
+    approval: Option<String>,
 }
 
 /// Collects the tools and problems of all entries.
@@ -87,11 +96,11 @@ fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&st
     if !is_stream(&marker) && rt.handler(&stream).is_none() {
         return out.problem(key, EntryError::NotAStream(stream.to_string()));
     }
-    let schema = out.schemas.of_stream(rt, &stream, &marker);
-    let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
+    let source = out.source(rt, stream, &marker);
+    let charm = rt.charms().record(&source.stream.doc).map(|_| source.stream.doc.to_string());
     let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
     let description = description.map(str::to_string);
-    out.push_stream_tool(key, key.to_string(), stream, schema, description, charm_name.as_deref(), charm);
+    out.push_stream_tool(key, key.to_string(), source, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
@@ -130,11 +139,10 @@ fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>
         if field.starts_with('$') || !is_stream(value) {
             continue;
         }
-        let stream = root.child(field.clone());
-        let schema = out.schemas.of_stream(rt, &stream, value);
+        let source = out.source(rt, root.child(field.clone()), value);
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
-        out.push_stream_tool(key, display, stream, schema, description, Some(&name), charm.clone());
+        out.push_stream_tool(key, display, source, description, Some(&name), charm.clone());
     }
 }
 
@@ -163,23 +171,29 @@ impl Extraction {
             entry: entry.to_string(),
             charm,
             unchecked: false,
+            approval: None,
         });
+    }
+
+    /// What a stream whose stored value is `marker` offers as a tool.
+    fn source(&mut self, rt: &Runtime, stream: Link, marker: &Stored) -> StreamSource {
+        let schema = self.schemas.of_stream(rt, &stream, marker);
+        StreamSource { approval: stream_approval(marker).map(str::to_string), stream, schema }
     }
 
     /// Adds the tool of one stream. `description` is the entry's (already combined with
     /// the key for charm entries); without it the schema's description is used, else a
     /// generic "`key` handler from `owner`" (the charm's name).
-    #[allow(clippy::too_many_arguments)]
     fn push_stream_tool(
         &mut self,
         entry: &str,
         display: String,
-        stream: Link,
-        schema: StreamSchema,
+        source: StreamSource,
         description: Option<String>,
         owner: Option<&str>,
         charm: Option<String>,
     ) {
+        let StreamSource { stream, schema, approval } = source;
         let prepared = match schema.prepared {
             Ok(prepared) => prepared,
             Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source }),
@@ -192,6 +206,9 @@ impl Extraction {
         if schema.unchecked {
             description = format!("{description} {UNCHECKED_NOTE}");
         }
+        if let Some(reason) = &approval {
+            description = format!("{description} (Each call waits for the user's approval: {reason}.)");
+        }
         self.drafts.push(Draft {
             display,
             identity: stream.to_string(),
@@ -201,6 +218,7 @@ impl Extraction {
             entry: entry.to_string(),
             charm,
             unchecked: schema.unchecked,
+            approval,
         });
     }
 }
@@ -256,6 +274,7 @@ fn pattern_entry(
         entry: key.to_string(),
         charm: None,
         unchecked: false,
+        approval: None,
     });
 }
 

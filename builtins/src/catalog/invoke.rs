@@ -34,6 +34,19 @@ const MAX_VIOLATIONS: usize = 10;
 /// How many tool names the "unknown tool" text lists.
 const MAX_LISTED: usize = 50;
 
+/// Proof, for [`Catalog::invoke_approved`], that a person approved the call: only the
+/// dialog's `resolve` handler (after checking the call was waiting for exactly that
+/// approval) and front ends acting on a person's own command make one.
+#[derive(Debug)]
+pub struct Approved(());
+
+impl Approved {
+    /// The approval of a person who gave the command themselves (`trellis charm send`).
+    pub fn by_the_user() -> Approved {
+        Approved(())
+    }
+}
+
 /// The outcome of one tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Invocation {
@@ -58,8 +71,15 @@ impl Catalog {
     /// Calls the tool named `name` (wire name, or display name when unambiguous) with the
     /// model's `arguments` (see the module docs). Never panics on model input: every
     /// failure is an error text.
+    ///
+    /// A tool that needs a person's approval ([`Tool::approval`]) is refused here: the
+    /// caller asks the person first and then uses [`Catalog::invoke_approved`].
     pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
         match self.get(name) {
+            Some(tool) if tool.approval.is_some() => Invocation::error(format!(
+                "`{}` needs the user's approval before it runs, and none was given",
+                tool.display
+            )),
             Some(tool) => tool.call(rt, arguments, timeout, self.inline_handlers).await,
             None => {
                 let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
@@ -67,6 +87,21 @@ impl Catalog {
                 tracing::info!("unknown tool");
                 Invocation::error(self.unknown_tool(name))
             }
+        }
+    }
+
+    /// [`Catalog::invoke`] for a call a person approved.
+    pub async fn invoke_approved(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        _approval: Approved,
+    ) -> Invocation {
+        match self.get(name) {
+            Some(tool) => tool.call(rt, arguments, timeout, self.inline_handlers).await,
+            None => Invocation::error(self.unknown_tool(name)),
         }
     }
 

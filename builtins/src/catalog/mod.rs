@@ -63,7 +63,7 @@ use entries::{extract_entry, Draft, Extraction};
 use naming::WireNames;
 use schema::{InputShape, SchemaError};
 
-pub use invoke::Invocation;
+pub use invoke::{Approved, Invocation};
 
 /// Appended to the description of a tool whose handler declares no event schema.
 pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through unchecked)";
@@ -101,6 +101,9 @@ pub struct Tool {
     pub charm: Option<String>,
     /// The handler declares no event schema: arguments only have to be an object.
     pub unchecked: bool,
+    /// Why a person must approve each call a model makes (the stream's policy, see
+    /// `Builder::require_approval`); `None` when calls run at once.
+    pub approval: Option<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
     /// The compiled input schema, built on first use so that building a catalog stays cheap.
@@ -254,6 +257,7 @@ impl Catalog {
                 entry: draft.entry,
                 charm: draft.charm,
                 unchecked: draft.unchecked,
+                approval: draft.approval,
                 suffixed: entry.suffixed,
                 validator: Arc::default(),
             });

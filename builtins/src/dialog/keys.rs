@@ -51,17 +51,23 @@ pub enum DialogOutput {
     FlattenedTools,
     /// The id of the latest request.
     Request,
+    /// The calls waiting for a person ([`Interaction`](super::Interaction)s).
+    Interactions,
+    /// Stream: a person's answer to a waiting call ([`Resolve`](super::Resolve)).
+    Resolve,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 6] = [
+    pub const PUBLIC: [DialogOutput; 8] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
         DialogOutput::Error,
         DialogOutput::Partial,
         DialogOutput::FlattenedTools,
+        DialogOutput::Interactions,
+        DialogOutput::Resolve,
     ];
 
     /// The key under the dialog's location.
@@ -74,6 +80,8 @@ impl DialogOutput {
             DialogOutput::Partial => "partial",
             DialogOutput::FlattenedTools => "flattened_tools",
             DialogOutput::Request => "request",
+            DialogOutput::Interactions => "interactions",
+            DialogOutput::Resolve => "resolve",
         }
     }
 }

@@ -17,6 +17,8 @@
 //! | `partial` | the text of the reply being streamed |
 //! | `error` | why the last request failed, or `null` |
 //! | `request` | the id of the latest request; results of older ones are discarded |
+//! | `interactions` | the calls waiting for a person (see the `interaction` module) |
+//! | `resolve` | stream: a person's answer to a waiting call ([`Resolve`]) |
 //!
 //! A request runs in rounds: the model answers; if it called tools, they run
 //! (concurrently; results keep call order) and their results go back to the model; until
@@ -30,6 +32,7 @@
 //! for it and its change stays; the cancelled result says the change may have been
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod interaction;
 mod keys;
 mod messages;
 mod request;
@@ -45,9 +48,10 @@ use serde_json::json;
 use trellis_runner::{Builder, Builtin, Cell, Link, Value};
 
 use crate::catalog::Catalog;
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
 
+pub use interaction::{Interaction, InteractionKind, Resolve};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 
@@ -250,6 +254,18 @@ impl Builtin for LlmDialog {
         b.handler(&format!("{key}/{}", DialogOutput::CancelGeneration.key()), move |tx, _: Cancel| {
             cancel(&shared, &c, tx)
         })?;
+        let shared = self.shared.clone();
+        let c = cells.clone();
+        b.handler(&format!("{key}/{}", DialogOutput::Resolve.key()), move |tx, answer: Resolve| {
+            if let Some(request) = interaction::resolve(&c, tx, answer)? {
+                // Every waiting call has its answer: the request goes on.
+                c.pending.set(tx, true)?;
+                c.error.set(tx, None)?;
+                let (shared, cells) = (shared.clone(), c.clone());
+                tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Resume));
+            }
+            Ok(())
+        })?;
         // Stopping the charm stops its request too, as a cancel would.
         let shared = self.shared.clone();
         let c = cells.clone();
@@ -290,7 +306,8 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> 
     let tx = b.tx();
     // A (re)start interrupts whatever request was running: a new request id supersedes
     // it, so a task still alive from before writes nothing more.
-    if cells.pending.get(tx).unwrap_or(false) {
+    let interrupted = cells.pending.get(tx).unwrap_or(false);
+    if interrupted {
         cells.request.update(tx, RequestId::next)?;
     }
     cells.pending.set(tx, false)?;
@@ -299,8 +316,32 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> 
         cells.request.set(tx, RequestId::default())?;
         cells.error.set(tx, None)?;
     }
-    messages::close_unanswered(tx, &cells.messages(), "interrupted: the runtime restarted before this tool finished")?;
+    let waiting = interaction::interactions_cell(cells);
+    if waiting.get_value(tx)? == Value::Null {
+        waiting.set(tx, Vec::new())?;
+    }
+    // A round waiting for a person keeps waiting across a restart; one that was going on
+    // after its answers was interrupted like any other request.
+    if interrupted || !interaction::is_waiting(tx, cells)? {
+        flush_held(tx, cells, "interrupted: the runtime restarted before this call ran")?;
+        messages::close_unanswered(
+            tx,
+            &cells.messages(),
+            "interrupted: the runtime restarted before this tool finished",
+        )?;
+    }
     Ok(())
+}
+
+/// Ends a waiting round: its results so far, and `unanswered` for the calls that never
+/// ran, go into the conversation, and nothing waits any more.
+fn flush_held(tx: &trellis_runner::Tx, cells: &DialogCells, unanswered: &str) -> trellis_runner::Result<()> {
+    let Some(mut held) = interaction::held_cell(cells).get(tx)? else { return Ok(()) };
+    for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
+        call.output = Some(ToolOutput::ErrorText(unanswered.to_string()));
+    }
+    cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
+    interaction::forget(tx, cells)
 }
 
 fn add_message(
@@ -311,6 +352,18 @@ fn add_message(
 ) -> trellis_runner::Result<()> {
     if cells.pending.get(tx)? {
         return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
+    }
+    if interaction::is_waiting(tx, cells)? {
+        let waiting: Vec<String> = interaction::interactions_cell(cells)
+            .get(tx)?
+            .into_iter()
+            .map(|i| format!("{} ({})", i.tool, i.call_id))
+            .collect();
+        return Err(format!(
+            "a tool call is waiting for your answer ({}): resolve it, or send cancel_generation first",
+            waiting.join(", ")
+        )
+        .into());
     }
     if message.role != Role::User {
         return Err(format!("add_message takes user messages; got a {:?} message", message.role).into());
@@ -326,18 +379,20 @@ fn add_message(
     cells.partial.set(tx, String::new())?;
     let shared = shared.clone();
     let cells = cells.clone();
-    tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request));
+    tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Fresh));
     Ok(())
 }
 
 fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) -> trellis_runner::Result<()> {
-    if !cells.pending.get(tx)? {
+    let waiting = interaction::is_waiting(tx, cells)?;
+    if !cells.pending.get(tx)? && !waiting {
         return Ok(());
     }
     // A new request id supersedes the running one: whatever it still writes is dropped.
     cells.request.update(tx, RequestId::next)?;
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
+    flush_held(tx, cells, "cancelled by the user while it waited for an answer; it did not run")?;
     messages::close_unanswered(
         tx,
         &cells.messages(),
@@ -402,6 +457,18 @@ impl DialogHandle {
     /// Why the last request failed, if it did.
     pub fn error(&self) -> Option<String> {
         self.cells().error.get(&self.rt).ok().flatten()
+    }
+
+    /// The calls waiting for a person's answer.
+    pub fn interactions(&self) -> Vec<Interaction> {
+        interaction::interactions_cell(&self.cells()).get(&self.rt).unwrap_or_default()
+    }
+
+    /// Answers a waiting call; once none waits, the request goes on (wait for it with
+    /// [`DialogHandle::wait`]). A call that is not waiting is refused.
+    pub async fn resolve(&self, answer: Resolve) -> trellis_runner::Result<()> {
+        let json = serde_json::to_value(answer).map_err(trellis_runner::Error::Serialize)?;
+        self.rt.send(&self.base.child(DialogOutput::Resolve.key()), json).await.map(drop)
     }
 
     /// The text of the reply being streamed.

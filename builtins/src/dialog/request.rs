@@ -7,18 +7,28 @@ use futures::StreamExt;
 use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
+use super::interaction::{self, Held, HeldCall, Interaction, InteractionKind};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
-use crate::catalog::Catalog;
+use crate::catalog::{Approved, Catalog};
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
 const PARTIAL_EVERY: Duration = Duration::from_millis(50);
 
+/// Where a request task begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Begin {
+    /// With the model's first answer to a new message.
+    Fresh,
+    /// With the calls of a round that waited for a person, now all answered.
+    Resume,
+}
+
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
 /// `settled` wait for it) and abortable by `cancel_generation`.
-pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: RequestId) {
+pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: RequestId, begin: Begin) {
     if tokio::runtime::Handle::try_current().is_err() {
         let message = "llm_dialog needs a tokio runtime to run requests".to_string();
         finish(&rt, &cells, id, Some(message));
@@ -38,7 +48,10 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
                 id,
                 error: Some("the request stopped unexpectedly".into()),
             };
-            let outcome = run(&task_shared, &task_rt, &task_cells, id).await;
+            let outcome = match begin {
+                Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1).await,
+                Begin::Resume => resume(&task_shared, &task_rt, &task_cells, id).await,
+            };
             task_shared.forget(&task_cells.base, id);
             let mut guard = guard;
             guard.error = outcome.err();
@@ -104,9 +117,46 @@ fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Val
     rt.read(&cells.inputs.child(key.key())).map(|v| v.to_json()).unwrap_or_default()
 }
 
-async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
+/// Goes on with a round whose waiting calls are all answered: runs the approved ones,
+/// appends the round's results, and continues with the next round.
+async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
+    let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
+    let Some(mut held) = held.filter(|held| held.request == id) else { return Ok(()) };
+    let catalog = Catalog::build(rt, &input(rt, cells, DialogInput::Tools));
+    for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
+        let output = if call.approved {
+            let approved = Approved::by_the_user();
+            catalog
+                .invoke_approved(rt, &call.name, call.input.clone(), shared.settings.tool_timeout, approved)
+                .await
+                .output
+        } else {
+            ToolOutput::ErrorText("no answer was given for this call".into())
+        };
+        call.output = Some(output);
+    }
+    let results = Message::new(Role::Tool, held.results());
+    let appended = rt
+        .transact(|tx| {
+            if !is_current(tx, cells, id)? {
+                return Ok(false);
+            }
+            cells.messages().push(tx, results.clone())?;
+            interaction::forget(tx, cells)?;
+            Ok(true)
+        })
+        .map_err(|e| format!("could not store the results: {e}"))?;
+    if appended {
+        run(shared, rt, cells, id, held.round + 1).await
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs rounds `first..=max_rounds` of request `id`.
+async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, first: u32) -> Result<(), String> {
     let settings = shared.settings;
-    for round in 1..=settings.max_rounds {
+    for round in first..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
         let model_spec = input(rt, cells, DialogInput::Model).as_str().unwrap_or("offline").to_string();
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
@@ -118,7 +168,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) 
             max_tokens: input(rt, cells, DialogInput::MaxTokens).as_u64().and_then(|n| u32::try_from(n).ok()),
             // A forced choice holds for the first answer only: once the tool ran, the model
             // must be free to answer in words, or `required` would loop to the round cap.
-            tool_choice: if round == 1 {
+            tool_choice: if round == first && first == 1 {
                 tool_choice(&input(rt, cells, DialogInput::ToolChoice), &catalog)?
             } else {
                 ToolChoice::Auto
@@ -155,16 +205,53 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) 
 
         let timeout = settings.tool_timeout;
         let catalog = &catalog;
-        let results = futures::future::join_all(calls.iter().map(|call| async move {
-            let Part::ToolCall { id, name, input } = &call.part else { unreachable!("only tool calls are collected") };
-            let output = match &call.refused {
-                Some(reason) => ToolOutput::ErrorText(reason.clone()),
-                None => catalog.invoke(rt, name, input.clone(), timeout).await.output,
-            };
-            Part::ToolResult { id: id.clone(), name: name.clone(), output }
+        // Calls that need a person's approval wait; the others run now, concurrently.
+        let outputs = futures::future::join_all(calls.iter().map(|call| async move {
+            match (&call.refused, approval_of(catalog, call)) {
+                (Some(reason), _) => Some(ToolOutput::ErrorText(reason.clone())),
+                (None, Some(_)) => None,
+                (None, None) => Some(catalog.invoke(rt, call.name(), call.input().clone(), timeout).await.output),
+            }
         }))
         .await;
-        if !append(rt, cells, id, Message::new(Role::Tool, results))? {
+        let held = Held {
+            request: id,
+            round,
+            calls: calls
+                .iter()
+                .zip(outputs)
+                .map(|(call, output)| HeldCall {
+                    id: call.id().to_string(),
+                    name: call.name().to_string(),
+                    input: call.input().clone(),
+                    output,
+                    approved: false,
+                })
+                .collect(),
+        };
+        let asked: Vec<Interaction> = calls
+            .iter()
+            .filter(|call| call.refused.is_none())
+            .filter_map(|call| {
+                let reason = approval_of(catalog, call)?;
+                let tool = catalog.get(call.name()).map_or(call.name(), |t| t.display.as_str()).to_string();
+                Some(Interaction {
+                    call_id: call.id().to_string(),
+                    tool,
+                    wire: call.name().to_string(),
+                    arguments: call.input().clone(),
+                    kind: InteractionKind::Approval,
+                    prompt: reason,
+                    asked_at: interaction::now_ms(),
+                })
+            })
+            .collect();
+        if !asked.is_empty() {
+            // The request ends here, waiting; `resolve` starts it again.
+            interaction::wait(rt, cells, id, &held, &asked)?;
+            return Ok(());
+        }
+        if !append(rt, cells, id, Message::new(Role::Tool, held.results()))? {
             return Ok(());
         }
     }
@@ -248,6 +335,11 @@ async fn answer(
     Ok(answer)
 }
 
+/// Why `call` must wait for a person, when its tool needs approval.
+fn approval_of(catalog: &Catalog, call: &Call) -> Option<String> {
+    catalog.get(call.name()).and_then(|tool| tool.approval.clone())
+}
+
 /// One tool call of an answer.
 struct Call {
     /// The call as the conversation keeps it.
@@ -257,6 +349,27 @@ struct Call {
 }
 
 impl Call {
+    fn id(&self) -> &str {
+        match &self.part {
+            Part::ToolCall { id, .. } => id,
+            _ => "",
+        }
+    }
+
+    fn name(&self) -> &str {
+        match &self.part {
+            Part::ToolCall { name, .. } => name,
+            _ => "",
+        }
+    }
+
+    fn input(&self) -> &serde_json::Value {
+        match &self.part {
+            Part::ToolCall { input, .. } => input,
+            _ => &serde_json::Value::Null,
+        }
+    }
+
     /// The call, unless its arguments nest deeper than values entering the runtime may:
     /// then its arguments are not kept (the conversation must stay loadable) and the
     /// model is told why.
