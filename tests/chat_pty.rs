@@ -186,6 +186,22 @@ fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
 }
 
 #[test]
+fn a_call_waiting_for_approval_is_answered_at_the_prompt() {
+    let s = common::space();
+    let mut t = Terminal::chat(&s.path, &[], &[]);
+    t.expect("> ");
+    t.send("@Notes delete note 1\r");
+    t.expect("waiting for your approval: Notes.delete");
+    t.expect("/approve [CALL] or /deny [CALL] REASON");
+    t.expect("> ");
+    t.send("/deny not that one\r");
+    t.expect("the user denied this call: not that one");
+    t.expect("> ");
+    t.send("\u{4}"); // Ctrl-D
+    assert_eq!(t.exit_code(), 0);
+}
+
+#[test]
 fn ctrl_c_twice_at_an_empty_prompt_leaves() {
     let s = common::space();
     let mut t = Terminal::chat(&s.path, &[], &[]);

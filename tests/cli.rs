@@ -340,3 +340,42 @@ fn chat_runs_the_chatbot_pattern_asked_for() {
     let out = ok(&s.path, &["chat", "--chatbot", "chatbot", "-m", "@Counter add 2"]);
     assert!(out.contains("Counter.increment"), "{out}");
 }
+
+/// A call that needs approval stops `chat` with exit status 3; a later process lists and
+/// answers it, and the conversation goes on.
+#[test]
+fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
+    let s = space();
+    ok(&s.path, &["charm", "send", "Notes", "add", r#"{"title": "milk", "body": "buy"}"#]);
+    ok(&s.path, &["charm", "send", "Notes", "add", r#"{"title": "eggs", "body": "buy"}"#]);
+    let out = trellis(&s.path, &["chat", "-m", "@Notes delete note 1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let waiting = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        waiting.contains("waiting for your approval: Notes.delete") && waiting.contains("cannot be undone"),
+        "{waiting}"
+    );
+    assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 2, "nothing deleted yet");
+
+    let pending = json_of(&s.path, &["pending"]);
+    let call = pending[0]["call_id"].as_str().unwrap().to_string();
+    assert_eq!(pending[0]["tool"], "Notes.delete");
+    let busy = fails(&s.path, &["chat", "-m", "hello"]);
+    assert!(busy.contains("waiting for your answer"), "{busy}");
+
+    let wrong = fails(&s.path, &["resolve", "no_such_call", "--approve"]);
+    assert!(wrong.contains("not waiting"), "{wrong}");
+    let done = ok(&s.path, &["resolve", &call, "--approve"]);
+    assert!(done.contains("Done: Notes.delete"), "{done}");
+    assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);
+    assert!(ok(&s.path, &["pending"]).contains("nothing is waiting"));
+
+    // Denied: the model is told why, and nothing changes.
+    let out = trellis(&s.path, &["chat", "-m", "@Notes delete note 2"]);
+    assert_eq!(out.status.code(), Some(3));
+    let denied = ok(&s.path, &["resolve", "--deny", "I still need eggs"]);
+    assert!(denied.contains("denied") && denied.contains("I still need eggs"), "{denied}");
+    assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);
+    let usage = fails(&s.path, &["resolve"]);
+    assert!(usage.contains("--approve") || usage.contains("required"), "{usage}");
+}

@@ -72,6 +72,31 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
     },
+    /// List the tool calls waiting for your approval in the chat.
+    Pending {
+        /// The chatbot pattern whose conversation to look at [default: the program's chatbot].
+        #[arg(long, value_name = "PATTERN")]
+        chatbot: Option<String>,
+    },
+    /// Answer a tool call waiting for approval, then follow the chat until it is done or
+    /// waits again (exit status 3 when it waits again, as `chat` does).
+    #[command(group(clap::ArgGroup::new("answer").required(true).args(["approve", "deny"])))]
+    Resolve {
+        /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
+        call: Option<String>,
+        /// Let the call run.
+        #[arg(long)]
+        approve: bool,
+        /// Refuse the call; the reason is told to the model.
+        #[arg(long, value_name = "REASON")]
+        deny: Option<String>,
+        /// The chatbot pattern whose conversation to answer [default: the program's chatbot].
+        #[arg(long, value_name = "PATTERN")]
+        chatbot: Option<String>,
+        /// How long to wait for what follows, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
+        timeout: f64,
+    },
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
 }
@@ -196,10 +221,16 @@ impl App {
         };
         match runtime.block_on(self.execute(cli)) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {}", terminal::safe(&format!("{e:#}")));
-                ExitCode::FAILURE
-            }
+            Err(e) => match e.downcast_ref::<chat::Waiting>() {
+                Some(waiting) => {
+                    eprintln!("{waiting}");
+                    ExitCode::from(chat::Waiting::EXIT_CODE)
+                }
+                None => {
+                    eprintln!("error: {}", terminal::safe(&format!("{e:#}")));
+                    ExitCode::FAILURE
+                }
+            },
         }
     }
 
@@ -218,6 +249,15 @@ impl App {
                 let session =
                     chat::Session::open(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), &model, &tool_choice).await?;
                 chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
+            }
+            Command::Pending { chatbot } => {
+                let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
+                chat::pending(&session, format)
+            }
+            Command::Resolve { call, approve: _, deny, chatbot, timeout } => {
+                let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
+                let timeout = Duration::from_secs_f64(timeout);
+                chat::resolve(&session, call.as_deref(), deny.as_deref(), timeout, format).await
             }
             Command::Demo => charm::demo(&rt, format).await,
         }

@@ -6,9 +6,11 @@
 //!
 //! - `dialog`: the location of its `llm_dialog` (`b.builtin("dialog", LLM_DIALOG, ..)?`);
 //! - the data [`ChatbotField`]s: `messages`, `attachments`, `model`, `tool_choice`, and the
-//!   dialog's `pending`, `error`, `partial`, `flattened_tools` re-exported at the top;
+//!   dialog's `pending`, `error`, `partial`, `flattened_tools`, `interactions` re-exported
+//!   at the top;
 //! - the streams [`ChatbotStream`]s: `add_message`, `cancel_generation`, `attach`,
-//!   `detach`, `clear`, `set_model`, `set_tool_choice`, taking the events of this module.
+//!   `detach`, `clear`, `set_model`, `set_tool_choice`, `resolve`, taking the events of
+//!   this module and the dialog's.
 //!
 //! [`wire`](super::wire) builds all of that in one call, so a custom chatbot is its own
 //! system prompt and static tools plus `wire(b, args)`; [`Chatbot::open`] checks the
@@ -17,7 +19,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use trellis_builtins::dialog::{DialogHandle, DialogOutput};
+use trellis_builtins::dialog::{DialogHandle, DialogOutput, Interaction, Resolve};
 use trellis_builtins::message::Message;
 use trellis_runner::link::is_stream;
 use trellis_runner::{DocId, Read as _, Runtime};
@@ -41,11 +43,13 @@ pub enum ChatbotStream {
     SetModel,
     /// [`SetToolChoice`](super::SetToolChoice).
     SetToolChoice,
+    /// [`Resolve`]: a person's answer to a call waiting for approval.
+    Resolve,
 }
 
 impl ChatbotStream {
     /// Every stream of the contract.
-    pub const ALL: [ChatbotStream; 7] = [
+    pub const ALL: [ChatbotStream; 8] = [
         ChatbotStream::AddMessage,
         ChatbotStream::CancelGeneration,
         ChatbotStream::Attach,
@@ -53,6 +57,7 @@ impl ChatbotStream {
         ChatbotStream::Clear,
         ChatbotStream::SetModel,
         ChatbotStream::SetToolChoice,
+        ChatbotStream::Resolve,
     ];
 
     /// The key in the charm's result.
@@ -65,6 +70,7 @@ impl ChatbotStream {
             ChatbotStream::Clear => "clear",
             ChatbotStream::SetModel => "set_model",
             ChatbotStream::SetToolChoice => "set_tool_choice",
+            ChatbotStream::Resolve => DialogOutput::Resolve.key(),
         }
     }
 }
@@ -90,11 +96,13 @@ pub enum ChatbotField {
     Partial,
     /// The tools as a UI shows them.
     FlattenedTools,
+    /// The calls waiting for a person ([`Interaction`]s).
+    Interactions,
 }
 
 impl ChatbotField {
     /// Every field of the contract.
-    pub const ALL: [ChatbotField; 9] = [
+    pub const ALL: [ChatbotField; 10] = [
         ChatbotField::Dialog,
         ChatbotField::Messages,
         ChatbotField::Attachments,
@@ -104,6 +112,7 @@ impl ChatbotField {
         ChatbotField::Error,
         ChatbotField::Partial,
         ChatbotField::FlattenedTools,
+        ChatbotField::Interactions,
     ];
 
     /// The key in the charm's result.
@@ -118,6 +127,7 @@ impl ChatbotField {
             ChatbotField::Error => DialogOutput::Error.key(),
             ChatbotField::Partial => DialogOutput::Partial.key(),
             ChatbotField::FlattenedTools => DialogOutput::FlattenedTools.key(),
+            ChatbotField::Interactions => DialogOutput::Interactions.key(),
         }
     }
 }
@@ -276,6 +286,17 @@ impl Chatbot {
     /// Sets the tool choice: `auto`, `none`, `required` or a tool's display name.
     pub async fn set_tool_choice(&self, choice: &str) -> Result<(), ChatbotError> {
         self.send(ChatbotStream::SetToolChoice, json!({"tool_choice": choice})).await
+    }
+
+    /// The calls waiting for a person's answer.
+    pub fn interactions(&self) -> Vec<Interaction> {
+        self.dialog.interactions()
+    }
+
+    /// Answers a waiting call (see [`Resolve`]); the conversation goes on once no call
+    /// waits (follow it with [`Chatbot::dialog`]).
+    pub async fn resolve(&self, answer: Resolve) -> Result<(), ChatbotError> {
+        Ok(self.dialog.resolve(answer).await?)
     }
 
     /// The names of the attached charms, in the order they were attached.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-pub use self::render::{line, transcript, usage, ASSISTANT};
+pub use self::render::{line, transcript, usage, waiting, ASSISTANT};
 pub use self::session::Session;
 use super::Format;
 
@@ -34,9 +34,73 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
             super::output::emit(&transcript(&session, &new));
         }
         all.extend(new);
+        if !session.interactions().is_empty() {
+            break;
+        }
     }
+    finish(&session, all, format)
+}
+
+/// `trellis pending`: the calls waiting for the user's answer.
+pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
+    let interactions = session.interactions();
     if format.json {
-        super::output::emit_json(&serde_json::to_value(&all)?);
+        super::output::emit_json(&serde_json::to_value(&interactions)?);
+    } else if interactions.is_empty() {
+        super::output::emit("nothing is waiting for an answer");
+    } else {
+        super::output::emit(&waiting(&interactions, RESOLVE_HOW));
     }
     Ok(())
 }
+
+/// `trellis resolve`: answers a waiting call and follows the conversation until it is
+/// done or waits again.
+pub async fn resolve(
+    session: &Session,
+    call_id: Option<&str>,
+    denial: Option<&str>,
+    timeout: Duration,
+    format: Format,
+) -> anyhow::Result<()> {
+    let before = session.resolve(call_id, denial).await?;
+    let new = session.follow_up(before, timeout).await?;
+    if !format.json {
+        super::output::emit(&transcript(session, &new));
+    }
+    finish(session, new, format)
+}
+
+/// How to answer waiting calls from the command line.
+const RESOLVE_HOW: &str = "answer with `trellis resolve CALL --approve` or `trellis resolve CALL --deny REASON`";
+
+/// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
+fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, format: Format) -> anyhow::Result<()> {
+    if format.json {
+        super::output::emit_json(&serde_json::to_value(&messages)?);
+    }
+    let interactions = session.interactions();
+    if interactions.is_empty() {
+        Ok(())
+    } else {
+        Err(Waiting(waiting(&interactions, RESOLVE_HOW)).into())
+    }
+}
+
+/// The conversation stopped at calls waiting for the user: the command exits with
+/// [`Waiting::EXIT_CODE`] after saying what waits.
+#[derive(Debug)]
+pub struct Waiting(String);
+
+impl Waiting {
+    /// The exit status of a command that ends waiting for the user.
+    pub const EXIT_CODE: u8 = 3;
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Waiting {}

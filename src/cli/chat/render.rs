@@ -2,6 +2,7 @@
 //! transcript lines. Text from the model, tools and charm names is escaped for the
 //! terminal here (see [`safe`], [`safe_line`]).
 
+use trellis_builtins::dialog::Interaction;
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 
 use super::session::Session;
@@ -43,6 +44,24 @@ fn describe(output: &ToolOutput) -> String {
         ToolOutput::Text(text) => text.clone(),
         ToolOutput::ErrorText(text) => format!("error: {text}"),
     }
+}
+
+/// The calls waiting for the user, with how to answer them.
+pub fn waiting(interactions: &[Interaction], how: &str) -> String {
+    let mut lines: Vec<String> = interactions
+        .iter()
+        .map(|i| {
+            format!(
+                "waiting for your approval: {} {} (call {}): {}",
+                safe_line(&i.tool),
+                i.arguments,
+                safe_line(&i.call_id),
+                safe_line(&i.prompt)
+            )
+        })
+        .collect();
+    lines.push(how.to_string());
+    lines.join("\n")
 }
 
 /// The tokens the conversation's answers used, as `/usage` shows them: the total over the

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use trellis_builtins::dialog::DialogHandle;
+use trellis_builtins::dialog::{DialogHandle, Interaction, Resolve};
 use trellis_builtins::message::Message;
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
 use trellis_runner::Runtime;
@@ -35,6 +35,12 @@ impl Session {
     /// The dialog.
     pub fn dialog(&self) -> &DialogHandle {
         self.chat.dialog()
+    }
+
+    /// The space's charm of the chatbot pattern `chatbot` as it is (for `pending` and
+    /// `resolve`: the model and tool choice stay as the conversation left them).
+    pub fn attach(rt: &Runtime, chatbot: &str) -> anyhow::Result<Session> {
+        Ok(Session { chat: Chatbot::find_or_create(rt, chatbot).map_err(shown)? })
     }
 
     /// The chatbot charm this session drives.
@@ -79,6 +85,38 @@ impl Session {
             Some(error) => bail!("the model failed: {error}"),
             None => Ok(()),
         }
+    }
+
+    /// The calls waiting for the user's answer.
+    pub fn interactions(&self) -> Vec<Interaction> {
+        self.chat.interactions()
+    }
+
+    /// Answers the waiting call `call_id` (the only one waiting, when `None`): approves it,
+    /// or denies it with `denial` as the reason; returns the index from which the
+    /// messages of what follows appear.
+    pub async fn resolve(&self, call_id: Option<&str>, denial: Option<&str>) -> anyhow::Result<usize> {
+        let waiting = self.interactions();
+        let call_id = match (call_id, waiting.as_slice()) {
+            (Some(id), _) => id.to_string(),
+            (None, [only]) => only.call_id.clone(),
+            (None, []) => bail!("no call is waiting for an answer"),
+            (None, _) => bail!(
+                "several calls are waiting ({}); say which",
+                waiting.iter().map(|i| i.call_id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let before = self.dialog().messages().len();
+        let answer = Resolve { call_id, approved: denial.is_none(), reason: denial.map(str::to_string), tool: None };
+        self.chat.resolve(answer).await.map_err(shown)?;
+        Ok(before)
+    }
+
+    /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
+    pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
+        self.dialog().wait(timeout).await?;
+        self.check_error()?;
+        Ok(self.dialog().messages().split_off(before.min(self.dialog().messages().len())))
     }
 
     /// The names of the attached charms, in the order they were attached.

@@ -28,6 +28,8 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /clear         forget the conversation and the attachments
   /model [NAME]  show or switch the model (offline, scripted:PATH, openai:M, anthropic:M, ollama:M)
   /usage         the tokens the answers used, as the provider reported them
+  /approve [CALL]        let a tool call that waits for your approval run
+  /deny [CALL] REASON    refuse it; the model is told why
   /help          this text
   /quit          leave (or Ctrl-D)
 Tab completes @names and /commands; Up and Down recall earlier lines.
@@ -103,6 +105,19 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         }
         "/tools" => emit(&super::tools::render(&session.dialog().flattened_tools())),
         "/usage" => emit(&super::chat::usage(&session.dialog().messages())),
+        "/approve" => {
+            let sent = session.resolve((!rest.is_empty()).then_some(rest), None).await?;
+            return answered(session, sent).await;
+        }
+        "/deny" => {
+            // `/deny CALL REASON` when the first word names a waiting call, else `/deny REASON`.
+            let (first, after) = rest.split_once(' ').unwrap_or((rest, ""));
+            let names_a_call = session.interactions().iter().any(|i| i.call_id == first);
+            let (call, reason) = if names_a_call { (Some(first), after.trim()) } else { (None, rest) };
+            let reason = if reason.is_empty() { "no reason given" } else { reason };
+            let sent = session.resolve(call, Some(reason)).await?;
+            return answered(session, sent).await;
+        }
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
         "/model" => {
             session.set_model(rest).await?;
@@ -112,10 +127,20 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         _ => {
             let sent = session.start(line).await?;
             chips.show(session);
-            return follow::follow(session, sent).await;
+            return answered(session, sent).await;
         }
     }
     Ok(Outcome::Done)
+}
+
+/// Follows the reply to what was sent at `sent`, then shows any calls waiting for an answer.
+async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
+    let outcome = follow::follow(session, sent).await?;
+    let interactions = session.interactions();
+    if outcome == Outcome::Done && !interactions.is_empty() {
+        emit(&super::chat::waiting(&interactions, "answer with /approve [CALL] or /deny [CALL] REASON"));
+    }
+    Ok(outcome)
 }
 
 /// The attachments as last shown: `[@Counter] [@Todo]`, printed when they change.
