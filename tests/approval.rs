@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trellis::builtins::dialog::{DialogHandle, LlmDialog, Resolve};
+use trellis::builtins::dialog::{DialogHandle, InteractionKind, LlmDialog, Resolve};
 use trellis::builtins::message::{Message, Part, ToolOutput};
 use trellis::builtins::model::{Model, ModelError};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
@@ -36,7 +36,9 @@ fn safe() -> Pattern {
 fn chat() -> Pattern {
     Pattern::new("chat", |b, arg: serde_json::Value| {
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        let inputs = json!({"messages": messages, "model": "test", "tools": arg["tools"].clone()});
+        let mut tools = arg["tools"].clone();
+        tools["ask"] = json!({"human_input": true});
+        let inputs = json!({"messages": messages, "model": "test", "tools": tools});
         b.builtin("dialog", "llm_dialog", inputs)?;
         Ok(())
     })
@@ -84,7 +86,7 @@ fn results(s: &Setup) -> Vec<ToolOutput> {
 }
 
 fn answer(call_id: &str, approved: bool) -> Resolve {
-    Resolve { call_id: call_id.into(), approved, reason: None, tool: None }
+    Resolve { call_id: call_id.into(), approved, ..Resolve::default() }
 }
 
 #[tokio::test]
@@ -181,12 +183,70 @@ async fn a_waiting_call_survives_a_restart_and_is_answered_by_the_next_process()
         s.dialog.say("wipe the safe", WAIT).await.unwrap();
         s.dialog.interactions()[0].call_id.clone()
     };
-    // The first runtime is gone; the next one finds the call still waiting.
-    let s = setup_on(Runtime::open(&path).unwrap(), vec![Turn::text("Wiped after the restart.")]);
+    // The first runtime is gone (its last task lets go of it just after the reply is
+    // settled, so the space's lock may take a moment); the next one finds the call still
+    // waiting.
+    let deadline = std::time::Instant::now() + WAIT;
+    let rt = loop {
+        match Runtime::open(&path) {
+            Ok(rt) => break rt,
+            Err(trellis::runner::storage::StorageError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("cannot reopen the space: {e}"),
+        }
+    };
+    let s = setup_on(rt, vec![Turn::text("Wiped after the restart.")]);
     assert_eq!(s.dialog.interactions().len(), 1, "still waiting after the restart");
     s.dialog.resolve(answer(&call, true)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(s.dialog.error(), None);
     assert_eq!(count(&s), 0);
     assert_eq!(s.dialog.messages().last().unwrap().text(), "Wiped after the restart.");
+}
+
+#[tokio::test]
+async fn the_model_asks_a_question_and_reads_the_answer() {
+    let ask = json!({"type": "choice", "message": "Which colour?", "options": ["red", "blue"]});
+    let s = setup(vec![Turn::tool_call("ask", ask), Turn::text("Blue it is.")]);
+    s.dialog.say("paint it", WAIT).await.unwrap();
+    let waiting = s.dialog.interactions();
+    assert_eq!(waiting[0].kind, InteractionKind::Choice);
+    assert_eq!(
+        (waiting[0].prompt.as_str(), waiting[0].options.clone()),
+        ("Which colour?", vec!["red".into(), "blue".into()])
+    );
+    let call = waiting[0].call_id.clone();
+
+    let off_the_list = Resolve { answer: Some(json!("purple")), ..answer(&call, false) };
+    let refused = s.dialog.resolve(off_the_list).await.unwrap_err();
+    assert!(refused.to_string().contains("one of: red, blue"), "{refused}");
+    assert_eq!(s.dialog.interactions().len(), 1, "a refused answer leaves the call waiting");
+
+    s.dialog.resolve(Resolve { answer: Some(json!("Blue")), ..answer(&call, false) }).await.unwrap();
+    s.dialog.wait(WAIT).await.unwrap();
+    assert_eq!(results(&s)[0], ToolOutput::Json(json!({"choice": "blue"})));
+    assert_eq!(s.dialog.messages().last().unwrap().text(), "Blue it is.");
+}
+
+#[tokio::test]
+async fn questions_and_confirmations_take_text_and_yes_or_no() {
+    let turns = vec![
+        Turn::tool_call("ask", json!({"message": "Your name?"}))
+            .with_tool_call("ask", json!({"type": "confirmation", "message": "Proceed?"})),
+        Turn::text("Thanks."),
+    ];
+    let s = setup(turns);
+    s.dialog.say("go", WAIT).await.unwrap();
+    let waiting = s.dialog.interactions();
+    assert_eq!((waiting[0].kind, waiting[1].kind), (InteractionKind::Question, InteractionKind::Confirmation));
+    let maybe = Resolve { answer: Some(json!("maybe")), ..answer(&waiting[1].call_id, false) };
+    assert!(s.dialog.resolve(maybe).await.unwrap_err().to_string().contains("yes or no"));
+    s.dialog.resolve(Resolve { answer: Some(json!("no")), ..answer(&waiting[1].call_id, false) }).await.unwrap();
+    s.dialog.resolve(Resolve { answer: Some(json!("Ada")), ..answer(&waiting[0].call_id, false) }).await.unwrap();
+    s.dialog.wait(WAIT).await.unwrap();
+    assert_eq!(
+        results(&s),
+        [ToolOutput::Json(json!({"answer": "Ada"})), ToolOutput::Json(json!({"confirmed": false}))]
+    );
 }

@@ -192,7 +192,7 @@ fn a_call_waiting_for_approval_is_answered_at_the_prompt() {
     t.expect("> ");
     t.send("@Notes delete note 1\r");
     t.expect("waiting for your approval: Notes.delete");
-    t.expect("/approve [CALL] or /deny [CALL] REASON");
+    t.expect("/approve [CALL], /deny [CALL] REASON or /answer [CALL] TEXT");
     t.expect("> ");
     t.send("/deny not that one\r");
     t.expect("the user denied this call: not that one");

@@ -379,3 +379,20 @@ fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
     let usage = fails(&s.path, &["resolve"]);
     assert!(usage.contains("--approve") || usage.contains("required"), "{usage}");
 }
+
+/// The chatbot offers `request_human_input`: the offline model asks, a later process
+/// answers, and the model reads the answer.
+#[test]
+fn the_model_asks_and_a_later_process_answers() {
+    let s = space();
+    let out = trellis(&s.path, &["chat", "-m", "ask me what my favourite colour is"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the model asks (call "));
+    let pending = json_of(&s.path, &["pending"]);
+    assert_eq!(
+        (pending[0]["kind"].as_str(), pending[0]["tool"].as_str()),
+        (Some("question"), Some("request_human_input"))
+    );
+    let done = ok(&s.path, &["resolve", "--answer", "blue"]);
+    assert!(done.contains(r#"{"answer":"blue"}"#), "{done}");
+}

@@ -72,24 +72,28 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
     },
-    /// List the tool calls waiting for your approval in the chat.
+    /// List the tool calls waiting for your approval, and the model's questions, in the chat.
     Pending {
         /// The chatbot pattern whose conversation to look at [default: the program's chatbot].
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
     },
-    /// Answer a tool call waiting for approval, then follow the chat until it is done or
-    /// waits again (exit status 3 when it waits again, as `chat` does).
-    #[command(group(clap::ArgGroup::new("answer").required(true).args(["approve", "deny"])))]
+    /// Answer a tool call waiting for approval or a question from the model, then follow
+    /// the chat until it is done or waits again (exit status 3 when it waits again, as
+    /// `chat` does).
+    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer"])))]
     Resolve {
         /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
         call: Option<String>,
         /// Let the call run.
         #[arg(long)]
         approve: bool,
-        /// Refuse the call; the reason is told to the model.
+        /// Refuse the call (or decline to answer); the reason is told to the model.
         #[arg(long, value_name = "REASON")]
         deny: Option<String>,
+        /// Answer the model's question (text), confirmation (yes or no) or choice (an option).
+        #[arg(long, value_name = "TEXT")]
+        answer: Option<String>,
         /// The chatbot pattern whose conversation to answer [default: the program's chatbot].
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
@@ -254,10 +258,14 @@ impl App {
                 let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
                 chat::pending(&session, format)
             }
-            Command::Resolve { call, approve: _, deny, chatbot, timeout } => {
+            Command::Resolve { call, approve: _, deny, answer, chatbot, timeout } => {
                 let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
-                let timeout = Duration::from_secs_f64(timeout);
-                chat::resolve(&session, call.as_deref(), deny.as_deref(), timeout, format).await
+                let reply = match (deny, answer) {
+                    (Some(reason), _) => chat::Reply::Deny(reason),
+                    (None, Some(text)) => chat::Reply::Answer(text),
+                    (None, None) => chat::Reply::Approve,
+                };
+                chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
             }
             Command::Demo => charm::demo(&rt, format).await,
         }

@@ -69,10 +69,13 @@ pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Ex
         return out.problem(key, EntryError::NotAnObject(kind(entry)));
     };
     let description = fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
-    let targets: Vec<&str> =
-        ["handler", "pattern", "charm"].into_iter().filter(|t| fields.get(*t).is_some_and(|v| !v.is_null())).collect();
+    let targets: Vec<&str> = ["handler", "pattern", "charm", HUMAN_INPUT_ENTRY]
+        .into_iter()
+        .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
+        .collect();
     match targets.as_slice() {
         ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
+        [HUMAN_INPUT_ENTRY] => human_input_entry(key, description, out),
         ["charm"] => {
             let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
             charm_entry(rt, key, &fields["charm"], description, read, out)
@@ -221,6 +224,50 @@ impl Extraction {
             approval,
         });
     }
+}
+
+/// The field of a `{"human_input": true}` entry: the built-in `request_human_input` tool.
+pub const HUMAN_INPUT_ENTRY: &str = "human_input";
+
+/// `{"human_input": true}`: a tool the model calls to ask the user something (a question,
+/// a yes-or-no confirmation, or a choice from a list); the dialog waits for the answer.
+fn human_input_entry(key: &str, description: Option<&str>, out: &mut Extraction) {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "type": {
+                "type": "string",
+                "enum": ["question", "confirmation", "choice"],
+                "default": "question",
+                "description": "question: a free-text answer; confirmation: yes or no; choice: one of `options`."
+            },
+            "message": { "type": "string", "description": "What to ask the user, in full." },
+            "options": {
+                "type": "array",
+                "items": { "type": "string" },
+                "description": "For a choice: the answers the user picks from."
+            }
+        },
+        "required": ["message"]
+    });
+    out.drafts.push(Draft {
+        display: key.to_string(),
+        identity: format!("{HUMAN_INPUT_ENTRY}:{key}"),
+        description: description.map_or_else(
+            || {
+                "Ask the user a question, for a confirmation, or to choose from options, and wait for the answer. \
+                Use it when you need information or a decision only the user has."
+                    .to_string()
+            },
+            str::to_string,
+        ),
+        prepared: PreparedSchema { schema, shape: InputShape::Object },
+        target: ToolTarget::HumanInput,
+        entry: key.to_string(),
+        charm: None,
+        unchecked: false,
+        approval: None,
+    });
 }
 
 /// `{"pattern": "id"}`, `{"pattern": {"id": .., "extraParams": {..}}}` (or `extraParams`

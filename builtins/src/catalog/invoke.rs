@@ -152,6 +152,10 @@ impl Tool {
                         self.run_pattern(rt, id, prefilled, arguments, timeout).await
                     }
                     ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
+                    ToolTarget::HumanInput => Invocation::error(format!(
+                        "`{}` asks the user: only a dialog, which waits for the answer, can call it",
+                        self.display
+                    )),
                 },
             };
             match &invocation.output {

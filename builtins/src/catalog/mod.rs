@@ -63,6 +63,7 @@ use entries::{extract_entry, Draft, Extraction};
 use naming::WireNames;
 use schema::{InputShape, SchemaError};
 
+pub use entries::HUMAN_INPUT_ENTRY;
 pub use invoke::{Approved, Invocation};
 
 /// Appended to the description of a tool whose handler declares no event schema.
@@ -130,6 +131,9 @@ pub enum ToolTarget {
         /// The charm's result.
         charm: Link,
     },
+    /// Ask the user and wait for the answer (`request_human_input`): the dialog turns the
+    /// call into a pending interaction; calling it directly is an error.
+    HumanInput,
 }
 
 /// A `tools` entry, or one handler of it, that did not become a tool.

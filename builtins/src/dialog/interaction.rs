@@ -26,8 +26,14 @@ use crate::message::{Part, ToolOutput};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InteractionKind {
-    /// Approve or deny the call as the model made it.
+    /// Approve or deny the call as the model made it (`approved`).
     Approval,
+    /// Answer a question in words (`answer`: text).
+    Question,
+    /// Say yes or no (`answer`: a boolean, `yes` or `no`).
+    Confirmation,
+    /// Pick one of the `options` (`answer`: the option).
+    Choice,
 }
 
 /// One call waiting for a person.
@@ -43,20 +49,27 @@ pub struct Interaction {
     pub arguments: serde_json::Value,
     /// What is asked.
     pub kind: InteractionKind,
-    /// Why it is asked (the stream's approval reason).
+    /// What is asked: the stream's approval reason, or the model's question.
     pub prompt: String,
+    /// For a choice, what the answer is picked from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub asked_at: u64,
 }
 
 /// The event of `resolve`: a person's answer to one waiting call.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Resolve {
     /// The call answered (an [`Interaction::call_id`]).
     pub call_id: String,
-    /// Whether the call may run.
+    /// For an approval: whether the call may run.
+    #[serde(default)]
     pub approved: bool,
-    /// Why it was denied (told to the model).
+    /// For a question, a confirmation or a choice: the answer.
+    #[serde(default)]
+    pub answer: Option<serde_json::Value>,
+    /// Why it was denied, or why there is no answer (told to the model).
     #[serde(default)]
     pub reason: Option<String>,
     /// The tool the answer is for (display name); when given, it must be the waiting
@@ -162,17 +175,53 @@ pub(super) fn resolve(cells: &DialogCells, tx: &Tx, answer: Resolve) -> trellis_
     let Some(call) = held.calls.iter_mut().find(|c| c.id == answer.call_id && c.output.is_none()) else {
         return Err(format!("call `{}` has an answer already", answer.call_id).into());
     };
-    if answer.approved {
-        call.approved = true;
-    } else {
-        let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
-        call.output = Some(ToolOutput::ErrorText(format!("the user denied this call: {why}")));
+    let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
+    match (waiting[at].kind, &answer.answer) {
+        (InteractionKind::Approval, _) if answer.approved => call.approved = true,
+        (InteractionKind::Approval, _) => {
+            call.output = Some(ToolOutput::ErrorText(format!("the user denied this call: {why}")));
+        }
+        (_, None) => call.output = Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
+        (kind, Some(given)) => call.output = Some(ToolOutput::Json(checked_answer(kind, given, &waiting[at].options)?)),
     }
     waiting.remove(at);
     let done = waiting.is_empty();
     interactions_cell(cells).set(tx, waiting)?;
     held_cell(cells).set(tx, Some(held.clone()))?;
     Ok(done.then_some(held.request))
+}
+
+/// The result the model reads for `given`, an answer to a question, confirmation or
+/// choice; an answer of the wrong shape is refused (the call keeps waiting).
+fn checked_answer(
+    kind: InteractionKind,
+    given: &serde_json::Value,
+    options: &[String],
+) -> trellis_runner::Result<serde_json::Value> {
+    let text = given.as_str().map(str::trim);
+    Ok(match kind {
+        InteractionKind::Question => match text.filter(|t| !t.is_empty()) {
+            Some(text) => serde_json::json!({ "answer": text }),
+            None => return Err("the answer to a question is some text".into()),
+        },
+        InteractionKind::Confirmation => {
+            let yes = match (given.as_bool(), text.map(str::to_lowercase).as_deref()) {
+                (Some(yes), _) => yes,
+                (None, Some("yes" | "y" | "true")) => true,
+                (None, Some("no" | "n" | "false")) => false,
+                _ => return Err("the answer to a confirmation is yes or no".into()),
+            };
+            serde_json::json!({ "confirmed": yes })
+        }
+        InteractionKind::Choice => {
+            let picked = text.and_then(|t| options.iter().find(|o| o.eq_ignore_ascii_case(t)));
+            match picked {
+                Some(option) => serde_json::json!({ "choice": option }),
+                None => return Err(format!("the answer to this choice is one of: {}", options.join(", ")).into()),
+            }
+        }
+        InteractionKind::Approval => return Err("an approval is answered with approved, not an answer".into()),
+    })
 }
 
 /// Forgets a waiting round (cancel, a fresh conversation).

@@ -10,7 +10,7 @@ use trellis_runner::{Read, Runtime};
 use super::interaction::{self, Held, HeldCall, Interaction, InteractionKind};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
-use crate::catalog::{Approved, Catalog};
+use crate::catalog::{Approved, Catalog, ToolTarget};
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
@@ -205,9 +205,9 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
 
         let timeout = settings.tool_timeout;
         let catalog = &catalog;
-        // Calls that need a person's approval wait; the others run now, concurrently.
+        // Calls that need a person wait; the others run now, concurrently.
         let outputs = futures::future::join_all(calls.iter().map(|call| async move {
-            match (&call.refused, approval_of(catalog, call)) {
+            match (&call.refused, asks(catalog, call)) {
                 (Some(reason), _) => Some(ToolOutput::ErrorText(reason.clone())),
                 (None, Some(_)) => None,
                 (None, None) => Some(catalog.invoke(rt, call.name(), call.input().clone(), timeout).await.output),
@@ -233,15 +233,16 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
             .iter()
             .filter(|call| call.refused.is_none())
             .filter_map(|call| {
-                let reason = approval_of(catalog, call)?;
+                let (kind, prompt, options) = asks(catalog, call)?;
                 let tool = catalog.get(call.name()).map_or(call.name(), |t| t.display.as_str()).to_string();
                 Some(Interaction {
                     call_id: call.id().to_string(),
                     tool,
                     wire: call.name().to_string(),
                     arguments: call.input().clone(),
-                    kind: InteractionKind::Approval,
-                    prompt: reason,
+                    kind,
+                    prompt,
+                    options,
                     asked_at: interaction::now_ms(),
                 })
             })
@@ -335,9 +336,31 @@ async fn answer(
     Ok(answer)
 }
 
-/// Why `call` must wait for a person, when its tool needs approval.
-fn approval_of(catalog: &Catalog, call: &Call) -> Option<String> {
-    catalog.get(call.name()).and_then(|tool| tool.approval.clone())
+/// What `call` asks of a person, when it must wait for one: an approval (its tool's
+/// stream needs one) or the model's own question (`request_human_input`).
+fn asks(catalog: &Catalog, call: &Call) -> Option<(InteractionKind, String, Vec<String>)> {
+    let tool = catalog.get(call.name())?;
+    if let Some(reason) = &tool.approval {
+        return Some((InteractionKind::Approval, reason.clone(), Vec::new()));
+    }
+    if tool.target != ToolTarget::HumanInput {
+        return None;
+    }
+    let input = call.input();
+    let kind = match input.get("type").and_then(serde_json::Value::as_str) {
+        Some("confirmation") => InteractionKind::Confirmation,
+        Some("choice") => InteractionKind::Choice,
+        _ => InteractionKind::Question,
+    };
+    let message = input.get("message").and_then(serde_json::Value::as_str).unwrap_or("(the model asked nothing)");
+    let options: Vec<String> = input
+        .get("options")
+        .and_then(serde_json::Value::as_array)
+        .map(|items| items.iter().filter_map(|o| o.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    // A choice with nothing to choose from can only be answered in words.
+    let kind = if kind == InteractionKind::Choice && options.is_empty() { InteractionKind::Question } else { kind };
+    Some((kind, message.to_string(), options))
 }
 
 /// One tool call of an answer.

@@ -25,6 +25,7 @@ pub use handle::{Chatbot, ChatbotError, ChatbotField, ChatbotStream};
 pub use mention::{mentions, UnknownMention};
 
 use serde_json::json;
+use trellis_builtins::catalog::HUMAN_INPUT_ENTRY;
 use trellis_builtins::dialog::{DialogInputs, DialogOutput, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
@@ -89,6 +90,9 @@ pub struct SetToolChoice {
     pub tool_choice: String,
 }
 
+/// The tool through which the model asks the user (a question, a confirmation, a choice).
+pub const HUMAN_INPUT_TOOL: &str = "request_human_input";
+
 /// The default system prompt.
 pub const SYSTEM: &str = "You are a helpful assistant. The user can mention charms with @Name; \
 their handlers are your tools. Use them to act, then say briefly what you did.";
@@ -122,7 +126,11 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     let model = b.state(ChatbotField::Model.key(), args.model.unwrap_or_else(|| "offline".into()))?;
     let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
     let tool_choice = b.state(ChatbotField::ToolChoice.key(), "auto".to_string())?;
-    let static_tools = args.tools;
+    let mut static_tools = args.tools;
+    // The model may always ask the user (`request_human_input`); the dialog waits for the
+    // answer. A pattern that does not want it passes `"request_human_input": null`.
+    static_tools.entry(HUMAN_INPUT_TOOL).or_insert(json!({ HUMAN_INPUT_ENTRY: true }));
+    static_tools.retain(|_, entry| !entry.is_null());
     let tools = b.derive("tools", move |tx| {
         let mut tools = static_tools.clone();
         for attachment in attachments.get(tx)? {

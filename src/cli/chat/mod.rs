@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 pub use self::render::{line, transcript, usage, waiting, ASSISTANT};
-pub use self::session::Session;
+pub use self::session::{Reply, Session};
 use super::Format;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
@@ -59,11 +59,11 @@ pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
 pub async fn resolve(
     session: &Session,
     call_id: Option<&str>,
-    denial: Option<&str>,
+    reply: Reply,
     timeout: Duration,
     format: Format,
 ) -> anyhow::Result<()> {
-    let before = session.resolve(call_id, denial).await?;
+    let before = session.resolve(call_id, reply).await?;
     let new = session.follow_up(before, timeout).await?;
     if !format.json {
         super::output::emit(&transcript(session, &new));
@@ -72,7 +72,8 @@ pub async fn resolve(
 }
 
 /// How to answer waiting calls from the command line.
-const RESOLVE_HOW: &str = "answer with `trellis resolve CALL --approve` or `trellis resolve CALL --deny REASON`";
+const RESOLVE_HOW: &str =
+    "answer with `trellis resolve CALL --approve`, `--deny REASON`, or, for a question, `--answer TEXT`";
 
 /// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
 fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, format: Format) -> anyhow::Result<()> {

@@ -2,7 +2,7 @@
 //! transcript lines. Text from the model, tools and charm names is escaped for the
 //! terminal here (see [`safe`], [`safe_line`]).
 
-use trellis_builtins::dialog::Interaction;
+use trellis_builtins::dialog::{Interaction, InteractionKind};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 
 use super::session::Session;
@@ -51,13 +51,18 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
     let mut lines: Vec<String> = interactions
         .iter()
         .map(|i| {
-            format!(
-                "waiting for your approval: {} {} (call {}): {}",
-                safe_line(&i.tool),
-                i.arguments,
-                safe_line(&i.call_id),
-                safe_line(&i.prompt)
-            )
+            let (call, prompt) = (safe_line(&i.call_id), safe_line(&i.prompt));
+            match i.kind {
+                InteractionKind::Approval => {
+                    format!("waiting for your approval: {} {} (call {call}): {prompt}", safe_line(&i.tool), i.arguments)
+                }
+                InteractionKind::Question => format!("the model asks (call {call}): {prompt}"),
+                InteractionKind::Confirmation => format!("the model asks, yes or no (call {call}): {prompt}"),
+                InteractionKind::Choice => {
+                    let options: Vec<_> = i.options.iter().map(|o| safe_line(o)).collect();
+                    format!("the model asks you to choose (call {call}): {prompt} [{}]", options.join(" | "))
+                }
+            }
         })
         .collect();
     lines.push(how.to_string());

@@ -15,6 +15,17 @@ use trellis_runner::Runtime;
 
 use crate::cli::terminal::safe_line;
 
+/// A person's reply to a waiting call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Let the call run.
+    Approve,
+    /// Refuse it (or decline to answer); the model is told why.
+    Deny(String),
+    /// Answer the model's question, confirmation (yes or no) or choice.
+    Answer(String),
+}
+
 /// The chat session: the chatbot charm and its dialog.
 pub struct Session {
     chat: Chatbot,
@@ -92,10 +103,9 @@ impl Session {
         self.chat.interactions()
     }
 
-    /// Answers the waiting call `call_id` (the only one waiting, when `None`): approves it,
-    /// or denies it with `denial` as the reason; returns the index from which the
-    /// messages of what follows appear.
-    pub async fn resolve(&self, call_id: Option<&str>, denial: Option<&str>) -> anyhow::Result<usize> {
+    /// Answers the waiting call `call_id` (the only one waiting, when `None`) with `reply`;
+    /// returns the index from which the messages of what follows appear.
+    pub async fn resolve(&self, call_id: Option<&str>, reply: Reply) -> anyhow::Result<usize> {
         let waiting = self.interactions();
         let call_id = match (call_id, waiting.as_slice()) {
             (Some(id), _) => id.to_string(),
@@ -107,7 +117,13 @@ impl Session {
             ),
         };
         let before = self.dialog().messages().len();
-        let answer = Resolve { call_id, approved: denial.is_none(), reason: denial.map(str::to_string), tool: None };
+        let answer = match reply {
+            Reply::Approve => Resolve { call_id, approved: true, ..Resolve::default() },
+            Reply::Deny(reason) => Resolve { call_id, reason: Some(reason), ..Resolve::default() },
+            Reply::Answer(text) => {
+                Resolve { call_id, answer: Some(serde_json::Value::String(text)), ..Resolve::default() }
+            }
+        };
         self.chat.resolve(answer).await.map_err(shown)?;
         Ok(before)
     }

@@ -18,7 +18,7 @@ use rustyline::{CompletionType, Config, Editor, EventHandler, KeyEvent};
 
 use self::completion::{CtrlC, Helper};
 use self::follow::Outcome;
-use super::chat::Session;
+use super::chat::{Reply, Session};
 use super::Format;
 
 const PROMPT: &str = "> ";
@@ -30,6 +30,7 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /usage         the tokens the answers used, as the provider reported them
   /approve [CALL]        let a tool call that waits for your approval run
   /deny [CALL] REASON    refuse it; the model is told why
+  /answer [CALL] TEXT    answer the model's question (yes or no, or one of its options)
   /help          this text
   /quit          leave (or Ctrl-D)
 Tab completes @names and /commands; Up and Down recall earlier lines.
@@ -106,16 +107,19 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         "/tools" => emit(&super::tools::render(&session.dialog().flattened_tools())),
         "/usage" => emit(&super::chat::usage(&session.dialog().messages())),
         "/approve" => {
-            let sent = session.resolve((!rest.is_empty()).then_some(rest), None).await?;
+            let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::Approve).await?;
             return answered(session, sent).await;
         }
-        "/deny" => {
+        "/deny" | "/answer" => {
             // `/deny CALL REASON` when the first word names a waiting call, else `/deny REASON`.
             let (first, after) = rest.split_once(' ').unwrap_or((rest, ""));
             let names_a_call = session.interactions().iter().any(|i| i.call_id == first);
-            let (call, reason) = if names_a_call { (Some(first), after.trim()) } else { (None, rest) };
-            let reason = if reason.is_empty() { "no reason given" } else { reason };
-            let sent = session.resolve(call, Some(reason)).await?;
+            let (call, text) = if names_a_call { (Some(first), after.trim()) } else { (None, rest) };
+            let reply = match word {
+                "/deny" => Reply::Deny(if text.is_empty() { "no reason given" } else { text }.to_string()),
+                _ => Reply::Answer(text.to_string()),
+            };
+            let sent = session.resolve(call, reply).await?;
             return answered(session, sent).await;
         }
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
@@ -138,7 +142,10 @@ async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let outcome = follow::follow(session, sent).await?;
     let interactions = session.interactions();
     if outcome == Outcome::Done && !interactions.is_empty() {
-        emit(&super::chat::waiting(&interactions, "answer with /approve [CALL] or /deny [CALL] REASON"));
+        emit(&super::chat::waiting(
+            &interactions,
+            "answer with /approve [CALL], /deny [CALL] REASON or /answer [CALL] TEXT",
+        ));
     }
     Ok(outcome)
 }
