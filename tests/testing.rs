@@ -58,12 +58,13 @@ async fn a_chatbots_tools_follow_its_attachments() {
     let space = TestSpace::with_patterns([counter()]);
     space.charm("counter");
     let chat = Chatbot::find_or_create(space.runtime(), "chatbot").unwrap();
-    assert!(space.chatbot_tools(&chat).0.is_empty());
+    space.chatbot_tools(&chat).assert_displays(&["request_human_input"]);
     chat.attach_mentions("@Counter").await.unwrap();
     space.chatbot_tools(&chat).assert_displays(&[
         "Counter.decrement",
         "Counter.increment",
         "Counter.read",
         "Counter.reset",
+        "request_human_input",
     ]);
 }

@@ -20,7 +20,12 @@ fn the_assistant_offers_shopping_without_a_mention() {
     let space = TestSpace::with_patterns([shopping(), assistant()]);
     space.charm("shopping");
     let chat = Chatbot::find_or_create(space.runtime(), "assistant").expect("the assistant keeps the chatbot contract");
-    space.chatbot_tools(&chat).assert_displays(&["Shopping.add", "Shopping.check", "Shopping.remove"]);
+    space.chatbot_tools(&chat).assert_displays(&[
+        "Shopping.add",
+        "Shopping.check",
+        "Shopping.remove",
+        "request_human_input",
+    ]);
 }
 
 #[tokio::test]
