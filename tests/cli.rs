@@ -396,3 +396,23 @@ fn the_model_asks_and_a_later_process_answers() {
     let done = ok(&s.path, &["resolve", "--answer", "blue"]);
     assert!(done.contains(r#"{"answer":"blue"}"#), "{done}");
 }
+
+/// A scripted model goes on where its script left off when a second process answers the
+/// call the first one left waiting.
+#[test]
+fn a_scripted_conversation_resumes_in_a_second_process() {
+    let s = space();
+    ok(&s.path, &["charm", "send", "Notes", "add", r#"{"title": "milk", "body": "buy"}"#]);
+    let script = s.path.with_file_name("script.json");
+    let turns = json!([
+        {"tool_calls": [{"name": "Notes.delete", "arguments": {"id": 1}}]},
+        {"text": "Deleted the milk note."}
+    ]);
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let out = trellis(&s.path, &["chat", "--model", &model, "-m", "@Notes delete the milk note"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let done = ok(&s.path, &["resolve", "--approve"]);
+    assert!(done.contains("Deleted the milk note."), "{done}");
+    assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 0);
+}

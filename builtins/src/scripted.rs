@@ -15,11 +15,12 @@
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::message::{Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolSpec};
 
 /// One scripted answer: text, tool calls, or both (text is streamed first).
@@ -75,6 +76,11 @@ impl Turn {
 /// else the name is passed through unchanged, so the dialog can answer "unknown tool".
 /// Call ids are `call_1`, `call_2`, ... across the whole script.
 ///
+/// The script's place is the later of the turns this instance replayed and the answers
+/// already in the conversation (its assistant messages), and call ids likewise count the
+/// calls already made: a process that resumes a stored conversation (after a restart, or
+/// a second `trellis` command answering a waiting call) goes on where the script left off.
+///
 /// ```
 /// use futures::StreamExt;
 /// use trellis_builtins::model::{Model, ModelEvent, ModelRequest};
@@ -99,14 +105,16 @@ pub struct ScriptedModel {
     /// Where the script came from, for the model name and errors.
     source: Option<String>,
     turns: Vec<Turn>,
-    next_turn: AtomicUsize,
-    next_call: AtomicU64,
+    /// Turns replayed (or skipped because the conversation had them already).
+    turns_taken: AtomicU64,
+    /// Tool calls made, for the next call id.
+    calls_made: AtomicU64,
 }
 
 impl ScriptedModel {
     /// A model replaying `turns`.
     pub fn from_turns(turns: Vec<Turn>) -> Self {
-        ScriptedModel { source: None, turns, next_turn: AtomicUsize::new(0), next_call: AtomicU64::new(1) }
+        ScriptedModel { source: None, turns, turns_taken: AtomicU64::new(0), calls_made: AtomicU64::new(0) }
     }
 
     /// A model replaying the JSON script at `path`.
@@ -135,12 +143,18 @@ impl ScriptedModel {
 
     /// Turns not yet replayed.
     pub fn remaining(&self) -> usize {
-        self.turns.len().saturating_sub(self.next_turn.load(Ordering::SeqCst))
+        let taken = usize::try_from(self.turns_taken.load(Ordering::SeqCst)).unwrap_or(usize::MAX);
+        self.turns.len().saturating_sub(taken)
     }
 
     fn answer(&self, request: &ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
-        let index = self.next_turn.fetch_add(1, Ordering::SeqCst);
-        let turn = self.turns.get(index).ok_or_else(|| {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let answered = count(request.messages.iter().filter(|m| m.role == Role::Assistant).count());
+        let called = count(
+            request.messages.iter().flat_map(|m| &m.content).filter(|p| matches!(p, Part::ToolCall { .. })).count(),
+        );
+        let index = claim(&self.turns_taken, answered, 1);
+        let turn = usize::try_from(index).ok().and_then(|i| self.turns.get(i)).ok_or_else(|| {
             let source = self.source.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
             ModelError::Script(format!(
                 "the script{source} is used up: it has {} turn(s) and the model was asked for turn {}; \
@@ -151,8 +165,8 @@ impl ScriptedModel {
         })?;
         let mut events: Vec<ModelEvent> =
             text_deltas(turn.text.as_deref().unwrap_or_default()).into_iter().map(ModelEvent::TextDelta).collect();
-        for call in &turn.tool_calls {
-            let number = self.next_call.fetch_add(1, Ordering::SeqCst);
+        let first_call = claim(&self.calls_made, called, count(turn.tool_calls.len()));
+        for (number, call) in (first_call + 1..).zip(&turn.tool_calls) {
             events.push(ModelEvent::ToolCall {
                 id: format!("call_{number}"),
                 name: resolve_tool_name(&call.name, &request.tools),
@@ -163,6 +177,18 @@ impl ScriptedModel {
         events.push(ModelEvent::Finish { reason: reason.to_string(), usage: None });
         Ok(events)
     }
+}
+
+/// Takes `n` places from `counter`, starting no earlier than `at_least`; returns where
+/// they start.
+fn claim(counter: &AtomicU64, at_least: u64, n: u64) -> u64 {
+    let mut start = 0;
+    let updated = counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
+        start = current.max(at_least);
+        Some(start.saturating_add(n))
+    });
+    debug_assert!(updated.is_ok(), "the update always returns Some");
+    start
 }
 
 impl Model for ScriptedModel {
@@ -269,6 +295,30 @@ mod tests {
                 "{error}"
             );
         });
+    }
+
+    /// A fresh model (a new process) given a conversation that has answers already goes
+    /// on where the script left off, numbering calls after the ones made.
+    #[test]
+    fn a_fresh_model_goes_on_where_the_conversation_left_off() {
+        let model = ScriptedModel::from_turns(vec![
+            Turn::tool_call("a", json!({})),
+            Turn::tool_call("b", json!({})),
+            Turn::text("done"),
+        ]);
+        let call = Part::ToolCall { id: "call_1".into(), name: "a".into(), input: json!({}) };
+        let messages =
+            vec![crate::message::Message::user("go"), crate::message::Message::new(Role::Assistant, vec![call])];
+        let request = ModelRequest { messages, ..ModelRequest::default() };
+        let second = futures::executor::block_on(async {
+            model.stream(request).await.unwrap().collect::<Vec<_>>().await.into_iter().collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap();
+        assert!(
+            matches!(&second[0], ModelEvent::ToolCall { id, name, .. } if id == "call_2" && name == "b"),
+            "{second:?}"
+        );
+        assert_eq!(model.remaining(), 1);
     }
 
     #[test]
