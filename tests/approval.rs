@@ -178,8 +178,10 @@ async fn a_round_runs_what_needs_no_approval_and_waits_for_the_rest_in_any_order
 async fn a_waiting_call_survives_a_restart_and_is_answered_by_the_next_process() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("space.sqlite");
+    // Both processes play the same script: the second goes on where the conversation is.
+    let script = || vec![Turn::tool_call("Safe.wipe", json!({})), Turn::text("Wiped after the restart.")];
     let call = {
-        let s = setup_on(Runtime::open(&path).unwrap(), vec![Turn::tool_call("Safe.wipe", json!({}))]);
+        let s = setup_on(Runtime::open(&path).unwrap(), script());
         s.dialog.say("wipe the safe", WAIT).await.unwrap();
         s.dialog.interactions()[0].call_id.clone()
     };
@@ -196,7 +198,7 @@ async fn a_waiting_call_survives_a_restart_and_is_answered_by_the_next_process()
             Err(e) => panic!("cannot reopen the space: {e}"),
         }
     };
-    let s = setup_on(rt, vec![Turn::text("Wiped after the restart.")]);
+    let s = setup_on(rt, script());
     assert_eq!(s.dialog.interactions().len(), 1, "still waiting after the restart");
     s.dialog.resolve(answer(&call, true)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
