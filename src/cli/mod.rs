@@ -101,8 +101,19 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
     },
+    /// The Model Context Protocol: offer this space's charms to MCP hosts.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Serve the space over standard input and output: every charm handler is a tool
+    /// (`Counter_increment`, titled `Counter.increment`). Point an MCP host's
+    /// `mcpServers` entry at `trellis --space PATH mcp serve`.
+    Serve,
 }
 
 /// The output format chosen on the command line.
@@ -267,6 +278,7 @@ impl App {
                 };
                 chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
             }
+            Command::Mcp(McpCommand::Serve) => Ok(trellis_mcp::serve_stdio(rt).await?),
             Command::Demo => charm::demo(&rt, format).await,
         }
     }

@@ -1,0 +1,135 @@
+//! Trellis as an MCP server: every handler of a space's charms is an MCP tool, for any
+//! MCP host (desktop and IDE assistants), over stdio.
+//!
+//! Tools come from the same [`Catalog`] the chat uses, with the same wire names
+//! (`Counter_increment`, the title `Counter.increment`), input schemas, validation and
+//! change summaries. A handler that needs a person's approval is listed but refused: the
+//! host's user approves such calls in `trellis chat`, where the approval is recorded.
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), trellis_mcp::ServeError> {
+//! let rt = trellis_runner::Runtime::open("space.sqlite")?;
+//! trellis_mcp::serve_stdio(rt).await
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Map, Value};
+use trellis_builtins::catalog::Catalog;
+use trellis_builtins::message::ToolOutput;
+use trellis_runner::Runtime;
+
+/// How long one tool call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The space could not be opened.
+    #[error(transparent)]
+    Space(#[from] trellis_runner::storage::StorageError),
+    /// The MCP session could not start or ended with an error.
+    #[error("MCP over stdio: {0}")]
+    Protocol(String),
+}
+
+/// The MCP server of one space.
+#[derive(Clone)]
+pub struct TrellisMcp {
+    rt: Runtime,
+}
+
+impl TrellisMcp {
+    /// The server of the space `rt` runs.
+    pub fn new(rt: Runtime) -> Self {
+        TrellisMcp { rt }
+    }
+
+    /// The tools: the handlers of every charm that is not a conversation of its own (a
+    /// chatbot's streams are for people, not for another assistant).
+    pub fn catalog(&self) -> Catalog {
+        let mut entries = Map::new();
+        for charm in self.rt.charms().list() {
+            let result = self.rt.charms().result(&charm.id.as_str().into());
+            if is_chatbot(&self.rt, &result) {
+                continue;
+            }
+            entries.insert(charm.id.clone(), json!({ "charm": result.to_json() }));
+        }
+        Catalog::build(&self.rt, &Value::Object(entries))
+    }
+}
+
+/// Whether the charm at `result` holds a dialog (a chatbot), whose streams are not tools.
+fn is_chatbot(rt: &Runtime, result: &trellis_runner::Link) -> bool {
+    use trellis_runner::Read;
+    rt.read(&result.child("dialog")).is_ok_and(|dialog| dialog.as_object().is_some())
+}
+
+impl ServerHandler for TrellisMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
+                 calling it changes the charm and returns its data and what changed.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .catalog()
+            .tools()
+            .iter()
+            .map(|tool| {
+                let schema = match &tool.input_schema {
+                    Value::Object(map) => map.clone(),
+                    _ => Map::new(),
+                };
+                let mut listed = Tool::new(tool.wire.clone(), tool.description.clone(), schema);
+                listed.title = Some(tool.display.clone());
+                listed
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let catalog = self.catalog();
+        if catalog.get(&request.name).is_none() {
+            let message = format!("unknown tool `{}`; tools/list shows the tools", request.name);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let invocation = catalog.invoke(&self.rt, &request.name, arguments, CALL_TIMEOUT).await;
+        let result = match invocation.output {
+            ToolOutput::Json(value) => CallToolResult::structured(value),
+            ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serves the space `rt` over standard input and output until the client leaves.
+pub async fn serve_stdio(rt: Runtime) -> Result<(), ServeError> {
+    let service =
+        TrellisMcp::new(rt).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    service.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,46 @@
+"""Drives `trellis mcp serve` with the official MCP Python SDK, as an MCP host would.
+
+Usage: client.py TRELLIS_BINARY SPACE_PATH; prints one JSON object with what it saw.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+async def main() -> None:
+    binary, space = sys.argv[1], sys.argv[2]
+    params = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            listed = await session.list_tools()
+            added = await session.call_tool("Counter_increment", {"amount": 2})
+            refused = await session.call_tool("Counter_increment", {"amount": "two"})
+            approval = await session.call_tool("Notes_delete", {"id": 1})
+            try:
+                await session.call_tool("Nope_nothing", {})
+                unknown = None
+            except Exception as error:  # the SDK raises the JSON-RPC error
+                unknown = str(error)
+            print(
+                json.dumps(
+                    {
+                        "server": init.server_info.name,
+                        "tools": {tool.name: tool.title for tool in listed.tools},
+                        "added": added.structured_content,
+                        "added_error": added.is_error,
+                        "refused_error": refused.is_error,
+                        "refused_text": refused.content[0].text,
+                        "approval_error": approval.is_error,
+                        "approval_text": approval.content[0].text,
+                        "unknown": unknown,
+                    }
+                )
+            )
+
+
+asyncio.run(main())
