@@ -62,6 +62,14 @@ fn an_mcp_host_lists_and_calls_the_charms_handlers() {
     assert_eq!(seen["approval_error"], true, "a handler that needs approval does not run");
     assert!(seen["unknown"].as_str().unwrap().contains("Nope_nothing"), "{seen}");
 
+    // Each charm's data is a resource; reading it shows the change, without the streams.
+    let resources: Vec<&str> = seen["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert_eq!(resources, ["Counter", "Dice", "Notes", "Todo"]);
+    assert!(seen["counter_uri"].as_str().unwrap().starts_with("trellis://charm/"), "{seen}");
+    assert_eq!(seen["counter_mime"], "application/json");
+    assert_eq!(seen["counter"]["count"], 2);
+    assert!(seen["counter"].get("increment").is_none(), "streams are tools, not data: {seen}");
+
     // The change is in the space, for every other front end.
     let counter = common::trellis(&s.path).args(["--json", "charm", "get", "Counter"]).output().unwrap();
     let counter: Value = serde_json::from_slice(&counter.stdout).unwrap();

@@ -5,6 +5,7 @@
 //! (`Counter_increment`, the title `Counter.increment`), input schemas, validation and
 //! change summaries. A handler that needs a person's approval is listed but refused: the
 //! host's user approves such calls in `trellis chat`, where the approval is recorded.
+//! Each charm's data is a resource, `trellis://charm/ID` (JSON, streams left out).
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), trellis_mcp::ServeError> {
@@ -16,8 +17,9 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -75,7 +77,7 @@ fn is_chatbot(rt: &Runtime, result: &trellis_runner::Link) -> bool {
 
 impl ServerHandler for TrellisMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
@@ -124,6 +126,57 @@ impl ServerHandler for TrellisMcp {
         };
         Ok(result.into())
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .rt
+            .charms()
+            .list()
+            .into_iter()
+            .map(|charm| {
+                Resource::new(format!("{CHARM_URI}{}", charm.id), charm.name.clone())
+                    .with_title(format!("{} ({})", charm.name, charm.pattern))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let unknown =
+            || ErrorData::resource_not_found(format!("no charm at `{}`; resources/list shows them", request.uri), None);
+        let id = request.uri.strip_prefix(CHARM_URI).ok_or_else(unknown)?;
+        self.rt.charms().record(id).ok_or_else(unknown)?;
+        let data = self.rt.charms().get(id).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let text = serde_json::to_string_pretty(&without_streams(data))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let contents = ResourceContents::TextResourceContents {
+            uri: request.uri.clone(),
+            mime_type: Some("application/json".into()),
+            text,
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+/// Where charm resources live: `trellis://charm/ID`.
+pub const CHARM_URI: &str = "trellis://charm/";
+
+/// A charm's data without its stream markers (those are the tools).
+fn without_streams(mut data: Value) -> Value {
+    if let Value::Object(fields) = &mut data {
+        fields.retain(|_, value| trellis_runner::link::stream_schema(value).is_none());
+    }
+    data
 }
 
 /// Serves the space `rt` over standard input and output until the client leaves.

@@ -21,6 +21,9 @@ async def main() -> None:
             added = await session.call_tool("Counter_increment", {"amount": 2})
             refused = await session.call_tool("Counter_increment", {"amount": "two"})
             approval = await session.call_tool("Notes_delete", {"id": 1})
+            resources = await session.list_resources()
+            counter_uri = next(str(r.uri) for r in resources.resources if r.name == "Counter")
+            counter = await session.read_resource(counter_uri)
             try:
                 await session.call_tool("Nope_nothing", {})
                 unknown = None
@@ -38,6 +41,10 @@ async def main() -> None:
                         "approval_error": approval.is_error,
                         "approval_text": approval.content[0].text,
                         "unknown": unknown,
+                        "resources": sorted(r.name for r in resources.resources),
+                        "counter_uri": counter_uri,
+                        "counter": json.loads(counter.contents[0].text),
+                        "counter_mime": counter.contents[0].mime_type,
                     }
                 )
             )
