@@ -69,6 +69,8 @@ fn an_mcp_host_lists_and_calls_the_charms_handlers() {
     assert_eq!(seen["counter_mime"], "application/json");
     assert_eq!(seen["counter"]["count"], 2);
     assert!(seen["counter"].get("increment").is_none(), "streams are tools, not data: {seen}");
+    // The client subscribed to the counter before calling increment: it heard of the change.
+    assert_eq!(seen["updated"][0], seen["counter_uri"], "{seen}");
 
     // The change is in the space, for every other front end.
     let counter = common::trellis(&s.path).args(["--json", "charm", "get", "Counter"]).output().unwrap();

@@ -5,7 +5,9 @@
 //! (`Counter_increment`, the title `Counter.increment`), input schemas, validation and
 //! change summaries. A handler that needs a person's approval is listed but refused: the
 //! host's user approves such calls in `trellis chat`, where the approval is recorded.
-//! Each charm's data is a resource, `trellis://charm/ID` (JSON, streams left out).
+//! Each charm's data is a resource, `trellis://charm/ID` (JSON, streams left out), and it
+//! is live: a client that subscribes to one gets `notifications/resources/updated` each
+//! time the charm's cells change, whoever changed them.
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), trellis_mcp::ServeError> {
@@ -14,12 +16,15 @@
 //! # }
 //! ```
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -46,12 +51,20 @@ pub enum ServeError {
 #[derive(Clone)]
 pub struct TrellisMcp {
     rt: Runtime,
+    /// The resources a client subscribed to; their observers stop once they are gone.
+    subscribed: Arc<Mutex<HashSet<String>>>,
 }
 
 impl TrellisMcp {
     /// The server of the space `rt` runs.
     pub fn new(rt: Runtime) -> Self {
-        TrellisMcp { rt }
+        TrellisMcp { rt, subscribed: Arc::default() }
+    }
+
+    /// The charm a resource URI names, if it names one.
+    fn charm_of(&self, uri: &str) -> Option<String> {
+        let id = uri.strip_prefix(CHARM_URI)?;
+        self.rt.charms().record(id).map(|_| id.to_string())
     }
 
     /// The tools: the handlers of every charm that is not a conversation of its own (a
@@ -77,12 +90,14 @@ fn is_chatbot(rt: &Runtime, result: &trellis_runner::Link) -> bool {
 
 impl ServerHandler for TrellisMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
-            .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build(),
+        )
+        .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
                  calling it changes the charm and returns its data and what changed.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -153,9 +168,8 @@ impl ServerHandler for TrellisMcp {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let unknown =
             || ErrorData::resource_not_found(format!("no charm at `{}`; resources/list shows them", request.uri), None);
-        let id = request.uri.strip_prefix(CHARM_URI).ok_or_else(unknown)?;
-        self.rt.charms().record(id).ok_or_else(unknown)?;
-        let data = self.rt.charms().get(id).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let id = self.charm_of(&request.uri).ok_or_else(unknown)?;
+        let data = self.rt.charms().get(&id).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let text = serde_json::to_string_pretty(&without_streams(data))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::TextResourceContents {
@@ -165,6 +179,60 @@ impl ServerHandler for TrellisMcp {
             meta: None,
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    #[allow(deprecated)] // the subscription of the protocol revisions today's hosts speak (2025-11-25)
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri;
+        let charm = self.charm_of(&uri).ok_or_else(|| {
+            ErrorData::resource_not_found(format!("no charm at `{uri}`; resources/list shows them"), None)
+        })?;
+        let fresh = self
+            .subscribed
+            .lock()
+            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
+            .insert(uri.clone());
+        if !fresh {
+            return Ok(());
+        }
+        // The observer runs where the change commits; a task sends the notifications.
+        let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (subscribed, watched) = (Arc::clone(&self.subscribed), uri.clone());
+        self.rt.observe(&self.rt.charms().result(&charm.as_str().into()), move |_| {
+            let still = subscribed.lock().is_ok_and(|s| s.contains(&watched));
+            still && changed.send(()).is_ok()
+        });
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.recv().await.is_some() {
+                // Several changes that queued up are one update to read.
+                while changes.try_recv().is_ok() {}
+                let updated = ResourceUpdatedNotificationParam::new(uri.clone());
+                if let Err(error) = peer.notify_resource_updated(updated).await {
+                    tracing::debug!(%error, uri, "the client is gone; no more updates");
+                    break;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    #[allow(deprecated)] // see `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // The observer stops at the next change, finding the URI gone.
+        self.subscribed
+            .lock()
+            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
+            .remove(&request.uri);
+        Ok(())
     }
 }
 

@@ -7,18 +7,30 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 
 async def main() -> None:
     binary, space = sys.argv[1], sys.argv[2]
     params = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
+    updated: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            arrived.set()
+
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             listed = await session.list_tools()
+            before = await session.list_resources()
+            watched = next(str(r.uri) for r in before.resources if r.name == "Counter")
+            await session.subscribe_resource(watched)
             added = await session.call_tool("Counter_increment", {"amount": 2})
+            await asyncio.wait_for(arrived.wait(), timeout=20)
             refused = await session.call_tool("Counter_increment", {"amount": "two"})
             approval = await session.call_tool("Notes_delete", {"id": 1})
             resources = await session.list_resources()
@@ -45,6 +57,7 @@ async def main() -> None:
                         "counter_uri": counter_uri,
                         "counter": json.loads(counter.contents[0].text),
                         "counter_mime": counter.contents[0].mime_type,
+                        "updated": updated,
                     }
                 )
             )
