@@ -72,6 +72,11 @@ fn an_mcp_host_lists_and_calls_the_charms_handlers() {
     // The client subscribed to the counter before calling increment: it heard of the change.
     assert_eq!(seen["updated"][0], seen["counter_uri"], "{seen}");
 
+    // A new charm (created through the server) announces itself: its tools are listed.
+    assert_eq!(seen["created"]["data"]["$NAME"], "Steps", "{seen}");
+    assert!(seen["relisted"].as_array().unwrap().iter().any(|t| t == "Steps_increment"), "{seen}");
+    assert_eq!(seen["stepped"]["result"]["count"], 3);
+
     // The change is in the space, for every other front end.
     let counter = common::trellis(&s.path).args(["--json", "charm", "get", "Counter"]).output().unwrap();
     let counter: Value = serde_json::from_slice(&counter.stdout).unwrap();

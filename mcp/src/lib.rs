@@ -7,7 +7,9 @@
 //! host's user approves such calls in `trellis chat`, where the approval is recorded.
 //! Each charm's data is a resource, `trellis://charm/ID` (JSON, streams left out), and it
 //! is live: a client that subscribes to one gets `notifications/resources/updated` each
-//! time the charm's cells change, whoever changed them.
+//! time the charm's cells change, whoever changed them. [`CREATE_CHARM`] makes a charm of
+//! any registered pattern; when charms come, go or are renamed, the client gets
+//! `notifications/tools/list_changed` and `notifications/resources/list_changed`.
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), trellis_mcp::ServeError> {
@@ -26,7 +28,7 @@ use rmcp::model::{
     Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::Catalog;
@@ -118,6 +120,7 @@ impl ServerHandler for TrellisMcp {
                 listed.title = Some(tool.display.clone());
                 listed
             })
+            .chain([create_charm_tool(&self.rt)])
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -127,6 +130,9 @@ impl ServerHandler for TrellisMcp {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == CREATE_CHARM {
+            return Ok(create_charm(&self.rt, &request.arguments.unwrap_or_default()).into());
+        }
         let catalog = self.catalog();
         if catalog.get(&request.name).is_none() {
             let message = format!("unknown tool `{}`; tools/list shows the tools", request.name);
@@ -140,6 +146,27 @@ impl ServerHandler for TrellisMcp {
             ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
         };
         Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Charms coming, going or renamed change the tools and the resources.
+        let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let charms = trellis_runner::Link::new(trellis_runner::charm::CHARMS_DOC, trellis_runner::Path::root());
+        self.rt.observe(&charms, move |_| changed.send(()).is_ok());
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.recv().await.is_some() {
+                while changes.try_recv().is_ok() {}
+                let sent = match peer.notify_tool_list_changed().await {
+                    Ok(()) => peer.notify_resource_list_changed().await,
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = sent {
+                    tracing::debug!(%error, "the client is gone; no more list changes");
+                    break;
+                }
+            }
+        });
     }
 
     async fn list_resources(
@@ -233,6 +260,46 @@ impl ServerHandler for TrellisMcp {
             .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
             .remove(&request.uri);
         Ok(())
+    }
+}
+
+/// The tool that creates a charm. Its name has a `-` that no charm tool's wire name can
+/// have in that place, so it never clashes with one.
+pub const CREATE_CHARM: &str = "create-charm";
+
+/// The [`CREATE_CHARM`] tool, offering the patterns `rt` knows.
+fn create_charm_tool(rt: &Runtime) -> Tool {
+    let patterns: Vec<String> = rt.patterns().all().iter().map(|p| p.id().to_string()).collect();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "pattern": { "type": "string", "enum": patterns, "description": "The pattern of the new charm." },
+            "name": { "type": "string", "description": "Its name (what `Charm.handler` tools start with)." },
+            "argument": { "type": "object", "description": "The pattern's argument, if it takes one." }
+        },
+        "required": ["pattern"]
+    });
+    let schema = schema.as_object().cloned().unwrap_or_default();
+    let mut tool =
+        Tool::new(CREATE_CHARM, "Create a charm of one of the space's patterns; its handlers become tools.", schema);
+    tool.title = Some("Create a charm".into());
+    tool
+}
+
+/// Runs [`CREATE_CHARM`] with the client's `arguments`.
+fn create_charm(rt: &Runtime, arguments: &Map<String, Value>) -> CallToolResult {
+    let failed = |message: String| CallToolResult::error(vec![ContentBlock::text(message)]);
+    let Some(pattern) = arguments.get("pattern").and_then(Value::as_str) else {
+        return failed("`pattern` is required: one of the patterns tools/list shows in this tool's schema".into());
+    };
+    let name = arguments.get("name").and_then(Value::as_str);
+    let argument = arguments.get("argument").cloned().unwrap_or(Value::Null);
+    let created = rt.charms().create_named(pattern, argument, name).and_then(|id| Ok((rt.charms().get(&id)?, id)));
+    match created {
+        Ok((data, id)) => CallToolResult::structured(
+            json!({ "id": &*id, "uri": format!("{CHARM_URI}{id}"), "data": without_streams(data) }),
+        ),
+        Err(error) => failed(error.to_string()),
     }
 }
 

@@ -16,11 +16,14 @@ async def main() -> None:
     params = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
     updated: list[str] = []
     arrived = asyncio.Event()
+    tools_changed = asyncio.Event()
 
     async def on_message(message) -> None:
         if isinstance(message, types.ResourceUpdatedNotification):
             updated.append(str(message.params.uri))
             arrived.set()
+        if isinstance(message, types.ToolListChangedNotification):
+            tools_changed.set()
 
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as session:
@@ -36,6 +39,10 @@ async def main() -> None:
             resources = await session.list_resources()
             counter_uri = next(str(r.uri) for r in resources.resources if r.name == "Counter")
             counter = await session.read_resource(counter_uri)
+            created = await session.call_tool("create-charm", {"pattern": "counter", "name": "Steps"})
+            await asyncio.wait_for(tools_changed.wait(), timeout=20)
+            relisted = await session.list_tools()
+            stepped = await session.call_tool("Steps_increment", {"amount": 3})
             try:
                 await session.call_tool("Nope_nothing", {})
                 unknown = None
@@ -58,6 +65,9 @@ async def main() -> None:
                         "counter": json.loads(counter.contents[0].text),
                         "counter_mime": counter.contents[0].mime_type,
                         "updated": updated,
+                        "created": created.structured_content,
+                        "relisted": [tool.name for tool in relisted.tools],
+                        "stepped": stepped.structured_content,
                     }
                 )
             )
