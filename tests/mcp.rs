@@ -13,8 +13,14 @@ use serde_json::Value;
 /// The MCP Python SDK release the test uses.
 const SDK: &str = "mcp==2.3.0";
 
-/// A Python with the SDK: a virtual environment made once under the target directory.
+/// A Python with the SDK: a virtual environment made once under the target directory
+/// (once per run: the tests of this file share it).
 fn python_with_sdk() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-sdk-venv");
     let python = venv.join("bin/python");
     let ready = venv.join(".installed");
@@ -34,21 +40,16 @@ fn python_with_sdk() -> PathBuf {
     python
 }
 
-#[test]
-fn an_mcp_host_lists_and_calls_the_charms_handlers() {
-    let python = python_with_sdk();
-    let s = common::space();
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let out = Command::new(python)
-        .arg(client)
-        .arg(env!("CARGO_BIN_EXE_trellis"))
-        .arg(&s.path)
-        .env_remove("TRELLIS_SPACE")
-        .output()
-        .unwrap();
+/// Runs the SDK client (`tests/mcp/client.py`) with `args`; what it saw.
+fn client(args: &[&std::ffi::OsStr]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let out = Command::new(python_with_sdk()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
     assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
 
+/// What the client saw, as a host should see it (the same over stdio and HTTP).
+fn check(seen: &Value) {
     assert_eq!(seen["server"], "trellis");
     assert_eq!(seen["tools"]["Counter_increment"], "Counter.increment", "wire names, titled by display name");
     assert_eq!(seen["tools"]["Todo_add"], "Todo.add");
@@ -76,9 +77,86 @@ fn an_mcp_host_lists_and_calls_the_charms_handlers() {
     assert_eq!(seen["created"]["data"]["$NAME"], "Steps", "{seen}");
     assert!(seen["relisted"].as_array().unwrap().iter().any(|t| t == "Steps_increment"), "{seen}");
     assert_eq!(seen["stepped"]["result"]["count"], 3);
+}
 
+/// The counter's count as `trellis charm get` reads it after the server is gone.
+fn count(space: &Path) -> Value {
+    let counter = common::trellis(space).args(["--json", "charm", "get", "Counter"]).output().unwrap();
+    serde_json::from_slice::<Value>(&counter.stdout).unwrap()["count"].clone()
+}
+
+#[test]
+fn an_mcp_host_over_stdio_lists_and_calls_the_charms_handlers() {
+    let s = common::space();
+    let binary = env!("CARGO_BIN_EXE_trellis");
+    check(&client(&["stdio".as_ref(), binary.as_ref(), s.path.as_os_str()]));
     // The change is in the space, for every other front end.
-    let counter = common::trellis(&s.path).args(["--json", "charm", "get", "Counter"]).output().unwrap();
-    let counter: Value = serde_json::from_slice(&counter.stdout).unwrap();
-    assert_eq!(counter["count"], 2);
+    assert_eq!(count(&s.path), 2);
+}
+
+/// `trellis mcp serve --http`, stopped when the test ends.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(space: &Path) -> HttpServer {
+        use std::io::BufRead;
+        let mut child = common::trellis(space)
+            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let url = lines
+            .find_map(|line| line.ok()?.split_once(" at ").map(|(_, url)| url.to_string()))
+            .expect("the server says where it listens");
+        HttpServer { child, url }
+    }
+
+    /// The raw HTTP status line of an `initialize` POST carrying `origin`.
+    fn status_with_origin(&self, origin: &str) -> String {
+        use std::io::{Read, Write};
+        let authority = self.url.trim_start_matches("http://").trim_end_matches("/mcp");
+        let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"t","version":"1"},"capabilities":{}}}"#;
+        let mut stream = std::net::TcpStream::connect(authority).unwrap();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nOrigin: {origin}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.lines().next().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_mcp_host_over_streamable_http_sees_the_same_and_web_pages_are_refused() {
+    let s = common::space();
+    let server = HttpServer::start(&s.path);
+    check(&client(&["http".as_ref(), server.url.as_ref()]));
+    let refused = server.status_with_origin("http://evil.example");
+    assert!(refused.contains(" 403 "), "a web page's request must be refused: {refused}");
+    drop(server);
+    assert_eq!(count(&s.path), 2);
+}
+
+#[test]
+fn http_on_a_non_loopback_address_needs_allow_remote() {
+    let s = common::space();
+    let out = common::trellis(&s.path).args(["mcp", "serve", "--http", "0.0.0.0:0"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
 }

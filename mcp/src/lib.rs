@@ -19,6 +19,7 @@
 //! ```
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ use rmcp::model::{
     SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::Catalog;
@@ -312,6 +315,34 @@ fn without_streams(mut data: Value) -> Value {
         fields.retain(|_, value| trellis_runner::link::stream_schema(value).is_none());
     }
     data
+}
+
+/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends.
+/// `ready` is called with the address bound (a port of 0 picks a free one).
+///
+/// Requests from web pages (any `Origin`) are refused, so a page in the user's browser
+/// cannot reach the charms; unless `remote`, so are requests whose `Host` is not a
+/// loopback name (DNS rebinding).
+pub async fn serve_http(
+    rt: Runtime,
+    addr: SocketAddr,
+    remote: bool,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
+    let mut config = StreamableHttpServerConfig::default().enforce_origin_validation();
+    if remote {
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(TrellisMcp::new(rt.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
+    ready(listener.local_addr().map_err(io)?);
+    axum::serve(listener, router).await.map_err(io)
 }
 
 /// Serves the space `rt` over standard input and output until the client leaves.

@@ -113,7 +113,16 @@ enum McpCommand {
     /// Serve the space over standard input and output: every charm handler is a tool
     /// (`Counter_increment`, titled `Counter.increment`). Point an MCP host's
     /// `mcpServers` entry at `trellis --space PATH mcp serve`.
-    Serve,
+    Serve {
+        /// Serve Streamable HTTP at http://ADDR/mcp instead (e.g. 127.0.0.1:7879; port 0
+        /// picks one). Loopback only, unless --allow-remote.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Let --http bind an address other machines can reach. Anyone who reaches it can
+        /// act on your charms: there is no authentication yet.
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+    },
 }
 
 /// The output format chosen on the command line.
@@ -278,7 +287,17 @@ impl App {
                 };
                 chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
             }
-            Command::Mcp(McpCommand::Serve) => Ok(trellis_mcp::serve_stdio(rt).await?),
+            Command::Mcp(McpCommand::Serve { http: None, .. }) => Ok(trellis_mcp::serve_stdio(rt).await?),
+            Command::Mcp(McpCommand::Serve { http: Some(addr), allow_remote }) => {
+                if !addr.ip().is_loopback() && !allow_remote {
+                    anyhow::bail!(
+                        "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
+                         use 127.0.0.1, or pass --allow-remote if that is what you want"
+                    );
+                }
+                let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
+                Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
+            }
             Command::Demo => charm::demo(&rt, format).await,
         }
     }
