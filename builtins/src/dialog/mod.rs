@@ -32,6 +32,7 @@
 //! for it and its change stays; the cancelled result says the change may have been
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod handle;
 mod interaction;
 mod keys;
 mod messages;
@@ -51,6 +52,7 @@ use crate::catalog::Catalog;
 use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
 
+pub use handle::DialogHandle;
 pub use interaction::{Interaction, InteractionKind, Resolve};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
@@ -402,83 +404,4 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     let base = cells.base.clone();
     tx.after_commit(move |_| shared.abort(&base));
     Ok(())
-}
-
-/// Drives one dialog from Rust (tests, the CLI): send messages, wait for replies, read
-/// the conversation.
-#[derive(Clone)]
-pub struct DialogHandle {
-    rt: trellis_runner::Runtime,
-    base: Link,
-}
-
-impl DialogHandle {
-    /// The dialog whose outputs live at `base` (the key given to `b.builtin`).
-    pub fn new(rt: trellis_runner::Runtime, base: Link) -> Self {
-        DialogHandle { rt, base }
-    }
-
-    fn cells(&self) -> DialogCells {
-        DialogCells::at(self.base.clone())
-    }
-
-    /// Sends a user message without waiting for the reply.
-    pub async fn send(&self, message: Message) -> trellis_runner::Result<()> {
-        let json = serde_json::to_value(message).map_err(trellis_runner::Error::Serialize)?;
-        self.rt.send(&self.base.child(DialogOutput::AddMessage.key()), json).await.map(drop)
-    }
-
-    /// Sends a user message and waits (up to `timeout`) until the reply is complete.
-    pub async fn say(&self, text: &str, timeout: Duration) -> trellis_runner::Result<()> {
-        self.send(Message::user(text)).await?;
-        self.wait(timeout).await
-    }
-
-    /// Waits until no request of this dialog is running.
-    pub async fn wait(&self, timeout: Duration) -> trellis_runner::Result<()> {
-        self.rt.settled(&self.base, timeout).await
-    }
-
-    /// Stops the running request, if any.
-    pub async fn cancel(&self) -> trellis_runner::Result<()> {
-        self.rt.send(&self.base.child(DialogOutput::CancelGeneration.key()), json!({})).await.map(drop)
-    }
-
-    /// The conversation so far.
-    pub fn messages(&self) -> Vec<Message> {
-        self.cells().messages().get(&self.rt).unwrap_or_default()
-    }
-
-    /// Whether a reply is being generated.
-    pub fn pending(&self) -> bool {
-        self.cells().pending.get(&self.rt).unwrap_or(false)
-    }
-
-    /// Why the last request failed, if it did.
-    pub fn error(&self) -> Option<String> {
-        self.cells().error.get(&self.rt).ok().flatten()
-    }
-
-    /// The calls waiting for a person's answer.
-    pub fn interactions(&self) -> Vec<Interaction> {
-        interaction::interactions_cell(&self.cells()).get(&self.rt).unwrap_or_default()
-    }
-
-    /// Answers a waiting call; once none waits, the request goes on (wait for it with
-    /// [`DialogHandle::wait`]). A call that is not waiting is refused.
-    pub async fn resolve(&self, answer: Resolve) -> trellis_runner::Result<()> {
-        let json = serde_json::to_value(answer).map_err(trellis_runner::Error::Serialize)?;
-        self.rt.send(&self.base.child(DialogOutput::Resolve.key()), json).await.map(drop)
-    }
-
-    /// The text of the reply being streamed.
-    pub fn partial(&self) -> String {
-        self.cells().partial.get(&self.rt).unwrap_or_default()
-    }
-
-    /// The tool catalog as a UI shows it.
-    pub fn flattened_tools(&self) -> serde_json::Value {
-        use trellis_runner::Read;
-        self.rt.read(&self.base.child(DialogOutput::FlattenedTools.key())).map(|v| v.to_json()).unwrap_or_default()
-    }
 }
