@@ -54,6 +54,8 @@ pub(crate) struct Graph {
     dirty_set: HashSet<ComputationId>,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
+    /// Scratch space of [`Graph::changed`].
+    hit: Vec<ComputationId>,
     next_id: u64,
     seq: u64,
 }
@@ -140,21 +142,27 @@ impl Graph {
         }
     }
 
+    /// Marks computations dirty again (their runs were not committed).
+    pub fn mark_all(&mut self, ids: &[ComputationId]) {
+        for id in ids {
+            self.mark(*id);
+        }
+    }
+
     /// Marks dirty every computation that read a location overlapping a written path.
-    pub fn changed(&mut self, doc: &DocId, paths: &[Path]) {
+    pub fn changed<'p>(&mut self, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
         let Some(readers) = self.readers.get(doc) else { return };
-        let hit: Vec<ComputationId> = readers
-            .iter()
-            .filter(|id| {
-                self.computations
-                    .get(id)
-                    .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.iter().any(|p| p.overlaps(&d.path))))
-            })
-            .copied()
-            .collect();
-        for id in hit {
+        // Reused between calls: marking runs after every computation that wrote.
+        let mut hit = std::mem::take(&mut self.hit);
+        hit.extend(readers.iter().filter(|id| {
+            self.computations
+                .get(id)
+                .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))))
+        }));
+        for id in hit.drain(..) {
             self.mark(id);
         }
+        self.hit = hit;
     }
 
     /// Whether any computation waits to run.
@@ -293,10 +301,10 @@ mod tests {
         g.ran(p, vec![link("d", "other")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
         g.ran(c, vec![link("d", "src")]);
-        g.changed(&"d".into(), &[Path::new(["src"])]);
+        g.changed(&"d".into(), [Path::new(["src"])].iter());
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
-        g.changed(&"d".into(), &[Path::new(["src"])]);
+        g.changed(&"d".into(), [Path::new(["src"])].iter());
         // ...and this run reads `p`, which raises its height to 1.
         g.ran(c, vec![link("d", "src"), link("d", "p")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
@@ -311,7 +319,7 @@ mod tests {
         assert!(g.next().is_some());
         g.ran(reader, vec![link("d", "later")]);
         let producer = g.add("producer", link("d", "later"), None, noop());
-        g.changed(&"d".into(), &[Path::new(["later"])]);
+        g.changed(&"d".into(), [Path::new(["later"])].iter());
         // Both are dirty; the producer must run first although the reader was queued at
         // height 0 before the producer existed.
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == producer));

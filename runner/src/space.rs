@@ -214,7 +214,7 @@ impl Space {
             if doc.recent.len() == RECENT_COMMITS {
                 doc.recent.pop_front();
             }
-            doc.recent.push_back((version, paths.clone().into()));
+            doc.recent.push_back((version, Arc::from(paths.as_slice())));
             doc.value = value;
             doc.version = version;
             drop(doc);
