@@ -10,6 +10,7 @@
 //! [`Tx::rollback`] (it failed: forget them).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -33,15 +34,25 @@ struct Docs {
     list: Vec<(DocId, DocWrites)>,
     /// Position in `list` by id, once `list` is longer than [`SCAN_LIMIT`].
     index: FxHashMap<DocId, usize>,
+    /// The position found last: reading a location looks its document up twice (value,
+    /// then read set), and computations often read one document many times.
+    last: usize,
 }
 
 impl Docs {
-    fn position(&self, doc: &DocId) -> Option<usize> {
-        if self.list.len() <= SCAN_LIMIT {
+    fn position(&mut self, doc: &DocId) -> Option<usize> {
+        if self.list.get(self.last).is_some_and(|(id, _)| Arc::ptr_eq(id, doc)) {
+            return Some(self.last);
+        }
+        let found = if self.list.len() <= SCAN_LIMIT {
             self.list.iter().position(|(id, _)| id == doc)
         } else {
             self.index.get(doc).copied()
+        };
+        if let Some(at) = found {
+            self.last = at;
         }
+        found
     }
 
     fn push(&mut self, doc: DocId, writes: DocWrites) -> usize {
@@ -80,8 +91,11 @@ pub struct Tx<'s> {
     reads: RefCell<Vec<Link>>,
     /// Where the open savepoint's reads start (a read before it is not one of its own).
     reads_floor: std::cell::Cell<usize>,
-    /// While a savepoint is open: how to undo the writes made since.
-    undo: RefCell<Option<Vec<Undo>>>,
+    /// How to undo the writes made since the open savepoint (kept allocated between
+    /// savepoints: a settle opens one per computation).
+    undo: RefCell<Vec<Undo>>,
+    /// Whether a savepoint is open.
+    open: std::cell::Cell<bool>,
 }
 
 impl<'s> Tx<'s> {
@@ -92,7 +106,8 @@ impl<'s> Tx<'s> {
             after_commit: RefCell::new(Vec::new()),
             reads: RefCell::new(Vec::new()),
             reads_floor: std::cell::Cell::new(0),
-            undo: RefCell::new(None),
+            undo: RefCell::new(Vec::new()),
+            open: std::cell::Cell::new(false),
         }
     }
 
@@ -133,13 +148,10 @@ impl<'s> Tx<'s> {
             if d.local.at(target.path.segments()) == Some(&value) {
                 return Ok(());
             }
-            let mut undo = self.undo.borrow_mut();
-            let before = match undo.as_mut() {
-                Some(log) if !log.iter().any(|u| u.doc == index) => Some((log, d.local.clone())),
-                _ => None,
-            };
+            let mut log = self.undo.borrow_mut();
+            let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
             d.local.set_at(target.path.segments(), value.clone())?;
-            if let Some((log, local)) = before {
+            if let Some(local) = before {
                 log.push(Undo { doc: index, local, ops: d.ops.len() });
             }
             d.ops.push((target.path, value));
@@ -166,24 +178,40 @@ impl<'s> Tx<'s> {
     /// Opens a savepoint: what is written from now on can be undone with
     /// [`Tx::rollback`] or kept with [`Tx::release`]. Savepoints do not nest.
     pub(crate) fn savepoint(&self) -> Savepoint {
-        *self.undo.borrow_mut() = Some(Vec::new());
+        self.undo.borrow_mut().clear();
+        self.open.set(true);
         let reads = self.reads.borrow().len();
         self.reads_floor.set(reads);
         Savepoint { reads, hooks: self.after_commit.borrow().len() }
     }
 
     /// The locations read since `savepoint` (taken out of the list: the reads of each
-    /// computation of a settle are its own dependencies).
+    /// computation of a settle are its own dependencies). Hand the list back with
+    /// [`Tx::recycle_reads`] when done, so the next computation reuses it.
     pub(crate) fn reads_since(&self, savepoint: &Savepoint) -> Vec<Link> {
-        self.reads.borrow_mut().split_off(savepoint.reads)
+        let mut reads = self.reads.borrow_mut();
+        match savepoint.reads {
+            0 => std::mem::take(&mut *reads),
+            at => reads.split_off(at),
+        }
+    }
+
+    /// Gives back a list taken with [`Tx::reads_since`], to be reused.
+    pub(crate) fn recycle_reads(&self, mut list: Vec<Link>) {
+        let mut reads = self.reads.borrow_mut();
+        if reads.is_empty() && list.capacity() > reads.capacity() {
+            list.clear();
+            *reads = list;
+        }
     }
 
     /// Keeps what was written since `savepoint`; calls `written` with each document
     /// written since and the paths written there.
     pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(&DocId, PathsWritten<'_>)) {
-        let log = self.undo.borrow_mut().take().unwrap_or_default();
+        self.open.set(false);
+        let log = self.undo.borrow();
         let docs = self.docs.borrow();
-        for u in &log {
+        for u in log.iter() {
             let (id, d) = &docs.list[u.doc];
             written(id, d.ops[u.ops..].iter().map(|(p, _)| p));
         }
@@ -191,9 +219,9 @@ impl<'s> Tx<'s> {
 
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
-        let log = self.undo.borrow_mut().take().unwrap_or_default();
+        self.open.set(false);
         let mut docs = self.docs.borrow_mut();
-        for u in log {
+        for u in self.undo.borrow_mut().drain(..) {
             let d = &mut docs.list[u.doc].1;
             d.local = u.local;
             d.ops.truncate(u.ops);

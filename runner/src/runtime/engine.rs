@@ -205,7 +205,7 @@ impl Runtime {
         let _enter = span.enter();
         let savepoint = tx.savepoint();
         let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(tx)));
-        let deps = tx.reads_since(&savepoint);
+        let mut deps = tx.reads_since(&savepoint);
         let written = match outcome {
             Ok(Ok(value)) => tx.write(&ready.output, value),
             Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
@@ -214,11 +214,13 @@ impl Runtime {
             }
         };
         let mut graph = self.0.graph.lock();
-        graph.ran(ready.id, deps);
+        graph.ran(ready.id, &mut deps);
         match &written {
             Ok(()) => tx.release(savepoint, |doc, paths| graph.changed(doc, paths)),
             Err(_) => tx.rollback(savepoint),
         }
+        drop(graph);
+        tx.recycle_reads(deps);
         written
     }
 
