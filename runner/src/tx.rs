@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocWrites, Space};
+use crate::space::{DocWrites, Space, Version};
 use crate::value::{Path, Value};
 
 /// Work to run once a transaction has committed.
@@ -55,8 +55,9 @@ impl Docs {
         found
     }
 
-    fn push(&mut self, doc: DocId, writes: DocWrites) -> usize {
-        self.list.push((doc, writes));
+    /// Adds a document first touched, with its snapshot.
+    fn push(&mut self, doc: DocId, (local, read_version): (Value, Version)) -> usize {
+        self.list.push((doc, DocWrites { read_version, local, ops: Vec::new(), reads: Vec::new() }));
         let len = self.list.len();
         if len == SCAN_LIMIT + 1 {
             self.index = self.list.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
@@ -120,13 +121,7 @@ impl<'s> Tx<'s> {
         let mut docs = self.docs.borrow_mut();
         let index = match docs.position(doc) {
             Some(index) => index,
-            None => {
-                let (value, version) = self.space.snapshot(doc);
-                docs.push(
-                    doc.clone(),
-                    DocWrites { read_version: version, local: value, ops: Vec::new(), reads: Vec::new() },
-                )
-            }
+            None => docs.push(doc.clone(), self.space.snapshot(doc)),
         };
         f(index, &mut docs.list[index].1)
     }
@@ -143,20 +138,32 @@ impl<'s> Tx<'s> {
             }
         };
         crate::depth::check_write(&value, &target.path, format_args!("the value written at {target}"))?;
-        self.with_doc(&target.doc, |index, d| {
-            // Writing what is already there changes nothing: no commit entry, no re-runs.
-            if d.local.at(target.path.segments()) == Some(&value) {
-                return Ok(());
+        // Writing what is already there changes nothing: no commit entry, no re-runs (and
+        // a document this transaction did not touch yet is not even added to it).
+        let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
+        let mut docs = self.docs.borrow_mut();
+        let index = match docs.position(&target.doc) {
+            Some(index) => index,
+            None => {
+                let snapshot = self.space.snapshot(&target.doc);
+                if unchanged(&snapshot.0) {
+                    return Ok(());
+                }
+                docs.push(target.doc.clone(), snapshot)
             }
-            let mut log = self.undo.borrow_mut();
-            let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
-            d.local.set_at(target.path.segments(), value.clone())?;
-            if let Some(local) = before {
-                log.push(Undo { doc: index, local, ops: d.ops.len() });
-            }
-            d.ops.push((target.path, value));
-            Ok(())
-        })
+        };
+        let d = &mut docs.list[index].1;
+        if unchanged(&d.local) {
+            return Ok(());
+        }
+        let mut log = self.undo.borrow_mut();
+        let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
+        d.local.set_at(target.path.segments(), value.clone())?;
+        if let Some(local) = before {
+            log.push(Undo { doc: index, local, ops: d.ops.len() });
+        }
+        d.ops.push((target.path, value));
+        Ok(())
     }
 
     /// Whether this transaction has written anything.
