@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     handlers: DashMap<Link, Handler, FxBuildHasher>,
     /// Looked up after every commit: a fast hash (keys are ids this space made).
     observers: DashMap<DocId, Vec<(Path, Observer)>, FxBuildHasher>,
+    /// Whether any observer was ever registered: until then commits skip the lookups.
+    observed: AtomicBool,
     pub patterns: PatternRegistry,
     pub builtins: BuiltinRegistry,
     pub charms: CharmState,
@@ -142,6 +144,7 @@ impl Runtime {
             engine: Mutex::new(()),
             handlers: DashMap::default(),
             observers: DashMap::default(),
+            observed: AtomicBool::new(false),
             patterns: PatternRegistry::default(),
             builtins: BuiltinRegistry::default(),
             charms: CharmState::default(),
@@ -276,9 +279,13 @@ impl Runtime {
     /// it returns false.
     pub fn observe(&self, link: &Link, observer: impl Fn(&Runtime) -> bool + Send + Sync + 'static) {
         self.0.observers.entry(link.doc.clone()).or_default().push((link.path.clone(), Arc::new(observer)));
+        self.0.observed.store(true, Ordering::Release);
     }
 
     fn notify_observers(&self, changes: &[(DocId, Vec<Path>)]) {
+        if !self.0.observed.load(Ordering::Acquire) {
+            return;
+        }
         for (doc, paths) in changes {
             let hit: Vec<Observer> = match self.0.observers.get(doc) {
                 Some(list) => {
