@@ -190,6 +190,7 @@ pub fn visit_systems(visitor: &mut impl SystemVisitor) {
     visitor.visit::<crate::trellis_system::Trellis>();
     visitor.visit::<crate::peers::futures_signals::FuturesSignals>();
     visitor.visit::<crate::peers::sycamore::Sycamore>();
+    visitor.visit::<crate::peers::alien::AlienSignals>();
 }
 
 /// A shared run counter for computations and effects (cheap to clone, `Send + Sync`).

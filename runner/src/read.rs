@@ -4,7 +4,7 @@
 use crate::depth::MAX_DOC_DEPTH;
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
-use crate::value::{Path, Segment, Value};
+use crate::value::{Path, Value};
 
 /// How many links a read may follow before it is considered a loop.
 const MAX_LINK_HOPS: usize = 64;
@@ -74,17 +74,17 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: us
 /// reads; so is the final location when `note_end` (a write target's parent is not a
 /// read: recording it would make writes to sibling fields conflict).
 pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, note_end: bool) -> Result<(Link, Value)> {
-    let mut doc = link.doc.clone();
-    let mut segments: Vec<Segment> = link.path.segments().to_vec();
+    // The location reached so far; a new one is made only when a link is followed.
+    let mut at = link.clone();
     'hops: for _ in 0..MAX_LINK_HOPS {
-        let root = r.read_raw(&doc, &Path::root());
+        let root = r.read_raw(&at.doc, &Path::root());
         let mut cur = &root;
+        let segments = at.path.segments();
         for i in 0..=segments.len() {
             if let Some(target) = Link::from_value(cur) {
-                r.note_read(&Link::new(doc.clone(), Path::new(segments[..i].iter().cloned())));
-                let rest = segments.split_off(i);
-                segments = target.path.join(&rest).segments().to_vec();
-                doc = target.doc;
+                r.note_read(&Link::new(at.doc.clone(), Path::new(segments[..i].iter().cloned())));
+                let next = Link::new(target.doc, target.path.join(&segments[i..]));
+                at = next;
                 continue 'hops;
             }
             if i == segments.len() {
@@ -98,7 +98,6 @@ pub(crate) fn resolve<R: Read + ?Sized>(r: &R, link: &Link, note_end: bool) -> R
                 }
             }
         }
-        let at = Link::new(doc, Path::new(segments));
         if note_end {
             r.note_read(&at);
         }

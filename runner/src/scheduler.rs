@@ -54,6 +54,8 @@ pub(crate) struct Graph {
     dirty_set: HashSet<ComputationId>,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
+    /// Scratch space of [`Graph::changed`].
+    hit: Vec<ComputationId>,
     next_id: u64,
     seq: u64,
 }
@@ -140,21 +142,27 @@ impl Graph {
         }
     }
 
+    /// Marks computations dirty again (their runs were not committed).
+    pub fn mark_all(&mut self, ids: &[ComputationId]) {
+        for id in ids {
+            self.mark(*id);
+        }
+    }
+
     /// Marks dirty every computation that read a location overlapping a written path.
-    pub fn changed(&mut self, doc: &DocId, paths: &[Path]) {
+    pub fn changed<'p>(&mut self, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
         let Some(readers) = self.readers.get(doc) else { return };
-        let hit: Vec<ComputationId> = readers
-            .iter()
-            .filter(|id| {
-                self.computations
-                    .get(id)
-                    .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.iter().any(|p| p.overlaps(&d.path))))
-            })
-            .copied()
-            .collect();
-        for id in hit {
+        // Reused between calls: marking runs after every computation that wrote.
+        let mut hit = std::mem::take(&mut self.hit);
+        hit.extend(readers.iter().filter(|id| {
+            self.computations
+                .get(id)
+                .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))))
+        }));
+        for id in hit.drain(..) {
             self.mark(id);
         }
+        self.hit = hit;
     }
 
     /// Whether any computation waits to run.
@@ -230,13 +238,15 @@ impl Graph {
     }
 
     /// Records what a computation read on its latest run and recomputes its height.
-    pub fn ran(&mut self, id: ComputationId, mut deps: Vec<Link>) {
-        deps.sort_unstable_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
-        deps.dedup();
+    /// `reads` is sorted in place; it is taken only when the dependencies changed.
+    pub fn ran(&mut self, id: ComputationId, reads: &mut Vec<Link>) {
+        reads.sort_unstable_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
+        reads.dedup();
         let Some(c) = self.computations.get(&id) else { return };
-        if c.deps == deps {
+        if c.deps == *reads {
             return; // the common case: same reads as last time, nothing to re-index
         }
+        let deps = std::mem::take(reads);
         for old in &c.deps {
             if let Some(set) = self.readers.get_mut(&old.doc) {
                 set.remove(&id);
@@ -290,15 +300,15 @@ mod tests {
         let p = g.add("p", link("d", "p"), None, noop());
         let c = g.add("c", link("d", "c"), None, noop());
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == p));
-        g.ran(p, vec![link("d", "other")]);
+        g.ran(p, &mut vec![link("d", "other")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
-        g.ran(c, vec![link("d", "src")]);
-        g.changed(&"d".into(), &[Path::new(["src"])]);
+        g.ran(c, &mut vec![link("d", "src")]);
+        g.changed(&"d".into(), [Path::new(["src"])].iter());
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
-        g.changed(&"d".into(), &[Path::new(["src"])]);
+        g.changed(&"d".into(), [Path::new(["src"])].iter());
         // ...and this run reads `p`, which raises its height to 1.
-        g.ran(c, vec![link("d", "src"), link("d", "p")]);
+        g.ran(c, &mut vec![link("d", "src"), link("d", "p")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
@@ -309,9 +319,9 @@ mod tests {
         let mut g = Graph::default();
         let reader = g.add("reader", link("d", "out"), None, noop());
         assert!(g.next().is_some());
-        g.ran(reader, vec![link("d", "later")]);
+        g.ran(reader, &mut vec![link("d", "later")]);
         let producer = g.add("producer", link("d", "later"), None, noop());
-        g.changed(&"d".into(), &[Path::new(["later"])]);
+        g.changed(&"d".into(), [Path::new(["later"])].iter());
         // Both are dirty; the producer must run first although the reader was queued at
         // height 0 before the producer existed.
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == producer));

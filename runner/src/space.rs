@@ -206,15 +206,18 @@ impl Space {
             if keeps_writes {
                 stored.push(StoredDoc { id: id.to_string(), version: version.0, value: value.clone() });
             }
-            let mut doc = self.docs.entry(id.clone()).or_insert_with(|| Doc {
-                value: Value::Null,
-                version: Version::default(),
-                recent: VecDeque::new(),
-            });
+            let mut doc = match self.docs.get_mut(&*id) {
+                Some(doc) => doc,
+                None => self.docs.entry(id.clone()).or_insert_with(|| Doc {
+                    value: Value::Null,
+                    version: Version::default(),
+                    recent: VecDeque::new(),
+                }),
+            };
             if doc.recent.len() == RECENT_COMMITS {
                 doc.recent.pop_front();
             }
-            doc.recent.push_back((version, paths.clone().into()));
+            doc.recent.push_back((version, Arc::from(paths.as_slice())));
             doc.value = value;
             doc.version = version;
             drop(doc);

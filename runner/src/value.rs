@@ -5,7 +5,7 @@
 //! path. Convert to and from `serde_json::Value` at the edges (storage, CLI, models).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use imbl::{OrdMap, Vector};
 use serde::{Serialize, Serializer};
@@ -38,7 +38,9 @@ pub struct Path(Arc<[Segment]>);
 impl Path {
     /// The document root.
     pub fn root() -> Self {
-        Path(Arc::from(Vec::new()))
+        // Shared, so that the reads of every computation do not allocate it anew.
+        static ROOT: LazyLock<Path> = LazyLock::new(|| Path(Arc::from(Vec::new())));
+        ROOT.clone()
     }
 
     /// A path from its segments.

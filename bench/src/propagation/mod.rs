@@ -142,6 +142,16 @@ mod tests {
     }
 
     #[test]
+    fn alien_signals_passes_every_scenario() {
+        std::thread::Builder::new()
+            .stack_size(crate::STACK_SIZE)
+            .spawn(smoke::<crate::peers::alien::AlienSignals>)
+            .expect("spawn")
+            .join()
+            .expect("scenarios pass");
+    }
+
+    #[test]
     fn sycamore_passes_every_scenario() {
         std::thread::Builder::new()
             .stack_size(crate::STACK_SIZE)

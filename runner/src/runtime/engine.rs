@@ -13,6 +13,11 @@ use crate::scheduler::{Next, Ready};
 use crate::space::Committed;
 use crate::tx::Tx;
 
+/// How many computation runs share one transaction while settling: enough to spread a
+/// commit's fixed cost, few enough that a chunk's documents stay in cache and a conflict
+/// re-runs little.
+const SETTLE_CHUNK: usize = 64;
+
 impl Runtime {
     /// Sends an event to a stream and waits until its handler's transaction committed,
     /// the computations it affected re-ran, and the commit is durable.
@@ -83,14 +88,14 @@ impl Runtime {
 
     /// Runs one piece of work; false when there was none.
     fn step(&self) -> bool {
-        if self.run_next_computation() {
+        if self.run_computations() {
             return true;
         }
         let Some(event) = self.0.events.lock().pop_front() else { return false };
         let result = self.run_handler(&event);
         // Let the computations the handler affected settle before answering, so the
         // sender observes derived values consistent with its change.
-        while self.run_next_computation() {}
+        self.run_computations();
         match (event.reply, result) {
             (Some(reply), result) => {
                 let _ = reply.send(result);
@@ -101,20 +106,71 @@ impl Runtime {
         true
     }
 
-    /// Runs the next dirty computation (or reports a runaway one); false when none is
-    /// dirty.
-    fn run_next_computation(&self) -> bool {
-        let next = self.0.graph.lock().next();
-        match next {
-            Some(Next::Run(ready)) => self.run_computation(ready),
-            Some(Next::Runaway { name, runs }) => {
-                let error = Error::Cycle { name: name.to_string(), runs };
-                tracing::error!(%error, "stopped a runaway computation");
-                self.report(error);
-            }
-            None => return false,
+    /// Runs every dirty computation, and those their writes make dirty (lowest height
+    /// first: glitch-free); false when none was dirty.
+    ///
+    /// Computations run in transactions of up to [`SETTLE_CHUNK`] runs each instead of
+    /// one per run: a chunk commits once. If a concurrent commit wrote something a chunk
+    /// read, the chunk's computations run again (as one computation's transaction would).
+    fn run_computations(&self) -> bool {
+        if !self.0.graph.lock().has_dirty() {
+            return false;
         }
+        while self.run_chunk() {}
         true
+    }
+
+    /// Runs up to [`SETTLE_CHUNK`] dirty computations in one transaction and commits it;
+    /// false when none was dirty.
+    fn run_chunk(&self) -> bool {
+        let result = self.with_retries(|| {
+            let tx = Tx::new(&self.0.space);
+            let mut ran = Vec::new();
+            let mut errors = Vec::new();
+            while ran.len() < SETTLE_CHUNK {
+                let next = self.0.graph.lock().next();
+                match next {
+                    Some(Next::Run(ready)) => {
+                        ran.push(ready.id);
+                        if let Err(error) = self.run_computation(&tx, ready) {
+                            errors.push(error);
+                        }
+                    }
+                    Some(Next::Runaway { name, runs }) => {
+                        let error = Error::Cycle { name: name.to_string(), runs };
+                        tracing::error!(%error, "stopped a runaway computation");
+                        errors.push(error);
+                    }
+                    None => break,
+                }
+            }
+            if ran.is_empty() && errors.is_empty() {
+                return Ok(None);
+            }
+            match self.commit_marking(tx, false) {
+                Ok(_) => Ok(Some(errors)),
+                Err(error) => {
+                    if matches!(error, Error::Conflict { .. }) {
+                        // Nothing of this chunk was written: its computations run again.
+                        self.0.graph.lock().mark_all(&ran);
+                    }
+                    Err(error)
+                }
+            }
+        });
+        // Nobody waits for a computation's commit; storage logs a failed write, and the
+        // next awaited commit (ordered after this one) reports it.
+        match result {
+            Ok(None) => false,
+            Ok(Some(errors)) => {
+                errors.into_iter().for_each(|e| self.report(e));
+                true
+            }
+            Err(error) => {
+                self.report(error);
+                true
+            }
+        }
     }
 
     fn run_handler(&self, event: &Event) -> Result<(Sent, Committed)> {
@@ -142,29 +198,30 @@ impl Runtime {
         })
     }
 
-    fn run_computation(&self, ready: Ready) {
+    /// Runs one computation inside the settle's transaction and marks dirty what its
+    /// output change affects. A computation that fails or panics leaves no write.
+    fn run_computation(&self, tx: &Tx, ready: Ready) -> Result<()> {
         let span = tracing::trace_span!("computation", name = %ready.name);
         let _enter = span.enter();
-        let result = self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
-            let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(&tx)));
-            let deps = tx.reads();
-            let written = match outcome {
-                Ok(Ok(value)) => tx.write(&ready.output, value),
-                Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
-                Err(panic) => {
-                    Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) })
-                }
-            };
-            self.0.graph.lock().ran(ready.id, deps);
-            written?;
-            // Nobody waits for a computation's commit; storage logs a failed write, and
-            // the next awaited commit (ordered after this one) reports it.
-            self.commit(tx).map(drop)
-        });
-        if let Err(error) = result {
-            self.report(error);
+        let savepoint = tx.savepoint();
+        let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(tx)));
+        let mut deps = tx.reads_since(&savepoint);
+        let written = match outcome {
+            Ok(Ok(value)) => tx.write(&ready.output, value),
+            Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
+            Err(panic) => {
+                Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) })
+            }
+        };
+        let mut graph = self.0.graph.lock();
+        graph.ran(ready.id, &mut deps);
+        match &written {
+            Ok(()) => tx.release(savepoint, |doc, paths| graph.changed(doc, paths)),
+            Err(_) => tx.rollback(savepoint),
         }
+        drop(graph);
+        tx.recycle_reads(deps);
+        written
     }
 
     /// Runs queued work on this thread; returns once nothing is queued (unless another
@@ -196,5 +253,61 @@ impl EngineThread {
 impl Drop for EngineThread {
     fn drop(&mut self) {
         IN_ENGINE.with(|flag| flag.set(false));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::prelude::*;
+
+    #[test]
+    fn a_failing_computation_leaves_no_write_in_its_settle() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let side = rt.new_cell("side", 0i64).expect("cell");
+        let fine = rt.computed("fine", move |tx| Ok(n.get(tx)? + 1)).expect("computed");
+        rt.computed("fails", move |tx| {
+            let n = n.get(tx)?;
+            // Writes, then fails: the write must not survive, though the settle's
+            // other computations commit in the same transaction.
+            side.set(tx, n)?;
+            if n == 2 {
+                return Err("refused".into());
+            }
+            Ok(n)
+        })
+        .expect("computed");
+        assert_eq!(side.get(&rt).expect("read"), 1);
+        rt.take_errors();
+        rt.transact(|tx| n.set(tx, 2)).expect("commit");
+        assert_eq!(fine.get(&rt).expect("read"), 3, "the other computation committed");
+        assert_eq!(side.get(&rt).expect("read"), 1, "the failed computation's write was undone");
+        assert_eq!(rt.take_errors().len(), 1);
+    }
+
+    #[test]
+    fn a_settle_that_read_what_a_concurrent_commit_wrote_runs_again() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let first = Arc::new(AtomicBool::new(true));
+        let weak = rt.downgrade();
+        let double = rt
+            .computed("double", move |tx| {
+                let value = n.get(tx)?;
+                if value == 5 && first.swap(false, Ordering::SeqCst) {
+                    // Another writer commits `n` after this settle read it.
+                    let rt = weak.upgrade().ok_or("runtime gone")?;
+                    rt.transact(|tx| n.set(tx, 7))?;
+                }
+                Ok(value * 2)
+            })
+            .expect("computed");
+        rt.transact(|tx| n.set(tx, 5)).expect("commit");
+        rt.settle();
+        assert_eq!(double.get(&rt).expect("read"), 14, "the stale result was not committed");
+        assert!(rt.stats().conflict_retries >= 1);
     }
 }

@@ -7,13 +7,14 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use futures::channel::oneshot;
 use parking_lot::Mutex;
+use rustc_hash::FxBuildHasher;
 use tokio::sync::Notify;
 
 mod build;
@@ -77,13 +78,16 @@ pub(crate) struct Inner {
     graph: Mutex<Graph>,
     events: Mutex<VecDeque<Event>>,
     engine: Mutex<()>,
-    handlers: DashMap<Link, Handler>,
-    observers: DashMap<DocId, Vec<(Path, Observer)>>,
+    handlers: DashMap<Link, Handler, FxBuildHasher>,
+    /// Looked up after every commit: a fast hash (keys are ids this space made).
+    observers: DashMap<DocId, Vec<(Path, Observer)>, FxBuildHasher>,
+    /// Whether any observer was ever registered: until then commits skip the lookups.
+    observed: AtomicBool,
     pub patterns: PatternRegistry,
     pub builtins: BuiltinRegistry,
     pub charms: CharmState,
     tasks: AtomicUsize,
-    task_docs: DashMap<DocId, usize>,
+    task_docs: DashMap<DocId, usize, FxBuildHasher>,
     idle: Notify,
     errors: Mutex<VecDeque<Error>>,
     /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
@@ -138,13 +142,14 @@ impl Runtime {
             graph: Mutex::new(Graph::default()),
             events: Mutex::new(VecDeque::new()),
             engine: Mutex::new(()),
-            handlers: DashMap::new(),
-            observers: DashMap::new(),
+            handlers: DashMap::default(),
+            observers: DashMap::default(),
+            observed: AtomicBool::new(false),
             patterns: PatternRegistry::default(),
             builtins: BuiltinRegistry::default(),
             charms: CharmState::default(),
             tasks: AtomicUsize::new(0),
-            task_docs: DashMap::new(),
+            task_docs: DashMap::default(),
             idle: Notify::new(),
             errors: Mutex::new(VecDeque::new()),
             conflict_retries: AtomicU64::new(0),
@@ -199,14 +204,21 @@ impl Runtime {
 
     /// Commits a transaction and tells the scheduler and observers what changed.
     pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
+        self.commit_marking(tx, true)
+    }
+
+    /// Commits a transaction; `mark`: whether its changes mark computations dirty (a
+    /// settle's transaction marked them as each computation wrote).
+    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool) -> Result<Commit> {
         let (docs, after_commit) = tx.into_parts();
         let commit = self.0.space.commit(docs)?;
         if !commit.changes.is_empty() {
-            let mut graph = self.0.graph.lock();
-            for (doc, paths) in &commit.changes {
-                graph.changed(doc, paths);
+            if mark {
+                let mut graph = self.0.graph.lock();
+                for (doc, paths) in &commit.changes {
+                    graph.changed(doc, paths.iter());
+                }
             }
-            drop(graph);
             self.notify_observers(&commit.changes);
         }
         for hook in after_commit {
@@ -267,9 +279,13 @@ impl Runtime {
     /// it returns false.
     pub fn observe(&self, link: &Link, observer: impl Fn(&Runtime) -> bool + Send + Sync + 'static) {
         self.0.observers.entry(link.doc.clone()).or_default().push((link.path.clone(), Arc::new(observer)));
+        self.0.observed.store(true, Ordering::Release);
     }
 
     fn notify_observers(&self, changes: &[(DocId, Vec<Path>)]) {
+        if !self.0.observed.load(Ordering::Acquire) {
+            return;
+        }
         for (doc, paths) in changes {
             let hit: Vec<Observer> = match self.0.observers.get(doc) {
                 Some(list) => {
