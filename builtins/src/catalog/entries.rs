@@ -5,54 +5,58 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use trellis_runner::link::is_stream;
-use trellis_runner::{Link, Read, Runtime, Value as Stored, NAME};
+use trellis_runner::{Link, Path, NAME};
 
 use super::naming;
+use super::reads::{Field, Reader, Shape};
 use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
 use crate::text::json_kind as kind;
-
-/// The fields of a stored object.
-type StoredMap = imbl::OrdMap<Arc<str>, Stored>;
 
 /// A tool before wire names are assigned.
 pub(super) struct Draft {
     pub(super) display: String,
     pub(super) identity: String,
     pub(super) description: String,
-    pub(super) prepared: PreparedSchema,
+    /// The prepared input schema, shared with the other tools that have the same one.
+    pub(super) schema: Arc<Value>,
+    pub(super) shape: InputShape,
     pub(super) target: ToolTarget,
     pub(super) entry: String,
     pub(super) charm: Option<String>,
     pub(super) unchecked: bool,
 }
 
-/// Collects the tools and problems of all entries.
-#[derive(Default)]
-pub(super) struct Extraction {
+/// Collects the tools and problems of all entries, reading the runtime through `reader`.
+pub(super) struct Extraction<'a> {
     pub(super) drafts: Vec<Draft>,
     pub(super) problems: Vec<Problem>,
     pub(super) schemas: SchemaCache,
+    pub(super) reader: Reader<'a>,
 }
 
-impl Extraction {
+impl<'a> Extraction<'a> {
+    pub(super) fn new(reader: Reader<'a>) -> Self {
+        Extraction { drafts: Vec::new(), problems: Vec::new(), schemas: SchemaCache::default(), reader }
+    }
+
     pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
         tracing::warn!(entry, %error, "tool entry skipped");
         self.problems.push(Problem { entry: entry.to_string(), error });
     }
 }
 
-pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
+pub(super) fn extract_entry(key: &str, entry: &Value, out: &mut Extraction) {
     // An entry may itself be a link (to an entry object stored elsewhere).
     let linked;
     let entry = match Link::from_json(entry) {
-        Some(link) => match rt.read(&link) {
+        Some(link) => match out.reader.read(&link) {
             Ok(value) => {
                 linked = value.to_json();
                 &linked
             }
-            Err(e) => return out.problem(key, unreadable(&link, e)),
+            Err(message) => return out.problem(key, unreadable(&link, message)),
         },
         None => entry,
     };
@@ -63,44 +67,44 @@ pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Ex
     let targets: Vec<&str> =
         ["handler", "pattern", "charm"].into_iter().filter(|t| fields.get(*t).is_some_and(|v| !v.is_null())).collect();
     match targets.as_slice() {
-        ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
+        ["handler"] => handler_entry(key, &fields["handler"], description, out),
         ["charm"] => {
             let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
-            charm_entry(rt, key, &fields["charm"], description, read, out)
+            charm_entry(key, &fields["charm"], description, read, out)
         }
-        ["pattern"] => pattern_entry(rt, key, fields, description, out),
+        ["pattern"] => pattern_entry(key, fields, description, out),
         [] => out.problem(key, EntryError::Target("none".into())),
         many => out.problem(key, EntryError::Target(many.join(" and "))),
     }
 }
 
 /// `{"handler": LINK}`: one tool named by the entry key.
-fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
+fn handler_entry(key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
     let Some(link) = Link::from_json(value) else {
         let found = short(value);
         return out.problem(key, EntryError::NotALink { field: "handler", also: "", found });
     };
-    let (stream, marker) = match rt.resolve(&link) {
+    let (stream, marker) = match out.reader.resolve(&link) {
         Ok(found) => found,
-        Err(e) => return out.problem(key, unreadable(&link, e)),
+        Err(message) => return out.problem(key, unreadable(&link, message)),
     };
-    if !is_stream(&marker) && rt.handler(&stream).is_none() {
+    if !is_stream(&marker) && out.reader.handler(&stream).is_none() {
         return out.problem(key, EntryError::NotAStream(stream.to_string()));
     }
-    let schema = out.schemas.of_stream(rt, &stream, &marker);
-    let charm = rt.charms().record(&stream.doc).map(|_| stream.doc.to_string());
-    let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
+    let schema = out.schemas.of_stream(&mut out.reader, &stream, &marker);
+    let charm = out.reader.is_charm(&stream.doc).then(|| stream.doc.to_string());
+    let charm_name = charm.as_ref().map(|_| out.reader.charm_name(&stream.doc));
     let description = description.map(str::to_string);
     out.push_stream_tool(key, key.to_string(), stream, schema, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
-fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
+fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
     let link = match (Link::from_json(value), value) {
         (Some(link), _) => link,
-        (None, Value::String(id)) => match rt.charms().find(id) {
-            Ok(doc) => rt.charms().result(&doc),
-            Err(e) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message: e.to_string() }),
+        (None, Value::String(id)) => match out.reader.find_charm(id) {
+            Ok(doc) => Link::new(doc, Path::root()),
+            Err(message) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message }),
         },
         (None, other) => {
             let also = " or a charm id (was the map read with its links resolved?)";
@@ -109,42 +113,40 @@ fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>
     };
     // Only the top level is read: its streams are markers, and nested links (data fields
     // pointing elsewhere) are not followed for detection.
-    let (root, result) = match rt.resolve(&link) {
-        Ok(found) => found,
-        Err(e) => return out.problem(key, unreadable(&link, e)),
+    let (root, fields) = match out.reader.shape(&link) {
+        Ok((root, Shape::Fields(fields))) => (root, fields),
+        Ok((root, Shape::NotAnObject(found))) => {
+            return out.problem(key, EntryError::NotACharm { at: root.to_string(), found })
+        }
+        Err(message) => return out.problem(key, unreadable(&link, message)),
     };
-    let Some(fields) = result.as_object() else {
-        return out.problem(key, EntryError::NotACharm { at: root.to_string(), found: result.kind() });
-    };
-    let name = rt
+    let name = out
+        .reader
         .read(&root.child(NAME))
         .ok()
         .and_then(|n| n.as_str().map(str::to_string))
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| key.to_string());
-    let charm = rt.charms().record(&root.doc).map(|_| root.doc.to_string());
+    let charm = out.reader.is_charm(&root.doc).then(|| root.doc.to_string());
     if read {
-        out.push_read_tool(key, &name, &root, fields, charm.clone());
+        out.push_read_tool(key, &name, &root, &fields, charm.clone());
     }
-    for (field, value) in fields {
-        if field.starts_with('$') || !is_stream(value) {
-            continue;
-        }
+    for (field, marker) in &fields {
+        let Some(marker) = marker else { continue };
         let stream = root.child(field.clone());
-        let schema = out.schemas.of_stream(rt, &stream, value);
+        let schema = out.schemas.of_stream(&mut out.reader, &stream, marker);
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
         out.push_stream_tool(key, display, stream, schema, description, Some(&name), charm.clone());
     }
 }
 
-impl Extraction {
+impl Extraction<'_> {
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
     /// a handler called `read`), taking an optional `path` into the charm's data.
-    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &StoredMap, charm: Option<String>) {
-        let data: Vec<&str> =
-            fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
-        let key = if fields.contains_key("read") { "read_data" } else { "read" };
+    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &[Field], charm: Option<String>) {
+        let data: Vec<&str> = fields.iter().filter(|(_, marker)| marker.is_none()).map(|(k, _)| &**k).collect();
+        let key = if fields.iter().any(|(k, _)| &**k == "read") { "read_data" } else { "read" };
         let schema = json!({
             "type": "object",
             "properties": {
@@ -158,7 +160,8 @@ impl Extraction {
             display: naming::display_name(name, key),
             identity: format!("{root}#read"),
             description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
-            prepared: PreparedSchema { schema, shape: InputShape::Object },
+            schema: Arc::new(schema),
+            shape: InputShape::Object,
             target: ToolTarget::Read { charm: root.clone() },
             entry: entry.to_string(),
             charm,
@@ -175,17 +178,17 @@ impl Extraction {
         entry: &str,
         display: String,
         stream: Link,
-        schema: StreamSchema,
+        schema: Arc<StreamSchema>,
         description: Option<String>,
         owner: Option<&str>,
         charm: Option<String>,
     ) {
-        let prepared = match schema.prepared {
-            Ok(prepared) => prepared,
-            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source }),
+        let (prepared, shape) = match &schema.prepared {
+            Ok((prepared, shape)) => (prepared.clone(), *shape),
+            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source: source.clone() }),
         };
         let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
-        let mut description = description.or(schema.description).unwrap_or_else(|| match owner {
+        let mut description = description.or_else(|| schema.description.clone()).unwrap_or_else(|| match owner {
             Some(owner) => format!("{key} handler from {owner}"),
             None => format!("{key} handler"),
         });
@@ -196,7 +199,8 @@ impl Extraction {
             display,
             identity: stream.to_string(),
             description,
-            prepared,
+            schema: prepared,
+            shape,
             target: ToolTarget::Handler { stream },
             entry: entry.to_string(),
             charm,
@@ -207,13 +211,7 @@ impl Extraction {
 
 /// `{"pattern": "id"}`, `{"pattern": {"id": .., "extraParams": {..}}}` (or `extraParams`
 /// beside `pattern`).
-fn pattern_entry(
-    rt: &Runtime,
-    key: &str,
-    fields: &Map<String, Value>,
-    description: Option<&str>,
-    out: &mut Extraction,
-) {
+fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&str>, out: &mut Extraction) {
     let spec = &fields["pattern"];
     let (id, params) = match spec {
         Value::String(id) => (id.as_str(), fields.get("extraParams")),
@@ -235,7 +233,7 @@ fn pattern_entry(
             return out.problem(key, EntryError::Pattern(message));
         }
     };
-    let Some(pattern) = rt.patterns().get(id) else {
+    let Some(pattern) = out.reader.pattern(id) else {
         return out.problem(key, EntryError::Pattern(format!("unknown pattern `{id}`")));
     };
     let prepared = match pattern_schema(pattern.argument_schema(), &prefilled) {
@@ -251,7 +249,8 @@ fn pattern_entry(
         display: key.to_string(),
         identity: format!("pattern:{key}"),
         description,
-        prepared,
+        schema: Arc::new(prepared.schema),
+        shape: prepared.shape,
         target: ToolTarget::Pattern { id: id.to_string(), prefilled },
         entry: key.to_string(),
         charm: None,
@@ -306,8 +305,8 @@ fn rename_property(schema: &mut Value, from: &str, to: &str) {
     }
 }
 
-fn unreadable(link: &Link, error: trellis_runner::Error) -> EntryError {
-    EntryError::Unreadable { at: link.to_string(), message: error.to_string() }
+fn unreadable(link: &Link, message: String) -> EntryError {
+    EntryError::Unreadable { at: link.to_string(), message }
 }
 
 /// A value for an error message: compact and cut short.

@@ -47,8 +47,10 @@
 pub mod naming;
 pub mod schema;
 
+mod cache;
 mod entries;
 mod invoke;
+mod reads;
 mod schema_cache;
 mod summary;
 
@@ -60,9 +62,10 @@ use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
 use entries::{extract_entry, Draft, Extraction};
-use naming::WireNames;
+use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
+pub use cache::CatalogCache;
 pub use invoke::Invocation;
 
 /// Appended to the description of a tool whose handler declares no event schema.
@@ -89,8 +92,9 @@ pub struct Tool {
     pub wire: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// The prepared input schema (always an object schema).
-    pub input_schema: Value,
+    /// The prepared input schema (always an object schema), shared by the tools that
+    /// have the same one (the handlers of many charms of one pattern).
+    pub input_schema: Arc<Value>,
     /// Whether the arguments are the event or wrap it in `value`.
     pub shape: InputShape,
     /// What calling the tool does.
@@ -205,7 +209,12 @@ impl Catalog {
     /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
     /// order, and a charm's tools in key order, so the catalog is deterministic.
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        let mut out = Extraction::default();
+        Catalog::build_reading(rt, tools).0
+    }
+
+    /// Builds the catalog, and says what it read (see [`CatalogCache`]).
+    fn build_reading(rt: &Runtime, tools: &Value) -> (Catalog, Reads) {
+        let mut out = Extraction::new(Reader::new(rt));
         match tools {
             Value::Null => {}
             Value::Object(map) => {
@@ -213,17 +222,17 @@ impl Catalog {
                 keys.sort();
                 for key in keys {
                     if let Some(entry) = map.get(key) {
-                        extract_entry(rt, key, entry, &mut out);
+                        extract_entry(key, entry, &mut out);
                     }
                 }
             }
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
-        Catalog::from_drafts(out)
+        let Extraction { drafts, problems, reader, .. } = out;
+        (Catalog::from_drafts(drafts, problems), reader.into_reads())
     }
 
-    fn from_drafts(out: Extraction) -> Catalog {
-        let Extraction { drafts, problems, .. } = out;
+    fn from_drafts(drafts: Vec<Draft>, problems: Vec<Problem>) -> Catalog {
         // The same stream listed twice under the same name is one tool.
         let mut seen = HashSet::new();
         let keep: Vec<bool> = drafts
@@ -238,23 +247,31 @@ impl Catalog {
             .collect();
         drop(seen);
         let drafts: Vec<Draft> = drafts.into_iter().zip(keep).filter_map(|(d, keep)| keep.then_some(d)).collect();
-        let names = WireNames::assign(drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())));
-        let mut catalog = Catalog { problems, ..Catalog::default() };
-        for (draft, entry) in drafts.into_iter().zip(names.entries()) {
+        let pairs: Vec<(&str, &str)> = drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())).collect();
+        let wires = naming::wire_names(&pairs);
+        drop(pairs);
+        let mut catalog = Catalog {
+            tools: Vec::with_capacity(drafts.len()),
+            by_wire: HashMap::with_capacity(drafts.len()),
+            by_display: HashMap::with_capacity(drafts.len()),
+            problems,
+            inline_handlers: false,
+        };
+        for (draft, wire) in drafts.into_iter().zip(wires) {
             let index = catalog.tools.len();
-            catalog.by_wire.insert(entry.wire.clone(), index);
+            catalog.by_wire.insert(wire.clone(), index);
             catalog.by_display.entry(draft.display.clone()).and_modify(|slot| *slot = None).or_insert(Some(index));
             catalog.tools.push(Tool {
                 display: draft.display,
-                wire: entry.wire.clone(),
+                suffixed: wire.contains('-'),
+                wire,
                 description: draft.description,
-                input_schema: draft.prepared.schema,
-                shape: draft.prepared.shape,
+                input_schema: draft.schema,
+                shape: draft.shape,
                 target: draft.target,
                 entry: draft.entry,
                 charm: draft.charm,
                 unchecked: draft.unchecked,
-                suffixed: entry.suffixed,
                 validator: Arc::default(),
             });
         }

@@ -126,38 +126,10 @@ impl WireNames {
         K: Into<String>,
     {
         let tools: Vec<(String, String)> = tools.into_iter().map(|(d, k)| (d.into(), k.into())).collect();
-        let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
-        let mut base_counts: HashMap<&str, usize> = HashMap::new();
-        for base in &bases {
-            *base_counts.entry(base.as_str()).or_default() += 1;
-        }
-
-        // Plain names: unique bases that fit. They contain no `-`, so they can never
-        // clash with suffixed names, and they are unique among themselves.
-        let mut wires: Vec<Option<String>> = bases
-            .iter()
-            .map(|base| {
-                (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone())
-            })
-            .collect();
-
-        // Suffixed names, allocated in an order that depends only on the entries
-        // themselves; a hash clash is resolved by salting the hash.
-        let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
-        pending.sort_by(|&a, &b| (&tools[a].1, &tools[a].0).cmp(&(&tools[b].1, &tools[b].0)));
-        let mut taken: HashSet<String> = HashSet::new();
-        for i in pending {
-            let wire = (0u64..)
-                .map(|salt| suffixed_name(&bases[i], &tools[i].1, salt))
-                .find(|name| !taken.contains(name))
-                .unwrap_or_else(|| bases[i].clone()); // unreachable: the range is unbounded
-            taken.insert(wire.clone());
-            wires[i] = Some(wire);
-        }
-
+        let borrowed: Vec<(&str, &str)> = tools.iter().map(|(d, k)| (d.as_str(), k.as_str())).collect();
+        let wires = wire_names(&borrowed);
         let mut names = WireNames::default();
         for ((display, identity), wire) in tools.into_iter().zip(wires) {
-            let wire = wire.unwrap_or_default();
             let index = names.entries.len();
             names.by_wire.insert(wire.clone(), index);
             names.by_identity.entry(identity.clone()).or_insert(index);
@@ -193,14 +165,55 @@ impl WireNames {
     }
 }
 
-/// `base` cut to fit, `-`, and six hex digits of the (salted) identity hash.
-fn suffixed_name(base: &str, identity: &str, salt: u64) -> String {
-    let hash = if salt == 0 { stable_hash(identity) } else { stable_hash(&format!("{identity}\u{0}{salt}")) };
+/// The wire names of `(display name, identity key)` pairs, in their order (see
+/// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
+pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
+    let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
+    let mut base_counts: HashMap<&str, usize> = HashMap::with_capacity(bases.len());
+    for base in &bases {
+        *base_counts.entry(base.as_str()).or_default() += 1;
+    }
+
+    // Plain names: unique bases that fit. They contain no `-`, so they can never clash
+    // with suffixed names, and they are unique among themselves.
+    let mut wires: Vec<Option<String>> = bases
+        .iter()
+        .map(|base| (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone()))
+        .collect();
+
+    // Suffixed names, allocated in an order that depends only on the entries themselves;
+    // a hash clash is resolved by salting the hash. A suffixed name is its cut base and
+    // its suffix, so those two tell names apart without building each candidate.
+    let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
+    pending.sort_by(|&a, &b| (tools[a].1, tools[a].0).cmp(&(tools[b].1, tools[b].0)));
+    let mut taken: HashSet<(&str, u64)> = HashSet::with_capacity(pending.len());
+    for i in pending {
+        let cut = cut_base(&bases[i]);
+        let suffix = (0u64..)
+            .map(|salt| suffix_of(tools[i].1, salt))
+            .find(|&suffix| taken.insert((cut, suffix)))
+            .unwrap_or_default(); // unreachable: the range is unbounded
+        wires[i] = Some(format!("{cut}-{suffix:06x}"));
+    }
+    wires.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// `base` cut to leave room for a suffix.
+fn cut_base(base: &str) -> &str {
     let keep = MAX_WIRE_LEN - SUFFIX_HEX - 1;
     // `base` is ASCII, so any byte index is a char boundary.
     let cut = base.get(..keep.min(base.len())).unwrap_or(base).trim_end_matches('_');
-    let cut = if cut.is_empty() { EMPTY_NAME } else { cut };
-    format!("{cut}-{:06x}", hash & 0x00ff_ffff)
+    if cut.is_empty() {
+        EMPTY_NAME
+    } else {
+        cut
+    }
+}
+
+/// Six hex digits' worth of the (salted) identity hash.
+fn suffix_of(identity: &str, salt: u64) -> u64 {
+    let hash = if salt == 0 { stable_hash(identity) } else { stable_hash(&format!("{identity}\u{0}{salt}")) };
+    hash & 0x00ff_ffff
 }
 
 #[cfg(test)]
