@@ -53,6 +53,7 @@ mod invoke;
 mod reads;
 mod schema_cache;
 mod summary;
+mod workers;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
@@ -79,7 +80,7 @@ pub struct Catalog {
     /// Display name → index; `None` when several tools share the display name.
     by_display: HashMap<String, Option<usize>>,
     problems: Vec<Problem>,
-    /// Run handlers on the calling task rather than Tokio's blocking pool.
+    /// Run handlers on the calling task rather than a handler thread.
     inline_handlers: bool,
 }
 
@@ -278,13 +279,13 @@ impl Catalog {
         catalog
     }
 
-    /// Runs handler tools on the calling task instead of Tokio's blocking pool.
+    /// Runs handler tools on the calling task instead of a handler thread.
     ///
-    /// By default a handler runs on the blocking pool, so a call's timeout fires even
-    /// while a slow synchronous handler runs, and a slow handler never stalls the caller's
-    /// worker thread. Inline, a call saves the hand-off between threads (about 20 µs on a
-    /// small machine) but its timeout only covers waiting (for a busy engine, for
-    /// durability), never a handler that is running. For benchmarks and trusted handlers.
+    /// By default a handler runs on a handler thread (kept awake between the calls of a
+    /// burst), so a call's timeout fires even while a slow synchronous handler runs, and a
+    /// slow handler never stalls the caller's worker thread. Inline, a call saves the
+    /// hand-off between threads (a few µs) but its timeout only covers waiting (for a busy
+    /// engine, for durability), never a handler that is running. For trusted handlers.
     pub fn inline_handlers(mut self, inline: bool) -> Self {
         self.inline_handlers = inline;
         self
