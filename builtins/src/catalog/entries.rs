@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use trellis_runner::link::is_stream;
 use trellis_runner::{Link, Path, NAME};
 
 use super::naming;
-use super::reads::{Field, Reader, Shape};
+use super::reads::{Field, Kind, Reader, Shape};
 use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
@@ -88,10 +87,12 @@ fn handler_entry(key: &str, value: &Value, description: Option<&str>, out: &mut 
         Ok(found) => found,
         Err(message) => return out.problem(key, unreadable(&link, message)),
     };
-    if !is_stream(&marker) && out.reader.handler(&stream).is_none() {
-        return out.problem(key, EntryError::NotAStream(stream.to_string()));
-    }
-    let schema = out.schemas.of_stream(&mut out.reader, &stream, &marker);
+    let stored = match Kind::of(&marker) {
+        Kind::Stream(stored) => stored,
+        Kind::Data if out.reader.handler(&stream).is_some() => None,
+        Kind::Data => return out.problem(key, EntryError::NotAStream(stream.to_string())),
+    };
+    let schema = out.schemas.of_stream(&mut out.reader, &stream, stored.as_ref());
     let charm = out.reader.is_charm(&stream.doc).then(|| stream.doc.to_string());
     let charm_name = charm.as_ref().map(|_| out.reader.charm_name(&stream.doc));
     let description = description.map(str::to_string);
@@ -131,10 +132,10 @@ fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, 
     if read {
         out.push_read_tool(key, &name, &root, &fields, charm.clone());
     }
-    for (field, marker) in &fields {
-        let Some(marker) = marker else { continue };
+    for (field, kind) in &fields {
+        let Kind::Stream(stored) = kind else { continue };
         let stream = root.child(field.clone());
-        let schema = out.schemas.of_stream(&mut out.reader, &stream, marker);
+        let schema = out.schemas.of_stream(&mut out.reader, &stream, stored.as_ref());
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
         out.push_stream_tool(key, display, stream, schema, description, Some(&name), charm.clone());
@@ -145,7 +146,7 @@ impl Extraction<'_> {
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
     /// a handler called `read`), taking an optional `path` into the charm's data.
     fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &[Field], charm: Option<String>) {
-        let data: Vec<&str> = fields.iter().filter(|(_, marker)| marker.is_none()).map(|(k, _)| &**k).collect();
+        let data: Vec<&str> = fields.iter().filter(|(_, kind)| *kind == Kind::Data).map(|(k, _)| &**k).collect();
         let key = if fields.iter().any(|(k, _)| &**k == "read") { "read_data" } else { "read" };
         let schema = json!({
             "type": "object",

@@ -55,7 +55,6 @@ mod schema_cache;
 mod summary;
 mod workers;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Map, Value};
@@ -63,6 +62,7 @@ use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
 use entries::{extract_entry, Draft, Extraction};
+use naming::{FastMap, FastSet};
 use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
@@ -76,9 +76,9 @@ pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<Tool>,
-    by_wire: HashMap<String, usize>,
+    by_wire: FastMap<String, usize>,
     /// Display name → index; `None` when several tools share the display name.
-    by_display: HashMap<String, Option<usize>>,
+    by_display: FastMap<String, Option<usize>>,
     problems: Vec<Problem>,
     /// Run handlers on the calling task rather than a handler thread.
     inline_handlers: bool,
@@ -210,12 +210,16 @@ impl Catalog {
     /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
     /// order, and a charm's tools in key order, so the catalog is deterministic.
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        Catalog::build_reading(rt, tools).0
+        Catalog::build_with(Reader::new(rt, false), tools).0
     }
 
     /// Builds the catalog, and says what it read (see [`CatalogCache`]).
     fn build_reading(rt: &Runtime, tools: &Value) -> (Catalog, Reads) {
-        let mut out = Extraction::new(Reader::new(rt));
+        Catalog::build_with(Reader::new(rt, true), tools)
+    }
+
+    fn build_with(reader: Reader<'_>, tools: &Value) -> (Catalog, Reads) {
+        let mut out = Extraction::new(reader);
         match tools {
             Value::Null => {}
             Value::Object(map) => {
@@ -235,7 +239,7 @@ impl Catalog {
 
     fn from_drafts(drafts: Vec<Draft>, problems: Vec<Problem>) -> Catalog {
         // The same stream listed twice under the same name is one tool.
-        let mut seen = HashSet::new();
+        let mut seen = FastSet::with_capacity_and_hasher(drafts.len(), Default::default());
         let keep: Vec<bool> = drafts
             .iter()
             .map(|d| {
@@ -253,8 +257,8 @@ impl Catalog {
         drop(pairs);
         let mut catalog = Catalog {
             tools: Vec::with_capacity(drafts.len()),
-            by_wire: HashMap::with_capacity(drafts.len()),
-            by_display: HashMap::with_capacity(drafts.len()),
+            by_wire: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
+            by_display: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
             problems,
             inline_handlers: false,
         };

@@ -12,11 +12,32 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::is_stream;
+use trellis_runner::link::STREAM_KEY;
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
 
-/// A top-level field of a charm's result: its stream marker, or `None` for data.
-pub(super) type Field = (Arc<str>, Option<Stored>);
+/// What a value is to a catalog: data, or a stream with the event schema of its marker.
+#[derive(Clone, PartialEq)]
+pub(super) enum Kind {
+    /// Not a stream.
+    Data,
+    /// A stream marker, with its (non-null) event schema.
+    Stream(Option<Stored>),
+}
+
+impl Kind {
+    /// What `value` is.
+    pub(super) fn of(value: &Stored) -> Kind {
+        match value.as_object().and_then(|marker| marker.get(STREAM_KEY)) {
+            None => Kind::Data,
+            Some(inner) => Kind::Stream(
+                inner.as_object().and_then(|i| i.get("schema")).filter(|s| !matches!(s, Stored::Null)).cloned(),
+            ),
+        }
+    }
+}
+
+/// A top-level field of a charm's result, and what it is.
+pub(super) type Field = (Arc<str>, Kind);
 
 /// A charm's result as a build sees it: its fields without `$` keys, in key order, or
 /// the kind of value found where a result object was expected.
@@ -121,7 +142,7 @@ fn shape_of(result: &Stored) -> Shape {
             fields
                 .iter()
                 .filter(|(key, _)| !key.starts_with('$'))
-                .map(|(key, value)| (key.clone(), is_stream(value).then(|| value.clone())))
+                .map(|(key, value)| (key.clone(), Kind::of(value)))
                 .collect(),
         ),
         None => Shape::NotAnObject(result.kind()),
@@ -139,19 +160,20 @@ impl Reads {
     }
 }
 
-/// Reads the runtime for a build, recording what it read.
+/// Reads the runtime for a build, recording what it read (when asked to).
 pub(super) struct Reader<'a> {
     rt: &'a Runtime,
-    reads: Reads,
+    reads: Option<Reads>,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(rt: &'a Runtime) -> Self {
-        Reader { rt, reads: Reads::default() }
+    pub(super) fn new(rt: &'a Runtime, record: bool) -> Self {
+        Reader { rt, reads: record.then(Reads::default) }
     }
 
+    /// What was read (nothing, when not recording).
     pub(super) fn into_reads(self) -> Reads {
-        self.reads
+        self.reads.unwrap_or_default()
     }
 
     /// Keeps a question and its answer; returns the answer.
@@ -159,7 +181,9 @@ impl<'a> Reader<'a> {
     where
         T: Clone,
     {
-        self.reads.0.push((question, answer(found.clone())));
+        if let Some(reads) = &mut self.reads {
+            reads.0.push((question, answer(found.clone())));
+        }
         found
     }
 

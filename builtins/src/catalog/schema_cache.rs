@@ -2,13 +2,12 @@
 //! schemas, so a catalog of many such charms prepares each schema once, and its tools
 //! share one prepared schema.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use trellis_runner::link::STREAM_KEY;
 use trellis_runner::{Link, Value as Stored};
 
+use super::naming::FastMap;
 use super::reads::Reader;
 use super::schema::{description_of, prepare_input_schema, InputShape, SchemaError};
 
@@ -38,7 +37,7 @@ impl StreamSchema {
 /// the few others seen under its key is cheaper than hashing it: the comparison stops at
 /// the first difference, and schemas shared within one document compare by pointer.
 #[derive(Default)]
-pub(super) struct SchemaCache(HashMap<Arc<str>, Vec<(Stored, Arc<StreamSchema>)>>);
+pub(super) struct SchemaCache(FastMap<Arc<str>, Vec<(Stored, Arc<StreamSchema>)>>);
 
 /// How many different schemas are kept under one key: past that, a schema is prepared
 /// without looking (many patterns with a handler of the same name must not make every
@@ -46,15 +45,14 @@ pub(super) struct SchemaCache(HashMap<Arc<str>, Vec<(Stored, Arc<StreamSchema>)>
 const PER_KEY: usize = 8;
 
 impl SchemaCache {
-    /// The schema of the stream at `stream`, whose stored value is `marker`: the schema
-    /// in the marker, else the running handler's, else none (an unchecked tool).
-    pub(super) fn of_stream(&mut self, reader: &mut Reader<'_>, stream: &Link, marker: &Stored) -> Arc<StreamSchema> {
-        let stored = marker
-            .as_object()
-            .and_then(|m| m.get(STREAM_KEY))
-            .and_then(Stored::as_object)
-            .and_then(|inner| inner.get("schema"))
-            .filter(|schema| !matches!(schema, Stored::Null));
+    /// The schema of the stream at `stream`, whose marker has the schema `stored`: that
+    /// one, else the running handler's, else none (an unchecked tool).
+    pub(super) fn of_stream(
+        &mut self,
+        reader: &mut Reader<'_>,
+        stream: &Link,
+        stored: Option<&Stored>,
+    ) -> Arc<StreamSchema> {
         match stored {
             Some(schema) => self.prepare(stream, schema),
             None => Arc::new(StreamSchema::of(&reader.handler(stream).flatten().unwrap_or(Value::Null))),
