@@ -8,7 +8,8 @@
 //!   re-run the derived label, and build the result snapshot and change summary.
 //! * `dialog-round`: the dialog's own overhead per round with an instant model
 //!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
-//!   including catalog builds, message storage, tool invocation and request bookkeeping.
+//!   including the catalog (reused when unchanged, after checking what it was built from),
+//!   message storage, tool invocation and request bookkeeping.
 //!   Each sample starts a fresh conversation.
 //!
 //! All on an in-memory space. Trellis only: no peer has charms, so there is no ratio.

@@ -120,7 +120,7 @@ fn next_job(pool: &Pool) -> Option<Job> {
             }
         }
         spins += 1;
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -33,6 +33,8 @@
 mod keys;
 mod messages;
 mod request;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
