@@ -19,7 +19,7 @@ use super::Catalog;
 /// `flattened_tools`). Checking costs a fraction of a build: the same reads, compared
 /// mostly by pointer, without preparing schemas or allocating names.
 #[derive(Default)]
-pub struct CatalogCache(Mutex<Option<Cached>>);
+pub struct CatalogCache(Mutex<Option<Arc<Cached>>>);
 
 struct Cached {
     tools: Value,
@@ -38,16 +38,18 @@ impl CatalogCache {
     /// The catalog of `tools` (see [`Catalog::build`]): the last one when nothing it was
     /// built from changed, else a fresh one, which is kept for next time.
     pub fn get(&self, rt: &Runtime, tools: &Value) -> Arc<Catalog> {
-        // Held while building, so that two callers at once build once.
-        let mut last = self.0.lock();
-        if let Some(cached) = last.as_ref() {
+        // The runtime is read without the lock held: `flattened_tools` asks from inside
+        // the engine, and nothing here should wait on what the engine holds. Two callers
+        // at once may both build; either result is current.
+        let last = self.0.lock().clone();
+        if let Some(cached) = last {
             if cached.tools == *tools && cached.reads.still_hold(rt) {
                 return cached.catalog.clone();
             }
         }
         let (catalog, reads) = Catalog::build_reading(rt, tools);
         let catalog = Arc::new(catalog);
-        *last = Some(Cached { tools: tools.clone(), reads, catalog: catalog.clone() });
+        *self.0.lock() = Some(Arc::new(Cached { tools: tools.clone(), reads, catalog: catalog.clone() }));
         catalog
     }
 }
