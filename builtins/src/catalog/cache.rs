@@ -166,6 +166,27 @@ mod tests {
     }
 
     #[test]
+    fn a_handler_whose_event_changed_gives_a_fresh_catalog() {
+        let (rt, ids) = runtime_with(1);
+        let tools = tools(&rt, &[&ids[0]]);
+        let cache = CatalogCache::default();
+        let before = cache.get(&rt, &tools);
+        assert!(before.tools()[0].input_schema["properties"].get("amount").is_some());
+        // Same handler key, new event type: only the stream marker's schema differs.
+        rt.charms().stop(&ids[0]).expect("stop");
+        rt.register_pattern(Pattern::new("counter", |b, _: Value| {
+            b.name("Counter")?;
+            let count = b.state("count", 0i64)?;
+            b.handler("increment", move |tx, _: Reset| count.update(tx, |n| n + 1))?;
+            Ok(())
+        }));
+        rt.charms().start(&ids[0]).expect("start");
+        let after = cache.get(&rt, &tools);
+        assert!(after.tools()[0].input_schema["properties"].get("amount").is_none(), "the new event has no amount");
+        assert_eq!(after.tools()[0].description, "Back to zero.");
+    }
+
+    #[test]
     fn a_changed_pattern_gives_a_fresh_catalog_for_pattern_tools() {
         let (rt, _) = runtime_with(0);
         let tools = json!({ "count": { "pattern": "counter" } });

@@ -88,7 +88,7 @@ fn handler_entry(key: &str, value: &Value, description: Option<&str>, out: &mut 
         Err(message) => return out.problem(key, unreadable(&link, message)),
     };
     let stored = match Kind::of(&marker) {
-        Kind::Stream(stored) => stored,
+        Kind::Stream { schema, .. } => schema,
         Kind::Data if out.reader.handler(&stream).is_some() => None,
         Kind::Data => return out.problem(key, EntryError::NotAStream(stream.to_string())),
     };
@@ -133,7 +133,7 @@ fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, 
         out.push_read_tool(key, &name, &root, &fields, charm.clone());
     }
     for (field, kind) in &fields {
-        let Kind::Stream(stored) = kind else { continue };
+        let Kind::Stream { schema: stored, .. } = kind else { continue };
         let stream = root.child(field.clone());
         let schema = out.schemas.of_stream(&mut out.reader, &stream, stored.as_ref());
         let description = description.map(|d| format!("{d} - {field}"));
