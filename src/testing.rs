@@ -166,7 +166,7 @@ impl Tools {
                     display: t.display.clone(),
                     wire: t.wire.clone(),
                     description: t.description.clone(),
-                    schema: t.input_schema.clone(),
+                    schema: (*t.input_schema).clone(),
                 })
                 .collect(),
         )

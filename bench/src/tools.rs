@@ -3,12 +3,16 @@
 //! * `catalog-100x10`: build the tool catalog of 100 charms with 10 handlers each
 //!   (≤ 1 ms): introspect each charm's result, prepare 1000 input schemas, allocate
 //!   1000 wire names.
+//! * `catalog-reuse-100x10`: what a dialog round pays for the same catalog when nothing
+//!   changed: `CatalogCache` asks every question the build asked again and finds the
+//!   same answers.
 //! * `tool-call`: one tool call without a model (≤ 20 µs median): look the tool up,
 //!   validate the arguments against its schema, run the handler in a transaction, commit,
 //!   re-run the derived label, and build the result snapshot and change summary.
 //! * `dialog-round`: the dialog's own overhead per round with an instant model
 //!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
-//!   including catalog builds, message storage, tool invocation and request bookkeeping.
+//!   including the catalog (reused when unchanged, after checking what it was built from),
+//!   message storage, tool invocation and request bookkeeping.
 //!   Each sample starts a fresh conversation.
 //!
 //! All on an in-memory space. Trellis only: no peer has charms, so there is no ratio.
@@ -18,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trellis_builtins::catalog::Catalog;
+use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::dialog::{DialogHandle, LlmDialog};
 use trellis_builtins::message::{Message, Role};
 use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
@@ -39,8 +43,12 @@ const CHARMS: usize = 100;
 
 fn run(config: &RunConfig) -> Vec<Measurement> {
     type Scenario = (&'static str, fn(&RunConfig) -> Stats);
-    let scenarios: [Scenario; 3] =
-        [("catalog-100x10", catalog_build), ("tool-call", tool_call), ("dialog-round", dialog_round)];
+    let scenarios: [Scenario; 4] = [
+        ("catalog-100x10", catalog_build),
+        ("catalog-reuse-100x10", catalog_reuse),
+        ("tool-call", tool_call),
+        ("dialog-round", dialog_round),
+    ];
     scenarios
         .into_iter()
         .map(|(name, measure)| harness::run_guarded(config, SUITE.name, name, "trellis", || measure(config)))
@@ -85,7 +93,8 @@ fn counter_pattern() -> Pattern {
     })
 }
 
-fn catalog_build(config: &RunConfig) -> Stats {
+/// A runtime with `CHARMS` wide charms, and the `tools` map listing them all.
+fn wide_charms() -> (Runtime, serde_json::Value) {
     let rt = Runtime::in_memory();
     rt.register_pattern(wide_pattern());
     let mut entries = serde_json::Map::new();
@@ -93,10 +102,25 @@ fn catalog_build(config: &RunConfig) -> Stats {
         let id = rt.charms().create("wide", json!({})).expect("tools: create a charm");
         entries.insert(id.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
     }
-    let tools = serde_json::Value::Object(entries);
+    (rt, serde_json::Value::Object(entries))
+}
+
+fn catalog_build(config: &RunConfig) -> Stats {
+    let (rt, tools) = wide_charms();
     harness::measure(config.budget(BUDGET), || {
         let (catalog, took) = harness::time(|| Catalog::build(&rt, &tools));
         assert_eq!(catalog.len(), CHARMS * HANDLERS, "tools: every handler is a tool");
+        took
+    })
+}
+
+fn catalog_reuse(config: &RunConfig) -> Stats {
+    let (rt, tools) = wide_charms();
+    let cache = CatalogCache::default();
+    let built = cache.get(&rt, &tools);
+    harness::measure(config.budget(BUDGET), || {
+        let (catalog, took) = harness::time(|| cache.get(&rt, &tools));
+        assert!(Arc::ptr_eq(&catalog, &built), "tools: nothing changed, so the catalog is reused");
         took
     })
 }

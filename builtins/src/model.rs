@@ -19,8 +19,8 @@ pub struct ToolSpec {
     pub display_name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments (always an object schema).
-    pub input_schema: serde_json::Value,
+    /// JSON Schema of the arguments (always an object schema), shared with the catalog.
+    pub input_schema: std::sync::Arc<serde_json::Value>,
 }
 
 /// One request to a model.

@@ -248,7 +248,7 @@ mod tests {
             name: name.into(),
             display_name: name.into(),
             description: String::new(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         }
     }
 

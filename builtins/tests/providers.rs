@@ -885,13 +885,14 @@ fn conversation() -> ModelRequest {
                 name: "read_file".into(),
                 display_name: "read_file".into(),
                 description: "Read a file".into(),
-                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                input_schema:
+                    json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}).into(),
             },
             ToolSpec {
                 name: "Counter_increment".into(),
                 display_name: "Counter.increment".into(),
                 description: "`increment` handler from `Counter`".into(),
-                input_schema: json!({"type": "object", "properties": {}}),
+                input_schema: json!({"type": "object", "properties": {}}).into(),
             },
         ],
         max_tokens: Some(100),

@@ -115,7 +115,7 @@ impl ServerHandler for TrellisMcp {
             .tools()
             .iter()
             .map(|tool| {
-                let schema = match &tool.input_schema {
+                let schema = match &*tool.input_schema {
                     Value::Object(map) => map.clone(),
                     _ => Map::new(),
                 };

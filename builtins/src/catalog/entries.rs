@@ -4,24 +4,24 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use trellis_runner::link::{is_stream, stream_approval};
-use trellis_runner::{Link, Read, Runtime, Value as Stored, NAME};
+use trellis_runner::link::stream_approval;
+use trellis_runner::{Link, Path, NAME};
 
 use super::naming;
+use super::reads::{Field, Kind, Reader, Shape};
 use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
 use crate::text::json_kind as kind;
-
-/// The fields of a stored object.
-type StoredMap = imbl::OrdMap<Arc<str>, Stored>;
 
 /// A tool before wire names are assigned.
 pub(super) struct Draft {
     pub(super) display: String,
     pub(super) identity: String,
     pub(super) description: String,
-    pub(super) prepared: PreparedSchema,
+    /// The prepared input schema, shared with the other tools that have the same one.
+    pub(super) schema: Arc<Value>,
+    pub(super) shape: InputShape,
     pub(super) target: ToolTarget,
     pub(super) entry: String,
     pub(super) charm: Option<String>,
@@ -30,38 +30,35 @@ pub(super) struct Draft {
     pub(super) approval: Option<String>,
 }
 
-/// A stream that becomes a tool: where it is, its schema, its approval policy.
-struct StreamSource {
-    stream: Link,
-    schema: StreamSchema,
-    approval: Option<String>,
-}
-
-/// Collects the tools and problems of all entries.
-#[derive(Default)]
-pub(super) struct Extraction {
+/// Collects the tools and problems of all entries, reading the runtime through `reader`.
+pub(super) struct Extraction<'a> {
     pub(super) drafts: Vec<Draft>,
     pub(super) problems: Vec<Problem>,
     pub(super) schemas: SchemaCache,
+    pub(super) reader: Reader<'a>,
 }
 
-impl Extraction {
+impl<'a> Extraction<'a> {
+    pub(super) fn new(reader: Reader<'a>) -> Self {
+        Extraction { drafts: Vec::new(), problems: Vec::new(), schemas: SchemaCache::default(), reader }
+    }
+
     pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
         tracing::warn!(entry, %error, "tool entry skipped");
         self.problems.push(Problem { entry: entry.to_string(), error });
     }
 }
 
-pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Extraction) {
+pub(super) fn extract_entry(key: &str, entry: &Value, out: &mut Extraction) {
     // An entry may itself be a link (to an entry object stored elsewhere).
     let linked;
     let entry = match Link::from_json(entry) {
-        Some(link) => match rt.read(&link) {
+        Some(link) => match out.reader.read(&link) {
             Ok(value) => {
                 linked = value.to_json();
                 &linked
             }
-            Err(e) => return out.problem(key, unreadable(&link, e)),
+            Err(message) => return out.problem(key, unreadable(&link, message)),
         },
         None => entry,
     };
@@ -74,45 +71,46 @@ pub(super) fn extract_entry(rt: &Runtime, key: &str, entry: &Value, out: &mut Ex
         .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
         .collect();
     match targets.as_slice() {
-        ["handler"] => handler_entry(rt, key, &fields["handler"], description, out),
+        ["handler"] => handler_entry(key, &fields["handler"], description, out),
         [HUMAN_INPUT_ENTRY] => human_input_entry(key, description, out),
         ["charm"] => {
             let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
-            charm_entry(rt, key, &fields["charm"], description, read, out)
+            charm_entry(key, &fields["charm"], description, read, out)
         }
-        ["pattern"] => pattern_entry(rt, key, fields, description, out),
+        ["pattern"] => pattern_entry(key, fields, description, out),
         [] => out.problem(key, EntryError::Target("none".into())),
         many => out.problem(key, EntryError::Target(many.join(" and "))),
     }
 }
 
 /// `{"handler": LINK}`: one tool named by the entry key.
-fn handler_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
+fn handler_entry(key: &str, value: &Value, description: Option<&str>, out: &mut Extraction) {
     let Some(link) = Link::from_json(value) else {
         let found = short(value);
         return out.problem(key, EntryError::NotALink { field: "handler", also: "", found });
     };
-    let (stream, marker) = match rt.resolve(&link) {
+    let (stream, marker) = match out.reader.resolve(&link) {
         Ok(found) => found,
-        Err(e) => return out.problem(key, unreadable(&link, e)),
+        Err(message) => return out.problem(key, unreadable(&link, message)),
     };
-    if !is_stream(&marker) && rt.handler(&stream).is_none() {
+    let kind = Kind::of(&marker);
+    if kind == Kind::Data && out.reader.handler(&stream).is_none() {
         return out.problem(key, EntryError::NotAStream(stream.to_string()));
     }
-    let source = out.source(rt, stream, &marker);
-    let charm = rt.charms().record(&source.stream.doc).map(|_| source.stream.doc.to_string());
-    let charm_name = charm.as_ref().map(|id| rt.charms().name(id));
+    let charm = out.reader.is_charm(&stream.doc).then(|| stream.doc.to_string());
+    let charm_name = charm.as_ref().map(|_| out.reader.charm_name(&stream.doc));
+    let source = out.source(stream, &kind);
     let description = description.map(str::to_string);
     out.push_stream_tool(key, key.to_string(), source, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
-fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
+fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, out: &mut Extraction) {
     let link = match (Link::from_json(value), value) {
         (Some(link), _) => link,
-        (None, Value::String(id)) => match rt.charms().find(id) {
-            Ok(doc) => rt.charms().result(&doc),
-            Err(e) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message: e.to_string() }),
+        (None, Value::String(id)) => match out.reader.find_charm(id) {
+            Ok(doc) => Link::new(doc, Path::root()),
+            Err(message) => return out.problem(key, EntryError::Unreadable { at: id.clone(), message }),
         },
         (None, other) => {
             let also = " or a charm id (was the map read with its links resolved?)";
@@ -121,41 +119,59 @@ fn charm_entry(rt: &Runtime, key: &str, value: &Value, description: Option<&str>
     };
     // Only the top level is read: its streams are markers, and nested links (data fields
     // pointing elsewhere) are not followed for detection.
-    let (root, result) = match rt.resolve(&link) {
-        Ok(found) => found,
-        Err(e) => return out.problem(key, unreadable(&link, e)),
+    let (root, fields) = match out.reader.shape(&link) {
+        Ok((root, Shape::Fields(fields))) => (root, fields),
+        Ok((root, Shape::NotAnObject(found))) => {
+            return out.problem(key, EntryError::NotACharm { at: root.to_string(), found })
+        }
+        Err(message) => return out.problem(key, unreadable(&link, message)),
     };
-    let Some(fields) = result.as_object() else {
-        return out.problem(key, EntryError::NotACharm { at: root.to_string(), found: result.kind() });
-    };
-    let name = rt
+    let name = out
+        .reader
         .read(&root.child(NAME))
         .ok()
         .and_then(|n| n.as_str().map(str::to_string))
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| key.to_string());
-    let charm = rt.charms().record(&root.doc).map(|_| root.doc.to_string());
+    let charm = out.reader.is_charm(&root.doc).then(|| root.doc.to_string());
     if read {
-        out.push_read_tool(key, &name, &root, fields, charm.clone());
+        out.push_read_tool(key, &name, &root, &fields, charm.clone());
     }
-    for (field, value) in fields {
-        if field.starts_with('$') || !is_stream(value) {
+    for (field, kind) in &fields {
+        if *kind == Kind::Data {
             continue;
         }
-        let source = out.source(rt, root.child(field.clone()), value);
+        let source = out.source(root.child(field.clone()), kind);
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
         out.push_stream_tool(key, display, source, description, Some(&name), charm.clone());
     }
 }
 
-impl Extraction {
+/// A stream that becomes a tool: where it is, its schema, its approval policy.
+struct StreamSource {
+    stream: Link,
+    schema: Arc<StreamSchema>,
+    approval: Option<String>,
+}
+
+impl Extraction<'_> {
+    /// What the stream at `stream`, of `kind` (its marker; data when the handler is only
+    /// registered), offers as a tool.
+    fn source(&mut self, stream: Link, kind: &Kind) -> StreamSource {
+        let (stored, approval) = match kind {
+            Kind::Stream { marker, schema } => (schema.clone(), stream_approval(marker).map(str::to_string)),
+            Kind::Data => (None, None),
+        };
+        let schema = self.schemas.of_stream(&mut self.reader, &stream, stored.as_ref());
+        StreamSource { stream, schema, approval }
+    }
+
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
     /// a handler called `read`), taking an optional `path` into the charm's data.
-    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &StoredMap, charm: Option<String>) {
-        let data: Vec<&str> =
-            fields.iter().filter(|(k, v)| !k.starts_with('$') && !is_stream(v)).map(|(k, _)| &**k).collect();
-        let key = if fields.contains_key("read") { "read_data" } else { "read" };
+    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &[Field], charm: Option<String>) {
+        let data: Vec<&str> = fields.iter().filter(|(_, kind)| *kind == Kind::Data).map(|(k, _)| &**k).collect();
+        let key = if fields.iter().any(|(k, _)| &**k == "read") { "read_data" } else { "read" };
         let schema = json!({
             "type": "object",
             "properties": {
@@ -169,19 +185,14 @@ impl Extraction {
             display: naming::display_name(name, key),
             identity: format!("{root}#read"),
             description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
-            prepared: PreparedSchema { schema, shape: InputShape::Object },
+            schema: Arc::new(schema),
+            shape: InputShape::Object,
             target: ToolTarget::Read { charm: root.clone() },
             entry: entry.to_string(),
             charm,
             unchecked: false,
             approval: None,
         });
-    }
-
-    /// What a stream whose stored value is `marker` offers as a tool.
-    fn source(&mut self, rt: &Runtime, stream: Link, marker: &Stored) -> StreamSource {
-        let schema = self.schemas.of_stream(rt, &stream, marker);
-        StreamSource { approval: stream_approval(marker).map(str::to_string), stream, schema }
     }
 
     /// Adds the tool of one stream. `description` is the entry's (already combined with
@@ -197,12 +208,12 @@ impl Extraction {
         charm: Option<String>,
     ) {
         let StreamSource { stream, schema, approval } = source;
-        let prepared = match schema.prepared {
-            Ok(prepared) => prepared,
-            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source }),
+        let (prepared, shape) = match &schema.prepared {
+            Ok((prepared, shape)) => (prepared.clone(), *shape),
+            Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source: source.clone() }),
         };
         let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
-        let mut description = description.or(schema.description).unwrap_or_else(|| match owner {
+        let mut description = description.or_else(|| schema.description.clone()).unwrap_or_else(|| match owner {
             Some(owner) => format!("{key} handler from {owner}"),
             None => format!("{key} handler"),
         });
@@ -216,7 +227,8 @@ impl Extraction {
             display,
             identity: stream.to_string(),
             description,
-            prepared,
+            schema: prepared,
+            shape,
             target: ToolTarget::Handler { stream },
             entry: entry.to_string(),
             charm,
@@ -261,7 +273,8 @@ fn human_input_entry(key: &str, description: Option<&str>, out: &mut Extraction)
             },
             str::to_string,
         ),
-        prepared: PreparedSchema { schema, shape: InputShape::Object },
+        schema: Arc::new(schema),
+        shape: InputShape::Object,
         target: ToolTarget::HumanInput,
         entry: key.to_string(),
         charm: None,
@@ -272,13 +285,7 @@ fn human_input_entry(key: &str, description: Option<&str>, out: &mut Extraction)
 
 /// `{"pattern": "id"}`, `{"pattern": {"id": .., "extraParams": {..}}}` (or `extraParams`
 /// beside `pattern`).
-fn pattern_entry(
-    rt: &Runtime,
-    key: &str,
-    fields: &Map<String, Value>,
-    description: Option<&str>,
-    out: &mut Extraction,
-) {
+fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&str>, out: &mut Extraction) {
     let spec = &fields["pattern"];
     let (id, params) = match spec {
         Value::String(id) => (id.as_str(), fields.get("extraParams")),
@@ -300,7 +307,7 @@ fn pattern_entry(
             return out.problem(key, EntryError::Pattern(message));
         }
     };
-    let Some(pattern) = rt.patterns().get(id) else {
+    let Some(pattern) = out.reader.pattern(id) else {
         return out.problem(key, EntryError::Pattern(format!("unknown pattern `{id}`")));
     };
     let prepared = match pattern_schema(pattern.argument_schema(), &prefilled) {
@@ -316,7 +323,8 @@ fn pattern_entry(
         display: key.to_string(),
         identity: format!("pattern:{key}"),
         description,
-        prepared,
+        schema: Arc::new(prepared.schema),
+        shape: prepared.shape,
         target: ToolTarget::Pattern { id: id.to_string(), prefilled },
         entry: key.to_string(),
         charm: None,
@@ -372,8 +380,8 @@ fn rename_property(schema: &mut Value, from: &str, to: &str) {
     }
 }
 
-fn unreadable(link: &Link, error: trellis_runner::Error) -> EntryError {
-    EntryError::Unreadable { at: link.to_string(), message: error.to_string() }
+fn unreadable(link: &Link, message: String) -> EntryError {
+    EntryError::Unreadable { at: link.to_string(), message }
 }
 
 /// A value for an error message: compact and cut short.

@@ -12,8 +12,9 @@
 //! timeout) is an [`ToolOutput::ErrorText`] the model can read and act on.
 //!
 //! **Timeouts.** Handlers are synchronous and run inside [`Runtime::send`], so the send
-//! runs on Tokio's blocking pool: the timeout fires even while a slow handler runs (see
-//! [`Catalog::inline_handlers`] for the cheaper alternative). A handler cannot be
+//! runs on a handler thread (the `workers` module, kept awake between calls of a burst):
+//! the timeout fires even while a slow handler runs (see [`Catalog::inline_handlers`]
+//! for running on the caller's thread instead). A handler cannot be
 //! interrupted, though: after a timeout it still finishes, and if it succeeds its change
 //! is committed (the error text says so). Pattern tools are timed
 //! while their result settles (async builtin work); building the charm is synchronous
@@ -26,7 +27,7 @@ use tracing::Instrument;
 use trellis_runner::{DocId, Link, Path, Runtime};
 
 use super::summary::{changes, snapshot};
-use super::{Catalog, Tool, ToolTarget};
+use super::{workers, Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
 
 /// How many validation errors an error text lists.
@@ -136,7 +137,7 @@ impl Catalog {
 
 impl Tool {
     /// Calls this tool (see the module docs), inside a `tool_call` tracing span; the
-    /// handler runs on Tokio's blocking pool (see [`Catalog::inline_handlers`]).
+    /// handler runs on a handler thread (see [`Catalog::inline_handlers`]).
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
         self.call(rt, arguments, timeout, false).await
     }
@@ -298,18 +299,18 @@ async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duratio
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
     let outcome = if inline {
-        tokio::time::timeout(timeout, rt.send(stream, event)).await.map(Ok)
+        tokio::time::timeout(timeout, rt.send(stream, event)).await.map(Some)
     } else {
         let (rt, stream) = (rt.clone(), stream.clone());
-        // The handler runs synchronously inside `send`: on a blocking thread it cannot
+        // The handler runs synchronously inside `send`: on a worker thread it cannot
         // keep the timer below from firing.
-        let task = tokio::task::spawn_blocking(move || futures::executor::block_on(rt.send(&stream, event)));
-        tokio::time::timeout(timeout, task).await
+        let job = workers::run(move || futures::executor::block_on(rt.send(&stream, event)));
+        tokio::time::timeout(timeout, workers::result(job)).await
     };
     match outcome {
-        Ok(Ok(Ok(_sent))) => Ok(()),
-        Ok(Ok(Err(error))) => Err(format!("failed: {error}")),
-        Ok(Err(join)) => Err(format!("failed: the call stopped unexpectedly: {join}")),
+        Ok(Some(Ok(_sent))) => Ok(()),
+        Ok(Some(Err(error))) => Err(format!("failed: {error}")),
+        Ok(None) => Err("failed: the handler stopped unexpectedly (it panicked)".into()),
         Err(_) if inline => Err(format!("timed out after {timeout:?} waiting for the handler to run")),
         Err(_) => Err(format!(
             "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"

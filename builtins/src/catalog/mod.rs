@@ -47,12 +47,14 @@
 pub mod naming;
 pub mod schema;
 
+mod cache;
 mod entries;
 mod invoke;
+mod reads;
 mod schema_cache;
 mod summary;
+mod workers;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Map, Value};
@@ -60,9 +62,11 @@ use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
 use entries::{extract_entry, Draft, Extraction};
-use naming::WireNames;
+use naming::{FastMap, FastSet};
+use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
+pub use cache::CatalogCache;
 pub use entries::HUMAN_INPUT_ENTRY;
 pub use invoke::{Approved, Invocation};
 
@@ -73,11 +77,11 @@ pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<Tool>,
-    by_wire: HashMap<String, usize>,
+    by_wire: FastMap<String, usize>,
     /// Display name → index; `None` when several tools share the display name.
-    by_display: HashMap<String, Option<usize>>,
+    by_display: FastMap<String, Option<usize>>,
     problems: Vec<Problem>,
-    /// Run handlers on the calling task rather than Tokio's blocking pool.
+    /// Run handlers on the calling task rather than a handler thread.
     inline_handlers: bool,
 }
 
@@ -90,8 +94,9 @@ pub struct Tool {
     pub wire: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// The prepared input schema (always an object schema).
-    pub input_schema: Value,
+    /// The prepared input schema (always an object schema), shared by the tools that
+    /// have the same one (the handlers of many charms of one pattern).
+    pub input_schema: Arc<Value>,
     /// Whether the arguments are the event or wrap it in `value`.
     pub shape: InputShape,
     /// What calling the tool does.
@@ -212,7 +217,16 @@ impl Catalog {
     /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
     /// order, and a charm's tools in key order, so the catalog is deterministic.
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        let mut out = Extraction::default();
+        Catalog::build_with(Reader::new(rt, false), tools).0
+    }
+
+    /// Builds the catalog, and says what it read (see [`CatalogCache`]).
+    fn build_reading(rt: &Runtime, tools: &Value) -> (Catalog, Reads) {
+        Catalog::build_with(Reader::new(rt, true), tools)
+    }
+
+    fn build_with(reader: Reader<'_>, tools: &Value) -> (Catalog, Reads) {
+        let mut out = Extraction::new(reader);
         match tools {
             Value::Null => {}
             Value::Object(map) => {
@@ -220,19 +234,19 @@ impl Catalog {
                 keys.sort();
                 for key in keys {
                     if let Some(entry) = map.get(key) {
-                        extract_entry(rt, key, entry, &mut out);
+                        extract_entry(key, entry, &mut out);
                     }
                 }
             }
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
-        Catalog::from_drafts(out)
+        let Extraction { drafts, problems, reader, .. } = out;
+        (Catalog::from_drafts(drafts, problems), reader.into_reads())
     }
 
-    fn from_drafts(out: Extraction) -> Catalog {
-        let Extraction { drafts, problems, .. } = out;
+    fn from_drafts(drafts: Vec<Draft>, problems: Vec<Problem>) -> Catalog {
         // The same stream listed twice under the same name is one tool.
-        let mut seen = HashSet::new();
+        let mut seen = FastSet::with_capacity_and_hasher(drafts.len(), Default::default());
         let keep: Vec<bool> = drafts
             .iter()
             .map(|d| {
@@ -245,37 +259,45 @@ impl Catalog {
             .collect();
         drop(seen);
         let drafts: Vec<Draft> = drafts.into_iter().zip(keep).filter_map(|(d, keep)| keep.then_some(d)).collect();
-        let names = WireNames::assign(drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())));
-        let mut catalog = Catalog { problems, ..Catalog::default() };
-        for (draft, entry) in drafts.into_iter().zip(names.entries()) {
+        let pairs: Vec<(&str, &str)> = drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())).collect();
+        let wires = naming::wire_names(&pairs);
+        drop(pairs);
+        let mut catalog = Catalog {
+            tools: Vec::with_capacity(drafts.len()),
+            by_wire: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
+            by_display: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
+            problems,
+            inline_handlers: false,
+        };
+        for (draft, wire) in drafts.into_iter().zip(wires) {
             let index = catalog.tools.len();
-            catalog.by_wire.insert(entry.wire.clone(), index);
+            catalog.by_wire.insert(wire.clone(), index);
             catalog.by_display.entry(draft.display.clone()).and_modify(|slot| *slot = None).or_insert(Some(index));
             catalog.tools.push(Tool {
                 display: draft.display,
-                wire: entry.wire.clone(),
+                suffixed: wire.contains('-'),
+                wire,
                 description: draft.description,
-                input_schema: draft.prepared.schema,
-                shape: draft.prepared.shape,
+                input_schema: draft.schema,
+                shape: draft.shape,
                 target: draft.target,
                 entry: draft.entry,
                 charm: draft.charm,
                 unchecked: draft.unchecked,
                 approval: draft.approval,
-                suffixed: entry.suffixed,
                 validator: Arc::default(),
             });
         }
         catalog
     }
 
-    /// Runs handler tools on the calling task instead of Tokio's blocking pool.
+    /// Runs handler tools on the calling task instead of a handler thread.
     ///
-    /// By default a handler runs on the blocking pool, so a call's timeout fires even
-    /// while a slow synchronous handler runs, and a slow handler never stalls the caller's
-    /// worker thread. Inline, a call saves the hand-off between threads (about 20 µs on a
-    /// small machine) but its timeout only covers waiting (for a busy engine, for
-    /// durability), never a handler that is running. For benchmarks and trusted handlers.
+    /// By default a handler runs on a handler thread (kept awake between the calls of a
+    /// burst), so a call's timeout fires even while a slow synchronous handler runs, and a
+    /// slow handler never stalls the caller's worker thread. Inline, a call saves the
+    /// hand-off between threads (a few µs) but its timeout only covers waiting (for a busy
+    /// engine, for durability), never a handler that is running. For trusted handlers.
     pub fn inline_handlers(mut self, inline: bool) -> Self {
         self.inline_handlers = inline;
         self

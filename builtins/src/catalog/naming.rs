@@ -19,7 +19,7 @@
 //! Names depend only on the set of (display, identity) pairs, never on their order.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::Hasher;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The longest wire name providers accept.
 pub const MAX_WIRE_LEN: usize = 64;
@@ -92,6 +92,59 @@ impl Hasher for StableHasher {
     }
 }
 
+/// The hash of the catalog's own lookup tables: FxHash (the multiply-rotate hash rustc
+/// uses), a word at a time, several times cheaper than SipHash on tool names. Not
+/// resistant to crafted collisions, which only the space's own charms could craft; not
+/// stable across versions either, so wire names use [`StableHasher`].
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+impl FastHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        // The table indexes by the low bits: bring the well-mixed high bits down.
+        self.0.rotate_left(26)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut buf = [0u8; 8];
+            buf.copy_from_slice(word);
+            self.add(u64::from_le_bytes(buf));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+/// A hash map of the catalog's own, with [`FastHasher`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// A hash set of the catalog's own, with [`FastHasher`].
+pub(crate) type FastSet<T> = HashSet<T, BuildHasherDefault<FastHasher>>;
+
 /// One allocated tool name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireEntry {
@@ -126,38 +179,10 @@ impl WireNames {
         K: Into<String>,
     {
         let tools: Vec<(String, String)> = tools.into_iter().map(|(d, k)| (d.into(), k.into())).collect();
-        let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
-        let mut base_counts: HashMap<&str, usize> = HashMap::new();
-        for base in &bases {
-            *base_counts.entry(base.as_str()).or_default() += 1;
-        }
-
-        // Plain names: unique bases that fit. They contain no `-`, so they can never
-        // clash with suffixed names, and they are unique among themselves.
-        let mut wires: Vec<Option<String>> = bases
-            .iter()
-            .map(|base| {
-                (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone())
-            })
-            .collect();
-
-        // Suffixed names, allocated in an order that depends only on the entries
-        // themselves; a hash clash is resolved by salting the hash.
-        let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
-        pending.sort_by(|&a, &b| (&tools[a].1, &tools[a].0).cmp(&(&tools[b].1, &tools[b].0)));
-        let mut taken: HashSet<String> = HashSet::new();
-        for i in pending {
-            let wire = (0u64..)
-                .map(|salt| suffixed_name(&bases[i], &tools[i].1, salt))
-                .find(|name| !taken.contains(name))
-                .unwrap_or_else(|| bases[i].clone()); // unreachable: the range is unbounded
-            taken.insert(wire.clone());
-            wires[i] = Some(wire);
-        }
-
+        let borrowed: Vec<(&str, &str)> = tools.iter().map(|(d, k)| (d.as_str(), k.as_str())).collect();
+        let wires = wire_names(&borrowed);
         let mut names = WireNames::default();
         for ((display, identity), wire) in tools.into_iter().zip(wires) {
-            let wire = wire.unwrap_or_default();
             let index = names.entries.len();
             names.by_wire.insert(wire.clone(), index);
             names.by_identity.entry(identity.clone()).or_insert(index);
@@ -193,14 +218,55 @@ impl WireNames {
     }
 }
 
-/// `base` cut to fit, `-`, and six hex digits of the (salted) identity hash.
-fn suffixed_name(base: &str, identity: &str, salt: u64) -> String {
-    let hash = if salt == 0 { stable_hash(identity) } else { stable_hash(&format!("{identity}\u{0}{salt}")) };
+/// The wire names of `(display name, identity key)` pairs, in their order (see
+/// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
+pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
+    let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
+    let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(bases.len(), Default::default());
+    for base in &bases {
+        *base_counts.entry(base.as_str()).or_default() += 1;
+    }
+
+    // Plain names: unique bases that fit. They contain no `-`, so they can never clash
+    // with suffixed names, and they are unique among themselves.
+    let mut wires: Vec<Option<String>> = bases
+        .iter()
+        .map(|base| (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone()))
+        .collect();
+
+    // Suffixed names, allocated in an order that depends only on the entries themselves;
+    // a hash clash is resolved by salting the hash. A suffixed name is its cut base and
+    // its suffix, so those two tell names apart without building each candidate.
+    let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
+    pending.sort_by(|&a, &b| (tools[a].1, tools[a].0).cmp(&(tools[b].1, tools[b].0)));
+    let mut taken: FastSet<(&str, u64)> = FastSet::with_capacity_and_hasher(pending.len(), Default::default());
+    for i in pending {
+        let cut = cut_base(&bases[i]);
+        let suffix = (0u64..)
+            .map(|salt| suffix_of(tools[i].1, salt))
+            .find(|&suffix| taken.insert((cut, suffix)))
+            .unwrap_or_default(); // unreachable: the range is unbounded
+        wires[i] = Some(format!("{cut}-{suffix:06x}"));
+    }
+    wires.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// `base` cut to leave room for a suffix.
+fn cut_base(base: &str) -> &str {
     let keep = MAX_WIRE_LEN - SUFFIX_HEX - 1;
     // `base` is ASCII, so any byte index is a char boundary.
     let cut = base.get(..keep.min(base.len())).unwrap_or(base).trim_end_matches('_');
-    let cut = if cut.is_empty() { EMPTY_NAME } else { cut };
-    format!("{cut}-{:06x}", hash & 0x00ff_ffff)
+    if cut.is_empty() {
+        EMPTY_NAME
+    } else {
+        cut
+    }
+}
+
+/// Six hex digits' worth of the (salted) identity hash.
+fn suffix_of(identity: &str, salt: u64) -> u64 {
+    let hash = if salt == 0 { stable_hash(identity) } else { stable_hash(&format!("{identity}\u{0}{salt}")) };
+    hash & 0x00ff_ffff
 }
 
 #[cfg(test)]

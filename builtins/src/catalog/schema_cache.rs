@@ -1,20 +1,20 @@
 //! Prepared input schemas by content: the charms of one pattern share their handlers'
-//! schemas, so a catalog of many such charms prepares each schema once.
+//! schemas, so a catalog of many such charms prepares each schema once, and its tools
+//! share one prepared schema.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde_json::Value;
-use trellis_runner::link::STREAM_KEY;
-use trellis_runner::{Link, Runtime, Value as Stored};
+use trellis_runner::{Link, Value as Stored};
 
-use super::naming::StableHasher;
-use super::schema::{self, description_of, prepare_input_schema, PreparedSchema, SchemaError};
+use super::naming::FastMap;
+use super::reads::Reader;
+use super::schema::{description_of, prepare_input_schema, InputShape, SchemaError};
 
 /// A stream's event schema, prepared as an input schema.
-#[derive(Clone)]
 pub(super) struct StreamSchema {
-    pub(super) prepared: Result<PreparedSchema, SchemaError>,
+    /// The prepared schema (shared by every tool with this schema) and its shape.
+    pub(super) prepared: Result<(Arc<Value>, InputShape), SchemaError>,
     /// The schema's own description.
     pub(super) description: Option<String>,
     /// The handler declares no schema.
@@ -23,64 +23,66 @@ pub(super) struct StreamSchema {
 
 impl StreamSchema {
     pub(super) fn of(raw: &Value) -> StreamSchema {
-        StreamSchema { prepared: prepare_input_schema(raw), description: description_of(raw), unchecked: raw.is_null() }
+        StreamSchema {
+            prepared: prepare_input_schema(raw).map(|p| (Arc::new(p.schema), p.shape)),
+            description: description_of(raw),
+            unchecked: raw.is_null(),
+        }
     }
 }
 
-/// Prepared schemas by content. The charms of one pattern share their handlers' schemas,
-/// so a catalog of many such charms prepares each schema once.
+/// Prepared schemas by content, grouped by the key of the stream they were found at.
+///
+/// The key is what the charms of one pattern have in common, and comparing a schema with
+/// the few others seen under its key is cheaper than hashing it: the comparison stops at
+/// the first difference, and schemas shared within one document compare by pointer.
 #[derive(Default)]
-pub(super) struct SchemaCache(HashMap<u64, Vec<(Stored, StreamSchema)>>);
+pub(super) struct SchemaCache(FastMap<Arc<str>, Vec<(Stored, Arc<StreamSchema>)>>);
+
+/// How many different schemas are kept under one key: past that, a schema is prepared
+/// without looking (many patterns with a handler of the same name must not make every
+/// lookup compare with all of them).
+const PER_KEY: usize = 8;
 
 impl SchemaCache {
-    /// The schema of the stream at `stream`, whose stored value is `marker`: the schema
-    /// in the marker, else the running handler's, else none (an unchecked tool).
-    pub(super) fn of_stream(&mut self, rt: &Runtime, stream: &Link, marker: &Stored) -> StreamSchema {
-        let stored = marker
-            .as_object()
-            .and_then(|m| m.get(STREAM_KEY))
-            .and_then(Stored::as_object)
-            .and_then(|inner| inner.get("schema"))
-            .filter(|schema| !matches!(schema, Stored::Null));
+    /// The schema of the stream at `stream`, whose marker has the schema `stored`: that
+    /// one, else the running handler's, else none (an unchecked tool).
+    pub(super) fn of_stream(
+        &mut self,
+        reader: &mut Reader<'_>,
+        stream: &Link,
+        stored: Option<&Stored>,
+    ) -> Arc<StreamSchema> {
         match stored {
-            Some(schema) => self.prepare(schema),
-            None => StreamSchema::of(&rt.handler(stream).and_then(|h| h.schema).unwrap_or(Value::Null)),
+            Some(schema) => self.prepare(stream, schema),
+            None => Arc::new(StreamSchema::of(&reader.handler(stream).flatten().unwrap_or(Value::Null))),
         }
     }
 
-    fn prepare(&mut self, schema: &Stored) -> StreamSchema {
-        let mut hasher = StableHasher::default();
-        hash_stored(schema, &mut hasher, 0);
-        let bucket = self.0.entry(hasher.finish()).or_default();
-        if let Some((_, prepared)) = bucket.iter().find(|(known, _)| known == schema) {
+    fn prepare(&mut self, stream: &Link, schema: &Stored) -> Arc<StreamSchema> {
+        let key = stream.path.segments().last().cloned().unwrap_or_else(|| Arc::from(""));
+        let known = self.0.entry(key).or_default();
+        if let Some((_, prepared)) = known.iter().find(|(seen, _)| same(seen, schema)) {
             return prepared.clone();
         }
-        let prepared = StreamSchema::of(&schema.to_json());
-        bucket.push((schema.clone(), prepared.clone()));
+        let prepared = Arc::new(StreamSchema::of(&schema.to_json()));
+        if known.len() < PER_KEY {
+            known.push((schema.clone(), prepared.clone()));
+        }
         prepared
     }
 }
 
-/// Hashes a stored value (down to a bounded depth: equal values still hash alike).
-fn hash_stored(value: &Stored, hasher: &mut impl Hasher, depth: usize) {
-    if depth > schema::MAX_DEPTH {
-        return;
-    }
-    match value {
-        Stored::Null => 0u8.hash(hasher),
-        Stored::Bool(b) => (1u8, b).hash(hasher),
-        Stored::Number(n) => (2u8, n).hash(hasher),
-        Stored::String(s) => (3u8, s).hash(hasher),
-        Stored::Array(items) => {
-            (4u8, items.len()).hash(hasher);
-            items.iter().for_each(|item| hash_stored(item, hasher, depth + 1));
+/// Whether two stored values are equal. The same as `==`, which compares maps with imbl's
+/// diff iterator: on the small maps schemas are made of, setting that up costs more than
+/// the comparison itself.
+fn same(a: &Stored, b: &Stored) -> bool {
+    match (a, b) {
+        (Stored::Object(x), Stored::Object(y)) => {
+            x.ptr_eq(y)
+                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|((ka, va), (kb, vb))| ka == kb && same(va, vb)))
         }
-        Stored::Object(map) => {
-            (5u8, map.len()).hash(hasher);
-            for (key, item) in map {
-                key.hash(hasher);
-                hash_stored(item, hasher, depth + 1);
-            }
-        }
+        (Stored::Array(x), Stored::Array(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| same(a, b)),
+        _ => a == b,
     }
 }

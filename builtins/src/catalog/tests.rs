@@ -132,7 +132,8 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
                 "type": "object", "description": "Increase the count by `amount`.",
                 "properties": { "amount": { "type": "integer", "format": "int64", "description": "How much to add." } },
                 "required": ["amount"], "title": "Increment",
-            }),
+            })
+            .into(),
         }
     );
 }
@@ -314,7 +315,7 @@ async fn a_handler_without_schema_is_a_flagged_tool_that_passes_arguments_throug
     let tool = catalog.get("Raw.poke").expect("a tool without schema");
     assert!(tool.unchecked);
     assert_eq!(tool.description, format!("poke handler from Raw {UNCHECKED_NOTE}"));
-    assert_eq!(tool.input_schema, json!({ "type": "object", "properties": {} }));
+    assert_eq!(tool.input_schema, json!({ "type": "object", "properties": {} }).into());
     let done = catalog.invoke(&rt, "Raw_poke", json!({ "anything": [1, 2] }), TIMEOUT).await;
     assert!(!done.is_error(), "{done:?}");
     assert_eq!(seen.get(), Some(json!({ "anything": [1, 2] })));

@@ -37,6 +37,8 @@ mod interaction;
 mod keys;
 mod messages;
 mod request;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use trellis_runner::{Builder, Builtin, Cell, Link, Value};
 
-use crate::catalog::Catalog;
+use crate::catalog::{CatalogCache, ToolTarget};
 use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
 
@@ -198,6 +200,8 @@ pub(crate) struct DialogCells {
     pub request: Cell<RequestId>,
     pub error: Cell<Option<String>>,
     pub partial: Cell<String>,
+    /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
+    pub catalog: Arc<CatalogCache>,
 }
 
 impl DialogCells {
@@ -208,6 +212,7 @@ impl DialogCells {
             request: Cell::from_link(base.child(DialogOutput::Request.key())),
             error: Cell::from_link(base.child(DialogOutput::Error.key())),
             partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
+            catalog: Arc::default(),
             base,
         }
     }
@@ -279,6 +284,7 @@ impl Builtin for LlmDialog {
 
         let weak = b.runtime().downgrade();
         let tools_at = cells.inputs.child(DialogInput::Tools.key());
+        let catalogs = cells.catalog.clone();
         b.derive(&format!("{key}/{}", DialogOutput::FlattenedTools.key()), move |tx| {
             use trellis_runner::Read;
             let rt = weak.upgrade().ok_or_else(|| trellis_runner::Error::ComputationFailed {
@@ -286,12 +292,12 @@ impl Builtin for LlmDialog {
                 message: "the runtime is gone".into(),
             })?;
             let tools = tx.read(&tools_at)?.to_json();
-            let catalog = Catalog::build(&rt, &tools);
+            let catalog = catalogs.get(&rt, &tools);
             // Depend on what the catalog is made of (the tools map, each tool's stream
             // marker, each charm's name), not on the charms' data: a counter going up must
             // not rebuild the catalog.
             for tool in catalog.tools() {
-                if let crate::catalog::ToolTarget::Handler { stream } = &tool.target {
+                if let ToolTarget::Handler { stream } = &tool.target {
                     tx.read(stream)?;
                 }
                 if let Some(charm) = &tool.charm {

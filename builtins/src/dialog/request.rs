@@ -160,7 +160,8 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
         let model_spec = input(rt, cells, DialogInput::Model).as_str().unwrap_or("offline").to_string();
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
-        let catalog = Catalog::build(rt, &input(rt, cells, DialogInput::Tools));
+        // Rebuilt only when the tools changed (a charm renamed, attached, ...).
+        let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
         let request = ModelRequest {
             system: input(rt, cells, DialogInput::System).as_str().map(str::to_string),
             messages: prepare_for_provider(&messages),
@@ -204,7 +205,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
         }
 
         let timeout = settings.tool_timeout;
-        let catalog = &catalog;
+        let catalog = &*catalog;
         // Calls that need a person wait; the others run now, concurrently.
         let outputs = futures::future::join_all(calls.iter().map(|call| async move {
             match (&call.refused, asks(catalog, call)) {

@@ -333,7 +333,7 @@ mod tests {
             name: display.replace('.', "_"),
             display_name: display.into(),
             description: description.into(),
-            input_schema: schema,
+            input_schema: schema.into(),
         }
     }
 

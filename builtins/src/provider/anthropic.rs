@@ -531,7 +531,7 @@ mod tests {
             name: "Counter_increment".into(),
             display_name: "Counter.increment".into(),
             description: "Adds one".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         };
         let body = |tools: Vec<ToolSpec>, tool_choice| {
             request_body("m", 100, &ModelRequest { tools, tool_choice, ..ModelRequest::default() })
@@ -580,7 +580,7 @@ mod tests {
                 name: "read_file".into(),
                 display_name: "read_file".into(),
                 description: "Reads".into(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             }],
             max_tokens: None,
             tool_choice: Default::default(),

@@ -743,7 +743,7 @@ mod tests {
             name: "Counter_increment".into(),
             display_name: "Counter.increment".into(),
             description: "Adds one".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         };
         let body = |tools: Vec<ToolSpec>, tool_choice| {
             request_body("m", "max_tokens", &ModelRequest { tools, tool_choice, ..ModelRequest::default() })
@@ -782,7 +782,7 @@ mod tests {
                 name: "read_file".into(),
                 display_name: "read_file".into(),
                 description: "Reads a file".into(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             }],
             max_tokens: Some(50),
             tool_choice: Default::default(),

@@ -1,0 +1,83 @@
+//! The dialog's catalog between rounds: reused while its tools stand still, fresh when a
+//! charm changes name, in the requests and in `flattened_tools` alike.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::json;
+use trellis_runner::{Pattern, Runtime};
+
+use super::{DialogHandle, LlmDialog};
+use crate::message::Message;
+use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Answers every request with text, keeping the tool names each request offered.
+#[derive(Default)]
+struct Recorder {
+    offered: Mutex<Vec<Vec<String>>>,
+}
+
+impl Model for Recorder {
+    fn name(&self) -> String {
+        "recorder".into()
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        self.offered.lock().push(request.tools.iter().map(|t| t.name.clone()).collect());
+        let events =
+            vec![Ok(ModelEvent::TextDelta("ok".into())), Ok(ModelEvent::Finish { reason: "stop".into(), usage: None })];
+        Box::pin(async move { Ok(Box::pin(futures::stream::iter(events)) as EventStream) })
+    }
+}
+
+/// Add to the count.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Increment {
+    amount: i64,
+}
+
+#[tokio::test]
+async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
+    let rt = Runtime::in_memory();
+    let model = Arc::new(Recorder::default());
+    let shared: Arc<dyn Model> = model.clone();
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(shared.clone())))));
+    rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
+        b.name("Counter")?;
+        let count = b.state("count", 0i64)?;
+        b.handler("increment", move |tx, e: Increment| count.update(tx, |n| n + e.amount))?;
+        Ok(())
+    }));
+    rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
+        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
+        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "recorder", "tools": tools}))?;
+        Ok(())
+    }));
+    let counter = rt.charms().create("counter", json!({})).expect("create the counter");
+    let tools = json!({"c": {"charm": rt.charms().result(&counter).to_json()}});
+    let chat = rt.charms().create("chat", tools).expect("create the chat");
+    let base = rt.charms().result(&chat).child("dialog");
+    let dialog = DialogHandle::new(rt.clone(), base.clone());
+    let displays = || -> Vec<String> {
+        let flattened = dialog.flattened_tools();
+        let tools = flattened.as_array().cloned().unwrap_or_default();
+        tools.iter().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
+    };
+
+    dialog.say("hello", WAIT).await.expect("first round");
+    dialog.say("again", WAIT).await.expect("second round, nothing changed");
+    assert_eq!(displays(), ["Counter.increment"]);
+    rt.charms().rename(&counter, "Tally").expect("rename");
+    dialog.say("and now", WAIT).await.expect("third round, after the rename");
+    rt.settled(&base, WAIT).await.expect("flattened_tools settles");
+
+    assert_eq!(*model.offered.lock(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
+    assert_eq!(displays(), ["Tally.increment"], "flattened_tools follows the rename too");
+}
