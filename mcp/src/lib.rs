@@ -153,23 +153,20 @@ impl ServerHandler for TrellisMcp {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // Charms coming, going or renamed change the tools and the resources.
-        let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
         let charms = trellis_runner::Link::new(trellis_runner::charm::CHARMS_DOC, trellis_runner::Path::root());
-        self.rt.observe(&charms, move |_| changed.send(()).is_ok());
         let peer = context.peer;
-        tokio::spawn(async move {
-            while changes.recv().await.is_some() {
-                while changes.try_recv().is_ok() {}
-                let sent = match peer.notify_tool_list_changed().await {
-                    Ok(()) => peer.notify_resource_list_changed().await,
-                    Err(error) => Err(error),
-                };
-                if let Err(error) = sent {
-                    tracing::debug!(%error, "the client is gone; no more list changes");
-                    break;
+        notify_on_change(
+            &self.rt,
+            &charms,
+            || true,
+            move || {
+                let peer = peer.clone();
+                async move {
+                    peer.notify_tool_list_changed().await?;
+                    peer.notify_resource_list_changed().await
                 }
-            }
-        });
+            },
+        );
     }
 
     async fn list_resources(
@@ -229,24 +226,13 @@ impl ServerHandler for TrellisMcp {
         if !fresh {
             return Ok(());
         }
-        // The observer runs where the change commits; a task sends the notifications.
-        let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
         let (subscribed, watched) = (Arc::clone(&self.subscribed), uri.clone());
-        self.rt.observe(&self.rt.charms().result(&charm.as_str().into()), move |_| {
-            let still = subscribed.lock().is_ok_and(|s| s.contains(&watched));
-            still && changed.send(()).is_ok()
-        });
+        let still_subscribed = move || subscribed.lock().is_ok_and(|s| s.contains(&watched));
         let peer = context.peer;
-        tokio::spawn(async move {
-            while changes.recv().await.is_some() {
-                // Several changes that queued up are one update to read.
-                while changes.try_recv().is_ok() {}
-                let updated = ResourceUpdatedNotificationParam::new(uri.clone());
-                if let Err(error) = peer.notify_resource_updated(updated).await {
-                    tracing::debug!(%error, uri, "the client is gone; no more updates");
-                    break;
-                }
-            }
+        let charm = self.rt.charms().result(&charm.as_str().into());
+        notify_on_change(&self.rt, &charm, still_subscribed, move || {
+            let (peer, uri) = (peer.clone(), uri.clone());
+            async move { peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await }
         });
         Ok(())
     }
@@ -264,6 +250,31 @@ impl ServerHandler for TrellisMcp {
             .remove(&request.uri);
         Ok(())
     }
+}
+
+/// Sends `notify()` to the client after each change under `at`, while `watching()` holds
+/// and the client is there. The observer runs where the change commits, so it only
+/// signals a task, which sends; changes that queue up meanwhile make one notification.
+fn notify_on_change<N, F>(
+    rt: &Runtime,
+    at: &trellis_runner::Link,
+    watching: impl Fn() -> bool + Send + Sync + 'static,
+    notify: N,
+) where
+    N: Fn() -> F + Send + 'static,
+    F: std::future::Future<Output = Result<(), rmcp::ServiceError>> + Send,
+{
+    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+    rt.observe(at, move |_| watching() && changed.send(()).is_ok());
+    tokio::spawn(async move {
+        while changes.recv().await.is_some() {
+            while changes.try_recv().is_ok() {}
+            if let Err(error) = notify().await {
+                tracing::debug!(%error, "the client is gone; no more notifications");
+                break;
+            }
+        }
+    });
 }
 
 /// The tool that creates a charm. Its name has a `-` that no charm tool's wire name can
