@@ -35,6 +35,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::Catalog;
+use trellis_builtins::dialog::is_conversation;
 use trellis_builtins::message::ToolOutput;
 use trellis_runner::Runtime;
 
@@ -78,19 +79,13 @@ impl TrellisMcp {
         let mut entries = Map::new();
         for charm in self.rt.charms().list() {
             let result = self.rt.charms().result(&charm.id.as_str().into());
-            if is_chatbot(&self.rt, &result) {
+            if is_conversation(&self.rt, &result) {
                 continue;
             }
             entries.insert(charm.id.clone(), json!({ "charm": result.to_json() }));
         }
         Catalog::build(&self.rt, &Value::Object(entries))
     }
-}
-
-/// Whether the charm at `result` holds a dialog (a chatbot), whose streams are not tools.
-fn is_chatbot(rt: &Runtime, result: &trellis_runner::Link) -> bool {
-    use trellis_runner::Read;
-    rt.read(&result.child("dialog")).is_ok_and(|dialog| dialog.as_object().is_some())
 }
 
 impl ServerHandler for TrellisMcp {

@@ -62,6 +62,18 @@ pub use messages::prepare_for_provider;
 /// The builtin's id.
 pub const LLM_DIALOG: &str = "llm_dialog";
 
+/// The key under which a conversation charm (a chatbot) keeps its dialog.
+pub const DIALOG_KEY: &str = "dialog";
+
+/// Whether the charm whose result is at `result` is a conversation: it holds a dialog at
+/// [`DIALOG_KEY`]. Its streams are for the people talking, so it is no tool, no mention
+/// target, and not offered to other assistants.
+pub fn is_conversation(rt: &trellis_runner::Runtime, result: &Link) -> bool {
+    use trellis_runner::Read;
+    let request = result.child(DIALOG_KEY).child(DialogOutput::Request.key());
+    rt.read(&request).is_ok_and(|request| request != Value::Null)
+}
+
 /// Finds the model for a model string (`offline`, `scripted:PATH`, `openai:M`, ...).
 pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
 

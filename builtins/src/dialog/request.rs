@@ -207,8 +207,10 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
         let timeout = settings.tool_timeout;
         let catalog = &*catalog;
         // Calls that need a person wait; the others run now, concurrently.
-        let outputs = futures::future::join_all(calls.iter().map(|call| async move {
-            match (&call.refused, asks(catalog, call)) {
+        let asking: Vec<_> =
+            calls.iter().map(|call| if call.refused.is_some() { None } else { asks(catalog, call) }).collect();
+        let outputs = futures::future::join_all(calls.iter().zip(&asking).map(|(call, ask)| async move {
+            match (&call.refused, ask) {
                 (Some(reason), _) => Some(ToolOutput::ErrorText(reason.clone())),
                 (None, Some(_)) => None,
                 (None, None) => Some(catalog.invoke(rt, call.name(), call.input().clone(), timeout).await.output),
@@ -232,9 +234,9 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
         };
         let asked: Vec<Interaction> = calls
             .iter()
-            .filter(|call| call.refused.is_none())
-            .filter_map(|call| {
-                let (kind, prompt, options) = asks(catalog, call)?;
+            .zip(asking)
+            .filter_map(|(call, ask)| {
+                let (kind, prompt, options) = ask?;
                 let tool = catalog.get(call.name()).map_or(call.name(), |t| t.display.as_str()).to_string();
                 Some(Interaction {
                     call_id: call.id().to_string(),

@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use trellis_builtins::dialog::{DialogHandle, DialogOutput, Interaction, Resolve};
+use trellis_builtins::dialog::{is_conversation, DialogHandle, DialogOutput, Interaction, Resolve, DIALOG_KEY};
 use trellis_builtins::message::Message;
 use trellis_runner::link::is_stream;
 use trellis_runner::{DocId, Read as _, Runtime};
@@ -118,7 +118,7 @@ impl ChatbotField {
     /// The key in the charm's result.
     pub fn key(self) -> &'static str {
         match self {
-            ChatbotField::Dialog => "dialog",
+            ChatbotField::Dialog => DIALOG_KEY,
             ChatbotField::Messages => "messages",
             ChatbotField::Attachments => "attachments",
             ChatbotField::Model => "model",
@@ -218,9 +218,19 @@ impl Chatbot {
         self.rt.read(&at).map(|v| v.to_json()).unwrap_or_default()
     }
 
+    /// The charms a message can mention: every charm but conversations.
+    fn targets(&self) -> Vec<trellis_runner::CharmInfo> {
+        let charms = self.rt.charms();
+        charms
+            .list()
+            .into_iter()
+            .filter(|c| !is_conversation(&self.rt, &charms.result(&c.id.as_str().into())))
+            .collect()
+    }
+
     /// The names of the charms a message can mention: every charm but chatbots.
     pub fn mentionable(&self) -> Vec<String> {
-        self.rt.charms().list().into_iter().filter(|c| !is_chatbot(&self.rt, &c.id)).map(|c| c.name).collect()
+        self.targets().into_iter().map(|c| c.name).collect()
     }
 
     /// Attaches `charm` under `name`: its handlers become the model's tools.
@@ -237,7 +247,7 @@ impl Chatbot {
     /// Attaches every charm `text` mentions (all charms of a mentioned name); returns the
     /// names mentioned. An unknown mention is an error and attaches nothing.
     pub async fn attach_mentions(&self, text: &str) -> Result<Vec<String>, ChatbotError> {
-        let charms: Vec<_> = self.rt.charms().list().into_iter().filter(|c| !is_chatbot(&self.rt, &c.id)).collect();
+        let charms = self.targets();
         let names: Vec<&str> = charms.iter().map(|c| c.name.as_str()).collect();
         let mentioned = mentions(text, &names)?;
         for name in &mentioned {
@@ -338,9 +348,4 @@ fn missing_keys(rt: &Runtime, charm: &str) -> Vec<String> {
         }
     }
     missing
-}
-
-/// Whether the charm keeps the chatbot contract (chatbots are never mention targets).
-fn is_chatbot(rt: &Runtime, charm: &str) -> bool {
-    missing_keys(rt, charm).is_empty()
 }
