@@ -186,16 +186,32 @@ fn tab_completes_a_mention_and_the_tool_call_shows_inline() {
 }
 
 #[test]
-fn a_call_waiting_for_approval_is_answered_at_the_prompt() {
+fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     let s = common::space();
     let mut t = Terminal::chat(&s.path, &[], &[]);
     t.expect("> ");
+    // An approval, answered at its own prompt.
     t.send("@Notes delete note 1\r");
     t.expect("waiting for your approval: Notes.delete");
-    t.expect("/approve [CALL], /deny [CALL] REASON or /answer [CALL] TEXT");
-    t.expect("> ");
-    t.send("/deny not that one\r");
+    t.expect("approve Notes.delete? [y/N, or why not] ");
+    t.send("not that one\r");
     t.expect("the user denied this call: not that one");
+    t.expect("> ");
+    // The model's question, answered in words.
+    t.send("ask me what my favourite colour is\r");
+    t.expect("the model asks (call ");
+    t.expect("your answer: ");
+    t.send("blue\r");
+    t.expect(r#"{"answer":"blue"}"#);
+    t.expect("> ");
+    // Ctrl-C at the question leaves the call waiting for a command.
+    t.send("@Notes delete note 1\r");
+    t.expect("approve Notes.delete? [y/N, or why not] ");
+    t.send("\u{3}");
+    t.expect("(left waiting");
+    t.expect("> ");
+    t.send("/deny keep it\r");
+    t.expect("the user denied this call: keep it");
     t.expect("> ");
     t.send("\u{4}"); // Ctrl-D
     assert_eq!(t.exit_code(), 0);

@@ -20,6 +20,7 @@ use self::completion::{CtrlC, Helper};
 use self::follow::Outcome;
 use super::chat::{Reply, Session};
 use super::Format;
+use trellis_builtins::dialog::InteractionKind;
 
 const PROMPT: &str = "> ";
 
@@ -71,11 +72,58 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
         // History is a convenience: failing to record a line is no reason to stop.
         let _ = editor.add_history_entry(line);
         interrupted = false;
-        match step(&session, &mut chips, line).await {
+        let mut outcome = step(&session, &mut chips, line).await;
+        // Calls waiting for the user are asked about right here, one prompt each.
+        while matches!(outcome, Ok(Outcome::Done)) && !session.interactions().is_empty() {
+            outcome = match ask(&mut editor, &session).await {
+                Ok(Some(sent)) => answered(&session, sent).await,
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+        }
+        match outcome {
             Ok(Outcome::Done) => {}
             Ok(Outcome::Cancelled) => interrupted = true,
             Ok(Outcome::Quit) => return Ok(()),
             Err(e) => emit(&format!("error: {e:#}")),
+        }
+    }
+}
+
+/// Asks the user about the first waiting call until an answer is taken; the index the
+/// messages of what follows start at, or `None` when the user leaves it waiting (Ctrl-C
+/// or Ctrl-D at the question).
+async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> anyhow::Result<Option<usize>> {
+    let Some(waiting) = session.interactions().into_iter().next() else { return Ok(None) };
+    let question = match waiting.kind {
+        InteractionKind::Approval => format!("approve {}? [y/N, or why not] ", safe_line(&waiting.tool)),
+        InteractionKind::Question => "your answer: ".to_string(),
+        InteractionKind::Confirmation => "yes or no: ".to_string(),
+        InteractionKind::Choice => {
+            let options: Vec<_> = waiting.options.iter().map(|o| safe_line(o)).collect();
+            format!("choose ({}): ", options.join(" | "))
+        }
+    };
+    loop {
+        let line = match tokio::task::block_in_place(|| editor.readline(&question)) {
+            Ok(line) => line.trim().to_string(),
+            Err(ReadlineError::Interrupted | ReadlineError::Eof) => {
+                emit("(left waiting: answer it later with /approve, /deny or /answer)");
+                return Ok(None);
+            }
+            Err(e) => return Err(e).context("cannot read from the terminal"),
+        };
+        let reply = match (waiting.kind, line.to_lowercase().as_str()) {
+            (InteractionKind::Approval, "y" | "yes") => Reply::Approve,
+            (InteractionKind::Approval, "" | "n" | "no") => Reply::Deny("no reason given".into()),
+            (InteractionKind::Approval, _) => Reply::Deny(line),
+            (_, "") => Reply::Deny("the user gave no answer".into()),
+            _ => Reply::Answer(line),
+        };
+        match session.resolve(Some(&waiting.call_id), reply).await {
+            Ok(sent) => return Ok(Some(sent)),
+            // A wrong-shaped answer (not yes or no, not an option): say why and ask again.
+            Err(e) => emit(&format!("{e:#}")),
         }
     }
 }
@@ -142,10 +190,7 @@ async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let outcome = follow::follow(session, sent).await?;
     let interactions = session.interactions();
     if outcome == Outcome::Done && !interactions.is_empty() {
-        emit(&super::chat::waiting(
-            &interactions,
-            "answer with /approve [CALL], /deny [CALL] REASON or /answer [CALL] TEXT",
-        ));
+        emit(&super::chat::waiting(&interactions, "(answer each below)"));
     }
     Ok(outcome)
 }
