@@ -53,6 +53,7 @@ fn check(seen: &Value) {
     assert_eq!(seen["server"], "trellis");
     assert_eq!(seen["tools"]["Counter_increment"], "Counter.increment", "wire names, titled by display name");
     assert_eq!(seen["tools"]["Todo_add"], "Todo.add");
+    assert_eq!(seen["destructive"], serde_json::json!(["Notes_delete"]), "the approval policy, as a hint");
     assert!(seen["tools"].as_object().unwrap().keys().all(|name| !name.starts_with("Chat")), "no chatbot streams");
 
     assert_eq!(seen["added_error"], false);

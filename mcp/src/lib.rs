@@ -27,14 +27,14 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
-use trellis_builtins::catalog::Catalog;
+use trellis_builtins::catalog::{Catalog, ToolTarget};
 use trellis_builtins::dialog::is_conversation;
 use trellis_builtins::message::ToolOutput;
 use trellis_runner::Runtime;
@@ -116,6 +116,7 @@ impl ServerHandler for TrellisMcp {
                 };
                 let mut listed = Tool::new(tool.wire.clone(), tool.description.clone(), schema);
                 listed.title = Some(tool.display.clone());
+                listed.annotations = Some(annotations(tool));
                 listed
             })
             .chain([create_charm_tool(&self.rt)])
@@ -245,6 +246,14 @@ impl ServerHandler for TrellisMcp {
             .remove(&request.uri);
         Ok(())
     }
+}
+
+/// What a host may assume of `tool`: a handler whose stream needs approval is
+/// destructive; reading a charm changes nothing; a handler's change stays in the space
+/// (no open world).
+fn annotations(tool: &trellis_builtins::catalog::Tool) -> ToolAnnotations {
+    let read_only = matches!(tool.target, ToolTarget::Read { .. });
+    ToolAnnotations::new().read_only(read_only).destructive(tool.approval.is_some()).open_world(false)
 }
 
 /// Sends `notify()` to the client after each change under `at`, while `watching()` holds

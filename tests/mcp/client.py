@@ -63,6 +63,9 @@ async def scenario(read, write) -> None:
                 {
                     "server": init.server_info.name,
                     "tools": {tool.name: tool.title for tool in listed.tools},
+                    "destructive": sorted(
+                        tool.name for tool in listed.tools if tool.annotations and tool.annotations.destructive_hint
+                    ),
                     "added": added.structured_content,
                     "added_error": added.is_error,
                     "refused_error": refused.is_error,
