@@ -5,7 +5,10 @@
 //! events go to a handler; the schema is the handler's event schema, so tools can be
 //! described without running the charm.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,12 +114,20 @@ pub(crate) fn deserialize_link<'de, D: serde::Deserializer<'de>>(d: D, what: &st
 }
 
 /// The document value that marks a stream whose handler takes events of `schema`.
+///
+/// Markers with the same schema are one shared value (persistent values share structure),
+/// so the charms of a pattern hold one copy of each handler's schema between them, and
+/// whoever compares two of them (the tool catalog) finds them identical at once.
 pub fn stream_marker(schema: Option<&serde_json::Value>) -> Value {
+    static SHARED: LazyLock<Mutex<HashMap<String, Value>>> = LazyLock::new(Default::default);
     let inner = match schema {
         Some(schema) => serde_json::json!({ "schema": schema }),
         None => serde_json::json!({}),
     };
-    Value::from(serde_json::json!({ STREAM_KEY: inner }))
+    let marker = serde_json::json!({ STREAM_KEY: inner });
+    let key = marker.to_string();
+    let mut shared = SHARED.lock();
+    shared.entry(key).or_insert_with(|| Value::from(marker)).clone()
 }
 
 /// Whether a JSON value is a stream marker; returns the marker's event schema if it has one.
