@@ -164,6 +164,18 @@ mod tests {
     }
 
     #[test]
+    fn markers_with_the_same_schema_are_one_value() {
+        let schema = serde_json::json!({"type": "object", "title": "shared-marker-test"});
+        let (Value::Object(a), Value::Object(b)) = (stream_marker(Some(&schema)), stream_marker(Some(&schema))) else {
+            panic!("markers are objects")
+        };
+        assert!(a.ptr_eq(&b), "the second marker is the first one, not a copy");
+        let other = serde_json::json!({"type": "object", "title": "another"});
+        let Value::Object(c) = stream_marker(Some(&other)) else { panic!("markers are objects") };
+        assert!(!a.ptr_eq(&c));
+    }
+
+    #[test]
     fn stream_markers_carry_their_schema() {
         let schema = serde_json::json!({"type": "object"});
         let marker = stream_marker(Some(&schema)).to_json();
