@@ -358,7 +358,9 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> 
 fn flush_held(tx: &trellis_runner::Tx, cells: &DialogCells, unanswered: &str) -> trellis_runner::Result<()> {
     let Some(mut held) = interaction::held_cell(cells).get(tx)? else { return Ok(()) };
     for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
-        call.output = Some(ToolOutput::ErrorText(unanswered.to_string()));
+        // An approved call may have been running when the round was ended.
+        let text = if call.approved { "stopped after the user approved it; it may have run" } else { unanswered };
+        call.output = Some(ToolOutput::ErrorText(text.to_string()));
     }
     cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
     interaction::forget(tx, cells)
