@@ -23,6 +23,23 @@ pub struct ToolSpec {
     pub input_schema: std::sync::Arc<serde_json::Value>,
 }
 
+impl ToolSpec {
+    /// A tool as a model sees it: wire name, display name, description, argument schema.
+    pub fn new(
+        name: impl Into<String>,
+        display_name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: serde_json::Value,
+    ) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            display_name: display_name.into(),
+            description: description.into(),
+            input_schema: std::sync::Arc::new(input_schema),
+        }
+    }
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, Default)]
 pub struct ModelRequest {

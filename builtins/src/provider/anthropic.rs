@@ -527,12 +527,7 @@ mod tests {
 
     #[test]
     fn tool_choice_is_sent_only_when_it_says_something() {
-        let tool = ToolSpec {
-            name: "Counter_increment".into(),
-            display_name: "Counter.increment".into(),
-            description: "Adds one".into(),
-            input_schema: json!({"type": "object"}).into(),
-        };
+        let tool = ToolSpec::new("Counter_increment", "Counter.increment", "Adds one", json!({"type": "object"}));
         let body = |tools: Vec<ToolSpec>, tool_choice| {
             request_body("m", 100, &ModelRequest { tools, tool_choice, ..ModelRequest::default() })
         };
