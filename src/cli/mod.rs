@@ -50,7 +50,9 @@ enum Command {
         charms: Vec<String>,
     },
     /// Chat with a model that acts on @-mentioned charms. Interactive on a terminal;
-    /// otherwise each --message (or each line of standard input) is one turn.
+    /// otherwise each --message (or each line of standard input) is one turn, and a turn
+    /// that ends waiting for you (a call to approve, a question) stops with exit status 3:
+    /// see `pending` and `resolve`.
     Chat {
         /// The model: offline (no network, no key), scripted:PATH, openai:MODEL
         /// (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), ollama:MODEL.
