@@ -145,3 +145,19 @@ async fn renaming_an_attached_charm_renames_its_tools() {
     assert!(names.contains(&"Steps.increment".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("Counter.")), "{names:?}");
 }
+
+#[tokio::test]
+async fn clear_waits_for_the_calls_that_wait_for_an_answer() {
+    let rt = runtime(vec![Turn::tool_call("Notes.delete", json!({"id": 1})), Turn::text("Kept it.")]);
+    rt.charms().create("notes", json!({})).unwrap();
+    let chat = Chatbot::find_or_create(&rt, "chatbot").unwrap();
+    chat.set_model("test").await.unwrap();
+    chat.say("@Notes delete note 1", WAIT).await.unwrap();
+    let waiting = chat.interactions();
+    assert_eq!(waiting.len(), 1);
+    let refused = chat.clear().await.err().unwrap();
+    assert!(refused.to_string().contains("waiting for your answer"), "{refused}");
+    chat.cancel().await.unwrap();
+    chat.clear().await.unwrap();
+    assert!(chat.dialog().messages().is_empty() && chat.interactions().is_empty());
+}

@@ -26,7 +26,7 @@ pub use mention::{mentions, UnknownMention};
 
 use serde_json::json;
 use trellis_builtins::catalog::HUMAN_INPUT_ENTRY;
-use trellis_builtins::dialog::{DialogInputs, DialogOutput, LLM_DIALOG};
+use trellis_builtins::dialog::{DialogInputs, DialogOutput, Interaction, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
 
@@ -166,9 +166,14 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
         attachments.set(tx, all)
     })?;
     let pending: Cell<bool> = Cell::from_link(dialog.child(DialogOutput::Pending.key()));
+    let waiting: Cell<Vec<Interaction>> = Cell::from_link(dialog.child(DialogOutput::Interactions.key()));
     b.handler(ChatbotStream::Clear.key(), move |tx, _: Clear| {
         if pending.get(tx)? {
             return Err("a reply is still being generated: cancel it first".into());
+        }
+        // A call waiting for an answer belongs to the conversation being cleared.
+        if !waiting.get(tx)?.is_empty() {
+            return Err("a tool call is waiting for your answer: resolve it, or cancel it first".into());
         }
         messages.set(tx, Vec::new())?;
         attachments.set(tx, Vec::new())
