@@ -130,35 +130,30 @@ mod tests {
         }
     }
 
-    #[test]
-    fn futures_signals_passes_every_scenario() {
-        // Deep graphs recurse deeply in futures-signals; main.rs uses a big stack too.
+    /// Runs every scenario on `S` on a big stack: deep graphs recurse deeply in some
+    /// peers (main.rs uses a big stack too).
+    fn smoke_on_big_stack<S: ReactiveSystem + 'static>() {
         std::thread::Builder::new()
             .stack_size(crate::STACK_SIZE)
-            .spawn(smoke::<FuturesSignals>)
+            .spawn(smoke::<S>)
             .expect("spawn")
             .join()
             .expect("scenarios pass");
+    }
+
+    #[test]
+    fn futures_signals_passes_every_scenario() {
+        smoke_on_big_stack::<FuturesSignals>();
     }
 
     #[test]
     fn alien_signals_passes_every_scenario() {
-        std::thread::Builder::new()
-            .stack_size(crate::STACK_SIZE)
-            .spawn(smoke::<crate::peers::alien::AlienSignals>)
-            .expect("spawn")
-            .join()
-            .expect("scenarios pass");
+        smoke_on_big_stack::<crate::peers::alien::AlienSignals>();
     }
 
     #[test]
     fn sycamore_passes_every_scenario() {
-        std::thread::Builder::new()
-            .stack_size(crate::STACK_SIZE)
-            .spawn(smoke::<Sycamore>)
-            .expect("spawn")
-            .join()
-            .expect("scenarios pass");
+        smoke_on_big_stack::<Sycamore>();
     }
 
     /// A system that computes wrong values must fail verification, not win.
