@@ -34,7 +34,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
-use trellis_builtins::catalog::{Catalog, ToolTarget};
+use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
 use trellis_builtins::dialog::is_conversation;
 use trellis_builtins::message::ToolOutput;
 use trellis_runner::Runtime;
@@ -59,12 +59,14 @@ pub struct TrellisMcp {
     rt: Runtime,
     /// The resources a client subscribed to; their observers stop once they are gone.
     subscribed: Arc<Mutex<HashSet<String>>>,
+    /// The last catalog, rebuilt only when what it was built from changed.
+    tools: Arc<CatalogCache>,
 }
 
 impl TrellisMcp {
     /// The server of the space `rt` runs.
     pub fn new(rt: Runtime) -> Self {
-        TrellisMcp { rt, subscribed: Arc::default() }
+        TrellisMcp { rt, subscribed: Arc::default(), tools: Arc::default() }
     }
 
     /// The charm a resource URI names, if it names one.
@@ -74,8 +76,9 @@ impl TrellisMcp {
     }
 
     /// The tools: the handlers of every charm that is not a conversation of its own (a
-    /// chatbot's streams are for people, not for another assistant).
-    pub fn catalog(&self) -> Catalog {
+    /// chatbot's streams are for people, not for another assistant). Reused from the last
+    /// call while the charms' tools did not change, as a dialog reuses its catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
         let mut entries = Map::new();
         for charm in self.rt.charms().list() {
             let result = self.rt.charms().result(&charm.id.as_str().into());
@@ -84,7 +87,7 @@ impl TrellisMcp {
             }
             entries.insert(charm.id.clone(), json!({ "charm": result.to_json() }));
         }
-        Catalog::build(&self.rt, &Value::Object(entries))
+        self.tools.get(&self.rt, &Value::Object(entries))
     }
 }
 
