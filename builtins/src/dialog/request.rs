@@ -122,7 +122,7 @@ fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Val
 async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
     let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
     let Some(mut held) = held.filter(|held| held.request == id) else { return Ok(()) };
-    let catalog = Catalog::build(rt, &input(rt, cells, DialogInput::Tools));
+    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
     for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
         let output = if call.approved {
             let approved = Approved::by_the_user();
