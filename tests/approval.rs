@@ -242,6 +242,8 @@ async fn questions_and_confirmations_take_text_and_yes_or_no() {
     s.dialog.say("go", WAIT).await.unwrap();
     let waiting = s.dialog.interactions();
     assert_eq!((waiting[0].kind, waiting[1].kind), (InteractionKind::Question, InteractionKind::Confirmation));
+    let approved = s.dialog.resolve(answer(&waiting[0].call_id, true)).await.unwrap_err();
+    assert!(approved.to_string().contains("asks for an answer"), "{approved}");
     let maybe = Resolve { answer: Some(json!("maybe")), ..answer(&waiting[1].call_id, false) };
     assert!(s.dialog.resolve(maybe).await.unwrap_err().to_string().contains("yes or no"));
     s.dialog.resolve(Resolve { answer: Some(json!("no")), ..answer(&waiting[1].call_id, false) }).await.unwrap();

@@ -181,6 +181,11 @@ pub(super) fn resolve(cells: &DialogCells, tx: &Tx, answer: Resolve) -> trellis_
         (InteractionKind::Approval, _) => {
             call.output = Some(ToolOutput::ErrorText(format!("the user denied this call: {why}")));
         }
+        // Approving a question answers nothing: say what it needs, and keep it waiting.
+        (kind, None) if answer.approved => {
+            let kind = format!("{kind:?}").to_lowercase();
+            return Err(format!("call `{}` asks for an answer (a {kind}), not an approval", answer.call_id).into());
+        }
         (_, None) => call.output = Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
         (kind, Some(given)) => call.output = Some(ToolOutput::Json(checked_answer(kind, given, &waiting[at].options)?)),
     }
