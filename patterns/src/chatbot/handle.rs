@@ -154,9 +154,24 @@ pub enum ChatbotError {
     /// The model's reply failed.
     #[error("the model failed: {0}")]
     Reply(String),
-    /// The runtime refused (storage, a handler's error, a timeout while waiting).
+    /// The chatbot refused what was sent, saying why (a reply is being generated, a call
+    /// is not waiting, an answer of the wrong shape).
+    #[error("{0}")]
+    Refused(String),
+    /// The runtime failed (storage, a timeout while waiting).
     #[error(transparent)]
-    Runtime(#[from] trellis_runner::Error),
+    Runtime(trellis_runner::Error),
+}
+
+/// A handler's refusal is the chatbot's answer to the person, without the stream it came
+/// from; any other runtime error stays as it is.
+impl From<trellis_runner::Error> for ChatbotError {
+    fn from(error: trellis_runner::Error) -> Self {
+        match error {
+            trellis_runner::Error::HandlerFailed { message, .. } => ChatbotError::Refused(message),
+            other => ChatbotError::Runtime(other),
+        }
+    }
 }
 
 /// A chatbot charm, driven through its contract.
