@@ -393,6 +393,8 @@ fn the_model_asks_and_a_later_process_answers() {
         (pending[0]["kind"].as_str(), pending[0]["tool"].as_str()),
         (Some("question"), Some("request_human_input"))
     );
+    let approved = fails(&s.path, &["resolve", "--approve"]);
+    assert!(approved.contains("asks for an answer (a question)") && !approved.contains("charm-"), "{approved}");
     let done = ok(&s.path, &["resolve", "--answer", "blue"]);
     assert!(done.contains(r#"{"answer":"blue"}"#), "{done}");
 }
