@@ -1,0 +1,286 @@
+//! The plugin manager: registers plugins under the rules (`crate::rules`), offers their
+//! tools' definitions for a request, runs their hooks in order (`crate::hooks`) and
+//! executes client tool calls, always ending in a JSON result for the model.
+
+use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::hooks::{Chain, HookName, HookReport, Hooks, Layer, Next, Reports, Request, Response};
+use crate::plugin::Plugin;
+use crate::rules::{check, CheckedTool, RegisterError};
+use crate::tool::{error_result, ToolCall, ToolDefinition};
+
+/// How long an executor may run before its call ends with `{"error": ...}`, unless
+/// [`PluginManager::with_timeout`] says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most validation problems one refusal lists.
+const MAX_VIOLATIONS: usize = 5;
+
+/// Registered plugins and their client tools. Cheap to share behind an `Arc`; every
+/// method takes `&self`.
+///
+/// The chat uses it in four places: [`client_tools`](Self::client_tools) (definitions to
+/// send with a request), [`before_request`](Self::before_request),
+/// [`after_response`](Self::after_response) and [`execute`](Self::execute) (a call the
+/// model made to a client tool).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use trellis_plugins::{sync_executor, Plugin, PluginManager, ToolDefinition};
+/// use serde_json::json;
+///
+/// let manager = PluginManager::new();
+/// let echo = Plugin::builder("echo", "0.1.0")
+///     .tool(
+///         ToolDefinition::new("echo", "Say it back", json!({"type": "object"})),
+///         sync_executor(|args| Ok(args)),
+///     )
+///     .build();
+/// manager.register(echo, Vec::<String>::new()).expect("valid");
+/// assert_eq!(manager.execute("echo", json!({"a": 1})).await, json!({"a": 1}));
+/// assert!(manager.execute("nope", json!({})).await["error"].is_string());
+/// # });
+/// ```
+pub struct PluginManager {
+    state: RwLock<State>,
+    reports: Reports,
+    timeout: Duration,
+}
+
+#[derive(Default)]
+struct State {
+    /// In registration order: the order hooks run in.
+    plugins: Vec<Registered>,
+    /// Tool name → its plugin's name and the checked tool.
+    tools: HashMap<String, (String, Arc<CheckedTool>)>,
+    /// The embedder's `on_tool_call`, outermost.
+    tool_call_override: Option<Arc<dyn Hooks>>,
+}
+
+struct Registered {
+    name: String,
+    version: String,
+    tools: Vec<String>,
+    hooks: Arc<dyn Hooks>,
+}
+
+/// A registered plugin as listed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PluginInfo {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its tools' names.
+    pub tools: Vec<String>,
+}
+
+impl Default for PluginManager {
+    fn default() -> PluginManager {
+        PluginManager::new()
+    }
+}
+
+impl PluginManager {
+    /// A manager with no plugins and the default executor timeout.
+    pub fn new() -> PluginManager {
+        PluginManager { state: RwLock::default(), reports: Reports::default(), timeout: DEFAULT_TIMEOUT }
+    }
+
+    /// The same manager with another executor timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> PluginManager {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Registers `plugin` if it passes every rule (see [`RegisterError`] for them), where
+    /// `server_tools` are the names the server's tools already take. Then runs its
+    /// `on_register`; if that fails, nothing is registered.
+    pub fn register(
+        &self,
+        plugin: Plugin,
+        server_tools: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<(), RegisterError> {
+        let server: HashSet<String> = server_tools.into_iter().map(|s| s.as_ref().to_string()).collect();
+        let checked = {
+            let state = self.state.read();
+            if state.plugins.iter().any(|p| p.name == plugin.name) {
+                return Err(RegisterError::DuplicatePlugin { plugin: plugin.name });
+            }
+            check(&plugin, |tool| state.tools.get(tool).map(|(owner, _)| owner.clone()), &server)?
+        };
+        // The hook runs outside the lock: it may call back into the manager.
+        if let Err(report) = self.reports.guard(&plugin.name, HookName::OnRegister, || plugin.hooks.on_register()) {
+            return Err(RegisterError::Hook { plugin: plugin.name, message: report.message });
+        }
+        let mut state = self.state.write();
+        // Checked again under the write lock: another registration may have won meanwhile.
+        if state.plugins.iter().any(|p| p.name == plugin.name) {
+            return Err(RegisterError::DuplicatePlugin { plugin: plugin.name });
+        }
+        if let Some((tool, other)) =
+            checked.iter().find_map(|t| state.tools.get(&t.definition.name).map(|(o, _)| (&t.definition.name, o)))
+        {
+            return Err(RegisterError::ConflictWithPlugin {
+                plugin: plugin.name.clone(),
+                tool: tool.clone(),
+                other: other.clone(),
+            });
+        }
+        let tools = checked.iter().map(|t| t.definition.name.clone()).collect();
+        for tool in checked {
+            state.tools.insert(tool.definition.name.clone(), (plugin.name.clone(), Arc::new(tool)));
+        }
+        state.plugins.push(Registered { name: plugin.name, version: plugin.version, tools, hooks: plugin.hooks });
+        Ok(())
+    }
+
+    /// Removes the plugin named `name` and runs its `on_unregister`; false if there was none.
+    pub fn unregister(&self, name: &str) -> bool {
+        let removed = {
+            let mut state = self.state.write();
+            let Some(at) = state.plugins.iter().position(|p| p.name == name) else { return false };
+            let removed = state.plugins.remove(at);
+            state.tools.retain(|_, (owner, _)| owner != name);
+            removed
+        };
+        // A failure is reported; the plugin is gone either way.
+        let _ = self.reports.guard(name, HookName::OnUnregister, || removed.hooks.on_unregister());
+        true
+    }
+
+    /// Sets the embedder's own `on_tool_call`, which wraps every call outside the plugins'
+    /// (a confirmation prompt, logging, a permission gate); see `crate::hooks`.
+    pub fn set_tool_call_override(&self, hooks: Arc<dyn Hooks>) {
+        self.state.write().tool_call_override = Some(hooks);
+    }
+
+    /// The registered plugins, in registration order.
+    pub fn plugins(&self) -> Vec<PluginInfo> {
+        let state = self.state.read();
+        state
+            .plugins
+            .iter()
+            .map(|p| PluginInfo { name: p.name.clone(), version: p.version.clone(), tools: p.tools.clone() })
+            .collect()
+    }
+
+    /// The client tools' definitions to send with a request, by plugin in registration
+    /// order.
+    pub fn client_tools(&self) -> Vec<ToolDefinition> {
+        let state = self.state.read();
+        state
+            .plugins
+            .iter()
+            .flat_map(|p| &p.tools)
+            .filter_map(|t| state.tools.get(t))
+            .map(|(_, t)| t.definition.clone())
+            .collect()
+    }
+
+    /// Whether `tool` is a client tool this manager executes.
+    pub fn has_tool(&self, tool: &str) -> bool {
+        self.state.read().tools.contains_key(tool)
+    }
+
+    /// Runs every plugin's `before_request` in registration order on `request`.
+    pub fn before_request(&self, request: &mut Request) {
+        for (plugin, hooks) in self.hooks() {
+            let mut changed = request.clone();
+            if self.reports.guard(&plugin, HookName::BeforeRequest, || hooks.before_request(&mut changed)).is_ok() {
+                *request = changed;
+            }
+        }
+    }
+
+    /// Runs every plugin's `after_response` in registration order.
+    pub fn after_response(&self, response: &Response) {
+        for (plugin, hooks) in self.hooks() {
+            let _ = self.reports.guard(&plugin, HookName::AfterResponse, || hooks.after_response(response));
+        }
+    }
+
+    /// Executes a model's call of the client tool `tool`: through the `on_tool_call`
+    /// chain, then the tool's executor, with `arguments` validated against its schema and
+    /// the timeout applied. Always a JSON result: a failure is `{"error": ...}`.
+    pub async fn execute(&self, tool: &str, arguments: Value) -> Value {
+        let (layers, plugin, checked) = {
+            let state = self.state.read();
+            let Some((plugin, checked)) = state.tools.get(tool) else {
+                return error_result(format!(
+                    "there is no client tool `{tool}`; call one of the tools offered with this request"
+                ));
+            };
+            let mut layers: Vec<Layer> = Vec::new();
+            if let Some(hooks) = &state.tool_call_override {
+                layers.push(("override".to_string(), Arc::clone(hooks)));
+            }
+            layers.extend(state.plugins.iter().map(|p| (p.name.clone(), Arc::clone(&p.hooks))));
+            (layers, plugin.clone(), Arc::clone(checked))
+        };
+        let timeout = self.timeout;
+        let innermost = Box::new(move |call: ToolCall| run_executor(Arc::clone(&checked), call, timeout).boxed());
+        let chain = Chain { layers, innermost, reports: self.reports.clone() };
+        Next::start(chain).run(ToolCall { tool: tool.to_string(), plugin, arguments }).await
+    }
+
+    /// The hooks that failed since the last call (oldest first; at most the last 100).
+    pub fn take_reports(&self) -> Vec<HookReport> {
+        self.reports.take()
+    }
+
+    fn hooks(&self) -> Vec<(String, Arc<dyn Hooks>)> {
+        self.state.read().plugins.iter().map(|p| (p.name.clone(), Arc::clone(&p.hooks))).collect()
+    }
+}
+
+/// The innermost step of a call: validate, run the executor under the timeout, and turn
+/// every failure (refusal, error, panic, timeout) into `{"error": ...}`.
+async fn run_executor(tool: Arc<CheckedTool>, call: ToolCall, timeout: Duration) -> Value {
+    let name = &tool.definition.name;
+    if let Err(problems) = validate(&tool.validator, &call.arguments) {
+        return error_result(format!(
+            "invalid arguments for `{name}`: {problems}. Nothing was run; call it again with arguments that match \
+             its parameters."
+        ));
+    }
+    let started = std::panic::catch_unwind(AssertUnwindSafe(|| tool.executor.execute(call.arguments)));
+    let running = match started {
+        Ok(running) => AssertUnwindSafe(running).catch_unwind(),
+        Err(panic) => return error_result(format!("`{name}` failed: {}", crate::hooks::panic_message(&*panic))),
+    };
+    match tokio::time::timeout(timeout, running).await {
+        Ok(Ok(Ok(result))) => result,
+        Ok(Ok(Err(e))) => error_result(format!("`{name}` failed: {e}")),
+        Ok(Err(panic)) => error_result(format!("`{name}` failed: {}", crate::hooks::panic_message(&*panic))),
+        Err(_) => error_result(format!("`{name}` did not finish within {} s and was stopped", timeout.as_secs_f64())),
+    }
+}
+
+/// Checks `arguments` against a tool's schema; the problems, listed, if any.
+fn validate(validator: &jsonschema::Validator, arguments: &Value) -> Result<(), String> {
+    let problems: Vec<String> = validator
+        .iter_errors(arguments)
+        .take(MAX_VIOLATIONS + 1)
+        .map(|error| {
+            let at = error.instance_path().as_str().to_string();
+            let at = if at.is_empty() { "the top level".to_string() } else { at };
+            format!("at {at}: {error}")
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut listed = problems.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
+    if problems.len() > MAX_VIOLATIONS {
+        listed.push_str("; and more");
+    }
+    Err(listed)
+}
