@@ -11,14 +11,15 @@
 //! - installable plugins: a [`bundle`] (manifest + WebAssembly module, optionally
 //!   signed), executed in the [`sandbox`] (fuel, memory cap, only the imports granted),
 //!   signed and verified by [`signing`], kept in the space by [`store`].
-
+pub mod bundle;
 mod executor;
 pub mod hooks;
 mod manager;
-
+pub mod manifest;
 mod plugin;
 pub mod rules;
-
+pub mod sandbox;
+pub mod signing;
 mod tool;
 
 pub use executor::{sync_executor, Executor, ToolError};
