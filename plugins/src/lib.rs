@@ -20,6 +20,7 @@ mod plugin;
 pub mod rules;
 pub mod sandbox;
 pub mod signing;
+pub mod store;
 mod tool;
 
 pub use executor::{sync_executor, Executor, ToolError};

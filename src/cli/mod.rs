@@ -6,6 +6,7 @@ mod charm;
 mod chat;
 mod interactive;
 mod output;
+mod plugin;
 mod terminal;
 mod tools;
 
@@ -108,6 +109,10 @@ enum Command {
     Mcp(McpCommand),
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
+    /// Plugins: client tools run on this machine in a sandbox (keygen, sign, trust,
+    /// install, list, remove, enable, disable, call).
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -262,6 +267,11 @@ impl App {
 
     async fn execute(&self, cli: Cli) -> anyhow::Result<()> {
         let format = Format { json: cli.json };
+        if let Command::Plugin(command) = &cli.command {
+            if !command.needs_space() {
+                return plugin::run_local(command, format);
+            }
+        }
         let path = match cli.space {
             Some(path) => path,
             None => default_space()?,
@@ -301,6 +311,7 @@ impl App {
                 Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
             }
             Command::Demo => charm::demo(&rt, format).await,
+            Command::Plugin(command) => plugin::run(&rt, command, format).await,
         }
     }
 

@@ -5,9 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-/// The example plugin's source directory.
+/// The example plugin's source directory (this file serves the plugins crate's tests and
+/// the root package's).
 pub fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/text-tools")
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crate_dir = if here.join("plugins").is_dir() { here.join("plugins") } else { here.to_path_buf() };
+    crate_dir.join("examples/text-tools")
 }
 
 /// Assembles the example into a bundle directory at `dir` (manifest + plugin.wasm).

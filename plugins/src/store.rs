@@ -1,0 +1,293 @@
+//! Installed plugins, kept in the space's `plugins` document: each bundle's exact
+//! manifest, module and signature, the permissions granted at install and whether it is
+//! enabled; and the keys trusted to sign bundles.
+//!
+//! ```json
+//! {
+//!   "installed": {"text-tools": {"manifest": "{…}", "module": "<base64>", "signature": {…} | null,
+//!                                "granted": ["clock"], "enabled": true}},
+//!   "trusted_keys": {"<64 hex digits>": {"label": "alice"}}
+//! }
+//! ```
+//!
+//! A bundle is verified at install and again each time it is loaded: a signer no longer
+//! trusted, or a record changed since, keeps the plugin from loading.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use trellis_runner::{DocId, Link, Path, Read, Runtime, Value};
+
+use crate::bundle::{Bundle, BundleError};
+use crate::manager::PluginManager;
+use crate::manifest::Permission;
+use crate::rules::RegisterError;
+use crate::signing::{content_hash, encode_hex, verify, PublicKey, Signature};
+
+/// The space's document holding installed plugins and trusted keys.
+pub const PLUGINS_DOC: &str = "plugins";
+
+/// An installed plugin's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The manifest's exact text.
+    pub manifest: String,
+    /// The module, base64.
+    pub module: String,
+    /// Its signature, or none when installed with `allow_unsigned`.
+    pub signature: Option<Signature>,
+    /// The permissions the user granted.
+    pub granted: Vec<Permission>,
+    /// Whether its tools are offered.
+    pub enabled: bool,
+}
+
+/// An installed plugin as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Listed {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its description.
+    pub description: String,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// Whether its tools are offered.
+    pub enabled: bool,
+    /// The signer's key, or none: unsigned.
+    pub signed_by: Option<String>,
+    /// The permissions granted.
+    pub granted: Vec<String>,
+    /// The content hash, hex.
+    pub hash: String,
+}
+
+/// What installing asks of the user.
+#[derive(Debug, Clone, Default)]
+pub struct InstallOptions {
+    /// Install a bundle without a signature (it is listed as unsigned).
+    pub allow_unsigned: bool,
+    /// The permissions granted.
+    pub granted: Vec<Permission>,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The space refused.
+    #[error(transparent)]
+    Runtime(#[from] trellis_runner::Error),
+    /// The bundle was refused.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// The plugin's tools break a registration rule beside the installed ones.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// No plugin of that name.
+    #[error("no plugin named {0:?} is installed (`trellis plugin list` shows them)")]
+    NotInstalled(String),
+    /// A plugin of that name is installed.
+    #[error("a plugin named `{0}` is already installed; remove it first (`trellis plugin remove {0}`)")]
+    AlreadyInstalled(String),
+    /// A stored record is not readable.
+    #[error("the stored plugin `{0}` is damaged ({1}); remove it and install it again")]
+    Damaged(String, String),
+}
+
+/// The installed plugins of a space.
+pub struct PluginStore<'rt> {
+    rt: &'rt Runtime,
+}
+
+fn link(path: &[&str]) -> Link {
+    Link::new(PLUGINS_DOC, Path::new(path.iter().copied()))
+}
+
+/// The entries of the object at `key`, each read as a `T` or the reason it cannot be.
+fn read_map<T: serde::de::DeserializeOwned>(reader: &impl Read, key: &str) -> BTreeMap<String, Result<T, String>> {
+    let value = reader.read_raw(&DocId::from(PLUGINS_DOC), &Path::new([key]));
+    match value.to_json() {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k, serde_json::from_value(v).map_err(|e| e.to_string())))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+impl<'rt> PluginStore<'rt> {
+    /// The store of `rt`'s space.
+    pub fn new(rt: &'rt Runtime) -> PluginStore<'rt> {
+        PluginStore { rt }
+    }
+
+    /// The keys trusted to sign bundles.
+    pub fn trusted_keys(&self) -> Vec<PublicKey> {
+        let keys: BTreeMap<String, Result<serde_json::Value, String>> = read_map(self.rt, "trusted_keys");
+        keys.keys().filter_map(|k| PublicKey::parse(k).ok()).collect()
+    }
+
+    /// Trusts `key` to sign bundles, with a label for people.
+    pub fn trust(&self, key: &PublicKey, label: &str) -> Result<(), StoreError> {
+        let entry = Value::from(serde_json::json!({"label": label}));
+        self.rt.transact(|tx| tx.write(&link(&["trusted_keys", &key.to_hex()]), entry.clone()))?;
+        Ok(())
+    }
+
+    /// Stops trusting `key`; false if it was not trusted. Plugins it signed no longer load.
+    pub fn untrust(&self, key: &PublicKey) -> Result<bool, StoreError> {
+        if !self.trusted_keys().contains(key) {
+            return Ok(false);
+        }
+        self.rt.transact(|tx| tx.write(&link(&["trusted_keys", &key.to_hex()]), Value::Null))?;
+        Ok(true)
+    }
+
+    /// Installs `bundle`: verifies its signature against the trusted keys (or allows it
+    /// unsigned), checks its module and permissions in the sandbox, and its tools against
+    /// the registration rules beside every installed plugin. Enabled at once.
+    pub fn install(&self, bundle: &Bundle, options: &InstallOptions) -> Result<Listed, StoreError> {
+        let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
+        verify(manifest, module, bundle.signature.as_ref(), &self.trusted_keys(), options.allow_unsigned)
+            .map_err(BundleError::from)?;
+        let plugin = bundle.plugin(&options.granted)?;
+        let name = bundle.manifest.name.clone();
+        let manifest_text = String::from_utf8(manifest.clone())
+            .map_err(|_| BundleError::Manifest(crate::manifest::ManifestError::Invalid("not UTF-8".into())))?;
+        let record = Record {
+            manifest: manifest_text,
+            module: base64::engine::general_purpose::STANDARD.encode(module),
+            signature: bundle.signature.clone(),
+            granted: options.granted.clone(),
+            enabled: true,
+        };
+        let value = Value::from_serialize(&record).map_err(|e| StoreError::Damaged(name.clone(), e.to_string()))?;
+        let outcome = self.rt.transact(|tx| {
+            let installed: BTreeMap<String, Result<Record, String>> = read_map(tx, "installed");
+            if installed.contains_key(&name) {
+                return Ok(Err(StoreError::AlreadyInstalled(name.clone())));
+            }
+            // The rules, beside every installed plugin's tools (enabled or not: enabling
+            // one later must not conflict).
+            let owner = |tool: &str| {
+                installed.iter().find_map(|(other, r)| {
+                    let r = r.as_ref().ok()?;
+                    crate::manifest::Manifest::parse(r.manifest.as_bytes())
+                        .ok()
+                        .filter(|m| m.tools.iter().any(|t| t.name == tool))
+                        .map(|_| other.clone())
+                })
+            };
+            if let Err(e) = crate::rules::check(&plugin, owner, &Default::default()) {
+                return Ok(Err(e.into()));
+            }
+            tx.write(&link(&["installed", &name]), value.clone())?;
+            Ok(Ok(()))
+        })?;
+        outcome?;
+        Ok(self.listed(&name, &record))
+    }
+
+    /// Every installed plugin, by name.
+    pub fn list(&self) -> Vec<Listed> {
+        let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
+        installed
+            .iter()
+            .map(|(name, record)| match record {
+                Ok(record) => self.listed(name, record),
+                Err(why) => Listed {
+                    name: name.clone(),
+                    version: "?".into(),
+                    description: StoreError::Damaged(name.clone(), why.clone()).to_string(),
+                    tools: Vec::new(),
+                    enabled: false,
+                    signed_by: None,
+                    granted: Vec::new(),
+                    hash: String::new(),
+                },
+            })
+            .collect()
+    }
+
+    /// Removes the plugin `name`.
+    pub fn remove(&self, name: &str) -> Result<(), StoreError> {
+        if !self.list().iter().any(|p| p.name == name) {
+            return Err(StoreError::NotInstalled(name.to_string()));
+        }
+        self.rt.transact(|tx| tx.write(&link(&["installed", name]), Value::Null))?;
+        Ok(())
+    }
+
+    /// Enables or disables the plugin `name`.
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), StoreError> {
+        self.get(name)?;
+        self.rt.transact(|tx| tx.write(&link(&["installed", name, "enabled"]), Value::from(enabled)))?;
+        Ok(())
+    }
+
+    /// Registers every enabled plugin with `manager` (server tools taking `server_tools`
+    /// names), verifying each again: the plugins that could not load, with why.
+    pub fn load(&self, manager: &PluginManager, server_tools: &[String]) -> Vec<(String, StoreError)> {
+        let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
+        let mut failed = Vec::new();
+        for (name, record) in installed {
+            let record = match record {
+                Ok(record) if record.enabled => record,
+                Ok(_) => continue,
+                Err(why) => {
+                    failed.push((name.clone(), StoreError::Damaged(name, why)));
+                    continue;
+                }
+            };
+            let loaded = self.bundle(&name, &record).and_then(|bundle| {
+                let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
+                let trusted = self.trusted_keys();
+                let unsigned = record.signature.is_none();
+                verify(manifest, module, record.signature.as_ref(), &trusted, unsigned).map_err(BundleError::from)?;
+                let plugin = bundle.plugin(&record.granted)?;
+                Ok(manager.register(plugin, server_tools)?)
+            });
+            if let Err(e) = loaded {
+                failed.push((name, e));
+            }
+        }
+        failed
+    }
+
+    fn get(&self, name: &str) -> Result<Record, StoreError> {
+        let value = self.rt.read_raw(&DocId::from(PLUGINS_DOC), &Path::new(["installed", name]));
+        if matches!(value, Value::Null) {
+            return Err(StoreError::NotInstalled(name.to_string()));
+        }
+        serde_json::from_value(value.to_json()).map_err(|e| StoreError::Damaged(name.to_string(), e.to_string()))
+    }
+
+    fn bundle(&self, name: &str, record: &Record) -> Result<Bundle, StoreError> {
+        let module = base64::engine::general_purpose::STANDARD
+            .decode(&record.module)
+            .map_err(|e| StoreError::Damaged(name.to_string(), e.to_string()))?;
+        let bundle = Bundle::from_parts(record.manifest.clone().into_bytes(), module, record.signature.clone())?;
+        if bundle.manifest.name != name {
+            return Err(StoreError::Damaged(name.to_string(), "its manifest names another plugin".into()));
+        }
+        Ok(bundle)
+    }
+
+    fn listed(&self, name: &str, record: &Record) -> Listed {
+        let bundle = self.bundle(name, record).ok();
+        let manifest = bundle.as_ref().map(|b| &b.manifest);
+        Listed {
+            name: name.to_string(),
+            version: manifest.map(|m| m.version.clone()).unwrap_or_else(|| "?".into()),
+            description: manifest.map(|m| m.description.clone()).unwrap_or_default(),
+            tools: manifest.map(|m| m.tools.iter().map(|t| t.name.clone()).collect()).unwrap_or_default(),
+            enabled: record.enabled,
+            signed_by: record.signature.as_ref().map(|s| s.public_key.clone()),
+            granted: record.granted.iter().map(ToString::to_string).collect(),
+            hash: bundle.map(|b| encode_hex(&content_hash(&b.manifest_bytes, &b.module))).unwrap_or_default(),
+        }
+    }
+}

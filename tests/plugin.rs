@@ -1,0 +1,256 @@
+//! `trellis plugin ...` through the binary: keygen, sign, trust, install (signed, unsigned,
+//! tampered, without a grant), list, call, enable, disable, remove; and the plugins it
+//! installed loaded from the space through the library, as the chat will.
+
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
+#[path = "../plugins/tests/common/mod.rs"]
+mod bundles;
+mod common;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use trellis_plugins::store::PluginStore;
+use trellis_plugins::PluginManager;
+
+/// Runs `trellis --space SPACE ARGS`, killed (and failing the test) after two minutes.
+fn trellis(space: &Path, args: &[&str]) -> Output {
+    let child =
+        common::trellis(space).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run trellis");
+    let pid = child.id();
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match finished.recv_timeout(Duration::from_secs(120)) {
+        Ok(output) => output.expect("trellis output"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("trellis {args:?} did not finish within 120 s");
+        }
+    }
+}
+
+fn ok(space: &Path, args: &[&str]) -> String {
+    let out = trellis(space, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "trellis {args:?} failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn fails(space: &Path, args: &[&str]) -> String {
+    let out = trellis(space, args);
+    assert!(!out.status.success(), "trellis {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn json_of(space: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(space, &all)).expect("valid JSON output")
+}
+
+/// A temporary directory with the example bundle (unsigned) at `bundle/` and an author's
+/// key pair at `author.key` / `author.key.pub`.
+struct Workshop {
+    dir: tempfile::TempDir,
+    public_key: String,
+}
+
+impl Workshop {
+    fn new(space: &Path) -> Workshop {
+        let dir = tempfile::tempdir().unwrap();
+        bundles::build_example(&dir.path().join("bundle"));
+        let key = dir.path().join("author.key");
+        let made = json_of(space, &["plugin", "keygen", key.to_str().unwrap()]);
+        let public_key = made["public_key"].as_str().unwrap().to_string();
+        Workshop { dir, public_key }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    fn sign(&self, space: &Path) {
+        ok(space, &["plugin", "sign", &self.path("bundle"), "--key", &self.path("author.key")]);
+    }
+}
+
+#[test]
+fn sign_trust_install_list_and_call_through_the_binary() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    assert!(!space.path.exists(), "keygen touches no space");
+    let again = fails(&space.path, &["plugin", "keygen", &shop.path("author.key")]);
+    assert!(again.contains("cannot write the key file"), "a key is never overwritten: {again}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(shop.path("author.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the secret key is readable by its owner only");
+    }
+    shop.sign(&space.path);
+    let bundle = shop.path("bundle");
+
+    let untrusted = fails(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    assert!(untrusted.contains(&format!("signed by {}, which is not among your trusted keys", shop.public_key)));
+    assert!(untrusted.contains("trellis plugin trust"), "{untrusted}");
+    ok(&space.path, &["plugin", "trust", &shop.path("author.key.pub"), "--label", "the author"]);
+
+    let not_granted = fails(&space.path, &["plugin", "install", &bundle]);
+    assert!(
+        not_granted.contains("asks for the permission `clock`, which you did not grant (install it with --grant clock"),
+        "{not_granted}"
+    );
+    let bad_grant = fails(&space.path, &["plugin", "install", &bundle, "--grant", "network"]);
+    assert!(bad_grant.contains("unknown permission \"network\""), "{bad_grant}");
+
+    let installed = ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    assert!(installed.contains("installed text-tools 1.0.0  enabled  signed by"), "{installed}");
+    let twice = fails(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    assert!(twice.contains("already installed; remove it first"), "{twice}");
+
+    let listed = json_of(&space.path, &["plugin", "list"]);
+    let plugin = &listed["plugins"][0];
+    assert_eq!(plugin["name"], "text-tools");
+    assert_eq!(plugin["signed_by"], json!(shop.public_key));
+    assert_eq!(plugin["tools"], json!(["count_words", "unix_time"]));
+    assert_eq!(plugin["granted"], json!(["clock"]));
+    assert_eq!(listed["trusted_keys"], json!([shop.public_key]));
+
+    let counted = json_of(&space.path, &["plugin", "call", "count_words", r#"{"text": "one two  three"}"#]);
+    assert_eq!(counted, json!({"words": 3}));
+    let invalid = json_of(&space.path, &["plugin", "call", "count_words", r#"{"text": 3}"#]);
+    assert!(invalid["error"].as_str().unwrap().contains("invalid arguments"), "{invalid}");
+
+    ok(&space.path, &["plugin", "disable", "text-tools"]);
+    assert!(ok(&space.path, &["plugin", "list"]).contains("text-tools 1.0.0  disabled"));
+    let disabled = fails(&space.path, &["plugin", "call", "count_words", r#"{"text": "a"}"#]);
+    assert!(disabled.contains("no enabled plugin has a tool \"count_words\""), "{disabled}");
+    ok(&space.path, &["plugin", "enable", "text-tools"]);
+
+    // What the chat will do: load the space's enabled plugins into a manager.
+    {
+        let rt = trellis_runner::Runtime::open(&space.path).unwrap();
+        let manager = PluginManager::new();
+        let failed = PluginStore::new(&rt).load(&manager, &["count_words_server".to_string()]);
+        assert!(failed.is_empty(), "{failed:?}");
+        let names: Vec<String> = manager.client_tools().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["count_words", "unix_time"]);
+        let async_rt = tokio::runtime::Runtime::new().unwrap();
+        assert_eq!(async_rt.block_on(manager.execute("count_words", json!({"text": "x y"}))), json!({"words": 2}));
+        // A server tool of the same name keeps a plugin from loading beside it.
+        let clashing = PluginStore::new(&rt).load(&PluginManager::new(), &["unix_time".to_string()]);
+        assert_eq!(clashing.len(), 1);
+        assert!(clashing[0].1.to_string().contains("has the name of a server tool"), "{}", clashing[0].1);
+    }
+
+    ok(&space.path, &["plugin", "untrust", &shop.public_key]);
+    let out = trellis(&space.path, &["plugin", "call", "count_words", r#"{"text": "a"}"#]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: plugin text-tools was not loaded") && stderr.contains("not among your trusted keys")
+    );
+    assert!(!out.status.success(), "no tool once its signer is no longer trusted");
+
+    ok(&space.path, &["plugin", "remove", "text-tools"]);
+    assert!(ok(&space.path, &["plugin", "list"]).contains("no plugins installed"));
+    let gone = fails(&space.path, &["plugin", "remove", "text-tools"]);
+    assert!(gone.contains("no plugin named \"text-tools\" is installed"), "{gone}");
+}
+
+#[test]
+fn an_unsigned_bundle_is_refused_unless_allowed_and_then_listed_as_unsigned() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    let bundle = shop.path("bundle");
+    let refused = fails(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    assert!(refused.contains("the bundle is not signed; install it with --allow-unsigned"), "{refused}");
+    assert!(json_of(&space.path, &["plugin", "list"])["plugins"].as_array().unwrap().is_empty());
+
+    let installed = ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock", "--allow-unsigned"]);
+    assert!(installed.contains("UNSIGNED (installed with --allow-unsigned)"), "{installed}");
+    assert!(ok(&space.path, &["plugin", "list"]).contains("text-tools 1.0.0  enabled  UNSIGNED"));
+    assert_eq!(json_of(&space.path, &["plugin", "list"])["plugins"][0]["signed_by"], Value::Null);
+    let counted = json_of(&space.path, &["plugin", "call", "count_words", r#"{"text": "unsigned but allowed"}"#]);
+    assert_eq!(counted, json!({"words": 3}));
+}
+
+#[test]
+fn a_bundle_changed_after_signing_is_refused() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    shop.sign(&space.path);
+    ok(&space.path, &["plugin", "trust", &shop.public_key]);
+    let bundle = shop.path("bundle");
+    let manifest_path = shop.dir.path().join("bundle/manifest.json");
+    let module_path = shop.dir.path().join("bundle/plugin.wasm");
+    let (manifest, module) = (std::fs::read(&manifest_path).unwrap(), std::fs::read(&module_path).unwrap());
+
+    // A description changed: even --allow-unsigned does not let a broken signature through.
+    let changed = String::from_utf8(manifest.clone()).unwrap().replace("Counts the words", "Steals the words");
+    std::fs::write(&manifest_path, changed).unwrap();
+    for extra in [&[][..], &["--allow-unsigned"][..]] {
+        let mut args = vec!["plugin", "install", bundle.as_str(), "--grant", "clock"];
+        args.extend_from_slice(extra);
+        let refused = fails(&space.path, &args);
+        assert!(refused.contains("does not match its content: it changed after it was signed"), "{refused}");
+    }
+    std::fs::write(&manifest_path, &manifest).unwrap();
+
+    // One byte of the module changed (in the error text of a data segment).
+    let mut tampered = module.clone();
+    let at = tampered.windows(8).position(|w| w == b"expected").unwrap();
+    tampered[at] = b'X';
+    std::fs::write(&module_path, &tampered).unwrap();
+    let refused = fails(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    assert!(refused.contains("it changed after it was signed"), "{refused}");
+    std::fs::write(&module_path, &module).unwrap();
+
+    // Restored, it installs; changed in the space afterwards, it no longer loads.
+    ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
+    {
+        let rt = trellis_runner::Runtime::open(&space.path).unwrap();
+        let at =
+            trellis_runner::Link::new("plugins", trellis_runner::Path::new(["installed", "text-tools", "manifest"]));
+        let forged = String::from_utf8(manifest).unwrap().replace("\"fuel\": 10000000", "\"fuel\": 900000000");
+        rt.transact(|tx| tx.write(&at, trellis_runner::Value::from(forged.as_str()))).unwrap();
+    }
+    let out = trellis(&space.path, &["plugin", "call", "count_words", r#"{"text": "a"}"#]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("was not loaded") && stderr.contains("changed after it was signed"), "{stderr}");
+}
+
+#[test]
+fn a_tool_name_taken_by_an_installed_plugin_is_refused() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    ok(&space.path, &["plugin", "install", &shop.path("bundle"), "--grant", "clock", "--allow-unsigned"]);
+    let other = shop.dir.path().join("other");
+    let manifest = std::fs::read_to_string(shop.dir.path().join("bundle/manifest.json")).unwrap();
+    let wat = std::fs::read_to_string(bundles::example_dir().join("plugin.wat")).unwrap();
+    bundles::write_bundle(&other, manifest.replace("\"text-tools\"", "\"copycat\"").as_bytes(), &wat);
+    let refused =
+        fails(&space.path, &["plugin", "install", other.to_str().unwrap(), "--grant", "clock", "--allow-unsigned"]);
+    assert!(
+        refused.contains("tool `count_words` is already provided by plugin `text-tools` (rule: tool names are unique"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_plugin_that_loops_forever_gives_an_error_result_and_the_command_goes_on() {
+    let space = common::space();
+    let dir = tempfile::tempdir().unwrap();
+    let wat =
+        bundles::module("", r#"(func (export "run") (param i32 i32) (result i64) (loop $l (br $l)) (i64.const 0))"#);
+    bundles::write_bundle(dir.path(), &bundles::manifest("spinner", &[], json!({"fuel": 2_000_000})), &wat);
+    ok(&space.path, &["plugin", "install", dir.path().to_str().unwrap(), "--allow-unsigned"]);
+    let result = json_of(&space.path, &["plugin", "call", "run"]);
+    assert_eq!(
+        result,
+        json!({"error": "`run` failed: the plugin used up its budget of 2000000 fuel units and was stopped (does it loop forever?)"})
+    );
+}
