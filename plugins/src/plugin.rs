@@ -81,6 +81,8 @@ pub struct PluginBuilder {
 }
 
 type HookFn = Box<dyn Fn() -> Result<(), ToolError> + Send + Sync>;
+type RequestFn = Box<dyn Fn(&mut Request) -> Result<(), ToolError> + Send + Sync>;
+type ResponseFn = Box<dyn Fn(&Response) -> Result<(), ToolError> + Send + Sync>;
 type ToolCallFn = Box<dyn Fn(ToolCall, Next) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 
 impl PluginBuilder {
@@ -163,8 +165,8 @@ impl PluginBuilder {
 struct FnHooks {
     base: Arc<dyn Hooks>,
     on_register: Option<HookFn>,
-    before_request: Option<Box<dyn Fn(&mut Request) -> Result<(), ToolError> + Send + Sync>>,
-    after_response: Option<Box<dyn Fn(&Response) -> Result<(), ToolError> + Send + Sync>>,
+    before_request: Option<RequestFn>,
+    after_response: Option<ResponseFn>,
     on_tool_call: Option<ToolCallFn>,
     on_unregister: Option<HookFn>,
 }

@@ -92,18 +92,23 @@ fn a_failing_on_register_refuses_the_plugin_and_it_can_register_later() {
     assert!(manager.has_tool("a"));
 }
 
+fn record(log: &Mutex<Vec<String>>, entry: String) -> Result<(), ToolError> {
+    log.lock().push(entry);
+    Ok(())
+}
+
 /// A plugin whose every hook writes `NAME.hook` to `log`.
 fn logging(name: &'static str, tools: &[&str], log: &Arc<Mutex<Vec<String>>>) -> PluginBuilder {
     let entry = move |hook: &str| format!("{name}.{hook}");
     let (l1, l2, l3, l4, l5) = (log.clone(), log.clone(), log.clone(), log.clone(), log.clone());
     plugin_with(name, tools)
-        .on_register(move || Ok(l1.lock().push(entry("on_register"))))
+        .on_register(move || record(&l1, entry("on_register")))
         .before_request(move |request| {
             l2.lock().push(entry("before_request"));
             request.message.push_str(&format!(" +{name}"));
             Ok(())
         })
-        .after_response(move |_| Ok(l3.lock().push(entry("after_response"))))
+        .after_response(move |_| record(&l3, entry("after_response")))
         .on_tool_call(move |call, next| {
             let log = l4.clone();
             async move {
@@ -114,7 +119,7 @@ fn logging(name: &'static str, tools: &[&str], log: &Arc<Mutex<Vec<String>>>) ->
             }
             .boxed()
         })
-        .on_unregister(move || Ok(l5.lock().push(entry("on_unregister"))))
+        .on_unregister(move || record(&l5, entry("on_unregister")))
 }
 
 #[tokio::test]
