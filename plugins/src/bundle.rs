@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tokio::sync::Semaphore;
 
 use crate::executor::{Executor, ToolError};
 use crate::manifest::{Manifest, ManifestError, Permission, MAX_MANIFEST_BYTES};
@@ -19,6 +20,9 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MODULE_FILE: &str = "plugin.wasm";
 /// The signature's file in a bundle.
 pub const SIGNATURE_FILE: &str = "signature.json";
+/// The most calls of one plugin that run at once; more wait their turn (each holds a
+/// thread and up to its memory cap while it runs).
+pub const MAX_CONCURRENT_CALLS: usize = 4;
 
 /// Why a bundle was refused.
 #[derive(Debug, thiserror::Error)]
@@ -97,10 +101,14 @@ impl Bundle {
     /// executed by the module in the sandbox. Refuses what [`Sandbox::new`] refuses.
     pub fn plugin(&self, granted: &[Permission]) -> Result<Plugin, BundleError> {
         let sandbox = Arc::new(Sandbox::new(&self.manifest, &self.module, granted)?);
+        let slots = Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS));
         let builder = Plugin::builder(&self.manifest.name, &self.manifest.version);
         let builder = self.manifest.tools.iter().fold(builder, |builder, tool| {
-            let executor: Arc<dyn Executor> =
-                Arc::new(WasmExecutor { sandbox: Arc::clone(&sandbox), export: tool.export().to_string() });
+            let executor: Arc<dyn Executor> = Arc::new(WasmExecutor {
+                sandbox: Arc::clone(&sandbox),
+                export: tool.export().to_string(),
+                slots: Arc::clone(&slots),
+            });
             builder.tool(tool.definition(), executor)
         });
         Ok(builder.build())
@@ -111,14 +119,21 @@ impl Bundle {
 struct WasmExecutor {
     sandbox: Arc<Sandbox>,
     export: String,
+    /// Shared by the plugin's tools: [`MAX_CONCURRENT_CALLS`] permits.
+    slots: Arc<Semaphore>,
 }
 
 impl Executor for WasmExecutor {
     fn execute(&self, arguments: Value) -> futures::future::BoxFuture<'static, Result<Value, ToolError>> {
-        let (sandbox, export) = (Arc::clone(&self.sandbox), self.export.clone());
+        let (sandbox, export, slots) = (Arc::clone(&self.sandbox), self.export.clone(), Arc::clone(&self.slots));
         Box::pin(async move {
-            // The sandbox's fuel ends a call that loops; the thread is then freed.
-            match tokio::task::spawn_blocking(move || sandbox.call(&export, &arguments)).await {
+            let slot = slots.acquire_owned().await.map_err(|e| ToolError::new(e.to_string()))?;
+            // The sandbox's fuel ends a call that loops; the thread and the slot are then freed.
+            let call = move || {
+                let _slot = slot;
+                sandbox.call(&export, &arguments)
+            };
+            match tokio::task::spawn_blocking(call).await {
                 Ok(result) => result.map_err(|e| ToolError::new(e.to_string())),
                 Err(e) => Err(ToolError::new(format!("the plugin's call was lost: {e}"))),
             }

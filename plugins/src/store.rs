@@ -21,7 +21,7 @@ use trellis_runner::{DocId, Link, Path, Read, Runtime, Value};
 
 use crate::bundle::{Bundle, BundleError};
 use crate::manager::PluginManager;
-use crate::manifest::Permission;
+use crate::manifest::{Manifest, ManifestError, Permission};
 use crate::rules::RegisterError;
 use crate::signing::{content_hash, encode_hex, verify, PublicKey, Signature};
 
@@ -156,7 +156,7 @@ impl<'rt> PluginStore<'rt> {
         let plugin = bundle.plugin(&options.granted)?;
         let name = bundle.manifest.name.clone();
         let manifest_text = String::from_utf8(manifest.clone())
-            .map_err(|_| BundleError::Manifest(crate::manifest::ManifestError::Invalid("not UTF-8".into())))?;
+            .map_err(|_| BundleError::Manifest(ManifestError::Invalid("not UTF-8".into())))?;
         let record = Record {
             manifest: manifest_text,
             module: base64::engine::general_purpose::STANDARD.encode(module),
@@ -172,15 +172,12 @@ impl<'rt> PluginStore<'rt> {
             }
             // The rules, beside every installed plugin's tools (enabled or not: enabling
             // one later must not conflict).
-            let owner = |tool: &str| {
-                installed.iter().find_map(|(other, r)| {
-                    let r = r.as_ref().ok()?;
-                    crate::manifest::Manifest::parse(r.manifest.as_bytes())
-                        .ok()
-                        .filter(|m| m.tools.iter().any(|t| t.name == tool))
-                        .map(|_| other.clone())
-                })
-            };
+            let owners: BTreeMap<String, &String> = installed
+                .iter()
+                .filter_map(|(other, r)| Some((other, Manifest::parse(r.as_ref().ok()?.manifest.as_bytes()).ok()?)))
+                .flat_map(|(other, m)| m.tools.into_iter().map(move |t| (t.name, other)))
+                .collect();
+            let owner = |tool: &str| owners.get(tool).map(|o| (*o).clone());
             if let Err(e) = crate::rules::check(&plugin, owner, &Default::default()) {
                 return Ok(Err(e.into()));
             }
@@ -232,6 +229,7 @@ impl<'rt> PluginStore<'rt> {
     /// names), verifying each again: the plugins that could not load, with why.
     pub fn load(&self, manager: &PluginManager, server_tools: &[String]) -> Vec<(String, StoreError)> {
         let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
+        let trusted = self.trusted_keys();
         let mut failed = Vec::new();
         for (name, record) in installed {
             let record = match record {
@@ -244,7 +242,6 @@ impl<'rt> PluginStore<'rt> {
             };
             let loaded = self.bundle(&name, &record).and_then(|bundle| {
                 let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
-                let trusted = self.trusted_keys();
                 let unsigned = record.signature.is_none();
                 verify(manifest, module, record.signature.as_ref(), &trusted, unsigned).map_err(BundleError::from)?;
                 let plugin = bundle.plugin(&record.granted)?;

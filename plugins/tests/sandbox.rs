@@ -80,6 +80,15 @@ async fn a_plugin_that_traps_gives_an_error_result() {
     assert!(message.starts_with("`run` failed: the plugin failed:") && message.contains("unreachable"), "{message}");
     let result = run("(drop (i32.div_u (i32.const 1) (i32.const 0))) (i64.const 0)", json!({})).await;
     assert!(error_of(&result).contains("divi"), "{result}");
+    // Endless recursion exhausts the interpreter's stack, not the host's.
+    let wat = common::module(
+        "",
+        r#"(func $deeper (param i64) (result i64) (call $deeper (i64.add (local.get 0) (i64.const 1))))
+           (func (export "run") (param i32 i32) (result i64) (call $deeper (i64.const 0)))"#,
+    );
+    let bundle = bundle(&common::manifest("deep", &[], json!({})), &wat);
+    let result = manager_of(&bundle, &[]).execute("run", json!({})).await;
+    assert!(error_of(&result).contains("stack"), "{result}");
 }
 
 #[tokio::test]
