@@ -18,7 +18,7 @@
 //! module may allocate without ever freeing. A call that runs out of fuel (it loops), traps,
 //! grows its memory past the cap, or breaks the ABI ends in an error the model reads.
 
-mod host;
+pub mod host;
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -27,8 +27,6 @@ use serde_json::Value;
 use wasmi::{Config, Engine, ExternType, Linker, Module, ResourceLimiter, Store, TrapCode, ValType};
 
 use crate::manifest::{Manifest, Permission};
-
-pub use host::IMPORT_MODULE;
 
 /// Fuel for one call unless the manifest asks for less (about one unit per instruction;
 /// some tens of milliseconds of work).
