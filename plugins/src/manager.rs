@@ -175,14 +175,29 @@ impl PluginManager {
     /// The client tools' definitions to send with a request, by plugin in registration
     /// order.
     pub fn client_tools(&self) -> Vec<ToolDefinition> {
+        self.client_tools_beside(std::iter::empty::<&str>()).0
+    }
+
+    /// The client tools to send beside server tools named `server_tools`, which may have
+    /// changed since registration (a charm mentioned since): a client tool with a server
+    /// tool's name is left out, never shadowing it, and comes back as a refusal to report.
+    pub fn client_tools_beside(
+        &self,
+        server_tools: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> (Vec<ToolDefinition>, Vec<RegisterError>) {
+        let server: HashSet<String> = server_tools.into_iter().map(|s| s.as_ref().to_string()).collect();
         let state = self.state.read();
-        state
-            .plugins
-            .iter()
-            .flat_map(|p| &p.tools)
-            .filter_map(|t| state.tools.get(t))
-            .map(|(_, t)| t.definition.clone())
-            .collect()
+        let mut conflicts = Vec::new();
+        let mut offered = Vec::new();
+        for (plugin, tool) in state.plugins.iter().flat_map(|p| p.tools.iter().map(move |t| (&p.name, t))) {
+            let Some((_, checked)) = state.tools.get(tool) else { continue };
+            if server.contains(tool) {
+                conflicts.push(RegisterError::ConflictWithServer { plugin: plugin.clone(), tool: tool.clone() });
+            } else {
+                offered.push(checked.definition.clone());
+            }
+        }
+        (offered, conflicts)
     }
 
     /// Whether `tool` is a client tool this manager executes.

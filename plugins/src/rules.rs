@@ -225,23 +225,13 @@ pub(crate) fn check(
 /// A validator for a tool's parameters, which must be an object schema.
 fn validator(parameters: &Value) -> Result<jsonschema::Validator, String> {
     let Some(schema) = parameters.as_object() else {
-        return Err(format!("they are {}, not a JSON object", kind(parameters)));
+        let kind = trellis_runner::Value::from(parameters.clone()).kind();
+        return Err(format!("they are a JSON {kind}, not an object"));
     };
     if schema.get("type") != Some(&Value::from("object")) {
         return Err("the schema's \"type\" is not \"object\"".to_string());
     }
     jsonschema::validator_for(parameters).map_err(|e| e.to_string())
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A name as a refusal shows it: debug-quoted (control characters escaped), cut at 80.

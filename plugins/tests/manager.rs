@@ -53,7 +53,10 @@ fn each_registration_rule_is_named_when_broken() {
             Plugin::builder("p", "1").tool(ToolDefinition::new("a", "", json!({"type": "string"})), echo()),
             "rule: parameters are a JSON Schema with \"type\": \"object\"",
         ),
-        (Plugin::builder("p", "1").tool(ToolDefinition::new("a", "", json!([1])), echo()), "not a JSON object"),
+        (
+            Plugin::builder("p", "1").tool(ToolDefinition::new("a", "", json!([1])), echo()),
+            "they are a JSON array, not an object",
+        ),
         (
             Plugin::builder("p", "1")
                 .tool(ToolDefinition::new("a", "", json!({"type": "object", "minProperties": "x"})), echo()),
@@ -78,6 +81,16 @@ fn each_registration_rule_is_named_when_broken() {
     assert!(twice.to_string().contains("rule: plugin names are unique"), "{twice}");
     assert_eq!(manager.client_tools().len(), 2, "the first plugin's tools are untouched");
     assert_eq!(manager.plugins()[0].tools, vec!["x".repeat(64), "a-b_C9".to_string()]);
+}
+
+#[test]
+fn a_server_tool_that_appears_later_is_never_shadowed() {
+    let manager = PluginManager::new();
+    register(&manager, plugin_with("p", &["notes_add", "mine"])).expect("no conflict yet");
+    let (offered, conflicts) = manager.client_tools_beside(["Counter_increment", "notes_add"]);
+    assert_eq!(offered.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["mine"]);
+    assert_eq!(conflicts, [RegisterError::ConflictWithServer { plugin: "p".into(), tool: "notes_add".into() }]);
+    assert_eq!(manager.client_tools().len(), 2, "alone, every client tool is offered");
 }
 
 #[test]
