@@ -87,7 +87,7 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     let dir = tempfile::tempdir().expect("tempdir");
     let wat = common::module("", r#"(func (export "run") (param i32 i32) (result i64) (i64.const 0))"#);
     common::write_bundle(dir.path(), &common::manifest("../escape", &[], json!({})), &wat);
-    let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).err().expect("refused");
+    let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("refused");
     assert!(error.to_string().contains("rule: a plugin name is 1 to 64"), "{error}");
     // Remote references are refused, never fetched.
     let remote = serde_json::to_vec(&json!({
@@ -97,7 +97,7 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     }))
     .expect("json");
     common::write_bundle(dir.path(), &remote, &wat);
-    let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).err().expect("refused");
+    let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("refused");
     assert!(error.to_string().contains("rule: parameters are a JSON Schema"), "{error}");
     // Nesting is bounded by the JSON reader's depth limit; below it, a deep schema is fine.
     let nested = |levels: usize| {
@@ -107,7 +107,7 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
             .expect("json")
     };
     common::write_bundle(dir.path(), &nested(100), &wat);
-    let error = Bundle::read(dir.path()).err().expect("too deep");
+    let error = Bundle::read(dir.path()).expect_err("too deep");
     assert!(error.to_string().contains("recursion limit exceeded"), "{error}");
     common::write_bundle(dir.path(), &nested(60), &wat);
     store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect("a deep but bounded schema");
