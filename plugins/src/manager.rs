@@ -120,26 +120,29 @@ impl PluginManager {
         if let Err(report) = self.reports.guard(&plugin.name, HookName::OnRegister, || plugin.hooks.on_register()) {
             return Err(RegisterError::Hook { plugin: plugin.name, message: report.message });
         }
-        let mut state = self.state.write();
-        // Checked again under the write lock: another registration may have won meanwhile.
-        if state.plugins.iter().any(|p| p.name == plugin.name) {
-            return Err(RegisterError::DuplicatePlugin { plugin: plugin.name });
+        let lost = {
+            let mut state = self.state.write();
+            match race(&state, &plugin.name, &checked) {
+                Some(lost) => Some(lost),
+                None => {
+                    let tools = checked.iter().map(|t| t.definition.name.clone()).collect();
+                    for tool in checked {
+                        state.tools.insert(tool.definition.name.clone(), (plugin.name.clone(), Arc::new(tool)));
+                    }
+                    let hooks = Arc::clone(&plugin.hooks);
+                    state.plugins.push(Registered { name: plugin.name.clone(), version: plugin.version, tools, hooks });
+                    None
+                }
+            }
+        };
+        match lost {
+            None => Ok(()),
+            Some(lost) => {
+                // Its on_register ran: it gets its on_unregister too.
+                let _ = self.reports.guard(&plugin.name, HookName::OnUnregister, || plugin.hooks.on_unregister());
+                Err(lost)
+            }
         }
-        if let Some((tool, other)) =
-            checked.iter().find_map(|t| state.tools.get(&t.definition.name).map(|(o, _)| (&t.definition.name, o)))
-        {
-            return Err(RegisterError::ConflictWithPlugin {
-                plugin: plugin.name.clone(),
-                tool: tool.clone(),
-                other: other.clone(),
-            });
-        }
-        let tools = checked.iter().map(|t| t.definition.name.clone()).collect();
-        for tool in checked {
-            state.tools.insert(tool.definition.name.clone(), (plugin.name.clone(), Arc::new(tool)));
-        }
-        state.plugins.push(Registered { name: plugin.name, version: plugin.version, tools, hooks: plugin.hooks });
-        Ok(())
     }
 
     /// Removes the plugin named `name` and runs its `on_unregister`; false if there was none.
@@ -224,7 +227,8 @@ impl PluginManager {
 
     /// Executes a model's call of the client tool `tool`: through the `on_tool_call`
     /// chain, then the tool's executor, with `arguments` validated against its schema and
-    /// the timeout applied. Always a JSON result: a failure is `{"error": ...}`.
+    /// the timeout applied. Always a JSON result: a failure is `{"error": ...}`. Await it
+    /// inside a Tokio runtime (the timeout and the sandbox's threads are Tokio's).
     pub async fn execute(&self, tool: &str, arguments: Value) -> Value {
         let (layers, plugin, checked) = {
             let state = self.state.read();
@@ -254,6 +258,21 @@ impl PluginManager {
     fn hooks(&self) -> Vec<(String, Arc<dyn Hooks>)> {
         self.state.read().plugins.iter().map(|p| (p.name.clone(), Arc::clone(&p.hooks))).collect()
     }
+}
+
+/// Checked again under the write lock, after `on_register`: another registration may have
+/// taken the plugin's name or a tool's meanwhile.
+fn race(state: &State, plugin: &str, checked: &[CheckedTool]) -> Option<RegisterError> {
+    if state.plugins.iter().any(|p| p.name == plugin) {
+        return Some(RegisterError::DuplicatePlugin { plugin: plugin.to_string() });
+    }
+    checked.iter().find_map(|t| {
+        state.tools.get(&t.definition.name).map(|(other, _)| RegisterError::ConflictWithPlugin {
+            plugin: plugin.to_string(),
+            tool: t.definition.name.clone(),
+            other: other.clone(),
+        })
+    })
 }
 
 /// The innermost step of a call: validate, run the executor under the timeout, and turn

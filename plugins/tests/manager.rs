@@ -110,6 +110,31 @@ fn record(log: &Mutex<Vec<String>>, entry: String) -> Result<(), ToolError> {
     Ok(())
 }
 
+#[test]
+fn a_registration_that_loses_a_race_during_on_register_is_refused_and_unregistered() {
+    let manager = Arc::new(PluginManager::new());
+    let unregistered = Arc::new(AtomicUsize::new(0));
+    let (inner, count) = (Arc::clone(&manager), Arc::clone(&unregistered));
+    let first = plugin_with("first", &["t"])
+        .on_register(move || {
+            // While `first` registers, `second` takes its tool's name.
+            inner
+                .register(plugin_with("second", &["t"]).build(), Vec::<String>::new())
+                .map_err(|e| e.to_string().into())
+        })
+        .on_unregister(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+    let lost = register(&manager, first).expect_err("second won");
+    assert_eq!(
+        lost,
+        RegisterError::ConflictWithPlugin { plugin: "first".into(), tool: "t".into(), other: "second".into() }
+    );
+    assert_eq!(unregistered.load(Ordering::SeqCst), 1, "on_register ran, so on_unregister does");
+    assert_eq!(manager.plugins().iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["second"]);
+}
+
 /// A plugin whose every hook writes `NAME.hook` to `log`.
 fn logging(name: &'static str, tools: &[&str], log: &Arc<Mutex<Vec<String>>>) -> PluginBuilder {
     let entry = move |hook: &str| format!("{name}.{hook}");
