@@ -173,6 +173,14 @@ fn a_module_without_the_abi_is_refused_at_load() {
     assert!(refused(&manifest, &no_tool, &[]).to_string().contains("does not export `run`"));
     let wrong = common::module("", r#"(func (export "run") (param i32) (result i32) (i32.const 0))"#);
     assert!(refused(&manifest, &wrong, &[]).to_string().contains("`run` does not have the ABI's signature"));
+    // Structure beyond wasmi's strict limits (here 33 parameters) is refused before compiling.
+    let params = "i32 ".repeat(33);
+    let wide = common::module(
+        "",
+        &format!(r#"(func (param {params})) (func (export "run") (param i32 i32) (result i64) (i64.const 0))"#),
+    );
+    let error = refused(&manifest, &wide, &[]);
+    assert!(error.to_string().contains("exceeds the limit of 32 parameters"), "{error}");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("manifest.json"), &manifest).expect("write");
     std::fs::write(dir.path().join("plugin.wasm"), b"not wasm").expect("write");

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 
 use serde_json::Value;
-use wasmi::{Config, Engine, ExternType, Linker, Module, ResourceLimiter, Store, TrapCode, ValType};
+use wasmi::{Config, EnforcedLimits, Engine, ExternType, Linker, Module, ResourceLimiter, Store, TrapCode, ValType};
 
 use crate::manifest::{Manifest, Permission};
 
@@ -143,7 +143,8 @@ impl Sandbox {
             return Err(SandboxError::Module(format!("it has {} bytes; at most {MAX_MODULE_BYTES}", wasm.len())));
         }
         let mut config = Config::default();
-        config.consume_fuel(true);
+        // Strict structure limits guard compilation itself against hostile modules.
+        config.consume_fuel(true).enforced_limits(EnforcedLimits::strict());
         let engine = Engine::new(&config);
         let module = Module::new(&engine, wasm).map_err(|e| SandboxError::Module(e.to_string()))?;
         let permissions: BTreeSet<Permission> = manifest.permissions.iter().cloned().collect();
