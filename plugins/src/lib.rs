@@ -11,6 +11,39 @@
 //! - installable plugins: a [`bundle`] (manifest + WebAssembly module, optionally
 //!   signed), executed in the [`sandbox`] (fuel, memory cap, only the imports granted),
 //!   signed and verified by [`signing`], kept in the space by [`store`].
+//!
+//! # In a chat
+//!
+//! A front end loads the space's enabled plugins once, then, per request, sends the client
+//! tools beside the server's, runs the request hooks, and executes the client tool calls
+//! the model makes (each a pending interaction of kind "client execution"), handing each
+//! result back as the call's output:
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use trellis_plugins::store::PluginStore;
+//! use trellis_plugins::{PluginManager, Request, Response};
+//!
+//! let rt = trellis_runner::Runtime::in_memory();
+//! let server_tools = vec!["Counter_increment".to_string()];
+//! let manager = PluginManager::new();
+//! for (plugin, why) in PluginStore::new(&rt).load(&manager, &server_tools) {
+//!     eprintln!("plugin {plugin} was not loaded: {why}");
+//! }
+//! let (client_tools, shadowing) = manager.client_tools_beside(&server_tools);
+//! assert!(client_tools.is_empty() && shadowing.is_empty(), "nothing installed here");
+//! let mut request = Request { message: "count the words of ...".into(), ..Request::default() };
+//! manager.before_request(&mut request);
+//! // ... the model calls a client tool: run it here, resolve the call with its result.
+//! let result = manager.execute("count_words", serde_json::json!({"text": "a b"})).await;
+//! assert!(result["error"].is_string(), "not installed: an error result, never a panic");
+//! manager.after_response(&Response { text: "...".into(), tools_called: vec!["count_words".into()] });
+//! for failed in manager.take_reports() {
+//!     eprintln!("{failed}");
+//! }
+//! # });
+//! ```
+
 pub mod bundle;
 mod executor;
 pub mod hooks;
