@@ -254,3 +254,24 @@ fn a_plugin_that_loops_forever_gives_an_error_result_and_the_command_goes_on() {
         json!({"error": "`run` failed: the plugin used up its budget of 2000000 fuel units and was stopped (does it loop forever?)"})
     );
 }
+
+#[test]
+fn bad_plugin_commands_are_refused_clearly() {
+    let space = common::space();
+    let missing = tempfile::tempdir().unwrap();
+    let nowhere = missing.path().join("nowhere");
+    let nowhere = nowhere.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["plugin", "trust", "abc"], "\"abc\" is not an ed25519 key (64 hex digits)"),
+        (&["plugin", "sign", nowhere, "--key", nowhere], "cannot read manifest.json of the bundle"),
+        (&["plugin", "install", nowhere], "cannot read manifest.json of the bundle"),
+        (&["plugin", "call", "count_words", "{not json"], "the arguments are not JSON"),
+        (&["plugin", "enable", "ghost"], "no plugin named \"ghost\" is installed"),
+        (&["plugin", "untrust", &"a".repeat(64)], "was not trusted (`trellis plugin list` shows the trusted keys)"),
+        (&["plugin", "install", nowhere, "--grant", "env:"], "unknown permission \"env:\""),
+    ];
+    for (args, expected) in cases {
+        let stderr = fails(&space.path, args);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
