@@ -337,3 +337,15 @@ async fn executor_failures_become_error_results() {
     let invalid = manager.execute("fails", json!({"n": "one"})).await;
     assert!(invalid["error"].as_str().unwrap_or_default().contains("at /n"), "{invalid}");
 }
+
+#[tokio::test]
+async fn the_manager_can_be_shared_across_tasks() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    let manager = Arc::new(PluginManager::new());
+    register(&manager, plugin_with("p", &["a"])).expect("valid");
+    send_sync(&manager);
+    let shared = Arc::clone(&manager);
+    // `execute`'s future is `Send`: it can run on another task.
+    let result = tokio::spawn(async move { shared.execute("a", json!({"n": 5})).await }).await.expect("joined");
+    assert_eq!(result, json!({"n": 5}));
+}
