@@ -7,10 +7,10 @@ use futures::StreamExt;
 use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
-use super::interaction::{self, Held, HeldCall, Interaction, InteractionKind};
+use super::interaction::{self, AfterClient, Held, HeldCall, Interaction, InteractionKind, Phase};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
-use crate::catalog::{Approved, Catalog, ToolTarget};
+use crate::catalog::{Approved, Catalog, Step, ToolTarget, Waiting};
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
@@ -122,35 +122,103 @@ fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Val
 async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
     let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
     let Some(mut held) = held.filter(|held| held.request == id) else { return Ok(()) };
-    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
-    for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
-        let output = if call.approved {
-            let approved = Approved::by_the_user();
-            catalog
-                .invoke_approved(rt, &call.name, call.input.clone(), shared.settings.tool_timeout, approved)
-                .await
-                .output
-        } else {
-            ToolOutput::ErrorText("no answer was given for this call".into())
-        };
-        call.output = Some(output);
+    for call in held.calls.iter_mut().filter(|call| call.output.is_none() && !call.approved) {
+        call.output = Some(ToolOutput::ErrorText("no answer was given for this call".into()));
     }
-    let results = Message::new(Role::Tool, held.results());
-    let appended = rt
-        .transact(|tx| {
-            if !is_current(tx, cells, id)? {
-                return Ok(false);
-            }
-            cells.messages().push(tx, results.clone())?;
-            interaction::forget(tx, cells)?;
-            Ok(true)
-        })
-        .map_err(|e| format!("could not store the results: {e}"))?;
-    if appended {
+    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
+    if settle_round(shared, rt, cells, id, &catalog, held.clone()).await? {
         run(shared, rt, cells, id, held.round + 1).await
     } else {
         Ok(())
     }
+}
+
+/// Takes every call of a round that has no result yet one step on (all through
+/// [`Catalog::begin`], concurrently): if some now wait for a person or the client, the
+/// round is stored waiting and this returns false; else the round's results are appended
+/// and this returns whether the request goes on.
+async fn settle_round(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    catalog: &Catalog,
+    mut held: Held,
+) -> Result<bool, String> {
+    let timeout = shared.settings.tool_timeout;
+    let steps = futures::future::join_all(held.calls.iter().filter(|call| call.output.is_none()).map(|call| {
+        let approval = call.approved.then(Approved::by_the_user);
+        catalog.begin(rt, &call.name, call.input.clone(), approval, timeout)
+    }))
+    .await;
+    let mut asked = Vec::new();
+    for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
+        let tool = catalog.get(&call.name);
+        let display = tool.map_or(call.name.as_str(), |t| t.display.as_str()).to_string();
+        let interaction = |kind, phase, prompt: String, options, input, client_tool| Interaction {
+            call_id: call.id.clone(),
+            tool: display.clone(),
+            wire: call.name.clone(),
+            arguments: call.input.clone(),
+            kind,
+            phase,
+            prompt,
+            options,
+            input,
+            client_tool,
+            asked_at: interaction::now_ms(),
+        };
+        match step {
+            Step::Done(invocation) => {
+                if let (Some(effect), Some(ToolTarget::Defined(defined))) = (invocation.effect, tool.map(|t| &t.target))
+                {
+                    let prompt = format!("{display} has a result to show");
+                    let name = Some(defined.name().to_string());
+                    asked.push(interaction(
+                        InteractionKind::DisplayEffect,
+                        Phase::Display,
+                        prompt,
+                        Vec::new(),
+                        effect,
+                        name,
+                    ));
+                }
+                call.output = Some(invocation.output);
+            }
+            Step::Wait(Waiting { ask, state, input, defined }) => {
+                let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
+                if let Some(tool) = &defined {
+                    let arguments = catalog
+                        .get(&call.name)
+                        .and_then(|t| t.check_arguments(call.input.clone()).ok())
+                        .unwrap_or_else(|| call.input.clone());
+                    call.after_client = Some(AfterClient { tool: tool.clone(), arguments, state });
+                }
+                let shown = if phase == Phase::Client { input } else { serde_json::Value::Null };
+                asked.push(interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined));
+            }
+        }
+    }
+    if asked.iter().any(Interaction::blocks) {
+        // The request ends here, waiting; `resolve` starts it again.
+        if interaction::ask(rt, cells, id, Some(&held), &asked)? {
+            shared.time_out_waiting(rt, cells, &asked);
+        }
+        return Ok(false);
+    }
+    if !asked.is_empty() && !interaction::ask(rt, cells, id, None, &asked)? {
+        return Ok(false);
+    }
+    let results = Message::new(Role::Tool, held.results());
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        cells.messages().push(tx, results.clone())?;
+        interaction::forget(tx, cells)?;
+        Ok(true)
+    })
+    .map_err(|e| format!("could not store the results: {e}"))
 }
 
 /// Runs rounds `first..=max_rounds` of request `id`.
@@ -204,58 +272,22 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
             return Ok(());
         }
 
-        let timeout = settings.tool_timeout;
-        let catalog = &*catalog;
-        // Calls that need a person wait; the others run now, concurrently.
-        let asking: Vec<_> =
-            calls.iter().map(|call| if call.refused.is_some() { None } else { asks(catalog, call) }).collect();
-        let outputs = futures::future::join_all(calls.iter().zip(&asking).map(|(call, ask)| async move {
-            match (&call.refused, ask) {
-                (Some(reason), _) => Some(ToolOutput::ErrorText(reason.clone())),
-                (None, Some(_)) => None,
-                (None, None) => Some(catalog.invoke(rt, call.name(), call.input().clone(), timeout).await.output),
-            }
-        }))
-        .await;
         let held = Held {
             request: id,
             round,
             calls: calls
                 .iter()
-                .zip(outputs)
-                .map(|(call, output)| HeldCall {
+                .map(|call| HeldCall {
                     id: call.id().to_string(),
                     name: call.name().to_string(),
                     input: call.input().clone(),
-                    output,
+                    output: call.refused.clone().map(ToolOutput::ErrorText),
                     approved: false,
+                    after_client: None,
                 })
                 .collect(),
         };
-        let asked: Vec<Interaction> = calls
-            .iter()
-            .zip(asking)
-            .filter_map(|(call, ask)| {
-                let (kind, prompt, options) = ask?;
-                let tool = catalog.get(call.name()).map_or(call.name(), |t| t.display.as_str()).to_string();
-                Some(Interaction {
-                    call_id: call.id().to_string(),
-                    tool,
-                    wire: call.name().to_string(),
-                    arguments: call.input().clone(),
-                    kind,
-                    prompt,
-                    options,
-                    asked_at: interaction::now_ms(),
-                })
-            })
-            .collect();
-        if !asked.is_empty() {
-            // The request ends here, waiting; `resolve` starts it again.
-            interaction::wait(rt, cells, id, &held, &asked)?;
-            return Ok(());
-        }
-        if !append(rt, cells, id, Message::new(Role::Tool, held.results()))? {
+        if !settle_round(shared, rt, cells, id, &catalog, held).await? {
             return Ok(());
         }
     }
@@ -337,33 +369,6 @@ async fn answer(
         }
     }
     Ok(answer)
-}
-
-/// What `call` asks of a person, when it must wait for one: an approval (its tool's
-/// stream needs one) or the model's own question (`request_human_input`).
-fn asks(catalog: &Catalog, call: &Call) -> Option<(InteractionKind, String, Vec<String>)> {
-    let tool = catalog.get(call.name())?;
-    if let Some(reason) = &tool.approval {
-        return Some((InteractionKind::Approval, reason.clone(), Vec::new()));
-    }
-    if tool.target != ToolTarget::HumanInput {
-        return None;
-    }
-    let input = call.input();
-    let kind = match input.get("type").and_then(serde_json::Value::as_str) {
-        Some("confirmation") => InteractionKind::Confirmation,
-        Some("choice") => InteractionKind::Choice,
-        _ => InteractionKind::Question,
-    };
-    let message = input.get("message").and_then(serde_json::Value::as_str).unwrap_or("(the model asked nothing)");
-    let options: Vec<String> = input
-        .get("options")
-        .and_then(serde_json::Value::as_array)
-        .map(|items| items.iter().filter_map(|o| o.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    // A choice with nothing to choose from can only be answered in words.
-    let kind = if kind == InteractionKind::Choice && options.is_empty() { InteractionKind::Question } else { kind };
-    Some((kind, message.to_string(), options))
 }
 
 /// One tool call of an answer.
