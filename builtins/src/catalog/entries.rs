@@ -13,6 +13,7 @@ use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSc
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
 use crate::text::json_kind as kind;
+use crate::tool::limits::LimitError;
 use crate::tool::{ToolRegistry, HUMAN_INPUT_TOOL};
 
 /// A tool before wire names are assigned.
@@ -39,11 +40,20 @@ pub(super) struct Extraction<'a> {
     pub(super) reader: Reader<'a>,
     /// Where `{"tool"}` entries find their tools.
     pub(super) registry: &'a ToolRegistry,
+    /// How many `{"client"}` entries were taken.
+    client_tools: usize,
 }
 
 impl<'a> Extraction<'a> {
     pub(super) fn new(reader: Reader<'a>, registry: &'a ToolRegistry) -> Self {
-        Extraction { drafts: Vec::new(), problems: Vec::new(), schemas: SchemaCache::default(), reader, registry }
+        Extraction {
+            drafts: Vec::new(),
+            problems: Vec::new(),
+            schemas: SchemaCache::default(),
+            reader,
+            registry,
+            client_tools: 0,
+        }
     }
 
     pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
@@ -69,13 +79,14 @@ pub(super) fn extract_entry(key: &str, entry: &Value, out: &mut Extraction) {
         return out.problem(key, EntryError::NotAnObject(kind(entry)));
     };
     let description = fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
-    let targets: Vec<&str> = ["handler", "pattern", "charm", TOOL_ENTRY, HUMAN_INPUT_ENTRY]
+    let targets: Vec<&str> = ["handler", "pattern", "charm", TOOL_ENTRY, HUMAN_INPUT_ENTRY, CLIENT_ENTRY]
         .into_iter()
         .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
         .collect();
     match targets.as_slice() {
         ["handler"] => handler_entry(key, &fields["handler"], description, out),
         [HUMAN_INPUT_ENTRY] => defined_entry(key, HUMAN_INPUT_TOOL, description, out),
+        [CLIENT_ENTRY] => client_entry(key, &fields[CLIENT_ENTRY], out),
         [TOOL_ENTRY] => match fields[TOOL_ENTRY].as_str() {
             Some(name) => defined_entry(key, name, description, out),
             None => out.problem(
@@ -250,6 +261,34 @@ impl Extraction<'_> {
 
 /// The field of a `{"tool": "name"}` entry: a tool defined with the builder.
 pub const TOOL_ENTRY: &str = "tool";
+
+/// The field of a `{"client": {...}}` entry: a client tool's definition.
+pub const CLIENT_ENTRY: &str = "client";
+
+/// `{"client": {"description", "parameters"}}`: a client tool named by the entry's key.
+fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
+    let limits = out.registry.client_limits();
+    if out.client_tools >= limits.max_tools {
+        return out.problem(key, LimitError::Tools(limits.max_tools).into());
+    }
+    let (description, schema) = match limits.check(key, definition) {
+        Ok(checked) => checked,
+        Err(error) => return out.problem(key, error.into()),
+    };
+    out.client_tools += 1;
+    out.drafts.push(Draft {
+        display: key.to_string(),
+        identity: format!("{CLIENT_ENTRY}:{key}"),
+        description,
+        schema: Arc::new(schema),
+        shape: InputShape::Object,
+        target: ToolTarget::Client,
+        entry: key.to_string(),
+        charm: None,
+        unchecked: false,
+        approval: None,
+    });
+}
 
 /// The field of a `{"human_input": true}` entry: the built-in `request_human_input` tool.
 pub const HUMAN_INPUT_ENTRY: &str = "human_input";

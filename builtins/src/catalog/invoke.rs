@@ -29,7 +29,7 @@ use trellis_runner::{DocId, Link, Path, Runtime};
 use super::summary::{changes, snapshot};
 use super::{workers, Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
-use crate::tool::{Start, ToolRef};
+use crate::tool::{Ask, Start, ToolRef};
 
 /// How many validation errors an error text lists.
 const MAX_VIOLATIONS: usize = 10;
@@ -236,6 +236,12 @@ impl Tool {
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
+                ToolTarget::Client => {
+                    let prompt = self.description.clone();
+                    let ask =
+                        Ask { kind: crate::dialog::InteractionKind::ClientExecution, prompt, options: Vec::new() };
+                    return Step::Wait(Waiting { ask, state: Value::Null, input: arguments, defined: None });
+                }
             };
             match &invocation.output {
                 ToolOutput::ErrorText(error) => tracing::info!(%error, "tool call failed"),

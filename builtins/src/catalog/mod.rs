@@ -13,6 +13,9 @@
 //! - `{"tool": "name"}`: a tool defined with [`ToolBuilder`](crate::tool::ToolBuilder) and
 //!   registered by that name in the [`ToolRegistry`] the catalog is built with
 //!   (`{"human_input": true}` is `{"tool": "request_human_input"}`);
+//! - `{"client": {"description": .., "parameters": SCHEMA}}`: a client tool, named by the
+//!   entry's key, checked against the registry's [`ClientToolLimits`](crate::tool::limits::ClientToolLimits)
+//!   (a broken rule is a problem naming it); the client executes it;
 //!
 //! each with an optional `"description"`; an entry may also be a link to such an object.
 //! A top-level field of a charm that is a link to a stream elsewhere (an alias) is not
@@ -145,6 +148,9 @@ pub enum ToolTarget {
     /// A tool defined with [`ToolBuilder`](crate::tool::ToolBuilder): its phases run on
     /// the server, and a call that needs the client waits in a dialog.
     Defined(ToolRef),
+    /// A client tool: a definition the client sent (`{"client": {...}}`); the server never
+    /// runs it: a call waits in a dialog for the client's output, which is the result.
+    Client,
 }
 
 /// A `tools` entry, or one handler of it, that did not become a tool.
@@ -203,6 +209,9 @@ pub enum EntryError {
         /// What was there.
         found: &'static str,
     },
+    /// A client tool's definition breaks a rule.
+    #[error("{0}")]
+    ClientTool(#[from] crate::tool::limits::LimitError),
     /// No defined tool has this name, or `tool` is malformed.
     #[error("{0}")]
     Defined(String),

@@ -144,6 +144,9 @@ pub(super) struct Held {
     pub round: u32,
     /// The round's calls, in the model's order.
     pub calls: Vec<HeldCall>,
+    /// How many rounds of this request waited for the client so far (`max_tool_rounds`).
+    #[serde(default)]
+    pub client_rounds: u32,
 }
 
 /// One call of a waiting round.
@@ -165,8 +168,8 @@ pub(super) struct HeldCall {
 /// What the last server phase of a call that waits for the client needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct AfterClient {
-    /// The registered tool.
-    pub tool: String,
+    /// The registered tool; `None` for a client tool, whose output is the result.
+    pub tool: Option<String>,
     /// The checked arguments.
     pub arguments: serde_json::Value,
     /// What the first server phase kept.
@@ -316,9 +319,9 @@ pub(super) fn resolve(
 /// Runs the last server phase of a call that waited for the client, with its `output`.
 fn finish(call: &HeldCall, output: serde_json::Value, registry: &ToolRegistry) -> Result<serde_json::Value, String> {
     let after = call.after_client.as_ref().ok_or("this call does not take a client output")?;
-    let tool = registry
-        .get(&after.tool)
-        .ok_or_else(|| format!("the tool `{}` is not registered in this process any more", after.tool))?;
+    let Some(name) = &after.tool else { return Ok(output) };
+    let tool =
+        registry.get(name).ok_or_else(|| format!("the tool `{name}` is not registered in this process any more"))?;
     tool.finish(after.arguments.clone(), after.state.clone(), output)
 }
 

@@ -49,7 +49,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
                 error: Some("the request stopped unexpectedly".into()),
             };
             let outcome = match begin {
-                Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1).await,
+                Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1, 0).await,
                 Begin::Resume => resume(&task_shared, &task_rt, &task_cells, id).await,
             };
             task_shared.forget(&task_cells.base, id);
@@ -127,7 +127,7 @@ async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestI
     }
     let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
     if settle_round(shared, rt, cells, id, &catalog, held.clone()).await? {
-        run(shared, rt, cells, id, held.round + 1).await
+        run(shared, rt, cells, id, held.round + 1, held.client_rounds).await
     } else {
         Ok(())
     }
@@ -187,16 +187,23 @@ async fn settle_round(
             }
             Step::Wait(Waiting { ask, state, input, defined }) => {
                 let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
-                if let Some(tool) = &defined {
+                if phase == Phase::Client {
                     let arguments = catalog
                         .get(&call.name)
                         .and_then(|t| t.check_arguments(call.input.clone()).ok())
                         .unwrap_or_else(|| call.input.clone());
-                    call.after_client = Some(AfterClient { tool: tool.clone(), arguments, state });
+                    call.after_client = Some(AfterClient { tool: defined.clone(), arguments, state });
                 }
                 let shown = if phase == Phase::Client { input } else { serde_json::Value::Null };
                 asked.push(interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined));
             }
+        }
+    }
+    if asked.iter().any(|i| i.kind == InteractionKind::ClientExecution) {
+        held.client_rounds += 1;
+        let limit = input(rt, cells, DialogInput::MaxToolRounds).as_u64().unwrap_or(DEFAULT_MAX_TOOL_ROUNDS);
+        if limit != 0 && u64::from(held.client_rounds) > limit {
+            return stop_client_loop(rt, cells, id, held, &asked, limit).map(|_| false);
         }
     }
     if asked.iter().any(Interaction::blocks) {
@@ -221,8 +228,52 @@ async fn settle_round(
     .map_err(|e| format!("could not store the results: {e}"))
 }
 
-/// Runs rounds `first..=max_rounds` of request `id`.
-async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, first: u32) -> Result<(), String> {
+/// Rounds of a request that may wait for the client when `max_tool_rounds` is not given.
+const DEFAULT_MAX_TOOL_ROUNDS: u64 = 5;
+
+/// Ends a request whose client tool loop reached `max_tool_rounds`: the calls that would
+/// wait for the client get a result saying so, and the conversation says it stopped.
+fn stop_client_loop(
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    mut held: Held,
+    asked: &[Interaction],
+    limit: u64,
+) -> Result<bool, String> {
+    let why = format!("not run: this request reached max_tool_rounds ({limit} rounds waiting for the client)");
+    for call in held.calls.iter_mut().filter(|c| c.output.is_none()) {
+        call.output = Some(ToolOutput::ErrorText(why.clone()));
+    }
+    let stop = format!(
+        "I stopped: the tools run by your client were called for {limit} rounds (max_tool_rounds) without reaching an \
+         answer. Tell me to continue if you want me to go on."
+    );
+    let effects: Vec<Interaction> = asked.iter().filter(|i| !i.blocks()).cloned().collect();
+    if !effects.is_empty() {
+        interaction::ask(rt, cells, id, None, &effects)?;
+    }
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
+        cells.messages().push(tx, Message::assistant(stop.clone()))?;
+        Ok(true)
+    })
+    .map_err(|e| format!("could not store the results: {e}"))
+}
+
+/// Runs rounds `first..=max_rounds` of request `id`, `client_rounds` of which waited for
+/// the client already.
+async fn run(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    first: u32,
+    client_rounds: u32,
+) -> Result<(), String> {
     let settings = shared.settings;
     for round in first..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
@@ -286,6 +337,7 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
                     after_client: None,
                 })
                 .collect(),
+            client_rounds,
         };
         if !settle_round(shared, rt, cells, id, &catalog, held).await? {
             return Ok(());

@@ -66,6 +66,7 @@ mod approval;
 mod builder;
 mod client;
 mod human_input;
+pub mod limits;
 mod registry;
 
 use std::sync::Arc;

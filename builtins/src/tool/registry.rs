@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
+use super::limits::ClientToolLimits;
 use super::{human_input, DefinedTool, ToolRef};
 use crate::catalog::naming::is_valid_wire_name;
 
@@ -19,7 +20,7 @@ pub enum RegistryError {
     Taken(String),
 }
 
-/// Defined tools by name. Cheap to clone; clones share the tools. The `llm_dialog`
+/// Defined tools by name, and the limits on client-sent tool definitions. Cheap to clone; clones share the tools. The `llm_dialog`
 /// builtin holds one (`LlmDialog::with_tools`); front ends that execute client phases
 /// (the terminal) look tools up in the same one.
 #[derive(Clone, Default)]
@@ -28,6 +29,8 @@ pub struct ToolRegistry(Arc<RwLock<Tools>>);
 #[derive(Default)]
 struct Tools {
     by_name: BTreeMap<String, ToolRef>,
+    /// The rules client-sent tool definitions (`{"client"}` entries) must keep.
+    limits: ClientToolLimits,
     /// Bumped by each registration, so cached catalogs notice a new tool.
     generation: u64,
 }
@@ -72,6 +75,19 @@ impl ToolRegistry {
     /// The tool registered as `name`.
     pub fn get(&self, name: &str) -> Option<ToolRef> {
         self.0.read().by_name.get(name).cloned()
+    }
+
+    /// Sets the limits on client tools (`{"client": {...}}` entries) of the dialogs that
+    /// use this registry.
+    pub fn set_client_limits(&self, limits: ClientToolLimits) {
+        let mut tools = self.0.write();
+        tools.limits = limits;
+        tools.generation += 1;
+    }
+
+    /// The limits on client tools.
+    pub fn client_limits(&self) -> ClientToolLimits {
+        self.0.read().limits
     }
 
     /// How many registrations happened (changes whenever a tool is added).
