@@ -197,10 +197,14 @@ fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     t.send("not that one\r");
     t.expect("the user denied this call: not that one");
     t.expect("> ");
-    // The model's question, answered in words.
+    // The model's question: request_human_input's client phase runs at this terminal and
+    // asks; an empty answer is refused by its server phase and asked again.
     t.send("ask me what my favourite colour is\r");
     t.expect("the model asks (call ");
-    t.expect("your answer: ");
+    t.expect("request_human_input asks: ");
+    t.send("\r");
+    t.expect("the answer to a question is some text");
+    t.expect("request_human_input asks: ");
     t.send("blue\r");
     t.expect(r#"{"answer":"blue"}"#);
     t.expect("> ");

@@ -16,6 +16,8 @@ pub struct Terminal<'a> {
     pub editor: &'a mut Editor<Helper, DefaultHistory>,
     /// The tool that asks, named in every question.
     pub tool: String,
+    /// The person left the question (Ctrl-C or Ctrl-D): the call stays waiting.
+    pub left: bool,
 }
 
 impl Terminal<'_> {
@@ -24,6 +26,7 @@ impl Terminal<'_> {
         match tokio::task::block_in_place(|| self.editor.readline(&prompt)) {
             Ok(line) => Ok(line.trim().to_string()),
             Err(ReadlineError::Interrupted | ReadlineError::Eof) => {
+                self.left = true;
                 Err(ClientError::NoAnswer("the user left the question (Ctrl-C)".into()))
             }
             Err(e) => Err(ClientError::Unsupported(format!("cannot read from the terminal: {e}"))),

@@ -97,14 +97,24 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
 /// or Ctrl-D at the question).
 async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> anyhow::Result<Option<usize>> {
     let Some(waiting) = session.waiting().into_iter().next() else { return Ok(None) };
-    if let Some(tool) = session.client_tool(&waiting).filter(|_| waiting.kind == InteractionKind::ClientExecution) {
-        // This terminal is the client: the tool's client phase runs here, asking the person.
-        let mut terminal = client::Terminal { editor, tool: waiting.tool.clone() };
-        let reply = match tool.run_client(waiting.input.clone(), &mut terminal) {
-            Ok(output) => Reply::Output(output),
-            Err(why) => Reply::Deny(why),
-        };
-        return session.resolve(Some(&waiting.call_id), reply).await.map(Some);
+    if let Some(tool) = session.client_tool(&waiting).filter(|_| waiting.kind != InteractionKind::Approval) {
+        // This terminal is the client: the tool's client phase runs here and asks the
+        // person where the tool asks; an output the server refuses is asked for again.
+        loop {
+            let mut terminal = client::Terminal { editor: &mut *editor, tool: waiting.tool.clone(), left: false };
+            let reply = match tool.run_client(waiting.input.clone(), &mut terminal) {
+                Ok(output) => Reply::Output(output),
+                Err(_) if terminal.left => {
+                    emit("(left waiting: answer it later with /answer, /output or /deny)");
+                    return Ok(None);
+                }
+                Err(why) => Reply::Deny(why),
+            };
+            match session.resolve(Some(&waiting.call_id), reply).await {
+                Ok(sent) => return Ok(Some(sent)),
+                Err(e) => emit(&format!("{e:#}")),
+            }
+        }
     }
     let question = match waiting.kind {
         InteractionKind::Approval => format!("approve {}? [y/N, or why not] ", safe_line(&waiting.tool)),
