@@ -304,6 +304,9 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
 
     // No other way runs it: a catalog call, an answer for another call, an output.
     let catalog = Catalog::build_with_tools(&s.rt, &json!({"pay": {"tool": "pay"}}), &s.tools);
+    let listed = catalog.get("pay").unwrap();
+    assert_eq!(listed.approval.as_deref(), Some("Pays more than a euro"), "a catalog that lists it says so");
+    assert!(listed.description.contains("Some calls wait for the user's approval"), "{}", listed.description);
     let direct = catalog.invoke(&s.rt, "pay", json!({"amount": 5000}), WAIT).await;
     assert!(matches!(&direct.output, ToolOutput::ErrorText(t) if t.contains("approval")), "{direct:?}");
     let small = catalog.invoke(&s.rt, "pay", json!({"amount": 5}), WAIT).await;

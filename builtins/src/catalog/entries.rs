@@ -301,9 +301,17 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
             .problem(key, EntryError::Defined(format!("no tool named `{name}` is registered (registered: {known})")));
     };
     let mut description = description.unwrap_or(tool.description()).to_string();
-    let approval = tool.approval_marker().map(str::to_string);
-    if let Some(reason) = &approval {
-        description = format!("{description} (Each call waits for the user's approval: {reason}.)");
+    // Every catalog that lists it knows a call may need approval (MCP marks it
+    // destructive); whether one does is decided per call (`Tool::approval_for`).
+    let approval = tool.approval_reason().map(str::to_string);
+    match (tool.approval_marker(), &approval) {
+        (Some(reason), _) => {
+            description = format!("{description} (Each call waits for the user's approval: {reason}.)")
+        }
+        (None, Some(reason)) => {
+            description = format!("{description} (Some calls wait for the user's approval: {reason}.)")
+        }
+        (None, None) => {}
     }
     out.drafts.push(Draft {
         display: key.to_string(),

@@ -115,9 +115,10 @@ pub struct Tool {
     pub charm: Option<String>,
     /// The handler declares no event schema: arguments only have to be an object.
     pub unchecked: bool,
-    /// Why a person must approve each call a model makes (the stream's policy, see
-    /// `Builder::require_approval`, or a defined tool's `Approval::Always`); `None` when
-    /// calls run at once or when it depends on the arguments ([`Tool::approval_for`]).
+    /// Why a person must approve calls a model makes (the stream's policy, see
+    /// `Builder::require_approval`, or a defined tool's `Approval`); `None` when calls
+    /// run at once. For a defined tool whose policy looks at the arguments, whether a
+    /// given call waits is [`Tool::approval_for`].
     pub approval: Option<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,

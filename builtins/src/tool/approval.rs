@@ -42,6 +42,14 @@ impl<P> Approval<P> {
             _ => None,
         }
     }
+
+    /// Why some calls may need approval, for any policy but "never".
+    pub(super) fn reason(&self) -> Option<&str> {
+        match self {
+            Approval::Never => None,
+            Approval::Always(reason) | Approval::When { reason, .. } => Some(reason),
+        }
+    }
 }
 
 impl<P: DeserializeOwned + 'static> Approval<P> {

@@ -364,6 +364,7 @@ fn parts<P: JsonSchema + DeserializeOwned + 'static>(
         shape,
         client_output_schema,
         approval_marker: approval.marker().map(str::to_string),
+        approval_reason: approval.reason().map(str::to_string),
         approval: approval.erase(shape),
         start,
         finish,

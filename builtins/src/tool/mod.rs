@@ -143,6 +143,7 @@ pub struct DefinedTool {
     client_output_schema: Option<Arc<Value>>,
     approval: Arc<ApprovalFn>,
     approval_marker: Option<String>,
+    approval_reason: Option<String>,
     start: Box<StartFn>,
     finish: Option<Box<FinishFn>>,
     client: Option<Box<ClientFn>>,
@@ -194,6 +195,11 @@ impl DefinedTool {
     /// needs approval (what a stream marker carries).
     pub fn approval_marker(&self) -> Option<&str> {
         self.approval_marker.as_deref()
+    }
+
+    /// Why some calls may wait for approval (any policy but [`Approval::Never`]).
+    pub fn approval_reason(&self) -> Option<&str> {
+        self.approval_reason.as_deref()
     }
 
     /// Whether the client has a phase to run (a client-authority tool, a handoff, or a

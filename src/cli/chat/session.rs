@@ -119,7 +119,7 @@ impl Session {
 
     /// The calls the conversation waits for (display effects left out).
     pub fn waiting(&self) -> Vec<Interaction> {
-        self.interactions().into_iter().filter(Interaction::blocks).collect()
+        self.dialog().waiting()
     }
 
     /// The registered tool whose client phase this terminal runs for `interaction`.
@@ -179,9 +179,9 @@ impl Session {
 
     /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
     pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
-        self.dialog().wait(timeout).await?;
+        let messages = self.dialog().follow(before, timeout).await?;
         self.check_error()?;
-        Ok(self.dialog().messages().split_off(before.min(self.dialog().messages().len())))
+        Ok(messages)
     }
 
     /// The names of the attached charms, in the order they were attached.
