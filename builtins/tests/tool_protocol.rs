@@ -97,6 +97,11 @@ fn registry() -> ToolRegistry {
         .authority(Client)
         .client(|a: Ask, person: &mut dyn ClientContext| Ok(Picked { n: person.ask(&a.question)?.len() as i64 }));
     tools.register(echo.build()).unwrap();
+    let wipe = ToolBuilder::<Ask>::new("wipe", "Wipes after the client says how much")
+        .authority(Client)
+        .client(|a: Ask, person: &mut dyn ClientContext| Ok(Picked { n: person.ask(&a.question)?.len() as i64 }))
+        .approval(Approval::always("Wipes data"));
+    tools.register(wipe.build()).unwrap();
     let vault =
         ToolBuilder::<Lookup>::new("vault", "Opens the vault with a code the user types").authority(Server).handoff(
             |l: Lookup| {
@@ -130,7 +135,7 @@ fn setup_with(turns: Vec<Turn>, settings: DialogSettings) -> Setup {
     rt.register_builtin(Arc::new(dialog));
     rt.register_pattern(Pattern::new("chat", |b, _: Value| {
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        let names = ["add", "chart", "pay", "pick", "echo", "vault", "request_human_input"];
+        let names = ["add", "chart", "pay", "pick", "echo", "vault", "wipe", "request_human_input"];
         let tools: serde_json::Map<String, Value> =
             names.iter().map(|n| (n.to_string(), json!({ "tool": n }))).collect();
         b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "test", "tools": tools}))?;
@@ -324,6 +329,38 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
     s.dialog.resolve(Resolve { call_id: call, approved: true, ..Resolve::default() }).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s)[2], ToolOutput::Json(json!({"paid": 7000, "to": "nobody", "note": null})));
+}
+
+#[tokio::test]
+async fn an_approved_client_tool_then_waits_for_the_client() {
+    let s = setup(vec![Turn::tool_call("wipe", json!({"question": "how much?"})), Turn::text("Wiped.")]);
+    s.dialog.say("wipe", WAIT).await.unwrap();
+    let approval = s.dialog.interactions().remove(0);
+    assert_eq!(
+        (approval.kind, approval.phase, approval.input.clone()),
+        (InteractionKind::Approval, Phase::Approval, Value::Null)
+    );
+    let early = s.dialog.resolve(output(&approval.call_id, json!({"n": 1}))).await;
+    assert!(early.is_ok(), "an output for an approval denies it");
+    s.dialog.wait(WAIT).await.unwrap();
+    let ToolOutput::ErrorText(denied) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
+    assert!(denied.contains("denied"), "{denied}");
+
+    let s = setup(vec![Turn::tool_call("wipe", json!({"question": "how much?"})), Turn::text("Wiped.")]);
+    s.dialog.say("wipe", WAIT).await.unwrap();
+    let approval = s.dialog.interactions().remove(0);
+    s.dialog
+        .resolve(Resolve { call_id: approval.call_id.clone(), approved: true, ..Resolve::default() })
+        .await
+        .unwrap();
+    s.dialog.wait(WAIT).await.unwrap();
+    // Approved, the call goes on to its client phase and waits again.
+    let client = s.dialog.interactions().remove(0);
+    assert_eq!((client.call_id.as_str(), client.kind), (approval.call_id.as_str(), InteractionKind::ClientExecution));
+    s.dialog.resolve(output(&client.call_id, json!({"n": 2}))).await.unwrap();
+    s.dialog.wait(WAIT).await.unwrap();
+    assert_eq!(results(&s), [ToolOutput::Json(json!({"n": 2}))]);
+    assert_eq!(last_text(&s), "Wiped.");
 }
 
 #[tokio::test]

@@ -78,6 +78,8 @@ pub struct Waiting {
     pub state: Value,
     /// What the client phase gets (the arguments, or what a handoff handed over).
     pub input: Value,
+    /// The call's arguments, checked against the input schema.
+    pub arguments: Value,
     /// The registered tool whose phases go on after the client (`None` for an approval).
     pub defined: Option<String>,
 }
@@ -161,7 +163,7 @@ impl Catalog {
                     prompt: reason,
                     options: Vec::new(),
                 };
-                Step::Wait(Waiting { ask, state: Value::Null, input: arguments, defined: None })
+                Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
             }
             _ => tool.step(rt, arguments, timeout, self.inline_handlers).await,
         }
@@ -225,14 +227,14 @@ impl Tool {
                 ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, inline).await,
                 ToolTarget::Pattern { id, prefilled } => self.run_pattern(rt, id, prefilled, arguments, timeout).await,
                 ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
-                ToolTarget::Defined(tool) => match run_blocking(tool.clone(), arguments, timeout).await {
+                ToolTarget::Defined(tool) => match run_blocking(tool.clone(), arguments.clone(), timeout).await {
                     Ok(Start::Done { output, effect }) => {
                         Invocation { output: ToolOutput::Json(output), summary: None, effect }
                     }
                     Ok(Start::Client { state, input, ask }) => {
                         tracing::debug!("tool call waits for the client");
                         let defined = Some(tool.name().to_string());
-                        return Step::Wait(Waiting { ask, state, input, defined });
+                        return Step::Wait(Waiting { ask, state, input, arguments, defined });
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
@@ -240,7 +242,8 @@ impl Tool {
                     let prompt = self.description.clone();
                     let ask =
                         Ask { kind: crate::dialog::InteractionKind::ClientExecution, prompt, options: Vec::new() };
-                    return Step::Wait(Waiting { ask, state: Value::Null, input: arguments, defined: None });
+                    let input = arguments.clone();
+                    return Step::Wait(Waiting { ask, state: Value::Null, input, arguments, defined: None });
                 }
             };
             match &invocation.output {

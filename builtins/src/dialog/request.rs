@@ -185,13 +185,9 @@ async fn settle_round(
                 }
                 call.output = Some(invocation.output);
             }
-            Step::Wait(Waiting { ask, state, input, defined }) => {
+            Step::Wait(Waiting { ask, state, input, arguments, defined }) => {
                 let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
                 if phase == Phase::Client {
-                    let arguments = catalog
-                        .get(&call.name)
-                        .and_then(|t| t.check_arguments(call.input.clone()).ok())
-                        .unwrap_or_else(|| call.input.clone());
                     call.after_client = Some(AfterClient { tool: defined.clone(), arguments, state });
                 }
                 let shown = if phase == Phase::Client { input } else { serde_json::Value::Null };
