@@ -48,7 +48,13 @@ pub struct ClientPhase<G, CO>(G, PhantomData<fn() -> CO>);
 /// A client phase, then a server phase.
 pub struct ClientThenServer<G, CO, F, O>(G, F, PhantomData<fn() -> (CO, O)>);
 /// Before, client, after.
-pub struct HandoffPhases<B, S, D, C, CO, A, O>(B, C, A, PhantomData<fn() -> (S, D, CO, O)>);
+pub struct HandoffPhases<B, S, D, C, CO, A, O>(B, C, A, PhantomData<HandoffTypes<S, D, CO, O>>);
+
+/// The types a handoff's phases pass along: state, client input, client output, result.
+type HandoffTypes<S, D, CO, O> = fn() -> (S, D, CO, O);
+
+/// A server-authority builder with a handoff.
+pub type HandoffBuilder<P, B, S, D, C, CO, A, O> = ToolBuilder<P, Server, HandoffPhases<B, S, D, C, CO, A, O>>;
 
 /// Defines a tool with parameters `P` (see the [module docs](super)).
 ///
@@ -137,7 +143,7 @@ impl<P> ToolBuilder<P, Server, NoPhase> {
         before: B,
         client: C,
         after: A,
-    ) -> ToolBuilder<P, Server, HandoffPhases<B, S, D, C, CO, A, O>>
+    ) -> HandoffBuilder<P, B, S, D, C, CO, A, O>
     where
         B: Fn(P) -> Result<Handoff<S, D>, String>,
         C: Fn(D, &mut dyn ClientContext) -> Result<CO, String>,
@@ -246,7 +252,7 @@ where
     }
 }
 
-impl<P, B, S, D, C, CO, A, O> ToolBuilder<P, Server, HandoffPhases<B, S, D, C, CO, A, O>>
+impl<P, B, S, D, C, CO, A, O> HandoffBuilder<P, B, S, D, C, CO, A, O>
 where
     P: DeserializeOwned + JsonSchema + 'static,
     B: Fn(P) -> Result<Handoff<S, D>, String> + Send + Sync + 'static,

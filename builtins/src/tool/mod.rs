@@ -75,8 +75,8 @@ use serde_json::Value;
 
 pub use approval::Approval;
 pub use builder::{
-    Client, ClientPhase, ClientThenServer, Handoff, HandoffPhases, NoAuthority, NoPhase, Server, ServerPhase,
-    ServerWithEffect, ToolBuilder, Wire,
+    Client, ClientPhase, ClientThenServer, Handoff, HandoffBuilder, HandoffPhases, NoAuthority, NoPhase, Server,
+    ServerPhase, ServerWithEffect, ToolBuilder, Wire,
 };
 pub use client::{ClientContext, ClientError};
 pub use human_input::{human_input, AnswerKind, HumanInput, HUMAN_INPUT_TOOL};
