@@ -152,10 +152,10 @@ impl ClientToolLimits {
             Some(_) => return Err(LimitError::Shape("`description` is text".into())),
         };
         let parameters = fields.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object"}));
+        self.schema(&parameters, 1, "")?;
         if parameters.get("type").and_then(Value::as_str) != Some("object") {
             return Err(LimitError::Shape("`parameters` is an object schema (`\"type\": \"object\"`)".into()));
         }
-        self.schema(&parameters, 1, "")?;
         Ok((description, parameters))
     }
 
