@@ -13,6 +13,16 @@
 //!   `.client(g).build()` with the default pass-through server phase. The client's output
 //!   is checked against its schema before the server phase sees it.
 //!
+//! **Where phases run.** A first server phase (`.server(f)`, a handoff's `before`) runs on
+//! a blocking thread within the dialog's per-tool timeout. A call that needs the client
+//! becomes a pending interaction of the dialog (kind `client_execution`, or a question,
+//! confirmation or choice when the tool [`presents`](ToolBuilder::presents) itself so); the
+//! client resolves it with its output, and the last server phase (`.server(f)` after a
+//! client, a handoff's `after`, or the pass-through) runs in the dialog's `resolve`
+//! handler: it validates and shapes, quickly, and cannot send events itself. Client
+//! phases run where the client is: [`DefinedTool::run_client`] with a [`ClientContext`]
+//! (the terminal's prompt in `trellis chat`).
+//!
 //! Parameters and client outputs are Rust types with serde and schemars: the advertised
 //! schema is derived (optional fields and defaults kept) and prepared like a handler's
 //! event schema. [`Approval`] says when a person must approve a call first.
