@@ -51,6 +51,20 @@ pub enum InteractionKind {
     DisplayEffect,
 }
 
+impl InteractionKind {
+    /// What answers it, in words.
+    pub fn what(self) -> &'static str {
+        match self {
+            InteractionKind::Approval => "an approval",
+            InteractionKind::Question => "an answer (a question)",
+            InteractionKind::Confirmation => "an answer (a confirmation)",
+            InteractionKind::Choice => "an answer (a choice)",
+            InteractionKind::ClientExecution => "the client's output (`output`)",
+            InteractionKind::DisplayEffect => "an acknowledgement",
+        }
+    }
+}
+
 /// Which phase of a call waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -116,7 +130,9 @@ pub struct Resolve {
     #[serde(default)]
     pub answer: Option<serde_json::Value>,
     /// For a client execution: the client phase's output (checked against the tool's
-    /// client-output schema, then by its server phase).
+    /// client-output schema, then by its server phase). For a question, confirmation or
+    /// choice it stands for `answer`; for an approval only `approved` counts, so an
+    /// output there denies the call.
     #[serde(default)]
     pub output: Option<serde_json::Value>,
     /// Why it was denied, or why there is no answer (told to the model).
@@ -294,8 +310,8 @@ pub(super) fn resolve(
         (InteractionKind::Approval, _) => Some(ToolOutput::ErrorText(format!("the user denied this call: {why}"))),
         // Approving a question answers nothing: say what it needs, and keep it waiting.
         (kind, None) if answer.approved => {
-            let kind = format!("{kind:?}").to_lowercase();
-            return Err(format!("call `{}` asks for an answer (a {kind}), not an approval", answer.call_id).into());
+            let (call, what) = (&answer.call_id, kind.what());
+            return Err(format!("call `{call}` asks for {what}, not an approval").into());
         }
         (InteractionKind::ClientExecution, None) => {
             Some(ToolOutput::ErrorText(format!("the client sent no output: {why}")))
