@@ -32,6 +32,7 @@
 //! for it and its change stays; the cancelled result says the change may have been
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod calls;
 mod handle;
 mod interaction;
 mod keys;
