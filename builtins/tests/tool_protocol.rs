@@ -272,6 +272,9 @@ async fn a_client_tool_without_a_server_phase_passes_the_checked_output_through(
     let s = setup(vec![Turn::tool_call("echo", json!({"question": "say"})), Turn::text("Got it.")]);
     s.dialog.say("echo", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
+    let huge = s.dialog.resolve(output(&call, json!({"n": 4, "pad": "x".repeat(2 << 20)}))).await.unwrap_err();
+    assert!(huge.to_string().contains("larger than 1024 KiB"), "{huge}");
+    assert_eq!(s.dialog.waiting().len(), 1, "a refused output leaves the call waiting");
     s.dialog.resolve(output(&call, json!({"n": 4}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s), [ToolOutput::Json(json!({"n": 4}))]);

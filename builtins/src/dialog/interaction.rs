@@ -225,6 +225,9 @@ pub(super) fn is_waiting(tx: &impl Read, cells: &DialogCells) -> trellis_runner:
     Ok(held_cell(cells).get(tx)?.is_some())
 }
 
+/// The largest answer or client output taken, as JSON: it goes into the conversation.
+const MAX_OUTPUT_BYTES: usize = 1 << 20;
+
 /// The most display effects kept unacknowledged; older ones are dropped.
 const MAX_EFFECTS: usize = 32;
 
@@ -298,6 +301,10 @@ pub(super) fn resolve(
     };
     let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
     let given = answer.answer.as_ref().or(answer.output.as_ref());
+    if given.is_some_and(|given| serde_json::to_vec(given).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES)) {
+        let limit = MAX_OUTPUT_BYTES >> 10;
+        return Err(format!("the answer to call `{}` is larger than {limit} KiB; send less", answer.call_id).into());
+    }
     let kind = asked.kind;
     call.output = match (kind, given) {
         _ if answer.timed_out => {

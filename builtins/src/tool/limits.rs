@@ -32,11 +32,14 @@ pub struct ClientToolLimits {
     pub max_tools: usize,
     /// The longest description, in bytes (default 2 KiB).
     pub max_description: usize,
+    /// The most bytes one definition may take as JSON (default 64 KiB): with the bounds
+    /// above it keeps `enum`s, `anyOf`s and texts from growing without end.
+    pub max_bytes: usize,
 }
 
 impl Default for ClientToolLimits {
     fn default() -> Self {
-        ClientToolLimits { max_depth: 5, max_properties: 20, max_tools: 10, max_description: 2048 }
+        ClientToolLimits { max_depth: 5, max_properties: 20, max_tools: 10, max_description: 2048, max_bytes: 64 << 10 }
     }
 }
 
@@ -125,6 +128,9 @@ pub enum LimitError {
     /// Rule: bounded number of client tools per request.
     #[error("rule `max-tools`: more than {0} client tools in one request")]
     Tools(usize),
+    /// Rule: bounded size.
+    #[error("rule `max-bytes`: the definition takes more than {0} bytes as JSON")]
+    Bytes(usize),
     /// Rule: bounded description.
     #[error("rule `max-description`: the description is longer than {0} bytes")]
     Description(usize),
@@ -136,6 +142,9 @@ impl ClientToolLimits {
     pub fn check(&self, name: &str, definition: &Value) -> Result<(String, Value), LimitError> {
         if !is_valid_wire_name(name) {
             return Err(LimitError::Name(name.to_string()));
+        }
+        if serde_json::to_vec(definition).map_or(true, |json| json.len() > self.max_bytes) {
+            return Err(LimitError::Bytes(self.max_bytes));
         }
         let Value::Object(fields) = definition else {
             return Err(LimitError::Shape("a definition is an object with `description` and `parameters`".into()));
@@ -244,6 +253,8 @@ mod tests {
         assert!(refused("t", def(json!({"type": "object", "properties": many}))).starts_with("rule `max-properties`"));
         let long = json!({"description": "x".repeat(3000), "parameters": {"type": "object"}});
         assert!(refused("t", long).starts_with("rule `max-description`"));
+        let huge = def(json!({"type": "object", "properties": {"a": {"enum": vec!["x".repeat(100); 1000]}}}));
+        assert!(refused("t", huge).starts_with("rule `max-bytes`"));
         let tight = ClientToolLimits { max_depth: 2, ..limits };
         assert!(tight.check("t", &def(nested(3))).is_err(), "limits are configurable");
     }
