@@ -16,6 +16,7 @@ use trellis_builtins::scripted::{ScriptedModel, Turn};
 use trellis_builtins::tool::{
     Approval, Client, ClientContext, ClientError, Handoff, Server, ToolBuilder, ToolRegistry,
 };
+use trellis_runner::storage::StorageError;
 use trellis_runner::{Link, Pattern, Runtime};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -127,7 +128,11 @@ struct Setup {
 }
 
 fn setup_with(turns: Vec<Turn>, settings: DialogSettings) -> Setup {
-    let rt = Runtime::in_memory();
+    setup_on(Runtime::in_memory(), turns, settings)
+}
+
+/// The dialog on `rt`; the chat charm is created unless the space has it (a restart).
+fn setup_on(rt: Runtime, turns: Vec<Turn>, settings: DialogSettings) -> Setup {
     let tools = registry();
     let model: Arc<dyn Model> = Arc::new(ScriptedModel::from_turns(turns));
     let resolver = move |_: &str| -> Result<Arc<dyn Model>, ModelError> { Ok(model.clone()) };
@@ -141,7 +146,8 @@ fn setup_with(turns: Vec<Turn>, settings: DialogSettings) -> Setup {
         b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "test", "tools": tools}))?;
         Ok(())
     }));
-    let chat = rt.charms().create("chat", json!({})).unwrap();
+    let existing = rt.charms().list().into_iter().find(|c| c.pattern == "chat").map(|c| c.id.into());
+    let chat = existing.unwrap_or_else(|| rt.charms().create("chat", json!({})).unwrap());
     let chat = rt.charms().result(&chat);
     let dialog = DialogHandle::new(rt.clone(), chat.child("dialog"));
     Setup { rt, dialog, tools, chat }
@@ -407,14 +413,52 @@ async fn a_call_nobody_answers_times_out_into_a_result_the_model_reads() {
     let settings = DialogSettings { wait_timeout: Some(Duration::from_millis(50)), ..DialogSettings::default() };
     let s =
         setup_with(vec![Turn::tool_call("pick", json!({"question": "?"})), Turn::text("No answer, then.")], settings);
-    let (done, mut finished) = tokio::sync::watch::channel(false);
-    let messages = s.dialog.clone();
+    let mut finished = when_last_reads(&s, "No answer, then.");
+    s.dialog.say("pick", WAIT).await.unwrap();
+    tokio::time::timeout(WAIT, finished.wait_for(|over| *over)).await.unwrap().unwrap();
+    let ToolOutput::ErrorText(why) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
+    assert!(why.contains("no answer came in time"), "{why}");
+}
+
+/// Observes the chat until its last message reads `text`.
+fn when_last_reads(s: &Setup, text: &'static str) -> tokio::sync::watch::Receiver<bool> {
+    let (done, seen) = tokio::sync::watch::channel(false);
+    let dialog = s.dialog.clone();
     s.rt.observe(&s.chat, move |_| {
-        let over = messages.messages().last().is_some_and(|m| m.text() == "No answer, then.");
+        let over = dialog.messages().last().is_some_and(|m| m.text() == text);
         done.send_replace(over);
         !over
     });
-    s.dialog.say("pick", WAIT).await.unwrap();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_across_a_restart_still_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("space.sqlite");
+    let turns = || vec![Turn::tool_call("pick", json!({"question": "?"})), Turn::text("No answer, then.")];
+    {
+        let s = setup_on(Runtime::open(&path).unwrap(), turns(), DialogSettings::default());
+        s.dialog.say("pick", WAIT).await.unwrap();
+        assert_eq!(s.dialog.waiting().len(), 1);
+    }
+    // The first runtime's last task lets go of the space just after the reply settled.
+    let deadline = std::time::Instant::now() + WAIT;
+    let rt = loop {
+        match Runtime::open(&path) {
+            Ok(rt) => break rt,
+            Err(StorageError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("cannot reopen the space: {e}"),
+        }
+    };
+    let settings = DialogSettings { wait_timeout: Some(Duration::from_millis(50)), ..DialogSettings::default() };
+    let s = setup_on(rt, turns(), settings);
+    let mut finished = when_last_reads(&s, "No answer, then.");
+    // Starting the chat charm again arms what is left of the timeout.
+    let chat = s.rt.charms().list().into_iter().find(|c| c.pattern == "chat").unwrap().id;
+    s.rt.charms().start(&chat).unwrap();
     tokio::time::timeout(WAIT, finished.wait_for(|over| *over)).await.unwrap().unwrap();
     let ToolOutput::ErrorText(why) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
     assert!(why.contains("no answer came in time"), "{why}");

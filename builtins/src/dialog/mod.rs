@@ -201,36 +201,35 @@ impl Shared {
         }
     }
 
-    /// With a wait timeout, answers each of `asked` that still waits when it runs out.
+    /// With a wait timeout, answers each of `asked` that still waits when its time (from
+    /// when it was asked, so a restart does not give it more) runs out.
     pub(crate) fn time_out_waiting(&self, rt: &trellis_runner::Runtime, cells: &DialogCells, asked: &[Interaction]) {
         let Some(limit) = self.settings.wait_timeout else { return };
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        let (weak, resolve) = (rt.downgrade(), cells.base.child(DialogOutput::Resolve.key()));
-        let due: Vec<Resolve> = asked
-            .iter()
-            .filter(|i| i.blocks())
-            .map(|i| Resolve {
-                call_id: i.call_id.clone(),
-                asked_at: Some(i.asked_at),
+        let now = interaction::now_ms();
+        for waiting in asked.iter().filter(|i| i.blocks()) {
+            let waited = Duration::from_millis(now.saturating_sub(waiting.asked_at));
+            let answer = Resolve {
+                call_id: waiting.call_id.clone(),
+                asked_at: Some(waiting.asked_at),
                 timed_out: true,
                 reason: Some(format!("nothing came within {} s", limit.as_secs_f64())),
                 ..Resolve::default()
-            })
-            .collect();
-        // Not tracked: a dialog waiting for a person is idle, and `settled` must not wait
-        // for the timer.
-        tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            for answer in due {
+            };
+            let (weak, resolve) = (rt.downgrade(), cells.base.child(DialogOutput::Resolve.key()));
+            // Not tracked: a dialog waiting for a person is idle, and `settled` must not
+            // wait for the timer.
+            tokio::spawn(async move {
+                tokio::time::sleep(limit.saturating_sub(waited)).await;
                 let (Some(rt), Ok(event)) = (weak.upgrade(), serde_json::to_value(&answer)) else { return };
                 // Refused when the call was answered meanwhile: nothing to do then.
                 if let Err(error) = rt.send(&resolve, event).await {
                     tracing::debug!(call = %answer.call_id, %error, "wait timeout found the call answered");
                 }
-            }
-        });
+            });
+        }
     }
 
     /// Aborts whatever request of the dialog runs.
@@ -325,6 +324,12 @@ impl Builtin for LlmDialog {
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
         b.alias(&format!("{key}/{}", DialogOutput::Partial.key()), cells.partial.link())?;
         init(b, &cells)?;
+        // Calls that waited across a restart get what is left of their wait timeout.
+        let (shared, c) = (self.shared.clone(), cells.clone());
+        b.tx().after_commit(move |rt| {
+            let waiting = interaction::interactions_cell(&c).get(rt).unwrap_or_default();
+            shared.time_out_waiting(rt, &c, &waiting);
+        });
 
         let shared = self.shared.clone();
         let c = cells.clone();
