@@ -90,8 +90,9 @@ pub struct DialogSettings {
     /// answer is stopped there: its text so far is kept and the dialog reports an error.
     pub max_reply_bytes: usize,
     /// How long a call waits for a person or the client before it gets a "no answer in
-    /// time" result the model reads (default: it waits until answered or cancelled). The
-    /// timer lives in this process: after a restart the calls wait again in full.
+    /// time" result the model reads (default: it waits until answered or cancelled). It
+    /// counts from when the call was asked, across a restart too (the timer is armed
+    /// again when the dialog's charm starts).
     pub wait_timeout: Option<Duration>,
 }
 
