@@ -28,6 +28,7 @@ use trellis_runner::{DocId, Link, Path, Runtime};
 
 use super::summary::{changes, snapshot};
 use super::{workers, Catalog, Tool, ToolTarget};
+use crate::dialog::InteractionKind;
 use crate::message::ToolOutput;
 use crate::tool::{Ask, Start, ToolRef};
 
@@ -73,7 +74,7 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Waiting {
     /// What the interaction presents.
-    pub ask: crate::tool::Ask,
+    pub ask: Ask,
     /// Server-side state for the last phase (never shown to front ends).
     pub state: Value,
     /// What the client phase gets (the arguments, or what a handoff handed over).
@@ -107,7 +108,7 @@ impl Catalog {
     /// A tool that needs a person's approval ([`Tool::approval`]) is refused here: the
     /// caller asks the person first and then uses [`Catalog::invoke_approved`].
     pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
-        Self::finished(self.begin(rt, name, arguments, None, timeout).await)
+        self.finished(name, self.begin(rt, name, arguments, None, timeout).await)
     }
 
     /// [`Catalog::invoke`] for a call a person approved.
@@ -119,19 +120,15 @@ impl Catalog {
         timeout: Duration,
         approval: Approved,
     ) -> Invocation {
-        Self::finished(self.begin(rt, name, arguments, Some(approval), timeout).await)
+        self.finished(name, self.begin(rt, name, arguments, Some(approval), timeout).await)
     }
 
-    /// A call's outcome where nothing can wait: a waiting call is an error.
-    fn finished(step: Step) -> Invocation {
+    /// A call's outcome where nothing can wait: a call of `name` that waits is an error.
+    fn finished(&self, name: &str, step: Step) -> Invocation {
+        let tool = self.get(name).map_or(name, |t| t.display.as_str());
         match step {
             Step::Done(invocation) => invocation,
-            Step::Wait(Waiting { ask, .. }) if ask.kind == crate::dialog::InteractionKind::Approval => {
-                Invocation::error(format!("this call needs the user's approval before it runs ({}), and none was given", ask.prompt))
-            }
-            Step::Wait(_) => Invocation::error(
-                "this tool runs in the client (or asks the user): only a dialog, which waits for the client, can call it",
-            ),
+            Step::Wait(waiting) => Invocation::error(waits_here(tool, &waiting)),
         }
     }
 
@@ -158,11 +155,7 @@ impl Catalog {
         };
         match (tool.approval_for(&arguments), approval) {
             (Some(reason), None) => {
-                let ask = crate::tool::Ask {
-                    kind: crate::dialog::InteractionKind::Approval,
-                    prompt: reason,
-                    options: Vec::new(),
-                };
+                let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
                 Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
             }
             _ => tool.step(rt, arguments, timeout, self.inline_handlers).await,
@@ -203,7 +196,10 @@ impl Tool {
     /// the approval. A tool that needs the client is refused (only a dialog waits for it).
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
         match self.check_arguments(arguments) {
-            Ok(arguments) => Catalog::finished(self.step(rt, arguments, timeout, false).await),
+            Ok(arguments) => match self.step(rt, arguments, timeout, false).await {
+                Step::Done(invocation) => invocation,
+                Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
+            },
             Err(message) => Invocation::error(message),
         }
     }
@@ -402,6 +398,15 @@ async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duratio
         Err(_) => Err(format!(
             "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"
         )),
+    }
+}
+
+/// Why a call of `tool` that would wait cannot, where nothing waits (MCP, `charm send`).
+fn waits_here(tool: &str, waiting: &Waiting) -> String {
+    if waiting.ask.kind == InteractionKind::Approval {
+        format!("`{tool}` needs the user's approval before it runs ({}), and none was given", waiting.ask.prompt)
+    } else {
+        format!("`{tool}` runs in the client or asks the user: only a chat, which waits for them, can call it")
     }
 }
 
