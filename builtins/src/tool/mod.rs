@@ -47,7 +47,16 @@
 //! let tool = ToolBuilder::<P>::new("t", "a tool").authority(Server).build();
 //! ```
 //!
-//! and an authority before it gets one:
+//! A client-authority tool starts with its client phase (the server phase validates what
+//! the client sent, so it comes after):
+//!
+//! ```compile_fail,E0599
+//! use trellis_builtins::tool::{Client, ToolBuilder};
+//! # #[derive(serde::Deserialize, schemars::JsonSchema)] struct P {}
+//! let tool = ToolBuilder::<P>::new("t", "a tool").authority(Client).server(|_: P| Ok(1)).build();
+//! ```
+//!
+//! and every tool gets an authority before a phase:
 //!
 //! ```compile_fail,E0599
 //! use trellis_builtins::tool::ToolBuilder;
