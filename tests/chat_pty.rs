@@ -197,10 +197,14 @@ fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     t.send("not that one\r");
     t.expect("the user denied this call: not that one");
     t.expect("> ");
-    // The model's question, answered in words.
+    // The model's question: request_human_input's client phase runs at this terminal and
+    // asks; an empty answer is refused by its server phase and asked again.
     t.send("ask me what my favourite colour is\r");
     t.expect("the model asks (call ");
-    t.expect("your answer: ");
+    t.expect("request_human_input asks: ");
+    t.send("\r");
+    t.expect("the answer to a question is some text");
+    t.expect("request_human_input asks: ");
     t.send("blue\r");
     t.expect(r#"{"answer":"blue"}"#);
     t.expect("> ");
@@ -212,6 +216,38 @@ fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     t.expect("> ");
     t.send("/deny keep it\r");
     t.expect("the user denied this call: keep it");
+    t.expect("> ");
+    t.send("\u{4}"); // Ctrl-D
+    assert_eq!(t.exit_code(), 0);
+}
+
+/// A client tool (a definition only) has no client phase here: the terminal asks for its
+/// output as JSON, refuses what is not JSON, and the conversation goes on with it.
+#[test]
+fn a_client_tool_asks_for_its_output_at_the_prompt() {
+    let s = common::space();
+    let tools = serde_json::json!({"tools": {"lookup": {"client": {
+        "description": "Looks a word up",
+        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}
+    }}}});
+    let created = trellis(&s.path).args(["charm", "new", "chatbot", "--arg", &tools.to_string()]).output().unwrap();
+    assert!(created.status.success());
+    let script = s.path.with_file_name("script.json");
+    let turns = serde_json::json!([
+        {"tool_calls": [{"name": "lookup", "arguments": {"word": "trellis"}}]},
+        {"text": "So it is a frame."}
+    ]);
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let mut t = Terminal::chat(&s.path, &["--model", &model], &[]);
+    t.expect("> ");
+    t.send("what is a trellis?\r");
+    t.expect("waiting for the client to run lookup");
+    t.expect("output of lookup (JSON): ");
+    t.send("a frame\r");
+    t.expect("that is not JSON");
+    t.send("{\"definition\": \"a frame\"}\r");
+    t.expect("So it is a frame.");
     t.expect("> ");
     t.send("\u{4}"); // Ctrl-D
     assert_eq!(t.exit_code(), 0);

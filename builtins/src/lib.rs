@@ -10,3 +10,4 @@ pub mod scripted;
 #[cfg(test)]
 mod test_rng;
 mod text;
+pub mod tool;

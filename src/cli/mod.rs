@@ -81,10 +81,11 @@ enum Command {
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
     },
-    /// Answer a tool call waiting for approval or a question from the model, then follow
+    /// Answer a tool call waiting for approval, a question from the model, or a tool waiting
+    /// for the client's output, then follow
     /// the chat until it is done or waits again (exit status 3 when it waits again, as
     /// `chat` does).
-    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer"])))]
+    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer", "output"])))]
     Resolve {
         /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
         call: Option<String>,
@@ -97,6 +98,9 @@ enum Command {
         /// Answer the model's question (text), confirmation (yes or no) or choice (an option).
         #[arg(long, value_name = "TEXT")]
         answer: Option<String>,
+        /// Send a client execution's output (JSON), as the tool's client phase would.
+        #[arg(long, value_name = "JSON")]
+        output: Option<String>,
         /// The chatbot pattern whose conversation to answer [default: the program's chatbot].
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
@@ -138,6 +142,13 @@ pub struct Format {
     json: bool,
 }
 
+impl Format {
+    /// Text output.
+    pub fn text() -> Format {
+        Format { json: false }
+    }
+}
+
 /// The `trellis` command, built like an axum or clap app: register your patterns (and
 /// builtins), choose what a fresh space holds, and [`run`](App::run) it from `main`. Every
 /// subcommand (`chat`, `charm`, `tools`, `patterns`, `demo`) then knows your patterns
@@ -169,6 +180,8 @@ pub struct App {
     seeds: Vec<Seed>,
     reference_charms: bool,
     chatbot: String,
+    /// The defined tools the chat's dialogs offer and whose client phases the terminal runs.
+    tools: trellis_builtins::tool::ToolRegistry,
 }
 
 /// What a fresh space gets, beside (or instead of) the reference charms.
@@ -186,7 +199,16 @@ impl App {
             seeds: Vec::new(),
             reference_charms: true,
             chatbot: "chatbot".into(),
+            tools: trellis_builtins::tool::ToolRegistry::standard(),
         }
+    }
+
+    /// The tools defined with `ToolBuilder` that dialogs may offer (`{"tool": "name"}`
+    /// entries); `trellis chat` runs their client phases at the terminal. Start from
+    /// `ToolRegistry::standard()` to keep `request_human_input`.
+    pub fn tools(mut self, tools: trellis_builtins::tool::ToolRegistry) -> App {
+        self.tools = tools;
+        self
     }
 
     /// The one-line description `--help` shows.
@@ -282,21 +304,27 @@ impl App {
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),
             Command::Chat { model, messages, chatbot, tool_choice, timeout } => {
-                let session =
-                    chat::Session::open(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), &model, &tool_choice).await?;
+                let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
+                let session = chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
                 chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
             }
             Command::Pending { chatbot } => {
-                let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
+                let session =
+                    chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
                 chat::pending(&session, format)
             }
-            Command::Resolve { call, approve: _, deny, answer, chatbot, timeout } => {
-                let session = chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot))?;
-                let reply = match (deny, answer) {
-                    (Some(reason), _) => chat::Reply::Deny(reason),
-                    (None, Some(text)) => chat::Reply::Answer(text),
-                    (None, None) => chat::Reply::Approve,
-                };
+            Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout } => {
+                let session =
+                    chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
+                let reply =
+                    match (deny, answer, output) {
+                        (Some(reason), _, _) => chat::Reply::Deny(reason),
+                        (None, Some(text), _) => chat::Reply::Answer(text),
+                        (None, None, Some(json)) => chat::Reply::Output(serde_json::from_str(&json).context(
+                            "--output takes the client's output as JSON, for example '{\"confirmed\": true}'",
+                        )?),
+                        (None, None, None) => chat::Reply::Approve,
+                    };
                 chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
             }
             Command::Mcp(McpCommand::Serve { http: None, .. }) => Ok(trellis_mcp::serve_stdio(rt).await?),
@@ -325,6 +353,7 @@ impl App {
         let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
         let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
         trellis_patterns::register_all(&rt);
+        rt.register_builtin(Arc::new(trellis_builtins::dialog::LlmDialog::new().with_tools(self.tools.clone())));
         for builtin in &self.builtins {
             rt.register_builtin(Arc::clone(builtin));
         }

@@ -8,6 +8,7 @@ use trellis_runner::Runtime;
 
 use super::reads::Reads;
 use super::Catalog;
+use crate::tool::ToolRegistry;
 
 /// The last catalog built for one `tools` map, reused while what its build read is
 /// unchanged: the `tools` map itself, every link it followed, each charm's stream markers
@@ -19,37 +20,51 @@ use super::Catalog;
 /// `flattened_tools`). Checking costs a fraction of a build: the same reads, compared
 /// mostly by pointer, without preparing schemas or allocating names.
 #[derive(Default)]
-pub struct CatalogCache(Mutex<Option<Arc<Cached>>>);
+pub struct CatalogCache {
+    last: Mutex<Option<Arc<Cached>>>,
+    /// The defined tools `{"tool"}` entries name; the built-in ones when `None`.
+    registry: Option<ToolRegistry>,
+}
 
 struct Cached {
     tools: Value,
+    /// The registry's generation when built: a tool registered since may fill an entry.
+    generation: u64,
     reads: Reads,
     catalog: Arc<Catalog>,
 }
 
 impl std::fmt::Debug for CatalogCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let tools = self.0.lock().as_ref().map(|c| c.catalog.len());
+        let tools = self.last.lock().as_ref().map(|c| c.catalog.len());
         f.debug_struct("CatalogCache").field("cached_tools", &tools).finish()
     }
 }
 
 impl CatalogCache {
+    /// A cache whose catalogs take `{"tool"}` entries from `registry`.
+    pub fn with_tools(registry: ToolRegistry) -> Self {
+        CatalogCache { last: Mutex::default(), registry: Some(registry) }
+    }
+
     /// The catalog of `tools` (see [`Catalog::build`]): the last one when nothing it was
     /// built from changed, else a fresh one, which is kept for next time.
     pub fn get(&self, rt: &Runtime, tools: &Value) -> Arc<Catalog> {
         // The runtime is read without the lock held: `flattened_tools` asks from inside
         // the engine, and nothing here should wait on what the engine holds. Two callers
         // at once may both build; either result is current.
-        let last = self.0.lock().clone();
+        let registry = self.registry.as_ref().unwrap_or_else(|| ToolRegistry::shared_standard());
+        let generation = registry.generation();
+        let last = self.last.lock().clone();
         if let Some(cached) = last {
-            if cached.tools == *tools && cached.reads.still_hold(rt) {
+            if cached.tools == *tools && cached.generation == generation && cached.reads.still_hold(rt) {
                 return cached.catalog.clone();
             }
         }
-        let (catalog, reads) = Catalog::build_reading(rt, tools);
+        let (catalog, reads) = Catalog::build_reading(rt, tools, registry);
         let catalog = Arc::new(catalog);
-        *self.0.lock() = Some(Arc::new(Cached { tools: tools.clone(), reads, catalog: catalog.clone() }));
+        let cached = Cached { tools: tools.clone(), generation, reads, catalog: catalog.clone() };
+        *self.last.lock() = Some(Arc::new(cached));
         catalog
     }
 }

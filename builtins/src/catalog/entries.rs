@@ -1,4 +1,4 @@
-//! Reading `tools` entries: each `{handler}`, `{charm}` or `{pattern}` entry becomes
+//! Reading `tools` entries: each `{handler}`, `{charm}`, `{pattern}` or `{tool}` entry becomes
 //! drafts of tools (names not yet assigned), or a [`Problem`] saying why it could not.
 
 use std::sync::Arc;
@@ -13,6 +13,8 @@ use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSc
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
 use crate::text::json_kind as kind;
+use crate::tool::limits::LimitError;
+use crate::tool::{ToolRegistry, HUMAN_INPUT_TOOL};
 
 /// A tool before wire names are assigned.
 pub(super) struct Draft {
@@ -36,11 +38,22 @@ pub(super) struct Extraction<'a> {
     pub(super) problems: Vec<Problem>,
     pub(super) schemas: SchemaCache,
     pub(super) reader: Reader<'a>,
+    /// Where `{"tool"}` entries find their tools.
+    pub(super) registry: &'a ToolRegistry,
+    /// How many `{"client"}` entries were taken.
+    client_tools: usize,
 }
 
 impl<'a> Extraction<'a> {
-    pub(super) fn new(reader: Reader<'a>) -> Self {
-        Extraction { drafts: Vec::new(), problems: Vec::new(), schemas: SchemaCache::default(), reader }
+    pub(super) fn new(reader: Reader<'a>, registry: &'a ToolRegistry) -> Self {
+        Extraction {
+            drafts: Vec::new(),
+            problems: Vec::new(),
+            schemas: SchemaCache::default(),
+            reader,
+            registry,
+            client_tools: 0,
+        }
     }
 
     pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
@@ -66,13 +79,21 @@ pub(super) fn extract_entry(key: &str, entry: &Value, out: &mut Extraction) {
         return out.problem(key, EntryError::NotAnObject(kind(entry)));
     };
     let description = fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
-    let targets: Vec<&str> = ["handler", "pattern", "charm", HUMAN_INPUT_ENTRY]
+    let targets: Vec<&str> = ["handler", "pattern", "charm", TOOL_ENTRY, HUMAN_INPUT_ENTRY, CLIENT_ENTRY]
         .into_iter()
         .filter(|t| fields.get(*t).is_some_and(|v| !v.is_null()))
         .collect();
     match targets.as_slice() {
         ["handler"] => handler_entry(key, &fields["handler"], description, out),
-        [HUMAN_INPUT_ENTRY] => human_input_entry(key, description, out),
+        [HUMAN_INPUT_ENTRY] => defined_entry(key, HUMAN_INPUT_TOOL, description, out),
+        [CLIENT_ENTRY] => client_entry(key, &fields[CLIENT_ENTRY], out),
+        [TOOL_ENTRY] => match fields[TOOL_ENTRY].as_str() {
+            Some(name) => defined_entry(key, name, description, out),
+            None => out.problem(
+                key,
+                EntryError::Defined(format!("`tool` must be a tool's name, found {}", kind(&fields[TOOL_ENTRY]))),
+            ),
+        },
         ["charm"] => {
             let read = fields.get("read").and_then(Value::as_bool).unwrap_or(false);
             charm_entry(key, &fields["charm"], description, read, out)
@@ -238,48 +259,71 @@ impl Extraction<'_> {
     }
 }
 
-/// The field of a `{"human_input": true}` entry: the built-in `request_human_input` tool.
-pub const HUMAN_INPUT_ENTRY: &str = "human_input";
+/// The field of a `{"tool": "name"}` entry: a tool defined with the builder.
+pub const TOOL_ENTRY: &str = "tool";
 
-/// `{"human_input": true}`: a tool the model calls to ask the user something (a question,
-/// a yes-or-no confirmation, or a choice from a list); the dialog waits for the answer.
-fn human_input_entry(key: &str, description: Option<&str>, out: &mut Extraction) {
-    let schema = json!({
-        "type": "object",
-        "properties": {
-            "type": {
-                "type": "string",
-                "enum": ["question", "confirmation", "choice"],
-                "default": "question",
-                "description": "question: a free-text answer; confirmation: yes or no; choice: one of `options`."
-            },
-            "message": { "type": "string", "description": "What to ask the user, in full." },
-            "options": {
-                "type": "array",
-                "items": { "type": "string" },
-                "description": "For a choice: the answers the user picks from."
-            }
-        },
-        "required": ["message"]
-    });
+/// The field of a `{"client": {...}}` entry: a client tool's definition.
+pub const CLIENT_ENTRY: &str = "client";
+
+/// `{"client": {"description", "parameters"}}`: a client tool named by the entry's key.
+fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
+    let limits = out.registry.client_limits();
+    if out.client_tools >= limits.max_tools {
+        return out.problem(key, LimitError::Tools(limits.max_tools).into());
+    }
+    let (description, schema) = match limits.check(key, definition) {
+        Ok(checked) => checked,
+        Err(error) => return out.problem(key, error.into()),
+    };
+    out.client_tools += 1;
     out.drafts.push(Draft {
         display: key.to_string(),
-        identity: format!("{HUMAN_INPUT_ENTRY}:{key}"),
-        description: description.map_or_else(
-            || {
-                "Ask the user a question, for a confirmation, or to choose from options, and wait for the answer. \
-                Use it when you need information or a decision only the user has."
-                    .to_string()
-            },
-            str::to_string,
-        ),
+        identity: format!("{CLIENT_ENTRY}:{key}"),
+        description,
         schema: Arc::new(schema),
         shape: InputShape::Object,
-        target: ToolTarget::HumanInput,
+        target: ToolTarget::Client,
         entry: key.to_string(),
         charm: None,
         unchecked: false,
         approval: None,
+    });
+}
+
+/// The field of a `{"human_input": true}` entry: the built-in `request_human_input` tool.
+pub const HUMAN_INPUT_ENTRY: &str = "human_input";
+
+/// `{"tool": "name"}`: the registered tool `name`, displayed as the entry's key.
+fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Extraction) {
+    let Some(tool) = out.registry.get(name) else {
+        let known = out.registry.names().join(", ");
+        return out
+            .problem(key, EntryError::Defined(format!("no tool named `{name}` is registered (registered: {known})")));
+    };
+    let mut description = description.unwrap_or(tool.description()).to_string();
+    // Every catalog that lists it knows a call may need approval (MCP marks it
+    // destructive); whether one does is decided per call (`Tool::approval_for`).
+    let approval = tool.approval_reason().map(str::to_string);
+    match (tool.approval_marker(), &approval) {
+        (Some(reason), _) => {
+            description = format!("{description} (Each call waits for the user's approval: {reason}.)")
+        }
+        (None, Some(reason)) => {
+            description = format!("{description} (Some calls wait for the user's approval: {reason}.)")
+        }
+        (None, None) => {}
+    }
+    out.drafts.push(Draft {
+        display: key.to_string(),
+        identity: format!("{TOOL_ENTRY}:{name}:{key}"),
+        description,
+        schema: tool.input_schema().clone(),
+        shape: tool.shape(),
+        target: ToolTarget::Defined(tool),
+        entry: key.to_string(),
+        charm: None,
+        unchecked: false,
+        approval,
     });
 }
 

@@ -28,7 +28,9 @@ use trellis_runner::{DocId, Link, Path, Runtime};
 
 use super::summary::{changes, snapshot};
 use super::{workers, Catalog, Tool, ToolTarget};
+use crate::dialog::InteractionKind;
 use crate::message::ToolOutput;
+use crate::tool::{Ask, Start, ToolRef};
 
 /// How many validation errors an error text lists.
 const MAX_VIOLATIONS: usize = 10;
@@ -55,11 +57,41 @@ pub struct Invocation {
     pub output: ToolOutput,
     /// What changed, in one line (`count: 3 → 5`), for handler tools that ran.
     pub summary: Option<String>,
+    /// For a server tool with a client phase: what the client displays (its input).
+    pub effect: Option<Value>,
+}
+
+/// How the first step of a call ended: done, or waiting for a person or the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// The call has its result.
+    Done(Invocation),
+    /// The call waits; the dialog makes it a pending interaction.
+    Wait(Waiting),
+}
+
+/// A call that waits for a person or the client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// What the interaction presents.
+    pub ask: Ask,
+    /// Server-side state for the last phase (never shown to front ends).
+    pub state: Value,
+    /// What the client phase gets (the arguments, or what a handoff handed over).
+    pub input: Value,
+    /// The call's arguments, checked against the input schema.
+    pub arguments: Value,
+    /// The registered tool whose phases go on after the client (`None` for an approval).
+    pub defined: Option<String>,
 }
 
 impl Invocation {
-    fn error(message: impl Into<String>) -> Self {
-        Invocation { output: ToolOutput::ErrorText(message.into()), summary: None }
+    pub(crate) fn error(message: impl Into<String>) -> Self {
+        Invocation { output: ToolOutput::ErrorText(message.into()), summary: None, effect: None }
+    }
+
+    fn json(output: Value, summary: Option<String>) -> Self {
+        Invocation { output: ToolOutput::Json(output), summary, effect: None }
     }
 
     /// Whether the call failed.
@@ -76,19 +108,7 @@ impl Catalog {
     /// A tool that needs a person's approval ([`Tool::approval`]) is refused here: the
     /// caller asks the person first and then uses [`Catalog::invoke_approved`].
     pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
-        match self.get(name) {
-            Some(tool) if tool.approval.is_some() => Invocation::error(format!(
-                "`{}` needs the user's approval before it runs, and none was given",
-                tool.display
-            )),
-            Some(tool) => tool.call(rt, arguments, timeout, self.inline_handlers).await,
-            None => {
-                let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
-                let _enter = span.enter();
-                tracing::info!("unknown tool");
-                Invocation::error(self.unknown_tool(name))
-            }
-        }
+        self.finished(name, self.begin(rt, name, arguments, None, timeout).await)
     }
 
     /// [`Catalog::invoke`] for a call a person approved.
@@ -98,11 +118,47 @@ impl Catalog {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _approval: Approved,
+        approval: Approved,
     ) -> Invocation {
-        match self.get(name) {
-            Some(tool) => tool.call(rt, arguments, timeout, self.inline_handlers).await,
-            None => Invocation::error(self.unknown_tool(name)),
+        self.finished(name, self.begin(rt, name, arguments, Some(approval), timeout).await)
+    }
+
+    /// A call's outcome where nothing can wait: a call of `name` that waits is an error.
+    fn finished(&self, name: &str, step: Step) -> Invocation {
+        let tool = self.get(name).map_or(name, |t| t.display.as_str());
+        match step {
+            Step::Done(invocation) => invocation,
+            Step::Wait(waiting) => Invocation::error(waits_here(tool, &waiting)),
+        }
+    }
+
+    /// The first step of a call, the one path every call of a dialog takes: the arguments
+    /// are checked; a call that needs approval and has none waits for it; a handler,
+    /// pattern, read or server phase runs; a call that needs the client waits for it.
+    pub async fn begin(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        arguments: Value,
+        approval: Option<Approved>,
+        timeout: Duration,
+    ) -> Step {
+        let Some(tool) = self.get(name) else {
+            let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
+            let _enter = span.enter();
+            tracing::info!("unknown tool");
+            return Step::Done(Invocation::error(self.unknown_tool(name)));
+        };
+        let arguments = match tool.check_arguments(arguments) {
+            Ok(arguments) => arguments,
+            Err(message) => return Step::Done(Invocation::error(message)),
+        };
+        match (tool.approval_for(&arguments), approval) {
+            (Some(reason), None) => {
+                let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
+                Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
+            }
+            _ => tool.step(rt, arguments, timeout, self.inline_handlers).await,
         }
     }
 
@@ -136,34 +192,61 @@ impl Catalog {
 }
 
 impl Tool {
-    /// Calls this tool (see the module docs), inside a `tool_call` tracing span; the
-    /// handler runs on a handler thread (see [`Catalog::inline_handlers`]).
+    /// Calls this tool on a person's own command (`trellis charm send`): their command is
+    /// the approval. A tool that needs the client is refused (only a dialog waits for it).
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
-        self.call(rt, arguments, timeout, false).await
+        match self.check_arguments(arguments) {
+            Ok(arguments) => match self.step(rt, arguments, timeout, false).await {
+                Step::Done(invocation) => invocation,
+                Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
+            },
+            Err(message) => Invocation::error(message),
+        }
     }
 
-    async fn call(&self, rt: &Runtime, arguments: Value, timeout: Duration, inline: bool) -> Invocation {
+    /// Why a person must approve a call with these (checked) arguments, if they must:
+    /// the stream's policy, or a defined tool's (which may depend on the arguments).
+    pub fn approval_for(&self, arguments: &Value) -> Option<String> {
+        match &self.target {
+            ToolTarget::Defined(tool) => tool.approval_for(arguments),
+            _ => self.approval.clone(),
+        }
+    }
+
+    /// Runs this tool's first step with checked arguments, approval settled, inside a
+    /// `tool_call` tracing span; a handler runs on a handler thread (see
+    /// [`Catalog::inline_handlers`]).
+    async fn step(&self, rt: &Runtime, arguments: Value, timeout: Duration, inline: bool) -> Step {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
-            let invocation = match self.check_arguments(arguments) {
-                Err(message) => Invocation::error(message),
-                Ok(arguments) => match &self.target {
-                    ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, inline).await,
-                    ToolTarget::Pattern { id, prefilled } => {
-                        self.run_pattern(rt, id, prefilled, arguments, timeout).await
+            let invocation = match &self.target {
+                ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, inline).await,
+                ToolTarget::Pattern { id, prefilled } => self.run_pattern(rt, id, prefilled, arguments, timeout).await,
+                ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
+                ToolTarget::Defined(tool) => match run_blocking(tool.clone(), arguments.clone(), timeout).await {
+                    Ok(Start::Done { output, effect }) => {
+                        Invocation { output: ToolOutput::Json(output), summary: None, effect }
                     }
-                    ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
-                    ToolTarget::HumanInput => Invocation::error(format!(
-                        "`{}` asks the user: only a dialog, which waits for the answer, can call it",
-                        self.display
-                    )),
+                    Ok(Start::Client { state, input, ask }) => {
+                        tracing::debug!("tool call waits for the client");
+                        let defined = Some(tool.name().to_string());
+                        return Step::Wait(Waiting { ask, state, input, arguments, defined });
+                    }
+                    Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
+                ToolTarget::Client => {
+                    let prompt = self.description.clone();
+                    let ask =
+                        Ask { kind: crate::dialog::InteractionKind::ClientExecution, prompt, options: Vec::new() };
+                    let input = arguments.clone();
+                    return Step::Wait(Waiting { ask, state: Value::Null, input, arguments, defined: None });
+                }
             };
             match &invocation.output {
                 ToolOutput::ErrorText(error) => tracing::info!(%error, "tool call failed"),
                 _ => tracing::debug!(summary = invocation.summary.as_deref().unwrap_or(""), "tool call done"),
             }
-            invocation
+            Step::Done(invocation)
         }
         .instrument(span)
         .await
@@ -236,7 +319,7 @@ impl Tool {
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
-        Invocation { output: ToolOutput::Json(output), summary: Some(summary) }
+        Invocation::json(output, Some(summary))
     }
 
     async fn run_pattern(
@@ -270,7 +353,7 @@ impl Tool {
             ));
         }
         match snapshot(rt, &result) {
-            Ok(result) => Invocation { output: ToolOutput::Json(json!({ "result": result })), summary: None },
+            Ok(result) => Invocation::json(json!({ "result": result }), None),
             Err(error) => Invocation::error(format!("`{}` ran, but its result cannot be read: {error}", self.display)),
         }
     }
@@ -318,6 +401,29 @@ async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duratio
     }
 }
 
+/// Why a call of `tool` that would wait cannot, where nothing waits (MCP, `charm send`).
+fn waits_here(tool: &str, waiting: &Waiting) -> String {
+    if waiting.ask.kind == InteractionKind::Approval {
+        format!("`{tool}` needs the user's approval before it runs ({}), and none was given", waiting.ask.prompt)
+    } else {
+        format!("`{tool}` runs in the client or asks the user: only a chat, which waits for them, can call it")
+    }
+}
+
+/// Runs a defined tool's first server phase on a blocking thread, at most `timeout`
+/// (like a handler, it cannot be interrupted; after a timeout its result is dropped).
+async fn run_blocking(tool: ToolRef, arguments: Value, timeout: Duration) -> Result<Start, String> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err("cannot run: tool calls need a Tokio runtime".into());
+    }
+    let job = tokio::task::spawn_blocking(move || tool.start(arguments));
+    match tokio::time::timeout(timeout, job).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(_)) => Err("its server phase stopped unexpectedly (it panicked)".into()),
+        Err(_) => Err(format!("timed out after {timeout:?}")),
+    }
+}
+
 /// A read tool's call: the plain snapshot at `path` below the charm's result.
 fn read_data(rt: &Runtime, charm: &Link, arguments: &Value) -> Invocation {
     let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
@@ -326,7 +432,7 @@ fn read_data(rt: &Runtime, charm: &Link, arguments: &Value) -> Invocation {
         Ok(Value::Null) if !path.is_empty() => {
             Invocation::error(format!("there is nothing at `{path}`; call it without `path` to see all the data"))
         }
-        Ok(value) => Invocation { output: ToolOutput::Json(json!({ "value": value })), summary: None },
+        Ok(value) => Invocation::json(json!({ "value": value }), None),
         Err(e) => Invocation::error(format!("cannot read `{path}`: {e}")),
     }
 }

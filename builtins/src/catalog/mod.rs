@@ -10,6 +10,13 @@
 //!   that runs a fresh charm of the pattern; pre-filled `extraParams` are applied on every
 //!   call and removed from the advertised schema;
 //!
+//! - `{"tool": "name"}`: a tool defined with [`ToolBuilder`](crate::tool::ToolBuilder) and
+//!   registered by that name in the [`ToolRegistry`] the catalog is built with
+//!   (`{"human_input": true}` is `{"tool": "request_human_input"}`);
+//! - `{"client": {"description": .., "parameters": SCHEMA}}`: a client tool, named by the
+//!   entry's key, checked against the registry's [`ClientToolLimits`](crate::tool::limits::ClientToolLimits)
+//!   (a broken rule is a problem naming it); the client executes it;
+//!
 //! each with an optional `"description"`; an entry may also be a link to such an object.
 //! A top-level field of a charm that is a link to a stream elsewhere (an alias) is not
 //! followed: only the charm's own stream markers become tools. A bad entry (or one bad handler of a charm) is
@@ -61,14 +68,15 @@ use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
+use crate::tool::{ToolRef, ToolRegistry};
 use entries::{extract_entry, Draft, Extraction};
 use naming::{FastMap, FastSet};
 use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
 pub use cache::CatalogCache;
-pub use entries::HUMAN_INPUT_ENTRY;
-pub use invoke::{Approved, Invocation};
+pub use entries::{HUMAN_INPUT_ENTRY, TOOL_ENTRY};
+pub use invoke::{Approved, Invocation, Step, Waiting};
 
 /// Appended to the description of a tool whose handler declares no event schema.
 pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through unchecked)";
@@ -107,8 +115,10 @@ pub struct Tool {
     pub charm: Option<String>,
     /// The handler declares no event schema: arguments only have to be an object.
     pub unchecked: bool,
-    /// Why a person must approve each call a model makes (the stream's policy, see
-    /// `Builder::require_approval`); `None` when calls run at once.
+    /// Why a person must approve calls a model makes (the stream's policy, see
+    /// `Builder::require_approval`, or a defined tool's `Approval`); `None` when calls
+    /// run at once. For a defined tool whose policy looks at the arguments, whether a
+    /// given call waits is [`Tool::approval_for`].
     pub approval: Option<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
@@ -136,9 +146,12 @@ pub enum ToolTarget {
         /// The charm's result.
         charm: Link,
     },
-    /// Ask the user and wait for the answer (`request_human_input`): the dialog turns the
-    /// call into a pending interaction; calling it directly is an error.
-    HumanInput,
+    /// A tool defined with [`ToolBuilder`](crate::tool::ToolBuilder): its phases run on
+    /// the server, and a call that needs the client waits in a dialog.
+    Defined(ToolRef),
+    /// A client tool: a definition the client sent (`{"client": {...}}`); the server never
+    /// runs it: a call waits in a dialog for the client's output, which is the result.
+    Client,
 }
 
 /// A `tools` entry, or one handler of it, that did not become a tool.
@@ -163,10 +176,10 @@ pub enum EntryError {
     #[error("`tools` must be a map of name to entry, found {0}")]
     NotAMap(&'static str),
     /// The entry is not an object.
-    #[error("an entry must be an object with `handler`, `pattern` or `charm`, found {0}")]
+    #[error("an entry must be an object with `handler`, `pattern`, `charm` or `tool`, found {0}")]
     NotAnObject(&'static str),
     /// The entry names no target, or more than one.
-    #[error("an entry needs exactly one of `handler`, `pattern` or `charm`, found {0}")]
+    #[error("an entry needs exactly one of `handler`, `pattern`, `charm` or `tool`, found {0}")]
     Target(String),
     /// `handler`/`charm` is not a link (or charm id).
     #[error("`{field}` must be a link{also}, found {found}")]
@@ -197,6 +210,12 @@ pub enum EntryError {
         /// What was there.
         found: &'static str,
     },
+    /// A client tool's definition breaks a rule.
+    #[error("{0}")]
+    ClientTool(#[from] crate::tool::limits::LimitError),
+    /// No defined tool has this name, or `tool` is malformed.
+    #[error("{0}")]
+    Defined(String),
     /// No pattern with this id is registered, or `pattern` is malformed.
     #[error("{0}")]
     Pattern(String),
@@ -216,17 +235,23 @@ impl Catalog {
     /// Never fails as a whole: bad entries are skipped, logged and listed in
     /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
     /// order, and a charm's tools in key order, so the catalog is deterministic.
+    /// `{"tool"}` entries name the built-in tools ([`ToolRegistry::standard`]).
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        Catalog::build_with(Reader::new(rt, false), tools).0
+        Catalog::build_with(Reader::new(rt, false), tools, ToolRegistry::shared_standard()).0
+    }
+
+    /// [`Catalog::build`] with the defined tools `{"tool"}` entries name.
+    pub fn build_with_tools(rt: &Runtime, tools: &Value, registry: &ToolRegistry) -> Catalog {
+        Catalog::build_with(Reader::new(rt, false), tools, registry).0
     }
 
     /// Builds the catalog, and says what it read (see [`CatalogCache`]).
-    fn build_reading(rt: &Runtime, tools: &Value) -> (Catalog, Reads) {
-        Catalog::build_with(Reader::new(rt, true), tools)
+    fn build_reading(rt: &Runtime, tools: &Value, registry: &ToolRegistry) -> (Catalog, Reads) {
+        Catalog::build_with(Reader::new(rt, true), tools, registry)
     }
 
-    fn build_with(reader: Reader<'_>, tools: &Value) -> (Catalog, Reads) {
-        let mut out = Extraction::new(reader);
+    fn build_with(reader: Reader<'_>, tools: &Value, registry: &ToolRegistry) -> (Catalog, Reads) {
+        let mut out = Extraction::new(reader, registry);
         match tools {
             Value::Null => {}
             Value::Object(map) => {

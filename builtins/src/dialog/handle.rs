@@ -64,9 +64,23 @@ impl DialogHandle {
         self.cells().error.get(&self.rt).ok().flatten()
     }
 
-    /// The calls waiting for a person's answer.
+    /// The calls waiting for a person's answer or the client, and display effects not
+    /// acknowledged yet.
     pub fn interactions(&self) -> Vec<Interaction> {
         interaction::interactions_cell(&self.cells()).get(&self.rt).unwrap_or_default()
+    }
+
+    /// The calls the conversation waits for (display effects left out): what is pending.
+    pub fn waiting(&self) -> Vec<Interaction> {
+        self.interactions().into_iter().filter(Interaction::blocks).collect()
+    }
+
+    /// Waits (up to `timeout`) until the dialog is done or waits again, and returns the
+    /// messages from index `from` on: what followed a message or an answer.
+    pub async fn follow(&self, from: usize, timeout: Duration) -> trellis_runner::Result<Vec<Message>> {
+        self.wait(timeout).await?;
+        let mut messages = self.messages();
+        Ok(messages.split_off(from.min(messages.len())))
     }
 
     /// Answers a waiting call; once none waits, the request goes on (wait for it with

@@ -7,11 +7,19 @@
 //! in order and the results so far; front ends do not need it). Both are cells, so a
 //! waiting dialog survives a restart and every front end sees the same state.
 //!
+//! A call of a tool that needs the client (a client-authority tool, a handoff, the model's
+//! question through `request_human_input`) waits the same way, with the client's input in
+//! the interaction and the last server phase's state in `held`. A server tool with a
+//! client phase gets a display effect: an interaction that does not hold up the round.
+//!
 //! A front end answers by sending [`Resolve`] to the dialog's `resolve` stream. The
 //! handler refuses a call that is not waiting, a different tool, or a dialog that was
-//! cancelled meanwhile; once the last waiting call is answered, the request goes on: the
-//! approved calls run, the denied ones get an error result the model reads, and the next
-//! round starts. Cancel while waiting closes every call as cancelled.
+//! cancelled meanwhile. A client's output is checked against the tool's client-output
+//! schema and by its server phase there, in the handler: a bad output becomes an error
+//! result the model reads (a person's mistyped answer is refused and keeps waiting).
+//! Once the last waiting call is answered, the request goes on: the approved calls run,
+//! the denied ones get an error result the model reads, and the next round starts.
+//! Cancel while waiting closes every call as cancelled.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,6 +29,7 @@ use trellis_runner::{Cell, Read, Runtime, Tx};
 
 use super::{DialogCells, RequestId};
 use crate::message::{Part, ToolOutput};
+use crate::tool::ToolRegistry;
 
 /// What a waiting call asks of a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -34,9 +43,42 @@ pub enum InteractionKind {
     Confirmation,
     /// Pick one of the `options` (`answer`: the option).
     Choice,
+    /// Run the tool's client phase and send its `output` (a client-authority tool, or a
+    /// handoff); the server phase checks it.
+    ClientExecution,
+    /// Show the server's result (`arguments` holds it); does not hold up the round, and
+    /// an acknowledgement is informational.
+    DisplayEffect,
 }
 
-/// One call waiting for a person.
+impl InteractionKind {
+    /// What answers it, in words.
+    pub fn what(self) -> &'static str {
+        match self {
+            InteractionKind::Approval => "an approval",
+            InteractionKind::Question => "an answer (a question)",
+            InteractionKind::Confirmation => "an answer (a confirmation)",
+            InteractionKind::Choice => "an answer (a choice)",
+            InteractionKind::ClientExecution => "the client's output (`output`)",
+            InteractionKind::DisplayEffect => "an acknowledgement",
+        }
+    }
+}
+
+/// Which phase of a call waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Nothing ran yet: a person approves or denies the call.
+    #[default]
+    Approval,
+    /// The client phase: the client (or the person at it) produces the output.
+    Client,
+    /// The call has its result; the client shows it (does not hold up the round).
+    Display,
+}
+
+/// One call waiting for a person or the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Interaction {
     /// The model's call id; `resolve` names it.
@@ -49,16 +91,34 @@ pub struct Interaction {
     pub arguments: serde_json::Value,
     /// What is asked.
     pub kind: InteractionKind,
-    /// What is asked: the stream's approval reason, or the model's question.
+    /// Which phase of the call waits.
+    #[serde(default)]
+    pub phase: Phase,
+    /// What is asked: the approval reason, the model's question, or the tool's description.
     pub prompt: String,
     /// For a choice, what the answer is picked from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// What the client phase gets: the arguments, what a handoff handed over, or the
+    /// result to display.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub input: serde_json::Value,
+    /// The registered tool whose client phase a client executor runs (see
+    /// `ToolRegistry`), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tool: Option<String>,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub asked_at: u64,
 }
 
-/// The event of `resolve`: a person's answer to one waiting call.
+impl Interaction {
+    /// Whether the round waits for it (everything but a display effect).
+    pub fn blocks(&self) -> bool {
+        self.kind != InteractionKind::DisplayEffect
+    }
+}
+
+/// The event of `resolve`: a person's answer, or the client's output, for one waiting call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Resolve {
     /// The call answered (an [`Interaction::call_id`]).
@@ -69,6 +129,12 @@ pub struct Resolve {
     /// For a question, a confirmation or a choice: the answer.
     #[serde(default)]
     pub answer: Option<serde_json::Value>,
+    /// For a client execution: the client phase's output (checked against the tool's
+    /// client-output schema, then by its server phase). For a question, confirmation or
+    /// choice it stands for `answer`; for an approval only `approved` counts, so an
+    /// output there denies the call.
+    #[serde(default)]
+    pub output: Option<serde_json::Value>,
     /// Why it was denied, or why there is no answer (told to the model).
     #[serde(default)]
     pub reason: Option<String>,
@@ -76,6 +142,13 @@ pub struct Resolve {
     /// call's, so an answer meant for another call is refused.
     #[serde(default)]
     pub tool: Option<String>,
+    /// When given, the [`Interaction::asked_at`] of the call meant: an answer for an
+    /// earlier call that had the same id is refused.
+    #[serde(default)]
+    pub asked_at: Option<u64>,
+    /// No answer came in time (the dialog's wait timeout): the model is told so.
+    #[serde(default)]
+    pub timed_out: bool,
 }
 
 /// What a waiting round keeps to go on: its calls in order, with the results so far.
@@ -87,6 +160,9 @@ pub(super) struct Held {
     pub round: u32,
     /// The round's calls, in the model's order.
     pub calls: Vec<HeldCall>,
+    /// How many rounds of this request waited for the client so far (`max_tool_rounds`).
+    #[serde(default)]
+    pub client_rounds: u32,
 }
 
 /// One call of a waiting round.
@@ -100,6 +176,20 @@ pub(super) struct HeldCall {
     /// A person approved it; it runs when the round goes on.
     #[serde(default)]
     pub approved: bool,
+    /// The phases still to run after the client: kept here, out of what front ends read.
+    #[serde(default)]
+    pub after_client: Option<AfterClient>,
+}
+
+/// What the last server phase of a call that waits for the client needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct AfterClient {
+    /// The registered tool; `None` for a client tool, whose output is the result.
+    pub tool: Option<String>,
+    /// The checked arguments.
+    pub arguments: serde_json::Value,
+    /// What the first server phase kept.
+    pub state: serde_json::Value,
 }
 
 impl Held {
@@ -135,28 +225,52 @@ pub(super) fn is_waiting(tx: &impl Read, cells: &DialogCells) -> trellis_runner:
     Ok(held_cell(cells).get(tx)?.is_some())
 }
 
-/// Stores a waiting round if request `id` is still current; false when it was superseded.
-pub(super) fn wait(
+/// The largest answer or client output taken, as JSON: it goes into the conversation.
+const MAX_OUTPUT_BYTES: usize = 1 << 20;
+
+/// The most display effects kept unacknowledged; older ones are dropped.
+const MAX_EFFECTS: usize = 32;
+
+/// Records `asked` if request `id` is still current: with `held` the round waits; without,
+/// `asked` are display effects beside a round that goes on. False when superseded.
+pub(super) fn ask(
     rt: &Runtime,
     cells: &DialogCells,
     id: RequestId,
-    held: &Held,
+    held: Option<&Held>,
     asked: &[Interaction],
 ) -> Result<bool, String> {
     rt.transact(|tx| {
         if cells.request.get(tx)? != id {
             return Ok(false);
         }
-        held_cell(cells).set(tx, Some(held.clone()))?;
-        interactions_cell(cells).set(tx, asked.to_vec())?;
+        if let Some(held) = held {
+            held_cell(cells).set(tx, Some(held.clone()))?;
+        }
+        let mut all = interactions_cell(cells).get(tx)?;
+        all.extend(asked.iter().cloned());
+        let effects = all.iter().filter(|i| !i.blocks()).count();
+        let mut drop = effects.saturating_sub(MAX_EFFECTS);
+        all.retain(|i| {
+            let old_effect = !i.blocks() && drop > 0;
+            drop -= usize::from(old_effect);
+            !old_effect
+        });
+        interactions_cell(cells).set(tx, all)?;
         Ok(true)
     })
-    .map_err(|e| format!("could not store the calls waiting for approval: {e}"))
+    .map_err(|e| format!("could not store the calls waiting for an answer: {e}"))
 }
 
-/// The `resolve` handler: checks the answer against what waits and records it. Returns the
-/// request to go on with once nothing waits any more.
-pub(super) fn resolve(cells: &DialogCells, tx: &Tx, answer: Resolve) -> trellis_runner::Result<Option<RequestId>> {
+/// The `resolve` handler: checks the answer against what waits and records it (running a
+/// client execution's last server phase). Returns the request to go on with once nothing
+/// waits any more.
+pub(super) fn resolve(
+    cells: &DialogCells,
+    tx: &Tx,
+    answer: Resolve,
+    registry: &ToolRegistry,
+) -> trellis_runner::Result<Option<RequestId>> {
     let mut waiting = interactions_cell(cells).get(tx)?;
     let Some(at) = waiting.iter().position(|i| i.call_id == answer.call_id) else {
         let ids: Vec<&str> = waiting.iter().map(|i| i.call_id.as_str()).collect();
@@ -167,8 +281,18 @@ pub(super) fn resolve(cells: &DialogCells, tx: &Tx, answer: Resolve) -> trellis_
         }
         .into());
     };
-    if let Some(tool) = answer.tool.as_deref().filter(|tool| *tool != waiting[at].tool) {
-        return Err(format!("call `{}` is for {}, not {tool}", answer.call_id, waiting[at].tool).into());
+    let asked = &waiting[at];
+    if let Some(tool) = answer.tool.as_deref().filter(|tool| *tool != asked.tool) {
+        return Err(format!("call `{}` is for {}, not {tool}", answer.call_id, asked.tool).into());
+    }
+    if answer.asked_at.is_some_and(|when| when != asked.asked_at) {
+        return Err(format!("call `{}` was asked again since; answer the call waiting now", answer.call_id).into());
+    }
+    if !asked.blocks() {
+        // A display effect was shown: what the client says about it is informational.
+        tracing::debug!(call = %answer.call_id, output = ?answer.output, "display effect acknowledged");
+        waiting.remove(at);
+        return interactions_cell(cells).set(tx, waiting).map(|()| None);
     }
     let mut held =
         held_cell(cells).get(tx)?.ok_or("the dialog lost the round that was waiting; send the message again")?;
@@ -176,61 +300,59 @@ pub(super) fn resolve(cells: &DialogCells, tx: &Tx, answer: Resolve) -> trellis_
         return Err(format!("call `{}` has an answer already", answer.call_id).into());
     };
     let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
-    match (waiting[at].kind, &answer.answer) {
-        (InteractionKind::Approval, _) if answer.approved => call.approved = true,
-        (InteractionKind::Approval, _) => {
-            call.output = Some(ToolOutput::ErrorText(format!("the user denied this call: {why}")));
+    let given = answer.answer.as_ref().or(answer.output.as_ref());
+    if given.is_some_and(|given| serde_json::to_vec(given).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES)) {
+        let limit = MAX_OUTPUT_BYTES >> 10;
+        return Err(format!("the answer to call `{}` is larger than {limit} KiB; send less", answer.call_id).into());
+    }
+    let kind = asked.kind;
+    call.output = match (kind, given) {
+        _ if answer.timed_out => {
+            Some(ToolOutput::ErrorText(format!("no answer came in time ({why}); the call did not finish")))
         }
+        (InteractionKind::Approval, _) if answer.approved => {
+            call.approved = true;
+            None
+        }
+        (InteractionKind::Approval, _) => Some(ToolOutput::ErrorText(format!("the user denied this call: {why}"))),
         // Approving a question answers nothing: say what it needs, and keep it waiting.
         (kind, None) if answer.approved => {
-            let kind = format!("{kind:?}").to_lowercase();
-            return Err(format!("call `{}` asks for an answer (a {kind}), not an approval", answer.call_id).into());
+            let (call, what) = (&answer.call_id, kind.what());
+            return Err(format!("call `{call}` asks for {what}, not an approval").into());
         }
-        (_, None) => call.output = Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
-        (kind, Some(given)) => call.output = Some(ToolOutput::Json(checked_answer(kind, given, &waiting[at].options)?)),
-    }
+        (InteractionKind::ClientExecution, None) => {
+            Some(ToolOutput::ErrorText(format!("the client sent no output: {why}")))
+        }
+        (_, None) => Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
+        (kind, Some(given)) => match finish(call, given.clone(), registry) {
+            Ok(result) => Some(ToolOutput::Json(result)),
+            // A person who mistyped is told and asked again; a client's bad output is the
+            // model's to read.
+            Err(why) if kind != InteractionKind::ClientExecution => return Err(why.into()),
+            Err(why) => Some(ToolOutput::ErrorText(why)),
+        },
+    };
     waiting.remove(at);
-    let done = waiting.is_empty();
+    let done = !waiting.iter().any(Interaction::blocks);
     interactions_cell(cells).set(tx, waiting)?;
     held_cell(cells).set(tx, Some(held.clone()))?;
     Ok(done.then_some(held.request))
 }
 
-/// The result the model reads for `given`, an answer to a question, confirmation or
-/// choice; an answer of the wrong shape is refused (the call keeps waiting).
-fn checked_answer(
-    kind: InteractionKind,
-    given: &serde_json::Value,
-    options: &[String],
-) -> trellis_runner::Result<serde_json::Value> {
-    let text = given.as_str().map(str::trim);
-    Ok(match kind {
-        InteractionKind::Question => match text.filter(|t| !t.is_empty()) {
-            Some(text) => serde_json::json!({ "answer": text }),
-            None => return Err("the answer to a question is some text".into()),
-        },
-        InteractionKind::Confirmation => {
-            let yes = match (given.as_bool(), text.map(str::to_lowercase).as_deref()) {
-                (Some(yes), _) => yes,
-                (None, Some("yes" | "y" | "true")) => true,
-                (None, Some("no" | "n" | "false")) => false,
-                _ => return Err("the answer to a confirmation is yes or no".into()),
-            };
-            serde_json::json!({ "confirmed": yes })
-        }
-        InteractionKind::Choice => {
-            let picked = text.and_then(|t| options.iter().find(|o| o.eq_ignore_ascii_case(t)));
-            match picked {
-                Some(option) => serde_json::json!({ "choice": option }),
-                None => return Err(format!("the answer to this choice is one of: {}", options.join(", ")).into()),
-            }
-        }
-        InteractionKind::Approval => return Err("an approval is answered with approved, not an answer".into()),
-    })
+/// Runs the last server phase of a call that waited for the client, with its `output`.
+fn finish(call: &HeldCall, output: serde_json::Value, registry: &ToolRegistry) -> Result<serde_json::Value, String> {
+    let after = call.after_client.as_ref().ok_or("this call does not take a client output")?;
+    let Some(name) = &after.tool else { return Ok(output) };
+    let tool =
+        registry.get(name).ok_or_else(|| format!("the tool `{name}` is not registered in this process any more"))?;
+    tool.finish(after.arguments.clone(), after.state.clone(), output)
 }
 
-/// Forgets a waiting round (cancel, a fresh conversation).
+/// Forgets a waiting round (cancel, a round that went on); display effects stay until
+/// the client acknowledges them.
 pub(super) fn forget(tx: &Tx, cells: &DialogCells) -> trellis_runner::Result<()> {
     held_cell(cells).set(tx, None)?;
-    interactions_cell(cells).set(tx, Vec::new())
+    let mut left = interactions_cell(cells).get(tx)?;
+    left.retain(|i| !i.blocks());
+    interactions_cell(cells).set(tx, left)
 }

@@ -18,6 +18,9 @@ pub enum DialogInput {
     Tools,
     /// `auto`, `none`, `required`, or one tool's display name.
     ToolChoice,
+    /// How many rounds of one request may wait for the client to execute tools (default
+    /// 5, 0 = unlimited): a runaway client tool loop stops with a message.
+    MaxToolRounds,
 }
 
 impl DialogInput {
@@ -30,6 +33,7 @@ impl DialogInput {
             DialogInput::MaxTokens => "max_tokens",
             DialogInput::Tools => "tools",
             DialogInput::ToolChoice => "tool_choice",
+            DialogInput::MaxToolRounds => "max_tool_rounds",
         }
     }
 }
@@ -145,6 +149,11 @@ impl DialogInputs {
     /// Whether the model may, must or must not call tools, or which one.
     pub fn tool_choice(self, value: impl Serialize) -> Self {
         self.set(DialogInput::ToolChoice, value)
+    }
+
+    /// How many rounds of a request may wait for the client (0 = unlimited).
+    pub fn max_tool_rounds(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::MaxToolRounds, value)
     }
 
     /// The inputs as the JSON object `Builder::builtin` takes.

@@ -32,6 +32,7 @@
 //! for it and its change stays; the cancelled result says the change may have been
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod calls;
 mod handle;
 mod interaction;
 mod keys;
@@ -53,9 +54,10 @@ use trellis_runner::{Builder, Builtin, Cell, Link, Value};
 use crate::catalog::{CatalogCache, ToolTarget};
 use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
+use crate::tool::ToolRegistry;
 
 pub use handle::DialogHandle;
-pub use interaction::{Interaction, InteractionKind, Resolve};
+pub use interaction::{Interaction, InteractionKind, Phase, Resolve};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 
@@ -87,11 +89,21 @@ pub struct DialogSettings {
     /// The longest reply text kept from one answer, in bytes (default 1 MiB). A longer
     /// answer is stopped there: its text so far is kept and the dialog reports an error.
     pub max_reply_bytes: usize,
+    /// How long a call waits for a person or the client before it gets a "no answer in
+    /// time" result the model reads (default: it waits until answered or cancelled). It
+    /// counts from when the call was asked, across a restart too (the timer is armed
+    /// again when the dialog's charm starts).
+    pub wait_timeout: Option<Duration>,
 }
 
 impl Default for DialogSettings {
     fn default() -> Self {
-        DialogSettings { max_rounds: 10, tool_timeout: Duration::from_secs(30), max_reply_bytes: 1 << 20 }
+        DialogSettings {
+            max_rounds: 10,
+            tool_timeout: Duration::from_secs(30),
+            max_reply_bytes: 1 << 20,
+            wait_timeout: None,
+        }
     }
 }
 
@@ -105,6 +117,8 @@ pub(crate) struct Shared {
     resolver: ModelResolver,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     pub(crate) settings: DialogSettings,
+    /// The defined tools `{"tool"}` entries name, and whose last phases `resolve` runs.
+    pub(crate) tools: ToolRegistry,
     /// The running request of each dialog (by its location) and its id, to abort on cancel.
     running: Mutex<HashMap<Link, (RequestId, tokio::task::AbortHandle)>>,
 }
@@ -128,6 +142,7 @@ impl LlmDialog {
                 resolver,
                 models: Mutex::new(HashMap::new()),
                 settings: DialogSettings::default(),
+                tools: ToolRegistry::standard(),
                 running: Mutex::new(HashMap::new()),
             }),
         }
@@ -135,10 +150,26 @@ impl LlmDialog {
 
     /// The builtin with other loop limits.
     pub fn with_settings(self, settings: DialogSettings) -> Self {
+        self.rebuilt(settings, self.shared.tools.clone())
+    }
+
+    /// The builtin whose dialogs find `{"tool": "name"}` entries in `tools` (use
+    /// [`ToolRegistry::standard`] and register yours, to keep `request_human_input`).
+    pub fn with_tools(self, tools: ToolRegistry) -> Self {
+        self.rebuilt(self.shared.settings, tools)
+    }
+
+    /// The defined tools its dialogs offer (front ends run their client phases).
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.shared.tools
+    }
+
+    fn rebuilt(&self, settings: DialogSettings, tools: ToolRegistry) -> Self {
         let shared = Shared {
             resolver: self.shared.resolver.clone(),
             models: Mutex::new(HashMap::new()),
             settings,
+            tools,
             running: Mutex::new(HashMap::new()),
         };
         LlmDialog { shared: Arc::new(shared) }
@@ -168,6 +199,37 @@ impl Shared {
         let mut running = self.running.lock();
         if running.get(dialog).is_some_and(|(current, _)| *current == id) {
             running.remove(dialog);
+        }
+    }
+
+    /// With a wait timeout, answers each of `asked` that still waits when its time (from
+    /// when it was asked, so a restart does not give it more) runs out.
+    pub(crate) fn time_out_waiting(&self, rt: &trellis_runner::Runtime, cells: &DialogCells, asked: &[Interaction]) {
+        let Some(limit) = self.settings.wait_timeout else { return };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let now = interaction::now_ms();
+        for waiting in asked.iter().filter(|i| i.blocks()) {
+            let waited = Duration::from_millis(now.saturating_sub(waiting.asked_at));
+            let answer = Resolve {
+                call_id: waiting.call_id.clone(),
+                asked_at: Some(waiting.asked_at),
+                timed_out: true,
+                reason: Some(format!("nothing came within {} s", limit.as_secs_f64())),
+                ..Resolve::default()
+            };
+            let (weak, resolve) = (rt.downgrade(), cells.base.child(DialogOutput::Resolve.key()));
+            // Not tracked: a dialog waiting for a person is idle, and `settled` must not
+            // wait for the timer.
+            tokio::spawn(async move {
+                tokio::time::sleep(limit.saturating_sub(waited)).await;
+                let (Some(rt), Ok(event)) = (weak.upgrade(), serde_json::to_value(&answer)) else { return };
+                // Refused when the call was answered meanwhile: nothing to do then.
+                if let Err(error) = rt.send(&resolve, event).await {
+                    tracing::debug!(call = %answer.call_id, %error, "wait timeout found the call answered");
+                }
+            });
         }
     }
 
@@ -251,7 +313,8 @@ impl Builtin for LlmDialog {
     }
 
     fn instantiate(&self, b: &mut Builder<'_>, key: &str, inputs: serde_json::Value) -> trellis_runner::Result<()> {
-        let cells = DialogCells::at(b.at(key));
+        let mut cells = DialogCells::at(b.at(key));
+        cells.catalog = Arc::new(CatalogCache::with_tools(self.shared.tools.clone()));
         let mut inputs = match inputs {
             serde_json::Value::Object(map) => map,
             serde_json::Value::Null => serde_json::Map::new(),
@@ -262,6 +325,12 @@ impl Builtin for LlmDialog {
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
         b.alias(&format!("{key}/{}", DialogOutput::Partial.key()), cells.partial.link())?;
         init(b, &cells)?;
+        // Calls that waited across a restart get what is left of their wait timeout.
+        let (shared, c) = (self.shared.clone(), cells.clone());
+        b.tx().after_commit(move |rt| {
+            let waiting = interaction::interactions_cell(&c).get(rt).unwrap_or_default();
+            shared.time_out_waiting(rt, &c, &waiting);
+        });
 
         let shared = self.shared.clone();
         let c = cells.clone();
@@ -276,7 +345,7 @@ impl Builtin for LlmDialog {
         let shared = self.shared.clone();
         let c = cells.clone();
         b.handler(&format!("{key}/{}", DialogOutput::Resolve.key()), move |tx, answer: Resolve| {
-            if let Some(request) = interaction::resolve(&c, tx, answer)? {
+            if let Some(request) = interaction::resolve(&c, tx, answer, &shared.tools)? {
                 // Every waiting call has its answer: the request goes on.
                 c.pending.set(tx, true)?;
                 c.error.set(tx, None)?;
@@ -379,6 +448,7 @@ fn add_message(
         let waiting: Vec<String> = interaction::interactions_cell(cells)
             .get(tx)?
             .into_iter()
+            .filter(Interaction::blocks)
             .map(|i| format!("{} ({})", i.tool, i.call_id))
             .collect();
         return Err(format!(

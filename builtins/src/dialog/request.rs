@@ -7,10 +7,11 @@ use futures::StreamExt;
 use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
-use super::interaction::{self, Held, HeldCall, Interaction, InteractionKind};
+use super::calls;
+use super::interaction::{self, Held, HeldCall};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
-use crate::catalog::{Approved, Catalog, ToolTarget};
+use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice};
 
@@ -49,7 +50,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
                 error: Some("the request stopped unexpectedly".into()),
             };
             let outcome = match begin {
-                Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1).await,
+                Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1, 0).await,
                 Begin::Resume => resume(&task_shared, &task_rt, &task_cells, id).await,
             };
             task_shared.forget(&task_cells.base, id);
@@ -77,7 +78,7 @@ impl Drop for Finish {
 }
 
 /// Whether `id` is still the dialog's current request.
-fn is_current(tx: &impl Read, cells: &DialogCells, id: RequestId) -> trellis_runner::Result<bool> {
+pub(super) fn is_current(tx: &impl Read, cells: &DialogCells, id: RequestId) -> trellis_runner::Result<bool> {
     Ok(cells.request.get(tx)? == id)
 }
 
@@ -113,7 +114,7 @@ fn append(rt: &Runtime, cells: &DialogCells, id: RequestId, message: Message) ->
 }
 
 /// Reads an input that may be a literal or a link; `null` when absent.
-fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Value {
+pub(super) fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Value {
     rt.read(&cells.inputs.child(key.key())).map(|v| v.to_json()).unwrap_or_default()
 }
 
@@ -122,39 +123,27 @@ fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serde_json::Val
 async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
     let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
     let Some(mut held) = held.filter(|held| held.request == id) else { return Ok(()) };
-    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
-    for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
-        let output = if call.approved {
-            let approved = Approved::by_the_user();
-            catalog
-                .invoke_approved(rt, &call.name, call.input.clone(), shared.settings.tool_timeout, approved)
-                .await
-                .output
-        } else {
-            ToolOutput::ErrorText("no answer was given for this call".into())
-        };
-        call.output = Some(output);
+    for call in held.calls.iter_mut().filter(|call| call.output.is_none() && !call.approved) {
+        call.output = Some(ToolOutput::ErrorText("no answer was given for this call".into()));
     }
-    let results = Message::new(Role::Tool, held.results());
-    let appended = rt
-        .transact(|tx| {
-            if !is_current(tx, cells, id)? {
-                return Ok(false);
-            }
-            cells.messages().push(tx, results.clone())?;
-            interaction::forget(tx, cells)?;
-            Ok(true)
-        })
-        .map_err(|e| format!("could not store the results: {e}"))?;
-    if appended {
-        run(shared, rt, cells, id, held.round + 1).await
+    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
+    if calls::settle_round(shared, rt, cells, id, &catalog, held.clone()).await? {
+        run(shared, rt, cells, id, held.round + 1, held.client_rounds).await
     } else {
         Ok(())
     }
 }
 
-/// Runs rounds `first..=max_rounds` of request `id`.
-async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, first: u32) -> Result<(), String> {
+/// Runs rounds `first..=max_rounds` of request `id`, `client_rounds` of which waited for
+/// the client already.
+async fn run(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    first: u32,
+    client_rounds: u32,
+) -> Result<(), String> {
     let settings = shared.settings;
     for round in first..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
@@ -204,58 +193,23 @@ async fn run(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId, 
             return Ok(());
         }
 
-        let timeout = settings.tool_timeout;
-        let catalog = &*catalog;
-        // Calls that need a person wait; the others run now, concurrently.
-        let asking: Vec<_> =
-            calls.iter().map(|call| if call.refused.is_some() { None } else { asks(catalog, call) }).collect();
-        let outputs = futures::future::join_all(calls.iter().zip(&asking).map(|(call, ask)| async move {
-            match (&call.refused, ask) {
-                (Some(reason), _) => Some(ToolOutput::ErrorText(reason.clone())),
-                (None, Some(_)) => None,
-                (None, None) => Some(catalog.invoke(rt, call.name(), call.input().clone(), timeout).await.output),
-            }
-        }))
-        .await;
         let held = Held {
             request: id,
             round,
             calls: calls
                 .iter()
-                .zip(outputs)
-                .map(|(call, output)| HeldCall {
+                .map(|call| HeldCall {
                     id: call.id().to_string(),
                     name: call.name().to_string(),
                     input: call.input().clone(),
-                    output,
+                    output: call.refused.clone().map(ToolOutput::ErrorText),
                     approved: false,
+                    after_client: None,
                 })
                 .collect(),
+            client_rounds,
         };
-        let asked: Vec<Interaction> = calls
-            .iter()
-            .zip(asking)
-            .filter_map(|(call, ask)| {
-                let (kind, prompt, options) = ask?;
-                let tool = catalog.get(call.name()).map_or(call.name(), |t| t.display.as_str()).to_string();
-                Some(Interaction {
-                    call_id: call.id().to_string(),
-                    tool,
-                    wire: call.name().to_string(),
-                    arguments: call.input().clone(),
-                    kind,
-                    prompt,
-                    options,
-                    asked_at: interaction::now_ms(),
-                })
-            })
-            .collect();
-        if !asked.is_empty() {
-            // The request ends here, waiting; `resolve` starts it again.
-            interaction::wait(rt, cells, id, &held, &asked)?;
-            return Ok(());
-        }
-        if !append(rt, cells, id, Message::new(Role::Tool, held.results()))? {
+        if !calls::settle_round(shared, rt, cells, id, &catalog, held).await? {
             return Ok(());
         }
     }
@@ -337,33 +291,6 @@ async fn answer(
         }
     }
     Ok(answer)
-}
-
-/// What `call` asks of a person, when it must wait for one: an approval (its tool's
-/// stream needs one) or the model's own question (`request_human_input`).
-fn asks(catalog: &Catalog, call: &Call) -> Option<(InteractionKind, String, Vec<String>)> {
-    let tool = catalog.get(call.name())?;
-    if let Some(reason) = &tool.approval {
-        return Some((InteractionKind::Approval, reason.clone(), Vec::new()));
-    }
-    if tool.target != ToolTarget::HumanInput {
-        return None;
-    }
-    let input = call.input();
-    let kind = match input.get("type").and_then(serde_json::Value::as_str) {
-        Some("confirmation") => InteractionKind::Confirmation,
-        Some("choice") => InteractionKind::Choice,
-        _ => InteractionKind::Question,
-    };
-    let message = input.get("message").and_then(serde_json::Value::as_str).unwrap_or("(the model asked nothing)");
-    let options: Vec<String> = input
-        .get("options")
-        .and_then(serde_json::Value::as_array)
-        .map(|items| items.iter().filter_map(|o| o.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    // A choice with nothing to choose from can only be answered in words.
-    let kind = if kind == InteractionKind::Choice && options.is_empty() { InteractionKind::Question } else { kind };
-    Some((kind, message.to_string(), options))
 }
 
 /// One tool call of an answer.

@@ -25,7 +25,7 @@ pub use handle::{Chatbot, ChatbotError, ChatbotField, ChatbotStream};
 pub use mention::{mentions, UnknownMention};
 
 use serde_json::json;
-use trellis_builtins::catalog::HUMAN_INPUT_ENTRY;
+use trellis_builtins::catalog::TOOL_ENTRY;
 use trellis_builtins::dialog::{DialogInputs, DialogOutput, Interaction, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
@@ -91,7 +91,7 @@ pub struct SetToolChoice {
 }
 
 /// The tool through which the model asks the user (a question, a confirmation, a choice).
-pub const HUMAN_INPUT_TOOL: &str = "request_human_input";
+pub use trellis_builtins::tool::HUMAN_INPUT_TOOL;
 
 /// The default system prompt.
 pub const SYSTEM: &str = "You are a helpful assistant. The user can mention charms with @Name; \
@@ -129,7 +129,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     let mut static_tools = args.tools;
     // The model may always ask the user (`request_human_input`); the dialog waits for the
     // answer. A pattern that does not want it passes `"request_human_input": null`.
-    static_tools.entry(HUMAN_INPUT_TOOL).or_insert(json!({ HUMAN_INPUT_ENTRY: true }));
+    static_tools.entry(HUMAN_INPUT_TOOL).or_insert(json!({ TOOL_ENTRY: HUMAN_INPUT_TOOL }));
     static_tools.retain(|_, entry| !entry.is_null());
     let tools = b.derive("tools", move |tx| {
         let mut tools = static_tools.clone();
@@ -172,7 +172,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
             return Err("a reply is still being generated: cancel it first".into());
         }
         // A call waiting for an answer belongs to the conversation being cleared.
-        if !waiting.get(tx)?.is_empty() {
+        if waiting.get(tx)?.iter().any(Interaction::blocks) {
             return Err("a tool call is waiting for your answer: resolve it, or cancel it first".into());
         }
         messages.set(tx, Vec::new())?;

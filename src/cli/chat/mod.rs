@@ -10,6 +10,7 @@ use std::io::{IsTerminal, Read as _};
 use std::time::Duration;
 
 use anyhow::Context;
+use trellis_builtins::tool::{ClientContext, ClientError};
 
 pub use self::render::{line, transcript, usage, waiting, ASSISTANT};
 pub use self::session::{Reply, Session};
@@ -34,7 +35,8 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
             super::output::emit(&transcript(&session, &new));
         }
         all.extend(new);
-        if !session.interactions().is_empty() {
+        session.show_effects(&mut Headless { format }).await?;
+        if !session.waiting().is_empty() {
             break;
         }
     }
@@ -68,19 +70,50 @@ pub async fn resolve(
     if !format.json {
         super::output::emit(&transcript(session, &new));
     }
+    session.show_effects(&mut Headless { format }).await?;
     finish(session, new, format)
 }
 
+/// The client a command without a terminal is: it shows display effects (in text output)
+/// and has no person to ask, so a client phase that asks waits for `trellis resolve`.
+pub struct Headless {
+    /// The command's output format: display effects print in text output only.
+    pub format: Format,
+}
+
+impl ClientContext for Headless {
+    fn ask(&mut self, _question: &str) -> Result<String, ClientError> {
+        Err(ClientError::Unsupported(NO_PERSON.into()))
+    }
+
+    fn confirm(&mut self, _question: &str) -> Result<bool, ClientError> {
+        Err(ClientError::Unsupported(NO_PERSON.into()))
+    }
+
+    fn choose(&mut self, _question: &str, _options: &[String]) -> Result<String, ClientError> {
+        Err(ClientError::Unsupported(NO_PERSON.into()))
+    }
+
+    fn show(&mut self, text: &str) {
+        if !self.format.json {
+            super::output::emit(&format!("  ▸ {}", super::terminal::safe_line(text)));
+        }
+    }
+}
+
+const NO_PERSON: &str = "no one is at a terminal to ask; answer with `trellis resolve`";
+
 /// How to answer waiting calls from the command line.
 const RESOLVE_HOW: &str =
-    "answer with `trellis resolve CALL --approve`, `--deny REASON`, or, for a question, `--answer TEXT`";
+    "answer with `trellis resolve CALL --approve`, `--deny REASON`, for a question `--answer TEXT`, \
+     or for a client execution `--output JSON`";
 
 /// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
 fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, format: Format) -> anyhow::Result<()> {
     if format.json {
         super::output::emit_json(&serde_json::to_value(&messages)?);
     }
-    let interactions = session.interactions();
+    let interactions = session.waiting();
     if interactions.is_empty() {
         Ok(())
     } else {

@@ -62,6 +62,14 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
                     let options: Vec<_> = i.options.iter().map(|o| safe_line(o)).collect();
                     format!("the model asks you to choose (call {call}): {prompt} [{}]", options.join(" | "))
                 }
+                InteractionKind::ClientExecution => format!(
+                    "waiting for the client to run {} (call {call}): {prompt}; its input: {}",
+                    safe_line(&i.tool),
+                    safe_line(&i.input.to_string())
+                ),
+                InteractionKind::DisplayEffect => {
+                    format!("{} shows (call {call}): {}", safe_line(&i.tool), safe_line(&i.input.to_string()))
+                }
             }
         })
         .collect();

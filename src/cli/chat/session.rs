@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use anyhow::bail;
+use serde_json::json;
 use trellis_builtins::dialog::{DialogHandle, Interaction, Resolve};
 use trellis_builtins::message::Message;
+use trellis_builtins::tool::{ClientContext, ToolRef, ToolRegistry};
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
 use trellis_runner::Runtime;
 
@@ -24,23 +26,34 @@ pub enum Reply {
     Deny(String),
     /// Answer the model's question, confirmation (yes or no) or choice.
     Answer(String),
+    /// The output of a tool's client phase (a client execution), or an acknowledgement of
+    /// a display effect.
+    Output(serde_json::Value),
 }
 
-/// The chat session: the chatbot charm and its dialog.
+/// The chat session: the chatbot charm and its dialog, and the tools whose client phases
+/// this terminal runs.
 pub struct Session {
     chat: Chatbot,
+    tools: ToolRegistry,
 }
 
 impl Session {
     /// Finds (or creates) the space's charm of the chatbot pattern `chatbot` and sets
     /// its model and tool choice.
-    pub async fn open(rt: &Runtime, chatbot: &str, model: &str, tool_choice: &str) -> anyhow::Result<Session> {
+    pub async fn open(
+        rt: &Runtime,
+        chatbot: &str,
+        model: &str,
+        tool_choice: &str,
+        tools: ToolRegistry,
+    ) -> anyhow::Result<Session> {
         // Fail before anything changes: a bad model string or a missing key.
         trellis_builtins::provider::model_from_str(model)?;
         let chat = Chatbot::find_or_create(rt, chatbot).map_err(shown)?;
         chat.set_model(model).await.map_err(shown)?;
         chat.set_tool_choice(tool_choice).await.map_err(shown)?;
-        Ok(Session { chat })
+        Ok(Session { chat, tools })
     }
 
     /// The dialog.
@@ -50,8 +63,8 @@ impl Session {
 
     /// The space's charm of the chatbot pattern `chatbot` as it is (for `pending` and
     /// `resolve`: the model and tool choice stay as the conversation left them).
-    pub fn attach(rt: &Runtime, chatbot: &str) -> anyhow::Result<Session> {
-        Ok(Session { chat: Chatbot::find_or_create(rt, chatbot).map_err(shown)? })
+    pub fn attach(rt: &Runtime, chatbot: &str, tools: ToolRegistry) -> anyhow::Result<Session> {
+        Ok(Session { chat: Chatbot::find_or_create(rt, chatbot).map_err(shown)?, tools })
     }
 
     /// The chatbot charm this session drives.
@@ -98,15 +111,50 @@ impl Session {
         }
     }
 
-    /// The calls waiting for the user's answer.
+    /// The calls waiting for the user's answer or the client, and display effects not
+    /// shown yet.
     pub fn interactions(&self) -> Vec<Interaction> {
         self.chat.interactions()
+    }
+
+    /// The calls the conversation waits for (display effects left out).
+    pub fn waiting(&self) -> Vec<Interaction> {
+        self.dialog().waiting()
+    }
+
+    /// The registered tool whose client phase this terminal runs for `interaction`.
+    pub fn client_tool(&self, interaction: &Interaction) -> Option<ToolRef> {
+        let tool = self.tools.get(interaction.client_tool.as_deref()?)?;
+        tool.has_client_phase().then_some(tool)
+    }
+
+    /// Shows every display effect waiting (running the tool's client phase with `client`
+    /// when this terminal has it, else printing its input) and acknowledges it.
+    pub async fn show_effects(&self, client: &mut dyn ClientContext) -> anyhow::Result<()> {
+        for effect in self.interactions().into_iter().filter(|i| !i.blocks()) {
+            let output = match self.client_tool(&effect) {
+                Some(tool) => tool.run_client(effect.input.clone(), client).unwrap_or_else(|e| json!({ "error": e })),
+                None => {
+                    client.show(&format!("{}: {}", effect.tool, effect.input));
+                    json!({ "shown": true })
+                }
+            };
+            let ack = Resolve {
+                call_id: effect.call_id,
+                output: Some(output),
+                asked_at: Some(effect.asked_at),
+                ..Resolve::default()
+            };
+            // Refused only when another front end acknowledged it first: nothing is lost.
+            self.chat.resolve(ack).await.ok();
+        }
+        Ok(())
     }
 
     /// Answers the waiting call `call_id` (the only one waiting, when `None`) with `reply`;
     /// returns the index from which the messages of what follows appear.
     pub async fn resolve(&self, call_id: Option<&str>, reply: Reply) -> anyhow::Result<usize> {
-        let waiting = self.interactions();
+        let waiting = self.waiting();
         let call_id = match (call_id, waiting.as_slice()) {
             (Some(id), _) => id.to_string(),
             (None, [only]) => only.call_id.clone(),
@@ -123,6 +171,7 @@ impl Session {
             Reply::Answer(text) => {
                 Resolve { call_id, answer: Some(serde_json::Value::String(text)), ..Resolve::default() }
             }
+            Reply::Output(output) => Resolve { call_id, output: Some(output), ..Resolve::default() },
         };
         self.chat.resolve(answer).await.map_err(shown)?;
         Ok(before)
@@ -130,9 +179,9 @@ impl Session {
 
     /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
     pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
-        self.dialog().wait(timeout).await?;
+        let messages = self.dialog().follow(before, timeout).await?;
         self.check_error()?;
-        Ok(self.dialog().messages().split_off(before.min(self.dialog().messages().len())))
+        Ok(messages)
     }
 
     /// The names of the attached charms, in the order they were attached.

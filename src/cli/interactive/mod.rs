@@ -6,6 +6,7 @@
 //! the prompt it clears the line, and on an empty line twice in a row (or right after a
 //! cancelled reply) it leaves. Ctrl-D on an empty line leaves.
 
+mod client;
 mod completion;
 mod follow;
 
@@ -32,6 +33,7 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /approve [CALL]        let a tool call that waits for your approval run
   /deny [CALL] REASON    refuse it; the model is told why
   /answer [CALL] TEXT    answer the model's question (yes or no, or one of its options)
+  /output [CALL] JSON    send a tool's client output yourself
   /help          this text
   /quit          leave (or Ctrl-D)
 Tab completes @names and /commands; Up and Down recall earlier lines.
@@ -74,7 +76,7 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
         interrupted = false;
         let mut outcome = step(&session, &mut chips, line).await;
         // Calls waiting for the user are asked about right here, one prompt each.
-        while matches!(outcome, Ok(Outcome::Done)) && !session.interactions().is_empty() {
+        while matches!(outcome, Ok(Outcome::Done)) && !session.waiting().is_empty() {
             outcome = match ask(&mut editor, &session).await {
                 Ok(Some(sent)) => answered(&session, sent).await,
                 Ok(None) => break,
@@ -94,7 +96,26 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
 /// messages of what follows start at, or `None` when the user leaves it waiting (Ctrl-C
 /// or Ctrl-D at the question).
 async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> anyhow::Result<Option<usize>> {
-    let Some(waiting) = session.interactions().into_iter().next() else { return Ok(None) };
+    let Some(waiting) = session.waiting().into_iter().next() else { return Ok(None) };
+    if let Some(tool) = session.client_tool(&waiting).filter(|_| waiting.kind != InteractionKind::Approval) {
+        // This terminal is the client: the tool's client phase runs here and asks the
+        // person where the tool asks; an output the server refuses is asked for again.
+        loop {
+            let mut terminal = client::Terminal { editor: &mut *editor, tool: waiting.tool.clone(), left: false };
+            let reply = match tool.run_client(waiting.input.clone(), &mut terminal) {
+                Ok(output) => Reply::Output(output),
+                Err(_) if terminal.left => {
+                    emit("(left waiting: answer it later with /answer, /output or /deny)");
+                    return Ok(None);
+                }
+                Err(why) => Reply::Deny(why),
+            };
+            match session.resolve(Some(&waiting.call_id), reply).await {
+                Ok(sent) => return Ok(Some(sent)),
+                Err(e) => emit(&format!("{e:#}")),
+            }
+        }
+    }
     let question = match waiting.kind {
         InteractionKind::Approval => format!("approve {}? [y/N, or why not] ", safe_line(&waiting.tool)),
         InteractionKind::Question => "your answer: ".to_string(),
@@ -103,6 +124,8 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             let options: Vec<_> = waiting.options.iter().map(|o| safe_line(o)).collect();
             format!("choose ({}): ", options.join(" | "))
         }
+        InteractionKind::ClientExecution => format!("output of {} (JSON): ", safe_line(&waiting.tool)),
+        InteractionKind::DisplayEffect => return Ok(None),
     };
     loop {
         let line = match tokio::task::block_in_place(|| editor.readline(&question)) {
@@ -118,6 +141,13 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             (InteractionKind::Approval, "" | "n" | "no") => Reply::Deny("no reason given".into()),
             (InteractionKind::Approval, _) => Reply::Deny(line),
             (_, "") => Reply::Deny("the user gave no answer".into()),
+            (InteractionKind::ClientExecution, _) => match serde_json::from_str(&line) {
+                Ok(output) => Reply::Output(output),
+                Err(e) => {
+                    emit(&format!("that is not JSON ({e}); type the tool's output as JSON"));
+                    continue;
+                }
+            },
             _ => Reply::Answer(line),
         };
         match session.resolve(Some(&waiting.call_id), reply).await {
@@ -158,13 +188,14 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::Approve).await?;
             return answered(session, sent).await;
         }
-        "/deny" | "/answer" => {
+        "/deny" | "/answer" | "/output" => {
             // `/deny CALL REASON` when the first word names a waiting call, else `/deny REASON`.
             let (first, after) = rest.split_once(' ').unwrap_or((rest, ""));
             let names_a_call = session.interactions().iter().any(|i| i.call_id == first);
             let (call, text) = if names_a_call { (Some(first), after.trim()) } else { (None, rest) };
             let reply = match word {
                 "/deny" => Reply::Deny(if text.is_empty() { "no reason given" } else { text }.to_string()),
+                "/output" => Reply::Output(serde_json::from_str(text).context("/output takes the output as JSON")?),
                 _ => Reply::Answer(text.to_string()),
             };
             let sent = session.resolve(call, reply).await?;
@@ -185,10 +216,12 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
     Ok(Outcome::Done)
 }
 
-/// Follows the reply to what was sent at `sent`, then shows any calls waiting for an answer.
+/// Follows the reply to what was sent at `sent`, shows display effects, then shows any
+/// calls waiting for an answer.
 async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let outcome = follow::follow(session, sent).await?;
-    let interactions = session.interactions();
+    session.show_effects(&mut super::chat::Headless { format: Format::text() }).await?;
+    let interactions = session.waiting();
     if outcome == Outcome::Done && !interactions.is_empty() {
         emit(&super::chat::waiting(&interactions, "(answer each below)"));
     }

@@ -1,0 +1,137 @@
+//! A round's tool calls: each taken one step on through [`Catalog::begin`], the round
+//! stored waiting when some need a person or the client, or its results appended.
+
+use trellis_runner::Runtime;
+
+use super::interaction::{self, AfterClient, Held, Interaction, InteractionKind, Phase};
+use super::request::{input, is_current};
+use super::{DialogCells, DialogInput, RequestId, Shared};
+use crate::catalog::{Approved, Catalog, Step, ToolTarget, Waiting};
+use crate::message::{Message, Role, ToolOutput};
+
+/// Takes every call of a round that has no result yet one step on (all through
+/// [`Catalog::begin`], concurrently): if some now wait for a person or the client, the
+/// round is stored waiting and this returns false; else the round's results are appended
+/// and this returns whether the request goes on.
+pub(super) async fn settle_round(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    catalog: &Catalog,
+    mut held: Held,
+) -> Result<bool, String> {
+    let timeout = shared.settings.tool_timeout;
+    let steps = futures::future::join_all(held.calls.iter().filter(|call| call.output.is_none()).map(|call| {
+        let approval = call.approved.then(Approved::by_the_user);
+        catalog.begin(rt, &call.name, call.input.clone(), approval, timeout)
+    }))
+    .await;
+    let mut asked = Vec::new();
+    for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
+        let tool = catalog.get(&call.name);
+        let display = tool.map_or(call.name.as_str(), |t| t.display.as_str()).to_string();
+        let interaction = |kind, phase, prompt: String, options, input, client_tool| Interaction {
+            call_id: call.id.clone(),
+            tool: display.clone(),
+            wire: call.name.clone(),
+            arguments: call.input.clone(),
+            kind,
+            phase,
+            prompt,
+            options,
+            input,
+            client_tool,
+            asked_at: interaction::now_ms(),
+        };
+        match step {
+            Step::Done(invocation) => {
+                if let (Some(effect), Some(ToolTarget::Defined(defined))) = (invocation.effect, tool.map(|t| &t.target))
+                {
+                    let prompt = format!("{display} has a result to show");
+                    let name = Some(defined.name().to_string());
+                    asked.push(interaction(
+                        InteractionKind::DisplayEffect,
+                        Phase::Display,
+                        prompt,
+                        Vec::new(),
+                        effect,
+                        name,
+                    ));
+                }
+                call.output = Some(invocation.output);
+            }
+            Step::Wait(Waiting { ask, state, input, arguments, defined }) => {
+                let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
+                if phase == Phase::Client {
+                    call.after_client = Some(AfterClient { tool: defined.clone(), arguments, state });
+                }
+                let shown = if phase == Phase::Client { input } else { serde_json::Value::Null };
+                asked.push(interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined));
+            }
+        }
+    }
+    if asked.iter().any(|i| i.kind == InteractionKind::ClientExecution) {
+        held.client_rounds += 1;
+        let limit = input(rt, cells, DialogInput::MaxToolRounds).as_u64().unwrap_or(DEFAULT_MAX_TOOL_ROUNDS);
+        if limit != 0 && u64::from(held.client_rounds) > limit {
+            return stop_client_loop(rt, cells, id, held, &asked, limit).map(|_| false);
+        }
+    }
+    if asked.iter().any(Interaction::blocks) {
+        // The request ends here, waiting; `resolve` starts it again.
+        if interaction::ask(rt, cells, id, Some(&held), &asked)? {
+            shared.time_out_waiting(rt, cells, &asked);
+        }
+        return Ok(false);
+    }
+    if !asked.is_empty() && !interaction::ask(rt, cells, id, None, &asked)? {
+        return Ok(false);
+    }
+    let results = Message::new(Role::Tool, held.results());
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        cells.messages().push(tx, results.clone())?;
+        interaction::forget(tx, cells)?;
+        Ok(true)
+    })
+    .map_err(|e| format!("could not store the results: {e}"))
+}
+
+/// Rounds of a request that may wait for the client when `max_tool_rounds` is not given.
+const DEFAULT_MAX_TOOL_ROUNDS: u64 = 5;
+
+/// Ends a request whose client tool loop reached `max_tool_rounds`: the calls that would
+/// wait for the client get a result saying so, and the conversation says it stopped.
+fn stop_client_loop(
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    mut held: Held,
+    asked: &[Interaction],
+    limit: u64,
+) -> Result<bool, String> {
+    let why = format!("not run: this request reached max_tool_rounds ({limit} rounds waiting for the client)");
+    for call in held.calls.iter_mut().filter(|c| c.output.is_none()) {
+        call.output = Some(ToolOutput::ErrorText(why.clone()));
+    }
+    let stop = format!(
+        "I stopped: the tools run by your client were called for {limit} rounds (max_tool_rounds) without reaching an \
+         answer. Tell me to continue if you want me to go on."
+    );
+    let effects: Vec<Interaction> = asked.iter().filter(|i| !i.blocks()).cloned().collect();
+    if !effects.is_empty() {
+        interaction::ask(rt, cells, id, None, &effects)?;
+    }
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
+        cells.messages().push(tx, Message::assistant(stop.clone()))?;
+        Ok(true)
+    })
+    .map_err(|e| format!("could not store the results: {e}"))
+}
