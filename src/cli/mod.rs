@@ -2,12 +2,12 @@
 //! the patterns and builtins an embedder registers beside the reference ones. Every
 //! command takes `--space` and `--json`.
 
-mod charm;
-mod chat;
+pub(crate) mod charm;
+pub(crate) mod chat;
 mod interactive;
-mod output;
-mod terminal;
-mod tools;
+pub(crate) mod output;
+pub(crate) mod terminal;
+pub(crate) mod tools;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -108,6 +108,26 @@ enum Command {
     Mcp(McpCommand),
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
+    /// Serve the space over HTTP: a JSON API (/openapi.json) and a web chat. Prints the
+    /// address to open, with a one-time sign-in token.
+    Serve {
+        /// Where to listen (port 0 picks one). Loopback only, unless --allow-remote.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+        addr: std::net::SocketAddr,
+        /// Let --addr be an address other machines can reach. Anyone who gets a token
+        /// acts on your charms, and plain HTTP shows it to the network on the way.
+        #[arg(long)]
+        allow_remote: bool,
+        /// The chatbot pattern whose conversation the chat uses [default: the program's chatbot].
+        #[arg(long, value_name = "PATTERN")]
+        chatbot: Option<String>,
+        /// Requests per minute each client address may make.
+        #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
+        rate_limit: u32,
+    },
+    /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
+    #[command(subcommand)]
+    Token(crate::serve::tokens::TokenCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -301,6 +321,12 @@ impl App {
                 Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
             }
             Command::Demo => charm::demo(&rt, format).await,
+            Command::Serve { addr, allow_remote, chatbot, rate_limit } => {
+                let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
+                let options = crate::serve::Options { addr, allow_remote, chatbot, rate_per_minute: rate_limit };
+                crate::serve::run(rt, options).await
+            }
+            Command::Token(command) => crate::serve::tokens::run(&rt, command, format),
         }
     }
 

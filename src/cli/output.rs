@@ -45,14 +45,33 @@ fn write_line(line: &str) {
 /// `trellis patterns`.
 pub fn patterns(rt: &Runtime, format: Format) -> anyhow::Result<()> {
     let all = rt.patterns().all();
-    let json: Vec<serde_json::Value> = all
-        .iter()
-        .map(|p| serde_json::json!({"id": p.id(), "description": p.about(), "argument_schema": p.argument_schema()}))
-        .collect();
-    print(format, &serde_json::Value::Array(json), || {
+    print(format, &serde_json::to_value(pattern_infos(rt))?, || {
         all.iter().map(|p| format!("{:<10} {}", p.id(), p.about())).collect::<Vec<_>>().join("\n")
     });
     Ok(())
+}
+
+/// A registered pattern as `patterns --json` prints it and the server answers it.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct PatternInfo {
+    /// The pattern id (`charm new PATTERN`).
+    pub id: String,
+    /// What its charms are.
+    pub description: String,
+    /// The JSON schema of its argument.
+    pub argument_schema: serde_json::Value,
+}
+
+/// The registered patterns.
+pub(crate) fn pattern_infos(rt: &Runtime) -> Vec<PatternInfo> {
+    let all = rt.patterns().all();
+    all.iter()
+        .map(|p| PatternInfo {
+            id: p.id().to_string(),
+            description: p.about().to_string(),
+            argument_schema: p.argument_schema().clone(),
+        })
+        .collect()
 }
 
 /// Renders a charm result for people: streams shown as handlers, with their event fields.
