@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use futures::stream::{self, Stream, StreamExt};
@@ -22,9 +23,21 @@ fn watch(rt: &Runtime, doc: DocId, changed: &UnboundedSender<()>) {
     rt.observe(&Link::new(doc, Path::root()), move |_| changed.send(()).is_ok());
 }
 
-/// Waits for the next change (true), or false when no observer can send any more.
-async fn next_change(changes: &mut UnboundedReceiver<()>) -> bool {
+/// A document no async work ever writes: waiting for it to settle waits only for the
+/// engine to finish what is queued.
+const NO_TASKS: &str = "trellis-serve-no-tasks";
+
+/// How long a stream waits for the engine to finish queued work before it reads anyway.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// Waits for the next change (true), or false when no observer can send any more; then
+/// for the computations that change queued, so a handler's write is never sent without
+/// the derived values that follow it (observers run after each commit, and a handler and
+/// the computations it makes dirty commit apart).
+async fn next_change(rt: &Runtime, changes: &mut UnboundedReceiver<()>) -> bool {
     let alive = changes.recv().await.is_some();
+    // A timeout here only means the engine stayed busy: the stream reads what is there.
+    let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
     while changes.try_recv().is_ok() {}
     alive
 }
@@ -45,7 +58,7 @@ pub fn charm(server: Server, id: DocId) -> Events {
     watch(server.runtime(), id.clone(), &changed);
     let start = (server, id, changes, None::<CharmData>, true);
     sse(stream::unfold(start, |(server, id, mut changes, last, first)| async move {
-        if !first && !next_change(&mut changes).await {
+        if !first && !next_change(server.runtime(), &mut changes).await {
             return None;
         }
         let now = data(server.runtime(), &id).ok();
@@ -113,7 +126,7 @@ pub fn chat(server: Server) -> Events {
     }
     let start = ChatWatch { server, changed, changes, watched, chat: None, partial: None, charms: HashMap::new() };
     sse(stream::unfold((start, true), |(mut watch, first)| async move {
-        if !first && !next_change(&mut watch.changes).await {
+        if !first && !next_change(&watch.server.runtime().clone(), &mut watch.changes).await {
             return None;
         }
         let batch = watch.batch();

@@ -52,6 +52,8 @@ pub struct Attached {
 pub struct ActiveTool {
     /// The name people see.
     pub display: String,
+    /// The name the model calls it by (in `messages`' tool calls).
+    pub wire: String,
     /// What it does.
     pub description: String,
     /// The charm it comes from (its name), or `chat` for the chatbot's own tools.
@@ -104,6 +106,7 @@ pub fn state(server: &Server) -> ChatState {
         .map(|t: ToolInfo| ActiveTool {
             from: t.charm.map_or_else(|| "chat".to_string(), |id| charms.name(&id)),
             display: t.display,
+            wire: t.wire,
             description: t.description,
         })
         .collect();
