@@ -47,7 +47,7 @@ with sync_playwright() as p:
     box.press_sequentially("@o")
     options = page.locator("#mentions li")
     expect(options.first).to_be_visible()
-    names = [t.split("\n")[0] for t in options.all_inner_texts()]
+    names = options.evaluate_all("items => items.map(item => item.dataset.name)")
     assert "Counter" in names and "Todo" in names and "Dice" not in names, names
     expect(options.nth(0)).to_have_attribute("aria-selected", "true")
     box.press("ArrowDown")

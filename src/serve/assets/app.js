@@ -45,9 +45,11 @@ const reporting = (action) => action.catch((error) => notice(error.message));
 
 // --- the conversation -------------------------------------------------------------
 
+// Display names by wire name, kept after a charm is detached so old calls keep theirs.
+const displays = new Map();
+
 function displayName(wire) {
-  const tool = chat && chat.tools.find((t) => t.wire === wire);
-  return tool ? tool.display : wire;
+  return displays.get(wire) || wire;
 }
 
 function resultText(output) {
@@ -171,7 +173,11 @@ function render() {
 
 function follow() {
   const events = new EventSource("/api/chat/events");
-  events.addEventListener("chat", (e) => { chat = JSON.parse(e.data); render(); });
+  events.addEventListener("chat", (e) => {
+    chat = JSON.parse(e.data);
+    for (const tool of chat.tools) displays.set(tool.wire, tool.display);
+    render();
+  });
   events.addEventListener("partial", (e) => { partial = JSON.parse(e.data).text; if (chat) renderMessages(); });
   events.addEventListener("charm", (e) => {
     const charm = JSON.parse(e.data);
@@ -207,7 +213,7 @@ function renderPopup() {
   list.hidden = !popup.open;
   list.replaceChildren(...popup.items.map((c, i) =>
     el("li", {
-      role: "option", id: `mention-${i}`, "aria-selected": String(i === popup.selected),
+      role: "option", id: `mention-${i}`, "data-name": c.name, "aria-selected": String(i === popup.selected),
       onmousedown: (e) => { e.preventDefault(); pick(i); },
     }, c.name, el("span", { class: "pattern" }, c.pattern))));
   $("#input").setAttribute("aria-activedescendant", popup.open ? `mention-${popup.selected}` : "");
