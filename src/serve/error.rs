@@ -60,10 +60,9 @@ impl From<trellis_runner::Error> for ApiError {
     fn from(error: trellis_runner::Error) -> Self {
         use trellis_runner::Error as E;
         let status = match &error {
-            E::UnknownCharm(_) | E::NoHandler(_) => StatusCode::NOT_FOUND,
+            E::UnknownCharm(_) | E::UnknownPattern(_) | E::NoHandler(_) => StatusCode::NOT_FOUND,
             E::AmbiguousCharm { .. } => StatusCode::CONFLICT,
-            E::UnknownPattern(_)
-            | E::BadArgument { .. }
+            E::BadArgument { .. }
             | E::BadName { .. }
             | E::TooDeep { .. }
             | E::BadEvent { .. }

@@ -19,6 +19,13 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// The longest chat message, in characters.
 pub const MAX_MESSAGE: usize = 16_000;
 
+/// A charm name as `trellis_runner::charm::check_name` accepts it, for the OpenAPI
+/// document: 1 to 100 characters without control characters once trimmed.
+pub const NAME_PATTERN: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]{0,98}[^\s\x00-\x1f\x7f-\x9f])?\s*$";
+
+/// A message the chat accepts: not only white space (and at most [`MAX_MESSAGE`] long).
+pub const MESSAGE_PATTERN: &str = r"\S";
+
 /// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that is not
 /// JSON is 400, and JSON of the wrong shape is 422, each saying where.
 pub struct Body<T>(pub T);

@@ -93,12 +93,12 @@ function prompt(interaction) {
   const call = interaction.call_id;
   const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
   const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
-  const deny = el("button", { type: "button", onclick: () => resolve(call, { deny: reason.value || "no" }) }, "Deny");
+  const deny = el("button", { type: "button", onclick: () => resolve(call, { deny: reason.value || "no reason given" }) }, "Deny");
   switch (interaction.kind) {
     case "approval":
       box.append(
         el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
-        el("button", { type: "button", onclick: () => resolve(call, { approve: true }) }, "Approve"), deny, reason);
+        el("button", { type: "button", onclick: () => resolve(call, "approve") }, "Approve"), deny, reason);
       break;
     case "confirmation":
       box.append(el("div", { class: "ask" }, interaction.prompt),

@@ -11,7 +11,7 @@ use trellis_runner::{DocId, Runtime};
 
 use crate::cli::charm::{send as send_event, SendError};
 use crate::serve::error::ApiError;
-use crate::serve::limits::Body;
+use crate::serve::limits::{Body, NAME_PATTERN};
 use crate::serve::{events, Server};
 
 /// A charm as listed.
@@ -48,6 +48,7 @@ pub struct NewCharm {
     pub pattern: String,
     /// Its name.
     #[serde(default)]
+    #[schemars(pattern(NAME_PATTERN))]
     pub name: Option<String>,
     /// The pattern's argument.
     #[serde(default)]
@@ -58,6 +59,7 @@ pub struct NewCharm {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Rename {
     /// The new name.
+    #[schemars(pattern(NAME_PATTERN))]
     pub name: String,
 }
 

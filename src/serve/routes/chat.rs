@@ -14,7 +14,7 @@ use trellis_runner::DocId;
 use super::charms::{tool_infos, ToolInfo};
 use super::DONE;
 use crate::serve::error::ApiError;
-use crate::serve::limits::{check_message, Body};
+use crate::serve::limits::{check_message, Body, MESSAGE_PATTERN};
 use crate::serve::{events, Server};
 
 /// The conversation as a front end shows it.
@@ -64,6 +64,7 @@ pub struct ActiveTool {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NewMessage {
     /// The text; `@Name` attaches the charm named.
+    #[schemars(length(min = 1, max = 16000), pattern(MESSAGE_PATTERN))]
     pub text: String,
 }
 
@@ -78,8 +79,12 @@ pub struct Accepted {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetModel {
     /// `offline`, `scripted:PATH`, `openai:MODEL`, `anthropic:MODEL`, `ollama:MODEL`.
+    #[schemars(pattern(MODEL_PATTERN))]
     pub model: String,
 }
+
+/// The model strings `model_from_str` understands (whether a key is set is another matter).
+const MODEL_PATTERN: &str = r"^\s*(offline|(openai|ollama|anthropic|scripted):[\s\S]*\S[\s\S]*?)\s*$";
 
 /// `POST /api/chat/attachments`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -146,7 +151,13 @@ pub async fn cancel(State(server): State<Server>) -> Result<StatusCode, ApiError
 
 /// `PUT /api/chat/model`.
 pub async fn set_model(State(server): State<Server>, Body(set): Body<SetModel>) -> Result<StatusCode, ApiError> {
-    trellis_builtins::provider::model_from_str(&set.model).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    use trellis_builtins::model::ModelError;
+    // A model string that names no model is refused content; a model that cannot be used
+    // here (no key set, no script file) conflicts with the server's environment.
+    trellis_builtins::provider::model_from_str(&set.model).map_err(|e| match e {
+        ModelError::UnknownModel(_) => ApiError::unprocessable(e.to_string()),
+        _ => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+    })?;
     server.chat().chatbot().set_model(&set.model).await?;
     Ok(DONE)
 }
@@ -156,7 +167,7 @@ pub async fn attach(State(server): State<Server>, Body(attach): Body<Attach>) ->
     let rt = server.runtime();
     let id: DocId = rt.charms().find(&attach.charm)?;
     if trellis_builtins::dialog::is_conversation(rt, &rt.charms().result(&id)) {
-        return Err(ApiError::unprocessable("a conversation cannot be attached to a conversation"));
+        return Err(ApiError::new(StatusCode::CONFLICT, "a conversation cannot be attached to a conversation"));
     }
     server.chat().chatbot().attach(&rt.charms().name(&id), &id).await?;
     Ok(DONE)

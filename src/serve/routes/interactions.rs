@@ -14,21 +14,20 @@ use trellis_builtins::dialog::Interaction;
 use super::chat::Accepted;
 use crate::cli::chat::Reply;
 use crate::serve::error::ApiError;
-use crate::serve::limits::{check_message, Body};
+use crate::serve::limits::Body;
 use crate::serve::Server;
 
-/// `POST /api/interactions/{call}/resolve`: exactly one of the three.
+/// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"deny": "why"}` or
+/// `{"answer": "text"}`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct Answer {
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
     /// Let a call waiting for approval run.
-    #[serde(default)]
-    pub approve: bool,
+    Approve,
     /// Refuse it, or decline to answer; the reason is told to the model.
-    #[serde(default)]
-    pub deny: Option<String>,
+    Deny(String),
     /// Answer a question (text), a confirmation (yes or no) or a choice (an option).
-    #[serde(default)]
-    pub answer: Option<String>,
+    Answer(String),
 }
 
 /// `GET /api/interactions`.
@@ -38,23 +37,27 @@ pub async fn list(State(server): State<Server>) -> Json<Vec<Interaction>> {
 
 /// `POST /api/interactions/{call}/resolve`: answers the call; once none waits, the
 /// conversation goes on (202; follow it on `GET /api/chat/events`). A call that is not
-/// waiting, or an answer of the wrong shape, is refused (422).
+/// waiting is a conflict (409); an answer of the wrong shape is refused (422).
 pub async fn resolve(
     State(server): State<Server>,
     Path(call): Path<String>,
     Body(answer): Body<Answer>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let reply = match (answer.approve, answer.deny, answer.answer) {
-        (true, None, None) => Reply::Approve,
-        (false, Some(reason), None) => {
-            check_message(&format!("{reason}."))?;
-            Reply::Deny(reason)
-        }
-        (false, None, Some(text)) => {
-            check_message(&text)?;
-            Reply::Answer(text)
-        }
-        _ => return Err(ApiError::unprocessable("give exactly one of `approve: true`, `deny` or `answer`")),
+    let waiting = server.chat().interactions();
+    if !waiting.iter().any(|i| i.call_id == call) {
+        let ids: Vec<&str> = waiting.iter().map(|i| i.call_id.as_str()).collect();
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "call `{call}` is not waiting for an answer; waiting: {}",
+                if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+            ),
+        ));
+    }
+    let reply = match answer {
+        Answer::Approve => Reply::Approve,
+        Answer::Deny(reason) => Reply::Deny(reason),
+        Answer::Answer(text) => Reply::Answer(text),
     };
     let index =
         server.chat().resolve(Some(&call), reply).await.map_err(|e| ApiError::unprocessable(format!("{e:#}")))?;
