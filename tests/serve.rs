@@ -63,7 +63,9 @@ fn every_route_answers_a_bearer_token() {
         201,
     );
     assert_eq!(created["data"]["count"], 3);
-    assert_eq!(created["handlers"], json!(["decrement", "increment", "reset"]));
+    let handlers: Vec<&String> = created["handlers"].as_object().unwrap().keys().collect();
+    assert_eq!(handlers, ["decrement", "increment", "reset"]);
+    assert!(created["handlers"]["increment"]["properties"]["amount"].is_object(), "each with its event's schema");
     assert_eq!(c.ok("GET", "/api/charms/Steps", None, 200)["id"], created["id"]);
     assert_eq!(c.ok("PATCH", "/api/charms/Steps", Some(json!({"name": "Walks"})), 200)["name"], "Walks");
     let sent = c.ok("POST", "/api/charms/Walks/handlers/increment", Some(json!({"amount": 2})), 200);
@@ -250,4 +252,46 @@ fn tokens_are_listed_and_revoked_and_the_space_keeps_only_their_hashes() {
     drop(served);
     let unknown = common::trellis(&s.path).args(["token", "revoke", "nope"]).output().unwrap();
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("token list"));
+}
+
+#[test]
+fn other_commands_on_the_space_talk_to_the_server_that_holds_it() {
+    let s = common::space();
+    let served = Served::start(&s.path, &[], &[]);
+    let run = |args: &[&str]| common::trellis(&s.path).args(args).output().unwrap();
+    let text = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let sent = run(&["charm", "send", "Counter", "increment", r#"{"amount": 2}"#]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(text(&sent).contains("count: 0 → 2"), "{}", text(&sent));
+    let got = run(&["charm", "get", "Counter"]);
+    assert!(text(&got).contains("count: 2") && text(&got).contains("increment: handler(amount)"), "{}", text(&got));
+    assert!(run(&["charm", "send", "Notes", "add", r#"{"title": "milk"}"#]).status.success());
+
+    // A turn that waits for approval ends with status 3, as on its own; resolve goes on.
+    let chat = run(&["chat", "-m", "@Notes delete note 1"]);
+    assert_eq!(chat.status.code(), Some(3), "{}", String::from_utf8_lossy(&chat.stderr));
+    assert!(text(&chat).contains("→ Notes.delete {\"id\":1}"), "{}", text(&chat));
+    let pending: Value = serde_json::from_slice(&run(&["--json", "pending"]).stdout).unwrap();
+    assert_eq!(pending[0]["tool"], "Notes.delete");
+    let resolved = run(&["resolve", "--approve"]);
+    assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
+    assert!(text(&resolved).contains("←"), "{}", text(&resolved));
+
+    // What needs the space itself says how to get it.
+    let demo = run(&["demo"]);
+    assert!(!demo.status.success());
+    assert!(String::from_utf8_lossy(&demo.stderr).contains("stop the server first"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let handoff = std::fs::metadata(format!("{}.serve", s.path.display())).unwrap();
+        assert_eq!(handoff.permissions().mode() & 0o777, 0o600, "the hand-off token is the owner's only");
+    }
+    // A server that is gone (killed: its hand-off file stays) leaves the space to the command.
+    drop(served);
+    let listed = run(&["charm", "list"]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let notes = run(&["--json", "charm", "get", "Notes"]);
+    assert_eq!(serde_json::from_slice::<Value>(&notes.stdout).unwrap()["notes"], json!([]));
 }

@@ -5,9 +5,9 @@ use clap::Subcommand;
 use serde_json::json;
 use trellis_builtins::catalog::Catalog;
 use trellis_builtins::message::ToolOutput;
-use trellis_runner::{CharmInfo, DocId, Runtime};
+use trellis_runner::{DocId, Runtime};
 
-use super::output::{print, render_result};
+use super::output::{print, render_charms, render_result};
 use super::terminal::safe_line;
 use super::Format;
 
@@ -62,13 +62,8 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
             print(format, &json!({"id": &*id, "name": charms.name(&id)}), || id.to_string());
         }
         CharmCommand::List => {
-            let list = charms.list();
-            print(format, &serde_json::to_value(&list)?, || {
-                let row = |c: &CharmInfo| {
-                    format!("{:<28} {:<16} {}", safe_line(&c.id), safe_line(&c.name), safe_line(&c.pattern))
-                };
-                list.iter().map(row).collect::<Vec<_>>().join("\n")
-            });
+            let list = serde_json::to_value(charms.list())?;
+            print(format, &list, || render_charms(&list));
         }
         CharmCommand::Get { charm } => {
             let id = charms.find(&charm)?;

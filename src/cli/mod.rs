@@ -6,6 +6,7 @@ pub(crate) mod charm;
 pub(crate) mod chat;
 mod interactive;
 pub(crate) mod output;
+mod remote;
 pub(crate) mod terminal;
 pub(crate) mod tools;
 
@@ -286,7 +287,15 @@ impl App {
             Some(path) => path,
             None => default_space()?,
         };
-        let rt = self.open_space(&path)?;
+        let rt = match self.open_space(&path) {
+            Ok(rt) => rt,
+            // `trellis serve` holds the space: talk to it instead.
+            Err(e) if in_use(&e) => match crate::serve::client::Remote::connect(&path).await {
+                Some(server) => return remote::run(server, cli.command, format).await,
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
         match cli.command {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
@@ -323,7 +332,8 @@ impl App {
             Command::Demo => charm::demo(&rt, format).await,
             Command::Serve { addr, allow_remote, chatbot, rate_limit } => {
                 let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
-                let options = crate::serve::Options { addr, allow_remote, chatbot, rate_per_minute: rate_limit };
+                let options =
+                    crate::serve::Options { addr, allow_remote, chatbot, rate_per_minute: rate_limit, space: path };
                 crate::serve::run(rt, options).await
             }
             Command::Token(command) => crate::serve::tokens::run(&rt, command, format),
@@ -363,6 +373,12 @@ impl App {
         }
         Ok(rt)
     }
+}
+
+/// Whether opening the space failed because another process holds it.
+fn in_use(error: &anyhow::Error) -> bool {
+    use trellis_runner::storage::StorageError;
+    error.chain().any(|cause| matches!(cause.downcast_ref::<StorageError>(), Some(StorageError::InUse { .. })))
 }
 
 /// Parses `--timeout`: a positive number of seconds that fits a `Duration`.

@@ -44,11 +44,25 @@ fn write_line(line: &str) {
 
 /// `trellis patterns`.
 pub fn patterns(rt: &Runtime, format: Format) -> anyhow::Result<()> {
-    let all = rt.patterns().all();
-    print(format, &serde_json::to_value(pattern_infos(rt))?, || {
-        all.iter().map(|p| format!("{:<10} {}", p.id(), p.about())).collect::<Vec<_>>().join("\n")
-    });
+    let json = serde_json::to_value(pattern_infos(rt))?;
+    print(format, &json, || render_patterns(&json));
     Ok(())
+}
+
+/// The patterns as `trellis patterns` shows them, from their JSON.
+pub(crate) fn render_patterns(patterns: &serde_json::Value) -> String {
+    let field = |p: &serde_json::Value, key: &str| safe_line(p[key].as_str().unwrap_or_default()).into_owned();
+    let list = patterns.as_array().map(Vec::as_slice).unwrap_or_default();
+    list.iter().map(|p| format!("{:<10} {}", field(p, "id"), field(p, "description"))).collect::<Vec<_>>().join("\n")
+}
+
+/// The charms as `trellis charm list` shows them, from their JSON (id, name, pattern).
+pub(crate) fn render_charms(charms: &serde_json::Value) -> String {
+    let field = |c: &serde_json::Value, key: &str| safe_line(c[key].as_str().unwrap_or_default()).into_owned();
+    let list = charms.as_array().map(Vec::as_slice).unwrap_or_default();
+    let row =
+        |c: &serde_json::Value| format!("{:<28} {:<16} {}", field(c, "id"), field(c, "name"), field(c, "pattern"));
+    list.iter().map(row).collect::<Vec<_>>().join("\n")
 }
 
 /// A registered pattern as `patterns --json` prints it and the server answers it.

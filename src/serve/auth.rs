@@ -32,14 +32,23 @@ pub const COOKIE: &str = "trellis_session";
 pub struct Auth {
     one_time: Mutex<Option<String>>,
     sessions: Mutex<HashSet<String>>,
+    /// The bearer token of this process's hand-off file, for `trellis` commands on the
+    /// same space (see `super::handoff`).
+    local: String,
 }
 
 impl Auth {
-    /// Makes the one-time token; returns the state and the token (for the start URL).
-    pub fn new() -> Result<(Auth, String), tokens::TokenError> {
+    /// Makes the one-time token and the hand-off token; returns the state and both (the
+    /// one-time token for the start URL, the other for the hand-off file).
+    pub fn new() -> Result<(Auth, String, String), tokens::TokenError> {
         let token = tokens::random_hex(24)?;
-        let auth = Auth { one_time: Mutex::new(Some(tokens::hash(&token))), sessions: Mutex::default() };
-        Ok((auth, token))
+        let local = tokens::random_hex(32)?;
+        let auth = Auth {
+            one_time: Mutex::new(Some(tokens::hash(&token))),
+            sessions: Mutex::default(),
+            local: tokens::hash(&local),
+        };
+        Ok((auth, token, local))
     }
 
     /// Trades the one-time token for a new session id; `None` if it is wrong or used.
@@ -121,9 +130,10 @@ pub async fn require_auth(State(server): State<Server>, request: Request, next: 
     let bearer = || {
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
         let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
-        tokens::verify(server.runtime(), token.trim())
+        let token = token.trim();
+        Some(tokens::hash(token) == server.auth().local || tokens::verify(server.runtime(), token).is_some())
     };
-    if session || bearer().is_some() {
+    if session || bearer() == Some(true) {
         return next.run(request).await;
     }
     ApiError::new(

@@ -12,8 +12,10 @@
 mod api;
 mod assets;
 mod auth;
+pub mod client;
 mod error;
 mod events;
+pub mod handoff;
 mod limits;
 mod openapi;
 mod routes;
@@ -39,6 +41,8 @@ pub struct Options {
     pub chatbot: String,
     /// Requests per minute per client address.
     pub rate_per_minute: u32,
+    /// The space's file (its hand-off file goes beside it).
+    pub space: std::path::PathBuf,
 }
 
 /// The server's shared state: cheap to clone, one per process.
@@ -98,7 +102,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         );
     }
     let chat = Session::attach(&rt, &options.chatbot)?;
-    let (auth, token) = auth::Auth::new()?;
+    let (auth, token, local) = auth::Auth::new()?;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .with_context(|| format!("cannot listen on {}", options.addr))?;
@@ -115,9 +119,30 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let shown = if addr.ip().is_loopback() { format!("127.0.0.1:{}", addr.port()) } else { addr.to_string() };
     eprintln!("trellis serve: open http://{shown}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `trellis token new`)");
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .await
-        .context("the server stopped")
+    // Other `trellis` commands on this space find the server here while it runs.
+    let handoff = handoff::Handoff { url: format!("http://{shown}"), token: local };
+    let written = handoff.write(&options.space)?;
+    let served = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(stopped())
+        .await;
+    written.remove();
+    served.context("the server stopped")
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so the server can remove its hand-off file.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The whole router: the API (authenticated), the page and the OpenAPI document, behind

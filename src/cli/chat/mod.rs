@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-pub use self::render::{line, transcript, usage, waiting, ASSISTANT};
+pub use self::render::{line, transcript, transcript_named, usage, waiting, ASSISTANT};
 pub use self::session::{Reply, Session};
 use super::Format;
 
@@ -72,7 +72,7 @@ pub async fn resolve(
 }
 
 /// How to answer waiting calls from the command line.
-const RESOLVE_HOW: &str =
+pub(crate) const RESOLVE_HOW: &str =
     "answer with `trellis resolve CALL --approve`, `--deny REASON`, or, for a question, `--answer TEXT`";
 
 /// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
@@ -91,7 +91,7 @@ fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, 
 /// The conversation stopped at calls waiting for the user: the command exits with
 /// [`Waiting::EXIT_CODE`] after saying what waits.
 #[derive(Debug)]
-pub struct Waiting(String);
+pub struct Waiting(pub(crate) String);
 
 impl Waiting {
     /// The exit status of a command that ends waiting for the user.

@@ -37,8 +37,9 @@ pub struct CharmData {
     pub pattern: String,
     /// Its current result, without the streams (those are `handlers`).
     pub data: serde_json::Value,
-    /// The handlers events can be sent to (`POST /api/charms/{charm}/handlers/{handler}`).
-    pub handlers: Vec<String>,
+    /// The handlers events can be sent to (`POST /api/charms/{charm}/handlers/{handler}`),
+    /// each with the JSON schema of its event (`null` when it declares none).
+    pub handlers: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// `POST /api/charms`: a new charm.
@@ -110,14 +111,14 @@ fn find(rt: &Runtime, charm: &str) -> Result<DocId, ApiError> {
 /// The data of charm `id` (see [`CharmData`]).
 pub fn data(rt: &Runtime, id: &DocId) -> Result<CharmData, ApiError> {
     let mut data = rt.charms().get(id)?;
-    let mut handlers = Vec::new();
+    let mut handlers = std::collections::BTreeMap::new();
     if let serde_json::Value::Object(fields) = &mut data {
-        fields.retain(|key, value| {
-            let stream = trellis_runner::link::stream_schema(value).is_some();
-            if stream {
-                handlers.push(key.clone());
+        fields.retain(|key, value| match trellis_runner::link::stream_schema(value) {
+            Some(schema) => {
+                handlers.insert(key.clone(), schema.cloned().unwrap_or_default());
+                false
             }
-            !stream
+            None => true,
         });
     }
     let record = rt.charms().record(id);
