@@ -11,7 +11,6 @@ mod common;
 #[path = "common/slow_model.rs"]
 mod slow_model;
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -204,7 +204,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/api/interactions/{call}/resolve",
             "resolveInteraction",
             "Approve, deny or answer a waiting call; the conversation goes on once none waits",
-            Some(schema::<interactions::Answer>),
+            Some(schema::<interactions::Resolution>),
             Json(202, schema::<chat::Accepted>),
             post(interactions::resolve),
         ),

@@ -21,7 +21,7 @@ use crate::serve::Server;
 /// `{"answer": "text"}`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Answer {
+pub enum Resolution {
     /// Let a call waiting for approval run.
     Approve,
     /// Refuse it, or decline to answer; the reason is told to the model.
@@ -41,7 +41,7 @@ pub async fn list(State(server): State<Server>) -> Json<Vec<Interaction>> {
 pub async fn resolve(
     State(server): State<Server>,
     Path(call): Path<String>,
-    Body(answer): Body<Answer>,
+    Body(answer): Body<Resolution>,
 ) -> Result<impl IntoResponse, ApiError> {
     let waiting = server.chat().interactions();
     if !waiting.iter().any(|i| i.call_id == call) {
@@ -55,9 +55,9 @@ pub async fn resolve(
         ));
     }
     let reply = match answer {
-        Answer::Approve => Reply::Approve,
-        Answer::Deny(reason) => Reply::Deny(reason),
-        Answer::Answer(text) => Reply::Answer(text),
+        Resolution::Approve => Reply::Approve,
+        Resolution::Deny(reason) => Reply::Deny(reason),
+        Resolution::Answer(text) => Reply::Answer(text),
     };
     let index =
         server.chat().resolve(Some(&call), reply).await.map_err(|e| ApiError::unprocessable(format!("{e:#}")))?;
