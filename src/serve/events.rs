@@ -17,10 +17,11 @@ use super::routes::charms::{data, CharmData};
 use super::routes::chat::{state, ChatState};
 use super::Server;
 
-/// Signals `changed` after every commit that writes document `doc`, while it is open.
-fn watch(rt: &Runtime, doc: DocId, changed: &UnboundedSender<()>) {
+/// Signals `what` on `changed` after every commit that writes document `doc`, while the
+/// channel is open.
+fn watch<W: Clone + Send + Sync + 'static>(rt: &Runtime, doc: DocId, what: W, changed: &UnboundedSender<W>) {
     let changed = changed.clone();
-    rt.observe(&Link::new(doc, Path::root()), move |_| changed.send(()).is_ok());
+    rt.observe(&Link::new(doc, Path::root()), move |_| changed.send(what.clone()).is_ok());
 }
 
 /// A document no async work ever writes: waiting for it to settle waits only for the
@@ -30,16 +31,20 @@ const NO_TASKS: &str = "trellis-serve-no-tasks";
 /// How long a stream waits for the engine to finish queued work before it reads anyway.
 const QUIET: Duration = Duration::from_secs(5);
 
-/// Waits for the next change (true), or false when no observer can send any more; then
-/// for the computations that change queued, so a handler's write is never sent without
-/// the derived values that follow it (observers run after each commit, and a handler and
-/// the computations it makes dirty commit apart).
-async fn next_change(rt: &Runtime, changes: &mut UnboundedReceiver<()>) -> bool {
-    let alive = changes.recv().await.is_some();
+/// Waits for the next changes: what changed (each once), or `None` when no observer can
+/// send any more. Then waits for the computations those changes queued, so a handler's
+/// write is never sent without the derived values that follow it (observers run after
+/// each commit, and a handler and the computations it makes dirty commit apart).
+async fn next_changes<W: PartialEq>(rt: &Runtime, changes: &mut UnboundedReceiver<W>) -> Option<Vec<W>> {
+    let mut all = vec![changes.recv().await?];
     // A timeout here only means the engine stayed busy: the stream reads what is there.
     let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
-    while changes.try_recv().is_ok() {}
-    alive
+    while let Ok(what) = changes.try_recv() {
+        if !all.contains(&what) {
+            all.push(what);
+        }
+    }
+    Some(all)
 }
 
 fn event(name: &str, data: &impl serde::Serialize) -> Option<Event> {
@@ -55,11 +60,11 @@ fn sse(events: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
 /// `charm` events: the data of charm `id` now, then after each change.
 pub fn charm(server: Server, id: DocId) -> Events {
     let (changed, changes) = unbounded_channel();
-    watch(server.runtime(), id.clone(), &changed);
+    watch(server.runtime(), id.clone(), (), &changed);
     let start = (server, id, changes, None::<CharmData>, true);
     sse(stream::unfold(start, |(server, id, mut changes, last, first)| async move {
-        if !first && !next_change(server.runtime(), &mut changes).await {
-            return None;
+        if !first {
+            next_changes(server.runtime(), &mut changes).await?;
         }
         let now = data(server.runtime(), &id).ok();
         let batch = match &now {
@@ -70,42 +75,61 @@ pub fn charm(server: Server, id: DocId) -> Events {
     }))
 }
 
+/// What changed, for a chat stream.
+#[derive(Debug, Clone, PartialEq)]
+enum Changed {
+    /// The chatbot's document: the conversation, attachments, waiting calls, tools.
+    Chat,
+    /// The streamed reply's document.
+    Partial,
+    /// An attached charm.
+    Charm(DocId),
+}
+
 /// What a chat stream sent last, and what it watches.
 struct ChatWatch {
     server: Server,
-    changed: UnboundedSender<()>,
-    changes: UnboundedReceiver<()>,
+    changed: UnboundedSender<Changed>,
+    changes: UnboundedReceiver<Changed>,
     watched: HashSet<DocId>,
     chat: Option<ChatState>,
     partial: Option<String>,
-    charms: HashMap<String, CharmData>,
+    charms: HashMap<DocId, CharmData>,
 }
 
 impl ChatWatch {
-    /// The events for what changed since the last batch; starts watching charms that
-    /// were attached meanwhile.
-    fn batch(&mut self) -> Vec<Event> {
+    /// The events for what changed: a streamed delta reads only the reply, a charm's
+    /// change only that charm; the conversation's change reads its state, and starts
+    /// watching charms attached meanwhile.
+    fn batch(&mut self, changed: &[Changed]) -> Vec<Event> {
         let mut batch = Vec::new();
-        let now = state(&self.server);
-        for attached in now.attachments.iter().filter_map(|a| a.id.as_deref()) {
+        let mut charms: Vec<DocId> =
+            changed.iter().filter_map(|c| if let Changed::Charm(id) = c { Some(id.clone()) } else { None }).collect();
+        let now = changed.contains(&Changed::Chat).then(|| state(&self.server));
+        for attached in now.iter().flat_map(|s| &s.attachments).filter_map(|a| a.id.as_deref()) {
             let id = DocId::from(attached);
             if self.watched.insert(id.clone()) {
-                watch(self.server.runtime(), id, &self.changed);
-            }
-            let Ok(data) = data(self.server.runtime(), &DocId::from(attached)) else { continue };
-            if self.charms.get(attached) != Some(&data) {
-                batch.extend(event("charm", &data));
-                self.charms.insert(attached.to_string(), data);
+                watch(self.server.runtime(), id.clone(), Changed::Charm(id.clone()), &self.changed);
+                charms.push(id);
             }
         }
-        if self.chat.as_ref() != Some(&now) {
+        for id in charms {
+            let Ok(data) = data(self.server.runtime(), &id) else { continue };
+            if self.charms.get(&id) != Some(&data) {
+                batch.extend(event("charm", &data));
+                self.charms.insert(id, data);
+            }
+        }
+        if let Some(now) = now.filter(|now| self.chat.as_ref() != Some(now)) {
             batch.extend(event("chat", &now));
             self.chat = Some(now);
         }
-        let partial = self.server.chat().dialog().partial();
-        if self.partial.as_ref() != Some(&partial) {
-            batch.extend(event("partial", &super::api::Partial { text: partial.clone() }));
-            self.partial = Some(partial);
+        if changed.contains(&Changed::Partial) {
+            let partial = self.server.chat().dialog().partial();
+            if self.partial.as_ref() != Some(&partial) {
+                batch.extend(event("partial", &super::api::Partial { text: partial.clone() }));
+                self.partial = Some(partial);
+            }
         }
         batch
     }
@@ -116,20 +140,23 @@ pub fn chat(server: Server) -> Events {
     let (changed, changes) = unbounded_channel();
     let rt = server.runtime().clone();
     let result = rt.charms().result(server.chat().chatbot().charm());
-    watch(&rt, result.doc.clone(), &changed);
+    watch(&rt, result.doc.clone(), Changed::Chat, &changed);
     // The streamed reply lives in a document of its own, where `partial` leads.
     let mut watched = HashSet::from([result.doc.clone()]);
     if let Ok((live, _)) = rt.resolve(&result.child(trellis_patterns::chatbot::ChatbotField::Partial.key())) {
         if watched.insert(live.doc.clone()) {
-            watch(&rt, live.doc, &changed);
+            watch(&rt, live.doc, Changed::Partial, &changed);
         }
     }
     let start = ChatWatch { server, changed, changes, watched, chat: None, partial: None, charms: HashMap::new() };
     sse(stream::unfold((start, true), |(mut watch, first)| async move {
-        if !first && !next_change(&watch.server.runtime().clone(), &mut watch.changes).await {
-            return None;
-        }
-        let batch = watch.batch();
+        let changed = if first {
+            vec![Changed::Chat, Changed::Partial]
+        } else {
+            let rt = watch.server.runtime().clone();
+            next_changes(&rt, &mut watch.changes).await?
+        };
+        let batch = watch.batch(&changed);
         Some((batch, (watch, false)))
     }))
 }
