@@ -79,15 +79,16 @@ impl Server {
         self.0.addr
     }
 
-    /// Whether a request's `Host` names this server: a loopback name with the bound port
-    /// (or, bound for other machines, any name with that port).
+    /// Whether a request's `Host` names this server: the bound address, or a loopback
+    /// name, with the bound port (or, bound for other machines, any name with that port).
     fn is_own_host(&self, host: &str) -> bool {
-        let port = self.0.addr.port().to_string();
-        let Some((name, given)) = host.rsplit_once(':') else { return false };
-        if given != port {
+        let Some((name, port)) = host.rsplit_once(':') else { return false };
+        if port != self.0.addr.port().to_string() {
             return false;
         }
-        self.0.remote || matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+        let bound = SocketAddr::new(self.0.addr.ip(), 0).to_string();
+        let bound = bound.strip_suffix(":0").unwrap_or(&bound);
+        self.0.remote || name == bound || matches!(name, "127.0.0.1" | "localhost" | "[::1]")
     }
 }
 
@@ -116,11 +117,10 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         remote: options.allow_remote,
     }));
     let router = router(server);
-    let shown = if addr.ip().is_loopback() { format!("127.0.0.1:{}", addr.port()) } else { addr.to_string() };
-    eprintln!("trellis serve: open http://{shown}/?token={token}");
+    eprintln!("trellis serve: open http://{addr}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `trellis token new`)");
     // Other `trellis` commands on this space find the server here while it runs.
-    let handoff = handoff::Handoff { url: format!("http://{shown}"), token: local };
+    let handoff = handoff::Handoff { url: format!("http://{addr}"), token: local };
     let written = handoff.write(&options.space)?;
     let served = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(stopped())
