@@ -139,12 +139,12 @@ fn operations(served: &Served) -> Vec<(String, String)> {
     let mut all = Vec::new();
     for (path, methods) in doc["paths"].as_object().unwrap() {
         let path = path.replace("{charm}", "Counter").replace("{handler}", "increment").replace("{call}", "x");
-        let path = path.replace("{name}", "Counter");
+        let path = path.replace("{name}", "Counter").replace("{id}", "x");
         for method in methods.as_object().unwrap().keys() {
             all.push((method.to_uppercase(), path.clone()));
         }
     }
-    assert!(all.len() >= 17, "{all:?}");
+    assert!(all.len() >= 20, "{all:?}");
     all
 }
 
@@ -277,6 +277,15 @@ fn other_commands_on_the_space_talk_to_the_server_that_holds_it() {
     let resolved = run(&["resolve", "--approve"]);
     assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
     assert!(text(&resolved).contains("←"), "{}", text(&resolved));
+
+    // Tokens too: made, listed and revoked through the server, refused at once.
+    let made: Value = serde_json::from_slice(&run(&["--json", "token", "new", "--name", "beside"]).stdout).unwrap();
+    let beside = format!("Authorization: Bearer {}", made["token"].as_str().unwrap());
+    assert_eq!(served.request("GET", "/api/charms", &[&beside], None).status, 200);
+    let listed: Value = serde_json::from_slice(&run(&["--json", "token", "list"]).stdout).unwrap();
+    assert_eq!(listed[0]["name"], "beside");
+    assert!(run(&["token", "revoke", made["id"].as_str().unwrap()]).status.success());
+    assert_eq!(served.request("GET", "/api/charms", &[&beside], None).status, 401, "revoked while it runs");
 
     // What needs the space itself says how to get it.
     let demo = run(&["demo"]);

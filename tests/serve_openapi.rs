@@ -25,18 +25,19 @@ const DEADLINE: Duration = Duration::from_secs(300);
 fn schemathesis_finds_the_api_true_to_its_openapi_document() {
     let python = python::venv("schemathesis-venv", &[SCHEMATHESIS]);
     let s = common::space();
-    let out = common::trellis(&s.path).args(["--json", "token", "new"]).output().unwrap();
-    let token =
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["token"].as_str().unwrap().to_string();
     // Schemathesis sends hundreds of requests: the rate limit is not what it checks.
     let served = server::Served::start(&s.path, &["--rate-limit", "1000000"], &[]);
+    // A session, as the page has (see tests/openapi/schemathesis.toml).
+    let sign_in = served.request("GET", served.sign_in.trim_start_matches(&served.base()), &[], None);
+    let cookie = sign_in.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    let session = cookie.split_once('=').unwrap().1.to_string();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openapi/schemathesis.toml");
     let schemathesis = python.with_file_name("schemathesis");
     let child = Command::new(schemathesis)
         .arg("--config-file")
         .arg(config)
         .args(["run", &format!("{}/openapi.json", served.base())])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .env("TRELLIS_SESSION", session)
         // An event stream never ends: its operations are checked in tests/serve.rs.
         .args(["--exclude-path-regex", "events$", "--max-examples", "20", "--workers", "1", "--no-color"])
         .current_dir(env!("CARGO_TARGET_TMPDIR"))
@@ -55,4 +56,7 @@ fn schemathesis_finds_the_api_true_to_its_openapi_document() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "schemathesis found failures:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(report.contains("passed"), "{report}");
+    // Its requests were signed in: the tokens it made through the API are there.
+    let tokens = served.request("GET", "/api/tokens", &[&format!("Cookie: {cookie}")], None).json();
+    assert!(!tokens.as_array().unwrap().is_empty(), "schemathesis made no token: its requests were refused\n{report}");
 }

@@ -1,7 +1,7 @@
 //! The commands a person runs beside `trellis serve` on the same space: they talk to
 //! the server (`crate::serve::client::Remote`) and print what they print on their own.
-//! Commands that need the space itself (`mcp serve`, `serve`, `demo`, `token`, the
-//! interactive chat) say to stop the server first, or to use the page.
+//! Commands that need the space itself (`mcp serve`, `serve`, `demo`, the interactive
+//! chat) say to stop the server first, or to use the page.
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use super::output::{emit, emit_json, print, render_charms, render_patterns, rend
 use super::terminal::safe_line;
 use super::{charm::CharmCommand, Command, Format};
 use crate::serve::client::Remote;
+use crate::serve::tokens::{self, TokenCommand, TokenInfo};
 
 /// Runs `command` through the server.
 pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Result<()> {
@@ -102,6 +103,7 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let (new, state) = follow(&remote, index(&accepted), Duration::from_secs_f64(timeout), format).await?;
             finish(&state, new, format)?;
         }
+        Command::Token(command) => token(&remote, command, format).await?,
         _ => bail!(
             "this command needs the space, which trellis serve at {} holds: stop the server first (Ctrl-C), \
              or use its page",
@@ -144,6 +146,25 @@ async fn charm(remote: &Remote, command: CharmCommand, format: Format) -> anyhow
                 remote.call(Method::PATCH, &["api", "charms", &charm], Some(&json!({ "name": name }))).await?;
             let id = renamed["id"].as_str().unwrap_or_default().to_string();
             print(format, &json!({ "id": id, "name": name }), || format!("{id} is now {}", safe_line(&name)));
+        }
+    }
+    Ok(())
+}
+
+/// `trellis token ...` through the server.
+async fn token(remote: &Remote, command: TokenCommand, format: Format) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::New { name } => {
+            let new = remote.call(Method::POST, &["api", "tokens"], Some(&json!({ "name": name }))).await?;
+            tokens::print_new(&serde_json::from_value(new)?, format);
+        }
+        TokenCommand::List => {
+            let all = remote.call(Method::GET, &["api", "tokens"], None).await?;
+            tokens::print_list(&serde_json::from_value::<Vec<TokenInfo>>(all)?, format);
+        }
+        TokenCommand::Revoke { id } => {
+            let revoked = remote.call(Method::DELETE, &["api", "tokens", &id], None).await?;
+            tokens::print_revoked(&serde_json::from_value(revoked)?, format);
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use trellis_builtins::dialog::Interaction;
 
-use super::routes::{charms, chat, interactions, patterns};
+use super::routes::{charms, chat, interactions, patterns, tokens};
 use super::Server;
 use crate::cli::output::PatternInfo;
 
@@ -207,6 +207,33 @@ pub fn endpoints() -> Vec<Endpoint> {
             Some(schema::<interactions::Resolution>),
             Json(202, schema::<chat::Accepted>),
             post(interactions::resolve),
+        ),
+        endpoint(
+            "get",
+            "/api/tokens",
+            "listTokens",
+            "The space's bearer tokens (never the tokens themselves)",
+            None,
+            Json(200, schema::<Vec<crate::serve::tokens::TokenInfo>>),
+            get(tokens::list),
+        ),
+        endpoint(
+            "post",
+            "/api/tokens",
+            "createToken",
+            "Make a bearer token; the answer is the only time it is shown",
+            Some(schema::<tokens::NewTokenName>),
+            Json(201, schema::<crate::serve::tokens::NewToken>),
+            post(tokens::create),
+        ),
+        endpoint(
+            "delete",
+            "/api/tokens/{id}",
+            "revokeToken",
+            "Revoke a bearer token",
+            None,
+            Json(200, schema::<crate::serve::tokens::TokenInfo>),
+            delete(tokens::revoke),
         ),
     ]
 }

@@ -164,41 +164,79 @@ pub enum TokenCommand {
     },
 }
 
-/// Runs a `trellis token` command.
+/// A token as listed: never the token, nor its hash.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TokenInfo {
+    /// Its id (`trellis token revoke ID`).
+    pub id: String,
+    /// What it is for.
+    pub name: String,
+    /// When it was made, in milliseconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+impl From<TokenRecord> for TokenInfo {
+    fn from(record: TokenRecord) -> Self {
+        TokenInfo { id: record.id, name: record.name, created_at: record.created_at }
+    }
+}
+
+/// A token just made: the only time the token itself is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NewToken {
+    /// Its id.
+    pub id: String,
+    /// What it is for.
+    pub name: String,
+    /// The token, for `Authorization: Bearer TOKEN`.
+    pub token: String,
+}
+
+/// Makes a token named `name` (see [`create`]), as shown once.
+pub fn make(rt: &Runtime, name: &str) -> Result<NewToken, TokenError> {
+    let (record, token) = create(rt, name)?;
+    Ok(NewToken { id: record.id, name: record.name, token })
+}
+
+/// Runs a `trellis token` command on the space.
 pub fn run(rt: &Runtime, command: TokenCommand, format: crate::cli::Format) -> anyhow::Result<()> {
-    use crate::cli::output::print;
-    use crate::cli::terminal::safe_line;
-    let shown = |e: TokenError| anyhow::anyhow!("{}", safe_line(&e.to_string()));
+    let shown = |e: TokenError| anyhow::anyhow!("{}", crate::cli::terminal::safe_line(&e.to_string()));
     match command {
-        TokenCommand::New { name } => {
-            let (record, token) = create(rt, &name).map_err(shown)?;
-            print(format, &serde_json::json!({"id": record.id, "name": record.name, "token": token}), || {
-                format!(
-                    "{token}\\n(token {} named {}: send it as `Authorization: Bearer TOKEN`; it is not shown again)",
-                    record.id,
-                    safe_line(&record.name)
-                )
-            });
-        }
-        TokenCommand::List => {
-            let all = list(rt);
-            let json: Vec<_> = all
-                .iter()
-                .map(|t| serde_json::json!({"id": t.id, "name": t.name, "created_at": t.created_at}))
-                .collect();
-            print(format, &serde_json::Value::Array(json), || {
-                if all.is_empty() {
-                    return "no tokens; `trellis token new` makes one".into();
-                }
-                all.iter().map(|t| format!("{}  {}", t.id, safe_line(&t.name))).collect::<Vec<_>>().join("\\n")
-            });
-        }
-        TokenCommand::Revoke { id } => {
-            let record = revoke(rt, &id).map_err(shown)?;
-            print(format, &serde_json::json!({"id": record.id, "revoked": true}), || {
-                format!("revoked token {} ({})", record.id, safe_line(&record.name))
-            });
-        }
+        TokenCommand::New { name } => print_new(&make(rt, &name).map_err(shown)?, format),
+        TokenCommand::List => print_list(&list(rt).into_iter().map(TokenInfo::from).collect::<Vec<_>>(), format),
+        TokenCommand::Revoke { id } => print_revoked(&revoke(rt, &id).map_err(shown)?.into(), format),
     }
     Ok(())
+}
+
+/// Prints a token just made (`token new`).
+pub fn print_new(new: &NewToken, format: crate::cli::Format) {
+    let json = serde_json::to_value(new).unwrap_or_default();
+    crate::cli::output::print(format, &json, || {
+        format!(
+            "{}\n(token {} named {}: send it as `Authorization: Bearer TOKEN`; it is not shown again)",
+            new.token,
+            new.id,
+            crate::cli::terminal::safe_line(&new.name)
+        )
+    });
+}
+
+/// Prints the tokens (`token list`).
+pub fn print_list(all: &[TokenInfo], format: crate::cli::Format) {
+    let json = serde_json::to_value(all).unwrap_or_default();
+    crate::cli::output::print(format, &json, || {
+        if all.is_empty() {
+            return "no tokens; `trellis token new` makes one".into();
+        }
+        let row = |t: &TokenInfo| format!("{}  {}", t.id, crate::cli::terminal::safe_line(&t.name));
+        all.iter().map(row).collect::<Vec<_>>().join("\n")
+    });
+}
+
+/// Prints a revoked token (`token revoke`).
+pub fn print_revoked(info: &TokenInfo, format: crate::cli::Format) {
+    crate::cli::output::print(format, &serde_json::json!({"id": info.id, "revoked": true}), || {
+        format!("revoked token {} ({})", info.id, crate::cli::terminal::safe_line(&info.name))
+    });
 }
