@@ -127,6 +127,7 @@ with sync_playwright() as p:
     stop.click()
     expect(stop).to_be_disabled()
     expect(streaming).to_have_count(0)
+    expect(page.locator("#messages .stopped")).to_have_text("(stopped)")
     shot(page, "09-stopped")
     browser.close()
 

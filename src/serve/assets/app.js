@@ -19,6 +19,7 @@ let chat = null; // the last ChatState
 let partial = "";
 const charmData = new Map(); // charm id -> CharmData
 let candidates = []; // charms a message can mention
+const stoppedAt = new Set(); // conversation lengths at which this page stopped a reply
 let popup = { open: false, items: [], selected: 0, start: 0 };
 
 function notice(text) {
@@ -63,7 +64,7 @@ function resultText(output) {
 function renderMessages() {
   const list = $("#messages");
   const items = [];
-  for (const message of chat.messages) {
+  for (const [index, message] of chat.messages.entries()) {
     for (const part of message.content) {
       if (part.type === "text") {
         if (!part.text.trim()) continue;
@@ -77,6 +78,7 @@ function renderMessages() {
           `← ${resultText(part.output)}`));
       }
     }
+    if (stoppedAt.has(index + 1)) items.push(el("li", { class: "stopped" }, "(stopped)"));
   }
   if (chat.pending && partial) items.push(el("li", { class: "assistant streaming" }, partial));
   if (chat.error) items.push(el("li", { class: "tool-result failed" }, `the model failed: ${chat.error}`));
@@ -281,7 +283,10 @@ function start() {
   input.addEventListener("focus", () => reporting(loadCandidates()));
   input.addEventListener("blur", () => { popup.open = false; renderPopup(); });
   $("#composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
-  $("#stop").addEventListener("click", () => reporting(api("POST", "/api/chat/cancel")));
+  $("#stop").addEventListener("click", () => {
+    if (chat) stoppedAt.add(chat.messages.length);
+    reporting(api("POST", "/api/chat/cancel"));
+  });
   $("#tools-chip").addEventListener("click", () => {
     const list = $("#tools-list");
     list.hidden = !list.hidden;
