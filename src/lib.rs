@@ -13,6 +13,7 @@ pub use trellis_patterns as patterns;
 pub use trellis_runner as runner;
 
 mod cli;
+mod serve;
 pub mod testing;
 
 pub use cli::App;

@@ -8,9 +8,9 @@
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
 mod common;
+#[path = "common/slow_model.rs"]
+mod slow_model;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -270,56 +270,10 @@ fn ctrl_c_twice_at_an_empty_prompt_leaves() {
     assert_eq!(t.exit_code(), 0);
 }
 
-/// A local OpenAI-compatible server whose one reply streams a word every 100 ms for a
-/// long time, so that there is a generation to cancel.
-fn slow_model_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-                if stream.write_all(head.as_bytes()).is_err() {
-                    return;
-                }
-                for i in 0..600 {
-                    let chunk = serde_json::json!({
-                        "id": "slow", "object": "chat.completion.chunk", "model": "slow",
-                        "choices": [{"index": 0, "delta": {"content": format!("word{i} ")}, "finish_reason": null}]
-                    });
-                    if stream.write_all(format!("data: {chunk}\n\n").as_bytes()).and_then(|()| stream.flush()).is_err()
-                    {
-                        return; // the client hung up: cancelled
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            });
-        }
-    });
-    url
-}
-
 #[test]
 fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
     let s = common::space();
-    let url = slow_model_server();
+    let url = slow_model::server();
     let mut t = Terminal::chat(&s.path, &["--model", "ollama:slow"], &[("OLLAMA_BASE_URL", &url)]);
     t.expect("> ");
     t.send("tell me a long story\r");

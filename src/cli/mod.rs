@@ -2,13 +2,14 @@
 //! the patterns and builtins an embedder registers beside the reference ones. Every
 //! command takes `--space` and `--json`.
 
-mod charm;
-mod chat;
+pub(crate) mod charm;
+pub(crate) mod chat;
 mod interactive;
-mod output;
+pub(crate) mod output;
 mod plugin;
-mod terminal;
-mod tools;
+mod remote;
+pub(crate) mod terminal;
+pub(crate) mod tools;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -117,6 +118,26 @@ enum Command {
     /// install, list, remove, enable, disable, call).
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Serve the space over HTTP: a JSON API (/openapi.json) and a web chat. Prints the
+    /// address to open, with a one-time sign-in token.
+    Serve {
+        /// Where to listen (port 0 picks one). Loopback only, unless --allow-remote.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+        addr: std::net::SocketAddr,
+        /// Let --addr be an address other machines can reach. Anyone who gets a token
+        /// acts on your charms, and plain HTTP shows it to the network on the way.
+        #[arg(long)]
+        allow_remote: bool,
+        /// The chatbot pattern whose conversation the chat uses [default: the program's chatbot].
+        #[arg(long, value_name = "PATTERN")]
+        chatbot: Option<String>,
+        /// Requests per minute each client address may make.
+        #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
+        rate_limit: u32,
+    },
+    /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
+    #[command(subcommand)]
+    Token(crate::serve::tokens::TokenCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -298,7 +319,15 @@ impl App {
             Some(path) => path,
             None => default_space()?,
         };
-        let rt = self.open_space(&path)?;
+        let rt = match self.open_space(&path) {
+            Ok(rt) => rt,
+            // `trellis serve` holds the space: talk to it instead.
+            Err(e) if in_use(&e) => match crate::serve::client::Remote::connect(&path).await {
+                Some(server) => return remote::run(server, cli.command, format).await,
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
         match cli.command {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
@@ -316,15 +345,7 @@ impl App {
             Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout } => {
                 let session =
                     chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
-                let reply =
-                    match (deny, answer, output) {
-                        (Some(reason), _, _) => chat::Reply::Deny(reason),
-                        (None, Some(text), _) => chat::Reply::Answer(text),
-                        (None, None, Some(json)) => chat::Reply::Output(serde_json::from_str(&json).context(
-                            "--output takes the client's output as JSON, for example '{\"confirmed\": true}'",
-                        )?),
-                        (None, None, None) => chat::Reply::Approve,
-                    };
+                let reply = chat::Reply::from_flags(deny, answer, output)?;
                 chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
             }
             Command::Mcp(McpCommand::Serve { http: None, .. }) => Ok(trellis_mcp::serve_stdio(rt).await?),
@@ -340,6 +361,20 @@ impl App {
             }
             Command::Demo => charm::demo(&rt, format).await,
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
+            Command::Serve { addr, allow_remote, chatbot, rate_limit } => {
+                let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
+                let options =
+                    crate::serve::Options {
+                    addr,
+                    allow_remote,
+                    chatbot,
+                    rate_per_minute: rate_limit,
+                    space: path,
+                    tools: self.tools.clone(),
+                };
+                crate::serve::run(rt, options).await
+            }
+            Command::Token(command) => crate::serve::tokens::run(&rt, command, format),
         }
     }
 
@@ -377,6 +412,12 @@ impl App {
         }
         Ok(rt)
     }
+}
+
+/// Whether opening the space failed because another process holds it.
+fn in_use(error: &anyhow::Error) -> bool {
+    use trellis_runner::storage::StorageError;
+    error.chain().any(|cause| matches!(cause.downcast_ref::<StorageError>(), Some(StorageError::InUse { .. })))
 }
 
 /// Parses `--timeout`: a positive number of seconds that fits a `Duration`.

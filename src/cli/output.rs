@@ -44,15 +44,48 @@ fn write_line(line: &str) {
 
 /// `trellis patterns`.
 pub fn patterns(rt: &Runtime, format: Format) -> anyhow::Result<()> {
-    let all = rt.patterns().all();
-    let json: Vec<serde_json::Value> = all
-        .iter()
-        .map(|p| serde_json::json!({"id": p.id(), "description": p.about(), "argument_schema": p.argument_schema()}))
-        .collect();
-    print(format, &serde_json::Value::Array(json), || {
-        all.iter().map(|p| format!("{:<10} {}", p.id(), p.about())).collect::<Vec<_>>().join("\n")
-    });
+    let json = serde_json::to_value(pattern_infos(rt))?;
+    print(format, &json, || render_patterns(&json));
     Ok(())
+}
+
+/// The patterns as `trellis patterns` shows them, from their JSON.
+pub(crate) fn render_patterns(patterns: &serde_json::Value) -> String {
+    let field = |p: &serde_json::Value, key: &str| safe_line(p[key].as_str().unwrap_or_default()).into_owned();
+    let list = patterns.as_array().map(Vec::as_slice).unwrap_or_default();
+    list.iter().map(|p| format!("{:<10} {}", field(p, "id"), field(p, "description"))).collect::<Vec<_>>().join("\n")
+}
+
+/// The charms as `trellis charm list` shows them, from their JSON (id, name, pattern).
+pub(crate) fn render_charms(charms: &serde_json::Value) -> String {
+    let field = |c: &serde_json::Value, key: &str| safe_line(c[key].as_str().unwrap_or_default()).into_owned();
+    let list = charms.as_array().map(Vec::as_slice).unwrap_or_default();
+    let row =
+        |c: &serde_json::Value| format!("{:<28} {:<16} {}", field(c, "id"), field(c, "name"), field(c, "pattern"));
+    list.iter().map(row).collect::<Vec<_>>().join("\n")
+}
+
+/// A registered pattern as `patterns --json` prints it and the server answers it.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct PatternInfo {
+    /// The pattern id (`charm new PATTERN`).
+    pub id: String,
+    /// What its charms are.
+    pub description: String,
+    /// The JSON schema of its argument.
+    pub argument_schema: serde_json::Value,
+}
+
+/// The registered patterns.
+pub(crate) fn pattern_infos(rt: &Runtime) -> Vec<PatternInfo> {
+    let all = rt.patterns().all();
+    all.iter()
+        .map(|p| PatternInfo {
+            id: p.id().to_string(),
+            description: p.about().to_string(),
+            argument_schema: p.argument_schema().clone(),
+        })
+        .collect()
 }
 
 /// Renders a charm result for people: streams shown as handlers, with their event fields.

@@ -10,15 +10,20 @@ use super::Format;
 
 /// `trellis tools ID|NAME...`.
 pub fn run(rt: &Runtime, charms: &[String], format: Format) -> anyhow::Result<()> {
+    let flattened = flattened(rt, charms)?;
+    print(format, &flattened, || render(&flattened));
+    Ok(())
+}
+
+/// The tools the charms named (ids or names) offer a model, flattened as `tools --json`
+/// prints them and the server answers them.
+pub(crate) fn flattened(rt: &Runtime, charms: &[String]) -> trellis_runner::Result<serde_json::Value> {
     let mut entries = serde_json::Map::new();
     for name in charms {
         let id = rt.charms().find(name)?;
         entries.insert(id.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
     }
-    let catalog = Catalog::build(rt, &serde_json::Value::Object(entries));
-    let flattened = catalog.flattened();
-    print(format, &flattened, || render(&flattened));
-    Ok(())
+    Ok(Catalog::build(rt, &serde_json::Value::Object(entries)).flattened())
 }
 
 /// Renders a flattened catalog for people: display name, wire name, description, and

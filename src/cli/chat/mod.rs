@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use trellis_builtins::tool::{ClientContext, ClientError};
 
-pub use self::render::{line, transcript, usage, waiting, ASSISTANT};
+pub use self::render::{line, transcript, transcript_named, usage, waiting, ASSISTANT};
 pub use self::session::{Reply, Session};
 use super::Format;
 
@@ -104,7 +104,7 @@ impl ClientContext for Headless {
 const NO_PERSON: &str = "no one is at a terminal to ask; answer with `trellis resolve`";
 
 /// How to answer waiting calls from the command line.
-const RESOLVE_HOW: &str =
+pub(crate) const RESOLVE_HOW: &str =
     "answer with `trellis resolve CALL --approve`, `--deny REASON`, for a question `--answer TEXT`, \
      or for a client execution `--output JSON`";
 
@@ -124,7 +124,7 @@ fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, 
 /// The conversation stopped at calls waiting for the user: the command exits with
 /// [`Waiting::EXIT_CODE`] after saying what waits.
 #[derive(Debug)]
-pub struct Waiting(String);
+pub struct Waiting(pub(crate) String);
 
 impl Waiting {
     /// The exit status of a command that ends waiting for the user.

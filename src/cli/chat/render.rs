@@ -10,10 +10,15 @@ use crate::cli::terminal::{safe, safe_line};
 
 /// Renders messages as a transcript for people.
 pub fn transcript(session: &Session, messages: &[Message]) -> String {
+    transcript_named(&|wire| session.display_name(wire), messages)
+}
+
+/// [`transcript`] with tools' display names from `display` (by wire name).
+pub fn transcript_named(display: &dyn Fn(&str) -> String, messages: &[Message]) -> String {
     let mut lines = Vec::new();
     for message in messages {
         for part in &message.content {
-            lines.push(line(session, message.role, part));
+            lines.push(line_named(display, message.role, part));
         }
     }
     lines.join("\n")
@@ -22,11 +27,16 @@ pub fn transcript(session: &Session, messages: &[Message]) -> String {
 /// One part of a message as a transcript line: `you: …`, `assistant: …`, a tool call
 /// (`  → Counter.increment {"amount":5}`) or a tool result (`  ← count: 0 → 5`).
 pub fn line(session: &Session, role: Role, part: &Part) -> String {
+    line_named(&|wire| session.display_name(wire), role, part)
+}
+
+/// [`line`] with tools' display names from `display` (by wire name).
+fn line_named(display: &dyn Fn(&str) -> String, role: Role, part: &Part) -> String {
     match (role, part) {
         (Role::User, Part::Text { text }) => format!("you: {}", safe(text)),
         (_, Part::Text { text }) => format!("{ASSISTANT}{}", safe(text)),
         // The input is JSON, whose strings serde has escaped already.
-        (_, Part::ToolCall { name, input, .. }) => format!("  → {} {input}", safe_line(&session.display_name(name))),
+        (_, Part::ToolCall { name, input, .. }) => format!("  → {} {input}", safe_line(&display(name))),
         (_, Part::ToolResult { output, .. }) => format!("  ← {}", safe_line(&describe(output))),
     }
 }

@@ -31,6 +31,21 @@ pub enum Reply {
     Output(serde_json::Value),
 }
 
+impl Reply {
+    /// The reply `trellis resolve` was given: `--deny REASON`, `--answer TEXT`, `--output
+    /// JSON`, or else `--approve`.
+    pub fn from_flags(deny: Option<String>, answer: Option<String>, output: Option<String>) -> anyhow::Result<Reply> {
+        Ok(match (deny, answer, output) {
+            (Some(reason), _, _) => Reply::Deny(reason),
+            (None, Some(text), _) => Reply::Answer(text),
+            (None, None, Some(json)) => Reply::Output(serde_json::from_str(&json).map_err(|e| {
+                anyhow::anyhow!("--output takes the client's output as JSON, for example '{{\"confirmed\": true}}' ({e})")
+            })?),
+            (None, None, None) => Reply::Approve,
+        })
+    }
+}
+
 /// The chat session: the chatbot charm and its dialog, and the tools whose client phases
 /// this terminal runs.
 pub struct Session {

@@ -1,0 +1,238 @@
+//! The commands a person runs beside `trellis serve` on the same space: they talk to
+//! the server (`crate::serve::client::Remote`) and print what they print on their own.
+//! Commands that need the space itself (`mcp serve`, `serve`, `demo`, the interactive
+//! chat) say to stop the server first, or to use the page.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use reqwest::Method;
+use serde_json::{json, Value};
+use trellis_builtins::dialog::Interaction;
+use trellis_builtins::message::Message;
+
+use super::chat::{transcript_named, waiting, Reply, Waiting, RESOLVE_HOW};
+use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
+use super::terminal::safe_line;
+use super::{charm::CharmCommand, Command, Format};
+use crate::serve::client::Remote;
+use crate::serve::tokens::{self, TokenCommand, TokenInfo};
+
+/// Runs `command` through the server.
+pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Result<()> {
+    let get = |segments: &'static [&'static str]| remote.call(Method::GET, segments, None);
+    match command {
+        Command::Patterns => {
+            let patterns = get(&["api", "patterns"]).await?;
+            print(format, &patterns, || render_patterns(&patterns));
+        }
+        Command::Charm(command) => charm(&remote, command, format).await?,
+        Command::Tools { charms } => {
+            let mut all = Vec::new();
+            for charm in &charms {
+                let tools = remote.call(Method::GET, &["api", "charms", charm, "tools"], None).await?;
+                all.extend(tools.as_array().cloned().unwrap_or_default());
+            }
+            let all = Value::Array(all);
+            print(format, &all, || super::tools::render(&all));
+        }
+        Command::Chat { model, messages, chatbot, tool_choice, timeout } => {
+            if chatbot.is_some() || tool_choice != "auto" {
+                bail!("--chatbot and --tool-choice need the space; trellis serve holds it (stop it, or use the page)");
+            }
+            if messages.is_empty() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                bail!(
+                    "the interactive chat needs the space; trellis serve holds it: chat in the page at {}",
+                    remote.url()
+                );
+            }
+            let turns: Vec<String> = if messages.is_empty() {
+                std::io::read_to_string(std::io::stdin())?
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(String::from)
+                    .collect()
+            } else {
+                messages
+            };
+            remote.call(Method::PUT, &["api", "chat", "model"], Some(&json!({ "model": model }))).await?;
+            let timeout = Duration::from_secs_f64(timeout);
+            let mut all = Vec::new();
+            let mut state = Value::Null;
+            for turn in turns {
+                let sent =
+                    remote.call(Method::POST, &["api", "chat", "messages"], Some(&json!({ "text": turn }))).await?;
+                let (new, now) = follow(&remote, index(&sent), timeout, format).await?;
+                all.extend(new);
+                state = now;
+                if !interactions(&state).is_empty() {
+                    break;
+                }
+            }
+            finish(&state, all, format)?;
+        }
+        Command::Pending { chatbot: None } => {
+            let waiting_now: Vec<Interaction> = serde_json::from_value(get(&["api", "interactions"]).await?)?;
+            if format.json {
+                emit_json(&serde_json::to_value(&waiting_now)?);
+            } else if waiting_now.is_empty() {
+                emit("nothing is waiting for an answer");
+            } else {
+                emit(&waiting(&waiting_now, RESOLVE_HOW));
+            }
+        }
+        Command::Resolve { call, approve: _, deny, answer, output, chatbot: None, timeout } => {
+            let call = match call {
+                Some(call) => call,
+                None => {
+                    let all: Vec<Interaction> = serde_json::from_value(get(&["api", "interactions"]).await?)?;
+                    match all.as_slice() {
+                        [only] => only.call_id.clone(),
+                        [] => bail!("no call is waiting for an answer"),
+                        _ => bail!("several calls are waiting; say which (`trellis pending` lists them)"),
+                    }
+                }
+            };
+            let body = match Reply::from_flags(deny, answer, output)? {
+                Reply::Deny(reason) => json!({ "deny": reason }),
+                Reply::Answer(text) => json!({ "answer": text }),
+                Reply::Output(output) => json!({ "output": output }),
+                Reply::Approve => json!("approve"),
+            };
+            let accepted = remote.call(Method::POST, &["api", "interactions", &call, "resolve"], Some(&body)).await?;
+            let (new, state) = follow(&remote, index(&accepted), Duration::from_secs_f64(timeout), format).await?;
+            finish(&state, new, format)?;
+        }
+        Command::Token(command) => token(&remote, command, format).await?,
+        _ => bail!(
+            "this command needs the space, which trellis serve at {} holds: stop the server first (Ctrl-C), \
+             or use its page",
+            remote.url()
+        ),
+    }
+    Ok(())
+}
+
+/// `trellis charm ...` through the server.
+async fn charm(remote: &Remote, command: CharmCommand, format: Format) -> anyhow::Result<()> {
+    match command {
+        CharmCommand::List => {
+            let charms = remote.call(Method::GET, &["api", "charms"], None).await?;
+            print(format, &charms, || render_charms(&charms));
+        }
+        CharmCommand::New { pattern, name, arg } => {
+            let argument: Value =
+                serde_json::from_str(&arg).map_err(|e| anyhow::anyhow!("--arg is not valid JSON: {e}"))?;
+            let body = json!({ "pattern": pattern, "name": name, "argument": argument });
+            let created = remote.call(Method::POST, &["api", "charms"], Some(&body)).await?;
+            let id = created["id"].as_str().unwrap_or_default().to_string();
+            print(format, &json!({ "id": id, "name": created["name"] }), || id.clone());
+        }
+        CharmCommand::Get { charm } => {
+            let data = remote.call(Method::GET, &["api", "charms", &charm], None).await?;
+            let result = with_handlers(&data);
+            print(format, &result, || render_result(&result));
+        }
+        CharmCommand::Send { charm, handler, event } => {
+            let event: Value =
+                serde_json::from_str(&event).map_err(|e| anyhow::anyhow!("the event is not valid JSON: {e}"))?;
+            let sent =
+                remote.call(Method::POST, &["api", "charms", &charm, "handlers", &handler], Some(&event)).await?;
+            let summary = sent["summary"].as_str().unwrap_or_default().to_string();
+            print(format, &sent, || summary.clone());
+        }
+        CharmCommand::Rename { charm, name } => {
+            let renamed =
+                remote.call(Method::PATCH, &["api", "charms", &charm], Some(&json!({ "name": name }))).await?;
+            let id = renamed["id"].as_str().unwrap_or_default().to_string();
+            print(format, &json!({ "id": id, "name": name }), || format!("{id} is now {}", safe_line(&name)));
+        }
+    }
+    Ok(())
+}
+
+/// `trellis token ...` through the server.
+async fn token(remote: &Remote, command: TokenCommand, format: Format) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::New { name } => {
+            let new = remote.call(Method::POST, &["api", "tokens"], Some(&json!({ "name": name }))).await?;
+            tokens::print_new(&serde_json::from_value(new)?, format);
+        }
+        TokenCommand::List => {
+            let all = remote.call(Method::GET, &["api", "tokens"], None).await?;
+            tokens::print_list(&serde_json::from_value::<Vec<TokenInfo>>(all)?, format);
+        }
+        TokenCommand::Revoke { id } => {
+            let revoked = remote.call(Method::DELETE, &["api", "tokens", &id], None).await?;
+            tokens::print_revoked(&serde_json::from_value(revoked)?, format);
+        }
+    }
+    Ok(())
+}
+
+/// A charm's data with its handlers as stream markers again, as `charm get` shows a
+/// charm's result.
+fn with_handlers(data: &Value) -> Value {
+    let mut result = data["data"].clone();
+    if let (Value::Object(fields), Some(handlers)) = (&mut result, data["handlers"].as_object()) {
+        for (key, schema) in handlers {
+            let schema = (!schema.is_null()).then_some(schema);
+            fields.insert(key.clone(), trellis_runner::link::stream_marker(schema).to_json());
+        }
+    }
+    result
+}
+
+fn index(accepted: &Value) -> usize {
+    accepted["index"].as_u64().and_then(|i| usize::try_from(i).ok()).unwrap_or(0)
+}
+
+fn interactions(state: &Value) -> Vec<Interaction> {
+    serde_json::from_value(state["interactions"].clone()).unwrap_or_default()
+}
+
+/// Follows the conversation from message `from` until no reply is being generated;
+/// prints the new messages as `chat` does; returns them and the state.
+async fn follow(
+    remote: &Remote,
+    from: usize,
+    timeout: Duration,
+    format: Format,
+) -> anyhow::Result<(Vec<Message>, Value)> {
+    let state = remote
+        .follow_chat(timeout, |s| {
+            let count = s["messages"].as_array().map_or(0, Vec::len);
+            s["pending"] == false
+                && (count > from + 1
+                    || !s["error"].is_null()
+                    || !s["interactions"].as_array().is_none_or(Vec::is_empty))
+        })
+        .await?;
+    if let Some(error) = state["error"].as_str() {
+        bail!("the model failed: {error}");
+    }
+    let messages: Vec<Message> = serde_json::from_value(state["messages"].clone())?;
+    let new = messages.get(from..).map(<[Message]>::to_vec).unwrap_or_default();
+    if !format.json {
+        let tools = state["tools"].as_array().cloned().unwrap_or_default();
+        let display = |wire: &str| {
+            tools.iter().find(|t| t["wire"] == wire).and_then(|t| t["display"].as_str()).unwrap_or(wire).to_string()
+        };
+        emit(&transcript_named(&display, &new));
+    }
+    Ok((new, state))
+}
+
+/// Prints the messages as JSON when asked; ends with [`Waiting`] when calls wait.
+fn finish(state: &Value, messages: Vec<Message>, format: Format) -> anyhow::Result<()> {
+    if format.json {
+        emit_json(&serde_json::to_value(&messages)?);
+    }
+    let waiting_now = interactions(state);
+    if waiting_now.is_empty() {
+        Ok(())
+    } else {
+        Err(Waiting(waiting(&waiting_now, RESOLVE_HOW)).into())
+    }
+}

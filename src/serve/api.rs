@@ -1,0 +1,246 @@
+//! The API's endpoints in one table: each names its method, path, handler and the types
+//! it reads and answers. The router is built from it, and so is the OpenAPI document
+//! (`super::openapi`), from the same types the handlers use.
+
+use axum::routing::{delete, get, patch, post, put, MethodRouter};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use trellis_builtins::dialog::Interaction;
+
+use super::routes::{charms, chat, interactions, patterns, tokens};
+use super::Server;
+use crate::cli::output::PatternInfo;
+
+/// How a type's schema is made (a reference into the document's components).
+pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
+
+/// The schema of `T`, for the table.
+pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// What an endpoint answers when it succeeds.
+pub enum Answer {
+    /// JSON of a type, with this status.
+    Json(u16, SchemaOf),
+    /// Nothing (204).
+    Nothing,
+    /// Server-sent events (`text/event-stream`): their names and what each carries.
+    Events(&'static [(&'static str, SchemaOf)]),
+}
+
+/// One endpoint of the API.
+pub struct Endpoint {
+    /// `get`, `post`, ... as OpenAPI spells it.
+    pub method: &'static str,
+    /// The path, with `{name}` parameters as axum and OpenAPI both write them.
+    pub path: &'static str,
+    /// A stable name for it.
+    pub operation: &'static str,
+    /// What it does.
+    pub summary: &'static str,
+    /// The JSON body it reads.
+    pub body: Option<SchemaOf>,
+    /// What it answers.
+    pub answer: Answer,
+    /// The handler.
+    pub handler: MethodRouter<Server>,
+}
+
+/// Every endpoint of the API.
+pub fn endpoints() -> Vec<Endpoint> {
+    use Answer::{Events, Json, Nothing};
+    let endpoint = |method, path, operation, summary, body, answer, handler| Endpoint {
+        method,
+        path,
+        operation,
+        summary,
+        body,
+        answer,
+        handler,
+    };
+    vec![
+        endpoint(
+            "get",
+            "/api/patterns",
+            "listPatterns",
+            "The registered patterns",
+            None,
+            Json(200, schema::<Vec<PatternInfo>>),
+            get(patterns::list),
+        ),
+        endpoint(
+            "get",
+            "/api/charms",
+            "listCharms",
+            "The charms of the space",
+            None,
+            Json(200, schema::<Vec<charms::CharmSummary>>),
+            get(charms::list),
+        ),
+        endpoint(
+            "post",
+            "/api/charms",
+            "createCharm",
+            "Create a charm of a pattern",
+            Some(schema::<charms::NewCharm>),
+            Json(201, schema::<charms::CharmData>),
+            post(charms::create),
+        ),
+        endpoint(
+            "get",
+            "/api/charms/{charm}",
+            "getCharm",
+            "A charm's data and handlers (by id or name)",
+            None,
+            Json(200, schema::<charms::CharmData>),
+            get(charms::get),
+        ),
+        endpoint(
+            "patch",
+            "/api/charms/{charm}",
+            "renameCharm",
+            "Rename a charm",
+            Some(schema::<charms::Rename>),
+            Json(200, schema::<charms::CharmData>),
+            patch(charms::rename),
+        ),
+        endpoint(
+            "post",
+            "/api/charms/{charm}/handlers/{handler}",
+            "sendEvent",
+            "Send an event (the body) to a charm's handler, validated as a model's tool call is",
+            Some(schema::<serde_json::Value>),
+            Json(200, schema::<charms::Sent>),
+            post(charms::send),
+        ),
+        endpoint(
+            "get",
+            "/api/charms/{charm}/tools",
+            "charmTools",
+            "The tools a charm offers a model",
+            None,
+            Json(200, schema::<Vec<charms::ToolInfo>>),
+            get(charms::tools),
+        ),
+        endpoint(
+            "get",
+            "/api/charms/{charm}/events",
+            "charmEvents",
+            "The charm's data now and after each change, as server-sent events",
+            None,
+            Events(&[("charm", schema::<charms::CharmData>)]),
+            get(charms::events),
+        ),
+        endpoint(
+            "get",
+            "/api/chat",
+            "getChat",
+            "The conversation: messages, waiting calls, attachments, tools",
+            None,
+            Json(200, schema::<chat::ChatState>),
+            get(chat::get),
+        ),
+        endpoint(
+            "post",
+            "/api/chat/messages",
+            "sendMessage",
+            "Send a message (its @-mentions attach charms); the reply follows on the events",
+            Some(schema::<chat::NewMessage>),
+            Json(202, schema::<chat::Accepted>),
+            post(chat::send),
+        ),
+        endpoint("post", "/api/chat/cancel", "cancelReply", "Stop the reply", None, Nothing, post(chat::cancel)),
+        endpoint(
+            "put",
+            "/api/chat/model",
+            "setModel",
+            "Choose the model",
+            Some(schema::<chat::SetModel>),
+            Nothing,
+            put(chat::set_model),
+        ),
+        endpoint(
+            "post",
+            "/api/chat/attachments",
+            "attachCharm",
+            "Attach a charm: its handlers become the model's tools",
+            Some(schema::<chat::Attach>),
+            Nothing,
+            post(chat::attach),
+        ),
+        endpoint(
+            "delete",
+            "/api/chat/attachments/{name}",
+            "detachCharm",
+            "Detach a charm",
+            None,
+            Nothing,
+            delete(chat::detach),
+        ),
+        endpoint(
+            "get",
+            "/api/chat/events",
+            "chatEvents",
+            "The conversation now and after each change, the streamed reply, the attached charms' data",
+            None,
+            Events(&[
+                ("chat", schema::<chat::ChatState>),
+                ("partial", schema::<Partial>),
+                ("charm", schema::<charms::CharmData>),
+            ]),
+            get(chat::events),
+        ),
+        endpoint(
+            "get",
+            "/api/interactions",
+            "listInteractions",
+            "The calls waiting for a person's answer",
+            None,
+            Json(200, schema::<Vec<Interaction>>),
+            get(interactions::list),
+        ),
+        endpoint(
+            "post",
+            "/api/interactions/{call}/resolve",
+            "resolveInteraction",
+            "Approve, deny or answer a waiting call; the conversation goes on once none waits",
+            Some(schema::<interactions::Resolution>),
+            Json(202, schema::<chat::Accepted>),
+            post(interactions::resolve),
+        ),
+        endpoint(
+            "get",
+            "/api/tokens",
+            "listTokens",
+            "The space's bearer tokens (never the tokens themselves)",
+            None,
+            Json(200, schema::<Vec<crate::serve::tokens::TokenInfo>>),
+            get(tokens::list),
+        ),
+        endpoint(
+            "post",
+            "/api/tokens",
+            "createToken",
+            "Make a bearer token; the answer is the only time it is shown",
+            Some(schema::<tokens::NewTokenName>),
+            Json(201, schema::<crate::serve::tokens::NewToken>),
+            post(tokens::create),
+        ),
+        endpoint(
+            "delete",
+            "/api/tokens/{id}",
+            "revokeToken",
+            "Revoke a bearer token",
+            None,
+            Json(200, schema::<crate::serve::tokens::TokenInfo>),
+            delete(tokens::revoke),
+        ),
+    ]
+}
+
+/// The `partial` event: the reply streamed so far.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Partial {
+    /// Its text.
+    pub text: String,
+}

@@ -1,0 +1,53 @@
+//! The page, embedded in the binary at build time: no build step, nothing to install.
+//! `GET /` serves it (and, with `?token=`, first trades the one-time token for a session
+//! cookie, see `super::auth`).
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use super::Server;
+
+const INDEX: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/style.css");
+
+/// What the page's own headers say: no framing by other sites, scripts and styles only
+/// from here, no inline script, so text that reached the page can never run as code.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                      img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+#[derive(Deserialize)]
+struct SignIn {
+    token: Option<String>,
+}
+
+async fn index(State(server): State<Server>, Query(sign_in): Query<SignIn>) -> Response {
+    match sign_in.token {
+        Some(token) => super::auth::exchange(&server, &token),
+        None => asset("text/html; charset=utf-8", INDEX),
+    }
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CONTENT_SECURITY_POLICY, POLICY),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The page's routes: `/`, `/app.js`, `/style.css`.
+pub fn routes() -> axum::Router<Server> {
+    axum::Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+}

@@ -1,0 +1,299 @@
+// The Trellis chat page. Everything from charms, models and tools is data: it reaches
+// the page only through textContent and attribute values, never as HTML.
+"use strict";
+
+const $ = (selector) => document.querySelector(selector);
+
+// Makes an element; children are nodes or strings (strings become text nodes).
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+let chat = null; // the last ChatState
+let partial = "";
+const charmData = new Map(); // charm id -> CharmData
+let candidates = []; // charms a message can mention
+const stoppedAt = new Set(); // conversation lengths at which this page stopped a reply
+let popup = { open: false, items: [], selected: 0, start: 0 };
+
+function notice(text) {
+  const box = $("#notice");
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+async function api(method, path, body) {
+  const options = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  const text = await response.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error(json && json.error ? json.error : `${response.status} ${response.statusText}`);
+  return json;
+}
+
+// Shows a failure, keeping the page usable.
+const reporting = (action) => action.catch((error) => notice(error.message));
+
+// --- the conversation -------------------------------------------------------------
+
+// Display names by wire name, kept after a charm is detached so old calls keep theirs.
+const displays = new Map();
+
+function displayName(wire) {
+  return displays.get(wire) || wire;
+}
+
+function resultText(output) {
+  if (output.type === "json") {
+    const summary = output.value && output.value.summary;
+    return typeof summary === "string" ? summary : JSON.stringify(output.value);
+  }
+  return output.type === "error-text" ? `error: ${output.value}` : String(output.value);
+}
+
+function renderMessages() {
+  const list = $("#messages");
+  const items = [];
+  for (const [index, message] of chat.messages.entries()) {
+    for (const part of message.content) {
+      if (part.type === "text") {
+        if (!part.text.trim()) continue;
+        items.push(el("li", { class: message.role === "user" ? "user" : "assistant" }, part.text.trim()));
+      } else if (part.type === "tool-call") {
+        items.push(el("li", { class: "tool-call", "data-call": part.id },
+          `→ ${displayName(part.name)} ${JSON.stringify(part.input)}`));
+      } else if (part.type === "tool-result") {
+        const failed = part.output.type === "error-text";
+        items.push(el("li", { class: failed ? "tool-result failed" : "tool-result", "data-call": part.id },
+          `← ${resultText(part.output)}`));
+      }
+    }
+    if (stoppedAt.has(index + 1)) items.push(el("li", { class: "stopped" }, "(stopped)"));
+  }
+  if (chat.pending && partial) items.push(el("li", { class: "assistant streaming" }, partial));
+  if (chat.error) items.push(el("li", { class: "tool-result failed" }, `the model failed: ${chat.error}`));
+  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  list.replaceChildren(...items);
+  if (atBottom) list.scrollTop = list.scrollHeight;
+}
+
+function resolve(call, answer) {
+  return reporting(api("POST", `/api/interactions/${encodeURIComponent(call)}/resolve`, answer));
+}
+
+function prompt(interaction) {
+  const call = interaction.call_id;
+  const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
+  const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
+  const deny = el("button", { type: "button", onclick: () => resolve(call, { deny: reason.value || "no reason given" }) }, "Deny");
+  switch (interaction.kind) {
+    case "approval":
+      box.append(
+        el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
+        el("button", { type: "button", onclick: () => resolve(call, "approve") }, "Approve"), deny, reason);
+      break;
+    case "confirmation":
+      box.append(el("div", { class: "ask" }, interaction.prompt),
+        el("button", { type: "button", onclick: () => resolve(call, { answer: "yes" }) }, "Yes"),
+        el("button", { type: "button", onclick: () => resolve(call, { answer: "no" }) }, "No"));
+      break;
+    case "choice":
+      box.append(el("div", { class: "ask" }, interaction.prompt),
+        ...interaction.options.map((option) =>
+          el("button", { type: "button", onclick: () => resolve(call, { answer: option }) }, option)));
+      break;
+    default: {
+      const answer = el("input", { type: "text", "aria-label": "your answer" });
+      const send = () => answer.value.trim() && resolve(call, { answer: answer.value });
+      answer.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+      box.append(el("div", { class: "ask" }, interaction.prompt), answer,
+        el("button", { type: "button", onclick: send }, "Answer"));
+    }
+  }
+  return box;
+}
+
+function renderPrompts() {
+  $("#prompts").replaceChildren(...chat.interactions.map(prompt));
+}
+
+function renderChips() {
+  $("#chips").replaceChildren(...chat.attachments.map((a) =>
+    el("span", { class: "chip", "data-charm": a.name }, a.name,
+      el("button", {
+        type: "button", "aria-label": `detach ${a.name}`,
+        onclick: () => reporting(api("DELETE", `/api/chat/attachments/${encodeURIComponent(a.name)}`)),
+      }, "×"))));
+}
+
+function renderTools() {
+  const tools = chat.tools;
+  $("#tools-chip").textContent = `${tools.length} tool${tools.length === 1 ? "" : "s"}`;
+  $("#tools-list").replaceChildren(...tools.map((t) =>
+    el("li", { title: t.description }, t.display, el("span", { class: "from" }, `from ${t.from}`))));
+}
+
+function formatValue(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 1);
+}
+
+function renderPanel() {
+  const shown = chat.attachments.filter((a) => a.id && charmData.has(a.id));
+  $("#panel .empty").hidden = shown.length > 0;
+  $("#charms").replaceChildren(...shown.map((a) => {
+    const charm = charmData.get(a.id);
+    const fields = Object.entries(charm.data || {}).filter(([key]) => !key.startsWith("$"));
+    return el("section", { class: "charm", "data-charm": charm.name },
+      el("h3", {}, charm.name),
+      el("dl", {}, ...fields.flatMap(([key, value]) =>
+        [el("dt", {}, key), el("dd", { "data-field": key }, formatValue(value))])));
+  }));
+}
+
+function render() {
+  if (!chat) return;
+  $("#model").textContent = chat.model;
+  $("#stop").disabled = !chat.pending;
+  renderMessages();
+  renderPrompts();
+  renderChips();
+  renderTools();
+  renderPanel();
+}
+
+// --- live updates -----------------------------------------------------------------
+
+function follow() {
+  const events = new EventSource("/api/chat/events");
+  events.addEventListener("chat", (e) => {
+    chat = JSON.parse(e.data);
+    for (const tool of chat.tools) displays.set(tool.wire, tool.display);
+    render();
+  });
+  events.addEventListener("partial", (e) => { partial = JSON.parse(e.data).text; if (chat) renderMessages(); });
+  events.addEventListener("charm", (e) => {
+    const charm = JSON.parse(e.data);
+    charmData.set(charm.id, charm);
+    if (chat) renderPanel();
+  });
+  events.addEventListener("open", () => notice(""));
+  events.addEventListener("error", () => {
+    // Closed for good (signed out, server gone): say why, from the API's own answer.
+    if (events.readyState === EventSource.CLOSED) {
+      reporting(api("GET", "/api/chat").then(() => setTimeout(follow, 1000)));
+    }
+  });
+}
+
+// --- the composer and the @-popup -------------------------------------------------
+
+async function loadCandidates() {
+  const charms = await api("GET", "/api/charms");
+  candidates = charms.filter((c) => !chat || c.id !== chat.charm);
+}
+
+// The `@word` being typed just before the caret, if any.
+function mentionAtCaret(input) {
+  const before = input.value.slice(0, input.selectionStart);
+  const match = /(^|[^\p{L}\p{N}_])@([\p{L}\p{N}_ -]*)$/u.exec(before);
+  if (!match) return null;
+  return { start: before.length - match[2].length - 1, query: match[2] };
+}
+
+function renderPopup() {
+  const list = $("#mentions");
+  list.hidden = !popup.open;
+  list.replaceChildren(...popup.items.map((c, i) =>
+    el("li", {
+      role: "option", id: `mention-${i}`, "data-name": c.name, "aria-selected": String(i === popup.selected),
+      onmousedown: (e) => { e.preventDefault(); pick(i); },
+    }, c.name, el("span", { class: "pattern" }, c.pattern))));
+  $("#input").setAttribute("aria-activedescendant", popup.open ? `mention-${popup.selected}` : "");
+}
+
+function updatePopup() {
+  const input = $("#input");
+  const mention = mentionAtCaret(input);
+  const query = mention ? mention.query.toLowerCase() : "";
+  const items = mention
+    ? candidates
+      .filter((c) => c.name.toLowerCase().includes(query))
+      .sort((a, b) => Number(!a.name.toLowerCase().startsWith(query)) - Number(!b.name.toLowerCase().startsWith(query)))
+    : [];
+  popup = { open: items.length > 0, items, selected: 0, start: mention ? mention.start : 0 };
+  renderPopup();
+}
+
+function pick(index) {
+  const charm = popup.items[index];
+  if (!charm) return;
+  const input = $("#input");
+  const caret = input.selectionStart;
+  const inserted = `@${charm.name} `;
+  input.value = input.value.slice(0, popup.start) + inserted + input.value.slice(caret);
+  const at = popup.start + inserted.length;
+  input.setSelectionRange(at, at);
+  popup = { open: false, items: [], selected: 0, start: 0 };
+  renderPopup();
+  input.focus();
+  reporting(api("POST", "/api/chat/attachments", { charm: charm.id }));
+}
+
+function onKey(e) {
+  if (popup.open) {
+    const n = popup.items.length;
+    if (e.key === "ArrowDown") { popup.selected = (popup.selected + 1) % n; renderPopup(); e.preventDefault(); return; }
+    if (e.key === "ArrowUp") { popup.selected = (popup.selected + n - 1) % n; renderPopup(); e.preventDefault(); return; }
+    if (e.key === "Enter" || e.key === "Tab") { pick(popup.selected); e.preventDefault(); return; }
+    if (e.key === "Escape") { popup.open = false; renderPopup(); e.preventDefault(); return; }
+  }
+  if (e.key === "Enter" && !e.shiftKey) {
+    e.preventDefault();
+    send();
+  }
+}
+
+async function send() {
+  const input = $("#input");
+  const text = input.value.trim();
+  if (!text) return;
+  try {
+    await api("POST", "/api/chat/messages", { text });
+    input.value = "";
+    notice("");
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+function start() {
+  const input = $("#input");
+  input.addEventListener("input", updatePopup);
+  input.addEventListener("keydown", onKey);
+  input.addEventListener("focus", () => reporting(loadCandidates()));
+  input.addEventListener("blur", () => { popup.open = false; renderPopup(); });
+  $("#composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
+  $("#stop").addEventListener("click", () => {
+    if (chat) stoppedAt.add(chat.messages.length);
+    reporting(api("POST", "/api/chat/cancel"));
+  });
+  $("#tools-chip").addEventListener("click", () => {
+    const list = $("#tools-list");
+    list.hidden = !list.hidden;
+    $("#tools-chip").setAttribute("aria-expanded", String(!list.hidden));
+  });
+  reporting(loadCandidates());
+  follow();
+}
+
+start();

@@ -1,0 +1,167 @@
+//! Who may use the server: requests from other origins are refused, and every API request
+//! needs a session cookie (which the page gets by exchanging the one-time token printed
+//! at start) or a bearer token from `trellis token new`.
+//!
+//! - **Origins.** The `Host` must name the server (a loopback name and the bound port,
+//!   unless it binds elsewhere), which stops DNS rebinding; an `Origin`, when a browser
+//!   sends one, must be the server's own, and `Sec-Fetch-Site` must not say `cross-site`.
+//!   A page elsewhere can therefore neither read nor write anything here.
+//! - **The one-time token.** Printed in the start URL; `GET /?token=...` trades it for a
+//!   session cookie (`HttpOnly`, `SameSite=Strict`) and redirects to `/`, so the token
+//!   leaves the address bar and cannot be used again.
+//! - **Sessions** live in memory: a restart prints a new URL.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use parking_lot::Mutex;
+
+use super::error::ApiError;
+use super::tokens;
+use super::Server;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "trellis_session";
+
+/// The server's secrets: the one-time token (until used) and the sessions it opened, both
+/// kept as hashes.
+pub struct Auth {
+    one_time: Mutex<Option<String>>,
+    sessions: Mutex<HashSet<String>>,
+    /// The bearer token of this process's hand-off file, for `trellis` commands on the
+    /// same space (see `super::handoff`).
+    local: String,
+}
+
+impl Auth {
+    /// Makes the one-time token and the hand-off token; returns the state and both (the
+    /// one-time token for the start URL, the other for the hand-off file).
+    pub fn new() -> Result<(Auth, String, String), tokens::TokenError> {
+        let token = tokens::random_hex(24)?;
+        let local = tokens::random_hex(32)?;
+        let auth = Auth {
+            one_time: Mutex::new(Some(tokens::hash(&token))),
+            sessions: Mutex::default(),
+            local: tokens::hash(&local),
+        };
+        Ok((auth, token, local))
+    }
+
+    /// Trades the one-time token for a new session id; `None` if it is wrong or used.
+    fn exchange(&self, token: &str) -> Option<String> {
+        let mut one_time = self.one_time.lock();
+        if one_time.as_deref() != Some(tokens::hash(token).as_str()) {
+            return None;
+        }
+        let session = tokens::random_hex(32).ok()?;
+        *one_time = None;
+        self.sessions.lock().insert(tokens::hash(&session));
+        Some(session)
+    }
+
+    fn has_session(&self, session: &str) -> bool {
+        self.sessions.lock().contains(&tokens::hash(session))
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
+/// Refuses requests whose `Host` does not name this server, and requests a page on
+/// another origin makes (403). Applies to every route, the page's too.
+pub async fn same_origin(State(server): State<Server>, request: Request, next: Next) -> Response {
+    match check_origin(&server, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+fn check_origin(server: &Server, headers: &HeaderMap) -> Result<(), ApiError> {
+    let forbidden = |why: String| ApiError::new(StatusCode::FORBIDDEN, why);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    if !server.is_own_host(host) {
+        return Err(forbidden(format!(
+            "the Host `{host}` is not this server's ({}); open the address `trellis serve` printed",
+            server.addr()
+        )));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        if origin != format!("http://{host}") {
+            return Err(forbidden(format!("requests from other origins ({origin}) are refused")));
+        }
+    }
+    if headers.get("sec-fetch-site").is_some_and(|site| site == "cross-site" || site == "same-site") {
+        return Err(forbidden("requests from other sites are refused".into()));
+    }
+    Ok(())
+}
+
+/// Counts the request against its client's rate limit (429 when spent).
+pub async fn rate_limit(
+    State(server): State<Server>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match server.limits().take(peer.ip()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// Lets an API request through with a session cookie or a bearer token of the space
+/// (401 otherwise).
+pub async fn require_auth(State(server): State<Server>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let session = cookie(headers, COOKIE).is_some_and(|session| server.auth().has_session(session));
+    let bearer = || {
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
+        let token = token.trim();
+        Some(tokens::hash(token) == server.auth().local || tokens::verify(server.runtime(), token).is_some())
+    };
+    if session || bearer() == Some(true) {
+        return next.run(request).await;
+    }
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "sign in: open the URL `trellis serve` printed (it sets a session cookie), or send \
+         `Authorization: Bearer TOKEN` with a token from `trellis token new`",
+    )
+    .into_response()
+}
+
+/// `GET /?token=...`: trades the one-time token for a session cookie and sends the page
+/// to `/`; a wrong or used token is refused (401), saying how to get a new one.
+pub fn exchange(server: &Server, token: &str) -> Response {
+    let Some(session) = server.auth().exchange(token) else {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this sign-in link was used already or is wrong; restart `trellis serve` for a new one, \
+             or use a bearer token from `trellis token new`",
+        )
+        .into_response();
+    };
+    let cookie = format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/");
+    let mut response = Redirect::to("/").into_response();
+    match HeaderValue::from_str(&cookie) {
+        Ok(value) => {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+            response
+        }
+        Err(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "could not make the session cookie").into_response(),
+    }
+}

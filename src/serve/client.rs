@@ -1,0 +1,99 @@
+//! [`Remote`]: a `trellis` command talking to the `trellis serve` that holds its space,
+//! through the server's API and the hand-off file's token (see `super::handoff`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use eventsource_stream::Eventsource as _;
+use futures::StreamExt as _;
+use reqwest::Method;
+use serde_json::Value;
+
+use super::handoff::Handoff;
+
+/// How long the first request may take before the server counts as gone.
+const PROBE: Duration = Duration::from_secs(3);
+
+/// The server that holds a space.
+pub struct Remote {
+    base: reqwest::Url,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    /// The server holding the space at `space`, if its hand-off file names one that
+    /// answers with the file's token.
+    pub async fn connect(space: &Path) -> Option<Remote> {
+        let handoff = Handoff::read(space)?;
+        let base = reqwest::Url::parse(&handoff.url).ok()?;
+        // Loopback, always: a proxy from the environment must not see the token.
+        let http = reqwest::Client::builder().no_proxy().build().ok()?;
+        let remote = Remote { base, token: handoff.token, http };
+        let probe = tokio::time::timeout(PROBE, remote.call(Method::GET, &["api", "patterns"], None)).await;
+        matches!(probe, Ok(Ok(_))).then_some(remote)
+    }
+
+    /// Where the server is.
+    pub fn url(&self) -> &str {
+        self.base.as_str()
+    }
+
+    fn url_of(&self, segments: &[&str]) -> anyhow::Result<reqwest::Url> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| anyhow::anyhow!("the server's address {} has no path", self.base))?
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// Calls the API: `segments` make the path (each escaped); the JSON answer (`null` for
+    /// none), or the server's refusal as the error.
+    pub async fn call(&self, method: Method, segments: &[&str], body: Option<&Value>) -> anyhow::Result<Value> {
+        let mut request = self.http.request(method, self.url_of(segments)?).bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.with_context(|| format!("cannot reach trellis serve at {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await.context("the server's answer was cut off")?;
+        let json: Value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text)? };
+        if !status.is_success() {
+            bail!("{}", json["error"].as_str().unwrap_or(status.as_str()));
+        }
+        Ok(json)
+    }
+
+    /// Follows the conversation's events until a `chat` state satisfies `done`, for at
+    /// most `timeout`; returns that state.
+    pub async fn follow_chat(&self, timeout: Duration, done: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .get(self.url_of(&["api", "chat", "events"])?)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach trellis serve at {}", self.base))?;
+        if !response.status().is_success() {
+            bail!("trellis serve refused to send the chat's events ({})", response.status());
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let follow = async {
+            while let Some(event) = events.next().await {
+                let event = event.map_err(|e| anyhow::anyhow!("the chat's events broke off: {e}"))?;
+                if event.event == "chat" {
+                    let state: Value = serde_json::from_str(&event.data)?;
+                    if done(&state) {
+                        return Ok(state);
+                    }
+                }
+            }
+            bail!("trellis serve stopped sending the chat's events")
+        };
+        match tokio::time::timeout(timeout, follow).await {
+            Ok(state) => state,
+            Err(_) => bail!("the reply did not finish within {} s; it goes on in trellis serve", timeout.as_secs_f64()),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Changes as server-sent events. The runtime calls an observer after each commit that
+//! writes what it watches; the observer only signals this connection's stream, which
+//! reads the new state and sends what differs from what it sent last. Changes that queue
+//! up meanwhile make one event, and a client that left stops its observers at the next
+//! change (their channel is closed).
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
+use futures::stream::{self, Stream, StreamExt};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use trellis_runner::{DocId, Link, Path, Read as _, Runtime};
+
+use super::routes::charms::{data, CharmData};
+use super::routes::chat::{state, ChatState};
+use super::Server;
+
+/// Signals `what` on `changed` after every commit that writes document `doc`, while the
+/// channel is open.
+fn watch<W: Clone + Send + Sync + 'static>(rt: &Runtime, doc: DocId, what: W, changed: &UnboundedSender<W>) {
+    let changed = changed.clone();
+    rt.observe(&Link::new(doc, Path::root()), move |_| changed.send(what.clone()).is_ok());
+}
+
+/// A document no async work ever writes: waiting for it to settle waits only for the
+/// engine to finish what is queued.
+const NO_TASKS: &str = "trellis-serve-no-tasks";
+
+/// How long a stream waits for the engine to finish queued work before it reads anyway.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// Waits for the next changes: what changed (each once), or `None` when no observer can
+/// send any more. Then waits for the computations those changes queued, so a handler's
+/// write is never sent without the derived values that follow it (observers run after
+/// each commit, and a handler and the computations it makes dirty commit apart).
+async fn next_changes<W: PartialEq>(rt: &Runtime, changes: &mut UnboundedReceiver<W>) -> Option<Vec<W>> {
+    let mut all = vec![changes.recv().await?];
+    // A timeout here only means the engine stayed busy: the stream reads what is there.
+    let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
+    while let Ok(what) = changes.try_recv() {
+        if !all.contains(&what) {
+            all.push(what);
+        }
+    }
+    Some(all)
+}
+
+fn event(name: &str, data: &impl serde::Serialize) -> Option<Event> {
+    Event::default().event(name).json_data(data).ok()
+}
+
+type Events = Sse<KeepAliveStream<stream::BoxStream<'static, Result<Event, Infallible>>>>;
+
+fn sse(events: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
+    Sse::new(events.flat_map(|batch| stream::iter(batch.into_iter().map(Ok))).boxed()).keep_alive(KeepAlive::default())
+}
+
+/// `charm` events: the data of charm `id` now, then after each change.
+pub fn charm(server: Server, id: DocId) -> Events {
+    let (changed, changes) = unbounded_channel();
+    watch(server.runtime(), id.clone(), (), &changed);
+    let start = (server, id, changes, None::<CharmData>, true);
+    sse(stream::unfold(start, |(server, id, mut changes, last, first)| async move {
+        if !first {
+            next_changes(server.runtime(), &mut changes).await?;
+        }
+        let now = data(server.runtime(), &id).ok();
+        let batch = match &now {
+            Some(now) if last.as_ref() != Some(now) => event("charm", now).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        Some((batch, (server, id, changes, now.or(last), false)))
+    }))
+}
+
+/// What changed, for a chat stream.
+#[derive(Debug, Clone, PartialEq)]
+enum Changed {
+    /// The chatbot's document: the conversation, attachments, waiting calls, tools.
+    Chat,
+    /// The streamed reply's document.
+    Partial,
+    /// An attached charm.
+    Charm(DocId),
+}
+
+/// What a chat stream sent last, and what it watches.
+struct ChatWatch {
+    server: Server,
+    changed: UnboundedSender<Changed>,
+    changes: UnboundedReceiver<Changed>,
+    watched: HashSet<DocId>,
+    chat: Option<ChatState>,
+    partial: Option<String>,
+    charms: HashMap<DocId, CharmData>,
+}
+
+impl ChatWatch {
+    /// The events for what changed: a streamed delta reads only the reply, a charm's
+    /// change only that charm; the conversation's change reads its state, and starts
+    /// watching charms attached meanwhile.
+    fn batch(&mut self, changed: &[Changed]) -> Vec<Event> {
+        let mut batch = Vec::new();
+        let mut charms: Vec<DocId> =
+            changed.iter().filter_map(|c| if let Changed::Charm(id) = c { Some(id.clone()) } else { None }).collect();
+        let now = changed.contains(&Changed::Chat).then(|| state(&self.server));
+        for attached in now.iter().flat_map(|s| &s.attachments).filter_map(|a| a.id.as_deref()) {
+            let id = DocId::from(attached);
+            if self.watched.insert(id.clone()) {
+                watch(self.server.runtime(), id.clone(), Changed::Charm(id.clone()), &self.changed);
+                charms.push(id);
+            }
+        }
+        for id in charms {
+            let Ok(data) = data(self.server.runtime(), &id) else { continue };
+            if self.charms.get(&id) != Some(&data) {
+                batch.extend(event("charm", &data));
+                self.charms.insert(id, data);
+            }
+        }
+        if let Some(now) = now.filter(|now| self.chat.as_ref() != Some(now)) {
+            batch.extend(event("chat", &now));
+            self.chat = Some(now);
+        }
+        if changed.contains(&Changed::Partial) {
+            let partial = self.server.chat().dialog().partial();
+            if self.partial.as_ref() != Some(&partial) {
+                batch.extend(event("partial", &super::api::Partial { text: partial.clone() }));
+                self.partial = Some(partial);
+            }
+        }
+        batch
+    }
+}
+
+/// `chat`, `partial` and `charm` events: the conversation now, then after each change.
+pub fn chat(server: Server) -> Events {
+    let (changed, changes) = unbounded_channel();
+    let rt = server.runtime().clone();
+    let result = rt.charms().result(server.chat().chatbot().charm());
+    watch(&rt, result.doc.clone(), Changed::Chat, &changed);
+    // The streamed reply lives in a document of its own, where `partial` leads.
+    let mut watched = HashSet::from([result.doc.clone()]);
+    if let Ok((live, _)) = rt.resolve(&result.child(trellis_patterns::chatbot::ChatbotField::Partial.key())) {
+        if watched.insert(live.doc.clone()) {
+            watch(&rt, live.doc, Changed::Partial, &changed);
+        }
+    }
+    let start = ChatWatch { server, changed, changes, watched, chat: None, partial: None, charms: HashMap::new() };
+    sse(stream::unfold((start, true), |(mut watch, first)| async move {
+        let changed = if first {
+            vec![Changed::Chat, Changed::Partial]
+        } else {
+            let rt = watch.server.runtime().clone();
+            next_changes(&rt, &mut watch.changes).await?
+        };
+        let batch = watch.batch(&changed);
+        Some((batch, (watch, false)))
+    }))
+}

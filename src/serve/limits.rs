@@ -1,0 +1,127 @@
+//! The server's limits: the size of a request body (413), the length of a chat message
+//! (422), and the rate of requests per client (429), each answered with a message that
+//! says what the limit is.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, StatusCode};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// The largest request body, in bytes.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The longest chat message, in characters.
+pub const MAX_MESSAGE: usize = 16_000;
+
+/// A charm name as `trellis_runner::charm::check_name` accepts it, for the OpenAPI
+/// document: 1 to 100 characters without control characters once trimmed.
+pub const NAME_PATTERN: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]{0,98}[^\s\x00-\x1f\x7f-\x9f])?\s*$";
+
+/// A message the chat accepts: not only white space (and at most [`MAX_MESSAGE`] long).
+pub const MESSAGE_PATTERN: &str = r"\S";
+
+/// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that is not
+/// JSON is 400, and JSON of the wrong shape is 422, each saying where.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let too_large = |size: String| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is {size} bytes; the limit is {MAX_BODY} bytes"),
+            )
+        };
+        let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+        if let Some(length) = declared.filter(|&length: &usize| length > MAX_BODY) {
+            return Err(too_large(length.to_string()));
+        }
+        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY)
+            .await
+            .map_err(|_| too_large(format!("more than {MAX_BODY}")))?;
+        let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let parsed = serde_path_to_error::deserialize(&mut deserializer);
+        match parsed.map(|value| (value, deserializer.end())) {
+            Ok((value, Ok(()))) => Ok(Body(value)),
+            Ok((_, Err(e))) => Err(not_json(&e)),
+            Err(e) if e.inner().is_syntax() || e.inner().is_eof() => Err(not_json(e.inner())),
+            Err(e) => {
+                Err(ApiError::unprocessable(format!("the request body does not fit at `{}`: {}", e.path(), e.inner())))
+            }
+        }
+    }
+}
+
+fn not_json(e: &serde_json::Error) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, format!("the request body is not valid JSON: {e}"))
+}
+
+/// Refuses a chat message longer than [`MAX_MESSAGE`] characters (422).
+pub fn check_message(text: &str) -> Result<(), ApiError> {
+    let length = text.chars().count();
+    if length > MAX_MESSAGE {
+        return Err(ApiError::unprocessable(format!(
+            "the message is {length} characters long; the limit is {MAX_MESSAGE}: split it into several messages"
+        )));
+    }
+    if text.trim().is_empty() {
+        return Err(ApiError::unprocessable("the message is empty"));
+    }
+    Ok(())
+}
+
+/// Requests per minute per client address, as a token bucket: a client may spend a
+/// minute's allowance at once, and it refills evenly over the minute.
+pub struct RateLimit {
+    per_minute: u32,
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl RateLimit {
+    /// A limit of `per_minute` requests per minute per client address.
+    pub fn new(per_minute: u32) -> Self {
+        RateLimit { per_minute: per_minute.max(1), buckets: Mutex::default() }
+    }
+
+    /// Takes one request from `client`'s allowance, or says when to try again (429).
+    pub fn take(&self, client: IpAddr) -> Result<(), ApiError> {
+        let capacity = f64::from(self.per_minute);
+        let per_second = capacity / 60.0;
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock();
+        // Forget clients whose allowance is full again, so the map stays small.
+        if buckets.len() > 1024 {
+            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * per_second < capacity);
+        }
+        let bucket = buckets.entry(client).or_insert(Bucket { tokens: capacity, at: now });
+        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_second).min(capacity);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = ((1.0 - bucket.tokens) / per_second).ceil().max(1.0);
+        Err(ApiError::too_many(
+            format!(
+                "too many requests: the limit is {} a minute (trellis serve --rate-limit); try again in {wait} s",
+                self.per_minute
+            ),
+            // A whole number of seconds, at most a minute.
+            wait.min(60.0) as u64,
+        ))
+    }
+}

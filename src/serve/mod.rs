@@ -1,0 +1,165 @@
+//! `trellis serve`: the space over HTTP, a JSON API and a web chat, in one process.
+//!
+//! - `routes/`: the API, one module per resource (`patterns`, `charms`, `chat`,
+//!   `interactions`), and [`api`]: the table of endpoints that builds both the router and
+//!   the OpenAPI document (`/openapi.json`), so the two cannot drift apart;
+//! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
+//!   (`tokens`: kept in the space as hashes);
+//! - `limits`: body size (413), message length (422), request rate (429);
+//! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
+//! - `assets`: the page (HTML, CSS, JS), embedded in the binary.
+
+mod api;
+mod assets;
+mod auth;
+pub mod client;
+mod error;
+mod events;
+pub mod handoff;
+mod limits;
+mod openapi;
+mod routes;
+pub mod tokens;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::middleware::from_fn_with_state;
+use trellis_runner::Runtime;
+
+use crate::cli::chat::Session;
+
+/// How `trellis serve` runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where to listen (a port of 0 picks one).
+    pub addr: SocketAddr,
+    /// Whether `addr` may be an address other machines reach.
+    pub allow_remote: bool,
+    /// The chatbot pattern whose conversation the chat routes drive.
+    pub chatbot: String,
+    /// Requests per minute per client address.
+    pub rate_per_minute: u32,
+    /// The space's file (its hand-off file goes beside it).
+    pub space: std::path::PathBuf,
+    /// The program's tools defined in Rust, which its chatbot's dialog may refer to.
+    pub tools: trellis_builtins::tool::ToolRegistry,
+}
+
+/// The server's shared state: cheap to clone, one per process.
+#[derive(Clone)]
+pub struct Server(Arc<Inner>);
+
+struct Inner {
+    rt: Runtime,
+    chat: Session,
+    auth: auth::Auth,
+    limits: limits::RateLimit,
+    addr: SocketAddr,
+    remote: bool,
+}
+
+impl Server {
+    fn runtime(&self) -> &Runtime {
+        &self.0.rt
+    }
+
+    fn chat(&self) -> &Session {
+        &self.0.chat
+    }
+
+    fn auth(&self) -> &auth::Auth {
+        &self.0.auth
+    }
+
+    fn limits(&self) -> &limits::RateLimit {
+        &self.0.limits
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.0.addr
+    }
+
+    /// Whether a request's `Host` names this server: the bound address, or a loopback
+    /// name, with the bound port (or, bound for other machines, any name with that port).
+    fn is_own_host(&self, host: &str) -> bool {
+        let Some((name, port)) = host.rsplit_once(':') else { return false };
+        if port != self.0.addr.port().to_string() {
+            return false;
+        }
+        let bound = SocketAddr::new(self.0.addr.ip(), 0).to_string();
+        let bound = bound.strip_suffix(":0").unwrap_or(&bound);
+        self.0.remote || name == bound || matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+    }
+}
+
+/// Runs the server on `rt` until the process ends; prints the address to open, with its
+/// one-time sign-in token, on standard error.
+pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
+    if !options.addr.ip().is_loopback() && !options.allow_remote {
+        anyhow::bail!(
+            "{} is not a loopback address: other machines could reach your charms there (anyone with a token \
+             acts as you, over plain HTTP); use 127.0.0.1, or pass --allow-remote if that is what you want",
+            options.addr
+        );
+    }
+    let chat = Session::attach(&rt, &options.chatbot, options.tools.clone())?;
+    let (auth, token, local) = auth::Auth::new()?;
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.addr))?;
+    let addr = listener.local_addr().context("cannot read the address bound")?;
+    let server = Server(Arc::new(Inner {
+        rt,
+        chat,
+        auth,
+        limits: limits::RateLimit::new(options.rate_per_minute),
+        addr,
+        remote: options.allow_remote,
+    }));
+    let router = router(server);
+    eprintln!("trellis serve: open http://{addr}/?token={token}");
+    eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `trellis token new`)");
+    // Other `trellis` commands on this space find the server here while it runs.
+    let handoff = handoff::Handoff { url: format!("http://{addr}"), token: local };
+    let written = handoff.write(&options.space)?;
+    let served = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(stopped())
+        .await;
+    written.remove();
+    served.context("the server stopped")
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so the server can remove its hand-off file.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The whole router: the API (authenticated), the page and the OpenAPI document, behind
+/// the origin check and the rate limit.
+fn router(server: Server) -> axum::Router {
+    let api = api::endpoints()
+        .into_iter()
+        .fold(axum::Router::new(), |router, endpoint| router.route(endpoint.path, endpoint.handler))
+        .layer(from_fn_with_state(server.clone(), auth::require_auth));
+    axum::Router::new()
+        .merge(api)
+        .merge(assets::routes())
+        .route("/openapi.json", axum::routing::get(openapi::document))
+        .fallback(|| async { error::ApiError::not_found("no such route; /openapi.json lists the API") })
+        .layer(from_fn_with_state(server.clone(), auth::rate_limit))
+        .layer(from_fn_with_state(server.clone(), auth::same_origin))
+        .with_state(server)
+}

@@ -1,0 +1,70 @@
+//! `/api/interactions`: the calls waiting for a person or the client (approvals,
+//! questions, confirmations, choices, client executions, display effects), and answering
+//! one. This module is the server's one use of
+//! the tool protocol's pending interactions (through the CLI's chat session, so the
+//! terminal and the page answer the same way).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::Json;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use trellis_builtins::dialog::Interaction;
+
+use super::chat::Accepted;
+use crate::cli::chat::Reply;
+use crate::serve::error::ApiError;
+use crate::serve::limits::Body;
+use crate::serve::Server;
+
+/// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"deny": "why"}`,
+/// `{"answer": "text"}` or `{"output": JSON}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// Let a call waiting for approval run.
+    Approve,
+    /// Refuse it, or decline to answer; the reason is told to the model.
+    Deny(String),
+    /// Answer a question (text), a confirmation (yes or no) or a choice (an option).
+    Answer(String),
+    /// The output of a client execution (checked against the tool's output schema, then
+    /// by its server phase), or the acknowledgement of a display effect.
+    Output(serde_json::Value),
+}
+
+/// `GET /api/interactions`.
+pub async fn list(State(server): State<Server>) -> Json<Vec<Interaction>> {
+    Json(server.chat().interactions())
+}
+
+/// `POST /api/interactions/{call}/resolve`: answers the call; once none waits, the
+/// conversation goes on (202; follow it on `GET /api/chat/events`). A call that is not
+/// waiting is a conflict (409); an answer of the wrong shape is refused (422).
+pub async fn resolve(
+    State(server): State<Server>,
+    Path(call): Path<String>,
+    Body(answer): Body<Resolution>,
+) -> Result<impl IntoResponse, ApiError> {
+    let waiting = server.chat().interactions();
+    if !waiting.iter().any(|i| i.call_id == call) {
+        let ids: Vec<&str> = waiting.iter().map(|i| i.call_id.as_str()).collect();
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "call `{call}` is not waiting for an answer; waiting: {}",
+                if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+            ),
+        ));
+    }
+    let reply = match answer {
+        Resolution::Approve => Reply::Approve,
+        Resolution::Deny(reason) => Reply::Deny(reason),
+        Resolution::Answer(text) => Reply::Answer(text),
+        Resolution::Output(output) => Reply::Output(output),
+    };
+    let index =
+        server.chat().resolve(Some(&call), reply).await.map_err(|e| ApiError::unprocessable(format!("{e:#}")))?;
+    Ok((StatusCode::ACCEPTED, Json(Accepted { index })))
+}

@@ -1,0 +1,12 @@
+//! The API's handlers, one module per resource; [`super::api`] lists them.
+
+pub mod charms;
+pub mod chat;
+pub mod interactions;
+pub mod patterns;
+pub mod tokens;
+
+use axum::http::StatusCode;
+
+/// The status of a request that changed something and has nothing to answer.
+pub const DONE: StatusCode = StatusCode::NO_CONTENT;

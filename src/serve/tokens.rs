@@ -1,0 +1,242 @@
+//! Bearer tokens for the server's API, kept in the space (`trellis token new|list|revoke`).
+//!
+//! The space keeps only each token's SHA-256, so a copy of the space file (a backup, a
+//! synced folder) gives nobody access; the token itself is shown once, when it is made.
+//! The server looks tokens up in the space on every request, so one revoked while it runs
+//! stops working at once.
+
+use ring::digest;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use trellis_runner::{Cell, Link, Path, Runtime};
+
+/// The document of the space that holds the tokens' records.
+const TOKENS_DOC: &str = "trellis-serve-tokens";
+
+/// How a bearer token starts, so that people (and secret scanners) can tell one.
+const PREFIX: &str = "trellis_";
+
+/// The longest name a token may have.
+const MAX_NAME: usize = 100;
+
+/// A token as the space keeps it: never the token, only its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// A short id to name it by (`trellis token revoke ID`): the hash's first 12 hex digits.
+    pub id: String,
+    /// What it is for, as given to `token new`.
+    pub name: String,
+    /// The SHA-256 of the token, in hex.
+    pub sha256: String,
+    /// When it was made, in milliseconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+/// Why a token operation failed.
+#[derive(Debug)]
+pub enum TokenError {
+    /// The name is empty, too long, or holds control characters.
+    BadName(String),
+    /// No token has that id.
+    Unknown(String),
+    /// The system's random source failed.
+    Random,
+    /// The space failed.
+    Space(trellis_runner::Error),
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenError::BadName(why) => write!(f, "the token's name {why}"),
+            TokenError::Unknown(id) => write!(f, "no token has the id `{id}`; `trellis token list` shows them"),
+            TokenError::Random => f.write_str("the system's random source failed; try again"),
+            TokenError::Space(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for TokenError {}
+
+impl From<trellis_runner::Error> for TokenError {
+    fn from(e: trellis_runner::Error) -> Self {
+        TokenError::Space(e)
+    }
+}
+
+fn cell() -> Cell<Vec<TokenRecord>> {
+    Cell::from_link(Link::new(TOKENS_DOC, Path::root()))
+}
+
+/// The tokens' records (an empty list in a space that never had one).
+pub fn list(rt: &Runtime) -> Vec<TokenRecord> {
+    cell().get(rt).unwrap_or_default()
+}
+
+/// Makes a token named `name`: stores its hash and returns the record and the token,
+/// which is not kept anywhere else.
+pub fn create(rt: &Runtime, name: &str) -> Result<(TokenRecord, String), TokenError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(TokenError::BadName(format!(
+            "must be 1 to {MAX_NAME} characters without control characters (it was {} long)",
+            name.chars().count()
+        )));
+    }
+    let token = format!("{PREFIX}{}", random_hex(32)?);
+    let sha256 = hash(&token);
+    let record = TokenRecord { id: sha256[..12].to_string(), name: name.to_string(), sha256, created_at: now_ms() };
+    rt.transact(|tx| {
+        let mut all = list_in(tx);
+        all.push(record.clone());
+        cell().set(tx, all)
+    })?;
+    Ok((record, token))
+}
+
+/// Revokes the token with id `id`; returns its record.
+pub fn revoke(rt: &Runtime, id: &str) -> Result<TokenRecord, TokenError> {
+    let all = list(rt);
+    let Some(at) = all.iter().position(|t| t.id == id) else { return Err(TokenError::Unknown(id.to_string())) };
+    let removed = all[at].clone();
+    rt.transact(|tx| {
+        let mut now = list_in(tx);
+        now.retain(|t| t.id != id);
+        cell().set(tx, now)
+    })?;
+    Ok(removed)
+}
+
+fn list_in(tx: &trellis_runner::Tx) -> Vec<TokenRecord> {
+    cell().get(tx).unwrap_or_default()
+}
+
+/// The record of `token`, if it is a token of this space that was not revoked.
+pub fn verify(rt: &Runtime, token: &str) -> Option<TokenRecord> {
+    if !token.starts_with(PREFIX) {
+        return None;
+    }
+    let sha256 = hash(token);
+    list(rt).into_iter().find(|t| t.sha256 == sha256)
+}
+
+/// The SHA-256 of `text`, in hex.
+pub fn hash(text: &str) -> String {
+    hex(digest::digest(&digest::SHA256, text.as_bytes()).as_ref())
+}
+
+/// `bytes` random bytes from the system's source, in hex.
+pub fn random_hex(bytes: usize) -> Result<String, TokenError> {
+    let mut buffer = vec![0u8; bytes];
+    SystemRandom::new().fill(&mut buffer).map_err(|_| TokenError::Random)?;
+    Ok(hex(&buffer))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `trellis token ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Make a bearer token for the API; it is shown once.
+    New {
+        /// What it is for (shown by `token list`).
+        #[arg(long, default_value = "api")]
+        name: String,
+    },
+    /// List the tokens: id, name, when made (never the tokens themselves).
+    List,
+    /// Revoke a token by its id.
+    Revoke {
+        /// The id `token list` shows.
+        id: String,
+    },
+}
+
+/// A token as listed: never the token, nor its hash.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TokenInfo {
+    /// Its id (`trellis token revoke ID`).
+    pub id: String,
+    /// What it is for.
+    pub name: String,
+    /// When it was made, in milliseconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+impl From<TokenRecord> for TokenInfo {
+    fn from(record: TokenRecord) -> Self {
+        TokenInfo { id: record.id, name: record.name, created_at: record.created_at }
+    }
+}
+
+/// A token just made: the only time the token itself is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NewToken {
+    /// Its id.
+    pub id: String,
+    /// What it is for.
+    pub name: String,
+    /// The token, for `Authorization: Bearer TOKEN`.
+    pub token: String,
+}
+
+/// Makes a token named `name` (see [`create`]), as shown once.
+pub fn make(rt: &Runtime, name: &str) -> Result<NewToken, TokenError> {
+    let (record, token) = create(rt, name)?;
+    Ok(NewToken { id: record.id, name: record.name, token })
+}
+
+/// Runs a `trellis token` command on the space.
+pub fn run(rt: &Runtime, command: TokenCommand, format: crate::cli::Format) -> anyhow::Result<()> {
+    let shown = |e: TokenError| anyhow::anyhow!("{}", crate::cli::terminal::safe_line(&e.to_string()));
+    match command {
+        TokenCommand::New { name } => print_new(&make(rt, &name).map_err(shown)?, format),
+        TokenCommand::List => print_list(&list(rt).into_iter().map(TokenInfo::from).collect::<Vec<_>>(), format),
+        TokenCommand::Revoke { id } => print_revoked(&revoke(rt, &id).map_err(shown)?.into(), format),
+    }
+    Ok(())
+}
+
+/// Prints a token just made (`token new`).
+pub fn print_new(new: &NewToken, format: crate::cli::Format) {
+    let json = serde_json::to_value(new).unwrap_or_default();
+    crate::cli::output::print(format, &json, || {
+        format!(
+            "{}\n(token {} named {}: send it as `Authorization: Bearer TOKEN`; it is not shown again)",
+            new.token,
+            new.id,
+            crate::cli::terminal::safe_line(&new.name)
+        )
+    });
+}
+
+/// Prints the tokens (`token list`).
+pub fn print_list(all: &[TokenInfo], format: crate::cli::Format) {
+    let json = serde_json::to_value(all).unwrap_or_default();
+    crate::cli::output::print(format, &json, || {
+        if all.is_empty() {
+            return "no tokens; `trellis token new` makes one".into();
+        }
+        let row = |t: &TokenInfo| format!("{}  {}", t.id, crate::cli::terminal::safe_line(&t.name));
+        all.iter().map(row).collect::<Vec<_>>().join("\n")
+    });
+}
+
+/// Prints a revoked token (`token revoke`).
+pub fn print_revoked(info: &TokenInfo, format: crate::cli::Format) {
+    crate::cli::output::print(format, &serde_json::json!({"id": info.id, "revoked": true}), || {
+        format!("revoked token {} ({})", info.id, crate::cli::terminal::safe_line(&info.name))
+    });
+}

@@ -1,0 +1,306 @@
+//! `trellis serve`'s API over loopback, as clients use it: each route with a bearer
+//! token, the one-time sign-in link and its cookie, refusals without a token and from
+//! other origins, and the limits (413, 422, 429).
+
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
+mod common;
+#[path = "common/server.rs"]
+mod server;
+
+use serde_json::{json, Value};
+use server::Served;
+
+/// A bearer token made with `trellis token new` before the server starts.
+fn new_token(space: &std::path::Path) -> String {
+    let out = common::trellis(space).args(["--json", "token", "new", "--name", "tests"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["token"].as_str().unwrap().to_string()
+}
+
+struct Client {
+    served: Served,
+    auth: String,
+}
+
+impl Client {
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> server::Response {
+        let body = body.map(|b| b.to_string());
+        self.served.request(method, path, &[&self.auth], body.as_deref())
+    }
+
+    fn ok(&self, method: &str, path: &str, body: Option<Value>, status: u16) -> Value {
+        let response = self.call(method, path, body);
+        assert_eq!(response.status, status, "{method} {path}: {}", response.body);
+        if response.body.is_empty() {
+            Value::Null
+        } else {
+            response.json()
+        }
+    }
+}
+
+fn client(space: &std::path::Path, extra: &[&str]) -> Client {
+    let token = new_token(space);
+    Client { served: Served::start(space, extra, &[]), auth: format!("Authorization: Bearer {token}") }
+}
+
+#[test]
+fn every_route_answers_a_bearer_token() {
+    let s = common::space();
+    let c = client(&s.path, &[]);
+    let patterns = c.ok("GET", "/api/patterns", None, 200);
+    assert!(patterns.as_array().unwrap().iter().any(|p| p["id"] == "counter"), "{patterns}");
+    let charms = c.ok("GET", "/api/charms", None, 200);
+    let names: Vec<&str> = charms.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"Counter") && names.contains(&"Notes"), "{names:?}");
+
+    let created = c.ok(
+        "POST",
+        "/api/charms",
+        Some(json!({"pattern": "counter", "name": "Steps", "argument": {"start": 3}})),
+        201,
+    );
+    assert_eq!(created["data"]["count"], 3);
+    let handlers: Vec<&String> = created["handlers"].as_object().unwrap().keys().collect();
+    assert_eq!(handlers, ["decrement", "increment", "reset"]);
+    assert!(created["handlers"]["increment"]["properties"]["amount"].is_object(), "each with its event's schema");
+    assert_eq!(c.ok("GET", "/api/charms/Steps", None, 200)["id"], created["id"]);
+    assert_eq!(c.ok("PATCH", "/api/charms/Steps", Some(json!({"name": "Walks"})), 200)["name"], "Walks");
+    let sent = c.ok("POST", "/api/charms/Walks/handlers/increment", Some(json!({"amount": 2})), 200);
+    assert!(sent["summary"].as_str().unwrap().contains("count: 3 → 5"), "{sent}");
+    assert_eq!(sent["result"]["count"], 5);
+    // Validated as a model's call is; an unknown handler or charm is not found.
+    let refused = c.call("POST", "/api/charms/Walks/handlers/increment", Some(json!({"amount": "two"})));
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.json()["error"].as_str().unwrap().contains("amount"), "{}", refused.body);
+    let missing = c.call("POST", "/api/charms/Walks/handlers/nope", Some(json!({})));
+    assert_eq!(missing.status, 404);
+    assert!(missing.json()["error"].as_str().unwrap().contains("increment"), "names the handlers: {}", missing.body);
+    assert_eq!(c.call("GET", "/api/charms/Nobody", None).status, 404);
+    let tools = c.ok("GET", "/api/charms/Counter/tools", None, 200);
+    assert!(tools.as_array().unwrap().iter().any(|t| t["display"] == "Counter.increment"), "{tools}");
+
+    // A charm's changes, as events: its data now, then after a change.
+    let mut counter = c.served.events("/api/charms/Counter/events", &[&c.auth]);
+    assert_eq!(counter.until("charm", |_| true)["data"]["count"], 0);
+    c.ok("POST", "/api/charms/Counter/handlers/increment", Some(json!({"amount": 7})), 200);
+    let seen = counter.until("charm", |d| d["data"]["count"] == 7);
+    assert_eq!(seen["data"]["label"], "Count: 7", "the derived label comes with the count, never behind it");
+
+    // The chat: a message with a mention, followed on the chat's events to its end.
+    let mut chat = c.served.events("/api/chat/events", &[&c.auth]);
+    let accepted = c.ok("POST", "/api/chat/messages", Some(json!({"text": "@Counter add 5"})), 202);
+    assert_eq!(accepted["index"], 0);
+    // The panel's value comes first: a batch of events sends the charms before the chat.
+    chat.until("charm", |d| d["name"] == "Counter" && d["data"]["count"] == 12);
+    let done = chat.until("chat", |s| !s["pending"].as_bool().unwrap() && s["messages"].as_array().unwrap().len() > 2);
+    let text = done["messages"].to_string();
+    assert!(text.contains("Counter_increment") && text.contains("count: 7 → 12"), "{text}");
+    assert!(done["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["display"] == "Counter.increment" && t["from"] == "Counter"));
+    assert_eq!(done["attachments"][0]["name"], "Counter");
+    assert_eq!(c.ok("GET", "/api/chat", None, 200)["messages"], done["messages"]);
+    let unknown = c.call("POST", "/api/chat/messages", Some(json!({"text": "@Nobody hi"})));
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+
+    // Attach and detach, the model, cancel.
+    c.ok("POST", "/api/chat/attachments", Some(json!({"charm": "Dice"})), 204);
+    chat.until("chat", |s| s["attachments"].as_array().unwrap().iter().any(|a| a["name"] == "Dice"));
+    c.ok("DELETE", "/api/chat/attachments/Dice", None, 204);
+    assert_eq!(c.call("DELETE", "/api/chat/attachments/Dice", None).status, 404);
+    assert_eq!(c.call("PUT", "/api/chat/model", Some(json!({"model": "nonsense"}))).status, 422);
+    c.ok("PUT", "/api/chat/model", Some(json!({"model": "offline"})), 204);
+    c.ok("POST", "/api/chat/cancel", None, 204);
+
+    // A call that needs approval waits; the answer lets it run, and only once.
+    c.ok("POST", "/api/charms/Notes/handlers/add", Some(json!({"title": "milk"})), 200);
+    c.ok("POST", "/api/chat/messages", Some(json!({"text": "@Notes delete note 1"})), 202);
+    let waiting = chat.until("chat", |s| !s["interactions"].as_array().unwrap().is_empty());
+    let call = waiting["interactions"][0]["call_id"].as_str().unwrap().to_string();
+    assert_eq!(waiting["interactions"][0]["tool"], "Notes.delete");
+    assert_eq!(c.ok("GET", "/api/interactions", None, 200), waiting["interactions"]);
+    let number = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!({"answer": 5})));
+    assert_eq!(number.status, 422, "an answer is text: {}", number.body);
+    c.ok("POST", &format!("/api/interactions/{call}/resolve"), Some(json!("approve")), 202);
+    chat.until("chat", |s| s["interactions"].as_array().unwrap().is_empty() && !s["pending"].as_bool().unwrap());
+    let again = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!("approve")));
+    assert_eq!(again.status, 409, "{}", again.body);
+    assert_eq!(c.ok("GET", "/api/charms/Notes", None, 200)["data"]["notes"], json!([]));
+}
+
+/// Every operation of the OpenAPI document, with its path parameters filled in.
+fn operations(served: &Served) -> Vec<(String, String)> {
+    let doc = served.request("GET", "/openapi.json", &[], None).json();
+    let mut all = Vec::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        let path = path.replace("{charm}", "Counter").replace("{handler}", "increment").replace("{call}", "x");
+        let path = path.replace("{name}", "Counter").replace("{id}", "x");
+        for method in methods.as_object().unwrap().keys() {
+            all.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    assert!(all.len() >= 20, "{all:?}");
+    all
+}
+
+#[test]
+fn without_a_token_or_from_another_origin_every_route_is_refused() {
+    let s = common::space();
+    let c = client(&s.path, &[]);
+    for (method, path) in operations(&c.served) {
+        let bare = c.served.request(&method, &path, &[], Some("{}"));
+        assert_eq!(bare.status, 401, "{method} {path} without a token: {}", bare.body);
+        assert!(bare.json()["error"].as_str().unwrap().contains("trellis token new"), "{}", bare.body);
+        let wrong = c.served.request(&method, &path, &["Authorization: Bearer trellis_0000"], Some("{}"));
+        assert_eq!(wrong.status, 401, "{method} {path} with a wrong token");
+        let evil = c.served.request(&method, &path, &[&c.auth, "Origin: http://evil.example"], Some("{}"));
+        assert_eq!(evil.status, 403, "{method} {path} from another origin: {}", evil.body);
+    }
+    // DNS rebinding: a page at another name that resolves here.
+    let rebound = c.served.request("GET", "/api/charms", &[&c.auth, "Host: evil.example"], None);
+    assert_eq!(rebound.status, 403);
+    let page = c.served.request("GET", "/", &["Host: evil.example"], None);
+    assert_eq!(page.status, 403, "the page too");
+    let cross = c.served.request("GET", "/api/charms", &[&c.auth, "Sec-Fetch-Site: cross-site"], None);
+    assert_eq!(cross.status, 403);
+    let own = format!("Origin: {}", c.served.base());
+    assert_eq!(c.served.request("GET", "/api/charms", &[&c.auth, &own], None).status, 200, "the page's own origin");
+}
+
+#[test]
+fn the_sign_in_link_works_once_and_gives_a_strict_http_only_cookie() {
+    let s = common::space();
+    let served = Served::start(&s.path, &[], &[]);
+    let path = served.sign_in.trim_start_matches(&served.base()).to_string();
+    let first = served.request("GET", &path, &[], None);
+    assert_eq!(first.status, 303, "{}", first.body);
+    assert_eq!(first.header("location"), Some("/"));
+    let cookie = first.header("set-cookie").unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let session = cookie.split(';').next().unwrap();
+    let listed = served.request("GET", "/api/charms", &[&format!("Cookie: {session}")], None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let second = served.request("GET", &path, &[], None);
+    assert_eq!(second.status, 401, "the link works once");
+    assert!(second.header("set-cookie").is_none());
+    let forged = served.request("GET", "/api/charms", &["Cookie: trellis_session=00"], None);
+    assert_eq!(forged.status, 401);
+    let page = served.request("GET", "/", &[], None);
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-security-policy").unwrap().contains("script-src 'self'"));
+}
+
+#[test]
+fn limits_are_answered_with_413_422_and_429() {
+    let s = common::space();
+    let c = client(&s.path, &["--rate-limit", "12"]);
+    let big = json!({"text": "x".repeat(70_000)});
+    let too_large = c.call("POST", "/api/chat/messages", Some(big));
+    assert_eq!(too_large.status, 413, "{}", too_large.body);
+    assert!(too_large.json()["error"].as_str().unwrap().contains("65536"), "{}", too_large.body);
+    let long = c.call("POST", "/api/chat/messages", Some(json!({"text": "y".repeat(16_001)})));
+    assert_eq!(long.status, 422, "{}", long.body);
+    assert!(long.json()["error"].as_str().unwrap().contains("16000"), "{}", long.body);
+    let not_json = c.served.request("POST", "/api/chat/messages", &[&c.auth], Some("{nope"));
+    assert_eq!(not_json.status, 400, "{}", not_json.body);
+    let wrong_shape = c.call("POST", "/api/chat/messages", Some(json!({"words": 1})));
+    assert_eq!(wrong_shape.status, 422, "{}", wrong_shape.body);
+    // Four requests so far; the rest of the minute's twelve, then the refusal.
+    for _ in 0..8 {
+        assert_eq!(c.call("GET", "/api/patterns", None).status, 200);
+    }
+    let refused = c.call("GET", "/api/patterns", None);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.json()["error"].as_str().unwrap().contains("--rate-limit"), "{}", refused.body);
+    assert!(refused.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+}
+
+#[test]
+fn binding_beyond_loopback_needs_allow_remote_and_says_why() {
+    let s = common::space();
+    let out = common::trellis(&s.path).args(["serve", "--addr", "0.0.0.0:0"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
+}
+
+#[test]
+fn tokens_are_listed_and_revoked_and_the_space_keeps_only_their_hashes() {
+    let s = common::space();
+    let token = new_token(&s.path);
+    let list = common::trellis(&s.path).args(["--json", "token", "list"]).output().unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list[0]["name"], "tests");
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    assert!(list[0].get("token").is_none() && !list.to_string().contains(&token));
+    let file = std::fs::read(&s.path).unwrap();
+    assert!(!String::from_utf8_lossy(&file).contains(&token), "the token itself is not in the space");
+
+    let served = Served::start(&s.path, &[], &[]);
+    let auth = format!("Authorization: Bearer {token}");
+    assert_eq!(served.request("GET", "/api/charms", &[&auth], None).status, 200);
+    drop(served);
+    let revoked = common::trellis(&s.path).args(["token", "revoke", &id]).output().unwrap();
+    assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    let served = Served::start(&s.path, &[], &[]);
+    assert_eq!(served.request("GET", "/api/charms", &[&auth], None).status, 401, "a revoked token is refused");
+    drop(served);
+    let unknown = common::trellis(&s.path).args(["token", "revoke", "nope"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("token list"));
+}
+
+#[test]
+fn other_commands_on_the_space_talk_to_the_server_that_holds_it() {
+    let s = common::space();
+    let served = Served::start(&s.path, &[], &[]);
+    let run = |args: &[&str]| common::trellis(&s.path).args(args).output().unwrap();
+    let text = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let sent = run(&["charm", "send", "Counter", "increment", r#"{"amount": 2}"#]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(text(&sent).contains("count: 0 → 2"), "{}", text(&sent));
+    let got = run(&["charm", "get", "Counter"]);
+    assert!(text(&got).contains("count: 2") && text(&got).contains("increment: handler(amount)"), "{}", text(&got));
+    assert!(run(&["charm", "send", "Notes", "add", r#"{"title": "milk"}"#]).status.success());
+
+    // A turn that waits for approval ends with status 3, as on its own; resolve goes on.
+    let chat = run(&["chat", "-m", "@Notes delete note 1"]);
+    assert_eq!(chat.status.code(), Some(3), "{}", String::from_utf8_lossy(&chat.stderr));
+    assert!(text(&chat).contains("→ Notes.delete {\"id\":1}"), "{}", text(&chat));
+    let pending: Value = serde_json::from_slice(&run(&["--json", "pending"]).stdout).unwrap();
+    assert_eq!(pending[0]["tool"], "Notes.delete");
+    let resolved = run(&["resolve", "--approve"]);
+    assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
+    assert!(text(&resolved).contains("←"), "{}", text(&resolved));
+
+    // Tokens too: made, listed and revoked through the server, refused at once.
+    let made: Value = serde_json::from_slice(&run(&["--json", "token", "new", "--name", "beside"]).stdout).unwrap();
+    let beside = format!("Authorization: Bearer {}", made["token"].as_str().unwrap());
+    assert_eq!(served.request("GET", "/api/charms", &[&beside], None).status, 200);
+    let listed: Value = serde_json::from_slice(&run(&["--json", "token", "list"]).stdout).unwrap();
+    assert_eq!(listed[0]["name"], "beside");
+    assert!(run(&["token", "revoke", made["id"].as_str().unwrap()]).status.success());
+    assert_eq!(served.request("GET", "/api/charms", &[&beside], None).status, 401, "revoked while it runs");
+
+    // What needs the space itself says how to get it.
+    let demo = run(&["demo"]);
+    assert!(!demo.status.success());
+    assert!(String::from_utf8_lossy(&demo.stderr).contains("stop the server first"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let handoff = std::fs::metadata(format!("{}.serve", s.path.display())).unwrap();
+        assert_eq!(handoff.permissions().mode() & 0o777, 0o600, "the hand-off token is the owner's only");
+    }
+    // A server that is gone (killed: its hand-off file stays) leaves the space to the command.
+    drop(served);
+    let listed = run(&["charm", "list"]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let notes = run(&["--json", "charm", "get", "Notes"]);
+    assert_eq!(serde_json::from_slice::<Value>(&notes.stdout).unwrap()["notes"], json!([]));
+}

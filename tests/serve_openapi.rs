@@ -1,0 +1,62 @@
+//! `/openapi.json` checked by schemathesis (PyPI) against the running server: every
+//! operation with generated valid and invalid requests, every response against the
+//! document (statuses, content types, schemas), no server errors.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
+
+mod common;
+#[path = "common/python.rs"]
+mod python;
+#[path = "common/server.rs"]
+mod server;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The schemathesis release.
+const SCHEMATHESIS: &str = "schemathesis==4.32.5";
+
+/// How long the whole run may take.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+#[test]
+fn schemathesis_finds_the_api_true_to_its_openapi_document() {
+    let python = python::venv("schemathesis-venv", &[SCHEMATHESIS]);
+    let s = common::space();
+    // Schemathesis sends hundreds of requests: the rate limit is not what it checks.
+    let served = server::Served::start(&s.path, &["--rate-limit", "1000000"], &[]);
+    // A session, as the page has (see tests/openapi/schemathesis.toml).
+    let sign_in = served.request("GET", served.sign_in.trim_start_matches(&served.base()), &[], None);
+    let cookie = sign_in.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    let session = cookie.split_once('=').unwrap().1.to_string();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openapi/schemathesis.toml");
+    let schemathesis = python.with_file_name("schemathesis");
+    let child = Command::new(schemathesis)
+        .arg("--config-file")
+        .arg(config)
+        .args(["run", &format!("{}/openapi.json", served.base())])
+        .env("TRELLIS_SESSION", session)
+        // An event stream never ends: its operations are checked in tests/serve.rs.
+        .args(["--exclude-path-regex", "events$", "--max-examples", "20", "--workers", "1", "--no-color"])
+        .current_dir(env!("CARGO_TARGET_TMPDIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    let Ok(out) = finished.recv_timeout(DEADLINE) else {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        panic!("schemathesis took longer than {DEADLINE:?}");
+    };
+    let out = out.unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "schemathesis found failures:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(report.contains("passed"), "{report}");
+    // Its requests were signed in: the tokens it made through the API are there.
+    let tokens = served.request("GET", "/api/tokens", &[&format!("Cookie: {cookie}")], None).json();
+    assert!(!tokens.as_array().unwrap().is_empty(), "schemathesis made no token: its requests were refused\n{report}");
+}
