@@ -71,6 +71,45 @@ pub struct Stats {
     pub median_ns: f64,
     /// Number of samples recorded.
     pub samples: usize,
+    /// The 99th percentile, for scenarios whose tail matters (see [`Stats::of`]).
+    pub p99_ns: Option<f64>,
+    /// The most memory the scenario added, for scenarios that measure it (see
+    /// [`crate::memory`]).
+    pub peak_bytes: Option<u64>,
+    /// The target, for scenarios with no peer to compare with: for the median,
+    /// or for the 99th percentile (see [`Stats::with_p99_target`]).
+    pub target_ns: Option<f64>,
+    /// Whether [`Stats::target_ns`] is for the 99th percentile rather than the median.
+    pub target_is_p99: bool,
+}
+
+impl Stats {
+    /// Median and 99th percentile of `durations`.
+    pub fn of(durations: &mut [Duration]) -> Self {
+        let p99 = percentile_ns(durations, 0.99);
+        Stats { median_ns: median_ns(durations), samples: durations.len(), p99_ns: Some(p99), ..Stats::default() }
+    }
+
+    /// These stats with the memory the scenario added at its peak.
+    pub fn with_peak(self, bytes: u64) -> Self {
+        Stats { peak_bytes: Some(bytes), ..self }
+    }
+
+    /// These stats with the median's target.
+    pub fn with_target(self, target: Duration) -> Self {
+        Stats { target_ns: Some(target.as_nanos() as f64), target_is_p99: false, ..self }
+    }
+
+    /// These stats with a target for the 99th percentile.
+    pub fn with_p99_target(self, target: Duration) -> Self {
+        Stats { target_ns: Some(target.as_nanos() as f64), target_is_p99: true, ..self }
+    }
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { median_ns: 0.0, samples: 0, p99_ns: None, peak_bytes: None, target_ns: None, target_is_p99: false }
+    }
 }
 
 /// Runs `sample` per `budget`; each call returns the duration of its timed part, so a
@@ -86,7 +125,7 @@ pub fn measure(budget: Budget, mut sample: impl FnMut() -> Duration) -> Stats {
     {
         durations.push(sample());
     }
-    Stats { median_ns: median_ns(&mut durations), samples: durations.len() }
+    Stats { median_ns: median_ns(&mut durations), samples: durations.len(), ..Stats::default() }
 }
 
 /// Times `f`, returning its result and how long it took.
@@ -112,6 +151,17 @@ pub fn median_ns(durations: &mut [Duration]) -> f64 {
     }
 }
 
+/// The sample below which `fraction` of `durations` lie (nearest rank), in nanoseconds; 0
+/// for none.
+pub fn percentile_ns(durations: &mut [Duration], fraction: f64) -> f64 {
+    if durations.is_empty() {
+        return 0.0;
+    }
+    durations.sort_unstable();
+    let rank = ((durations.len() as f64) * fraction).ceil() as usize;
+    durations[rank.clamp(1, durations.len()) - 1].as_nanos() as f64
+}
+
 /// The result of one scenario on one system.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
@@ -130,6 +180,22 @@ pub struct Measurement {
     /// by this unit (singular, e.g. `"commit"`): the table then also shows
     /// `1e9 / median` operations per second. Not part of the JSON output.
     pub rate_unit: Option<&'static str>,
+    /// Tail, memory and target where the scenario measures them (see [`Stats`]).
+    pub extra: Extra,
+}
+
+/// What some scenarios report beside the median: in the JSON line when set, and on a
+/// line under the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Extra {
+    /// See [`Stats::p99_ns`].
+    pub p99_ns: Option<f64>,
+    /// See [`Stats::peak_bytes`].
+    pub peak_bytes: Option<u64>,
+    /// See [`Stats::target_ns`].
+    pub target_ns: Option<f64>,
+    /// See [`Stats::target_is_p99`].
+    pub target_is_p99: bool,
 }
 
 impl Measurement {
@@ -178,6 +244,12 @@ pub fn run_guarded(
         scenario: scenario.to_string(),
         system: system.to_string(),
         samples: outcome.as_ref().map_or(0, |s| s.samples),
+        extra: outcome.as_ref().map_or(Extra::default(), |s| Extra {
+            p99_ns: s.p99_ns,
+            peak_bytes: s.peak_bytes,
+            target_ns: s.target_ns,
+            target_is_p99: s.target_is_p99,
+        }),
         median_ns: outcome.map(|s| s.median_ns),
         rate_unit: None,
     }
@@ -214,12 +286,22 @@ struct JsonLine<'a> {
     median_ns: Option<u64>,
     ratio_vs_best_peer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    p99_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_ns: Option<u64>,
+    /// `"median"` or `"p99"`: what `target_ns` is for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_of: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
 }
 
 /// Writes one JSON object per measurement per line: `suite`, `scenario`, `system`,
 /// `median_ns`, `ratio_vs_best_peer` (relative to the fastest peer of that scenario;
-/// `null` when unknown), plus `error` for a failed measurement (whose median is `null`).
+/// `null` when unknown), plus `p99_ns`, `peak_bytes` and `target_ns` (with `target_of`:
+/// `median` or `p99`) where the scenario measures them, and `error` for a failed measurement (whose median is `null`).
 pub fn write_json(out: &mut impl Write, measurements: &[Measurement]) -> io::Result<()> {
     for (m, ratio) in measurements.iter().zip(ratios(measurements)) {
         let line = JsonLine {
@@ -228,6 +310,10 @@ pub fn write_json(out: &mut impl Write, measurements: &[Measurement]) -> io::Res
             system: &m.system,
             median_ns: m.median_ns.as_ref().ok().map(|ns| ns.round() as u64),
             ratio_vs_best_peer: ratio.map(|r| (r * 1000.0).round() / 1000.0),
+            p99_ns: m.extra.p99_ns.map(|ns| ns.round() as u64),
+            peak_bytes: m.extra.peak_bytes,
+            target_ns: m.extra.target_ns.map(|ns| ns.round() as u64),
+            target_of: m.extra.target_ns.map(|_| if m.extra.target_is_p99 { "p99" } else { "median" }),
             error: m.median_ns.as_ref().err().map(String::as_str),
         };
         let text = serde_json::to_string(&line).map_err(io::Error::other)?;
@@ -320,6 +406,7 @@ pub fn write_table(out: &mut impl Write, measurements: &[Measurement]) -> io::Re
             }
         }
         write_rates(out, &scenarios, &rows)?;
+        write_extras(out, &rows)?;
         writeln!(out)?;
     }
     Ok(())
@@ -342,6 +429,33 @@ fn write_rates(out: &mut impl Write, scenarios: &[&str], rows: &[(&Measurement, 
             .collect();
         if !rates.is_empty() {
             writeln!(out, "  {scenario:<width$}  {}", rates.join(" | "))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one line per measurement that has a tail, a memory peak or a target: `p99`,
+/// `peak` (MiB) and whether the median met the target.
+fn write_extras(out: &mut impl Write, rows: &[(&Measurement, Option<f64>)]) -> io::Result<()> {
+    for (m, _) in rows {
+        let Ok(median) = m.median_ns else { continue };
+        let mut parts = Vec::new();
+        if let Some(p99) = m.extra.p99_ns {
+            parts.push(format!("p99 {}", format_ns(p99)));
+        }
+        if let Some(bytes) = m.extra.peak_bytes {
+            parts.push(format!("peak {:.1} MiB", bytes as f64 / (1024.0 * 1024.0)));
+        }
+        if let Some(target) = m.extra.target_ns {
+            let (what, measured) = match (m.extra.target_is_p99, m.extra.p99_ns) {
+                (true, Some(p99)) => ("p99", p99),
+                _ => ("median", median),
+            };
+            let verdict = if measured <= target { "met" } else { "missed" };
+            parts.push(format!("target {what} ≤ {}: {verdict} ({:.2}x)", format_ns(target), measured / target));
+        }
+        if !parts.is_empty() {
+            writeln!(out, "  {} {}: {}", m.scenario, m.system, parts.join(", "))?;
         }
     }
     Ok(())
@@ -399,6 +513,7 @@ mod tests {
             median_ns: ns,
             samples: 1,
             rate_unit: None,
+            extra: Extra::default(),
         }
     }
 
@@ -466,6 +581,38 @@ mod tests {
                 .expect("valid JSON");
         let keys: Vec<&str> = line.as_object().expect("object").keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 5, "{keys:?}");
+    }
+
+    #[test]
+    fn extras_show_in_json_and_under_the_table() {
+        use serde_json::json;
+        let mut big = m("open", "trellis", Ok(300e6));
+        big.extra =
+            Extra { p99_ns: Some(400e6), peak_bytes: Some(3 << 20), target_ns: Some(200e6), target_is_p99: false };
+        let ms = vec![big, m("plain", "trellis", Ok(10.0))];
+        let mut table = Vec::new();
+        write_table(&mut table, &ms).expect("write to a Vec");
+        let text = String::from_utf8(table).expect("utf-8");
+        assert!(
+            text.contains("open trellis: p99 400.00 ms, peak 3.0 MiB, target median ≤ 200.00 ms: missed (1.50x)"),
+            "{text}"
+        );
+        assert!(!text.contains("plain trellis:"), "{text}");
+        let mut json = Vec::new();
+        write_json(&mut json, &ms).expect("write to a Vec");
+        let text = String::from_utf8(json).expect("utf-8");
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+        assert_eq!((lines[0]["p99_ns"].as_u64(), lines[0]["peak_bytes"].as_u64()), (Some(400_000_000), Some(3 << 20)));
+        assert_eq!((&lines[0]["target_ns"], &lines[0]["target_of"]), (&json!(200_000_000), &json!("median")));
+        assert!(lines[1].get("p99_ns").is_none());
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut samples: Vec<Duration> = (1..=200).map(Duration::from_nanos).collect();
+        assert_eq!(percentile_ns(&mut samples, 0.99), 198.0);
+        assert_eq!(percentile_ns(&mut [Duration::from_nanos(7)], 0.99), 7.0);
+        assert_eq!(percentile_ns(&mut [], 0.99), 0.0);
     }
 
     #[test]

@@ -8,10 +8,13 @@
 //! Suites are listed in [`SUITES`]; adding one is a new module exposing
 //! `pub const SUITE: harness::Suite` plus one line in that list.
 
+mod dialogs;
 mod harness;
+mod memory;
 mod peers;
 mod propagation;
 mod reactive;
+mod spaces;
 mod storage;
 mod tools;
 mod trellis_system;
@@ -22,7 +25,7 @@ use std::process::ExitCode;
 use harness::{Measurement, RunConfig, Suite};
 
 /// Every suite, in run order. Add new suites here (one line each).
-const SUITES: &[Suite] = &[propagation::SUITE, storage::SUITE, tools::SUITE];
+const SUITES: &[Suite] = &[propagation::SUITE, storage::SUITE, tools::SUITE, spaces::SUITE, dialogs::SUITE];
 
 /// Stack size of the thread running the suites: deep graphs (cellx5000) recurse deeply
 /// in some systems (futures-signals polls, sycamore's topological sort). The memory is

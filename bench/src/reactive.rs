@@ -43,43 +43,22 @@
 //! system from one thread.
 
 use std::fmt::Debug;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A row of numbers: the value type of the "mux" scenario (one node carrying many values).
 pub type Row = Arc<[i64]>;
 
-/// A value that can live in a node. Implemented for `i64` and [`Row`].
+/// A value that can live in a node: `i64` and [`Row`].
 ///
-/// The JSON conversions are there for systems that store values as JSON documents
-/// (Trellis cells); other adapters ignore them.
-#[allow(dead_code)] // the JSON conversions are for the Trellis adapter, not written yet
-pub trait Value: Clone + PartialEq + Debug + Send + Sync + 'static {
-    /// Converts the value to JSON.
-    fn to_json(&self) -> serde_json::Value;
-    /// Converts JSON back to the value; `None` if the JSON has the wrong shape.
-    fn from_json(json: &serde_json::Value) -> Option<Self>;
-}
+/// Serde is there for systems that store values as JSON documents (Trellis reads and
+/// writes them as a pattern's `Cell<T>` does); other adapters ignore it.
+pub trait Value: Clone + PartialEq + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {}
 
-impl Value for i64 {
-    fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::from(*self)
-    }
-
-    fn from_json(json: &serde_json::Value) -> Option<Self> {
-        json.as_i64()
-    }
-}
-
-impl Value for Row {
-    fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Array(self.iter().map(|v| serde_json::Value::from(*v)).collect())
-    }
-
-    fn from_json(json: &serde_json::Value) -> Option<Self> {
-        json.as_array()?.iter().map(serde_json::Value::as_i64).collect::<Option<Vec<i64>>>().map(Row::from)
-    }
-}
+impl<T: Clone + PartialEq + Debug + Send + Sync + Serialize + DeserializeOwned + 'static> Value for T {}
 
 /// The current values of a computed's declared dependencies, as seen by its function.
 ///

@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use trellis_builtins::catalog::{Catalog, CatalogCache};
-use trellis_builtins::dialog::{DialogHandle, LlmDialog};
+use trellis_builtins::dialog::{DialogHandle, LlmDialog, ModelResolver};
 use trellis_builtins::message::{Message, Role};
 use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
-use trellis_runner::{Pattern, Runtime};
+use trellis_runner::{Link, Pattern, Runtime};
 
 use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
 
@@ -77,7 +77,8 @@ fn wide_pattern() -> Pattern {
     })
 }
 
-fn counter_pattern() -> Pattern {
+/// A counter charm: `count`, a derived `label`, and an `increment` handler.
+pub(crate) fn counter_pattern() -> Pattern {
     /// Add to the count.
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Increment {
@@ -125,7 +126,8 @@ fn catalog_reuse(config: &RunConfig) -> Stats {
     })
 }
 
-fn tokio() -> tokio::runtime::Runtime {
+/// A single-threaded Tokio runtime to drive async calls from a benchmark.
+pub(crate) fn tokio() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tools: tokio runtime")
 }
 
@@ -180,32 +182,71 @@ fn dialog_round(config: &RunConfig) -> Stats {
     let rt = Runtime::in_memory();
     rt.register_pattern(counter_pattern());
     let model: Arc<dyn Model> = Arc::new(InstantModel);
-    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(model.clone())))));
-    let counter = rt.charms().create("counter", json!({})).expect("tools: create the counter");
-    rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
+    register_chat(&rt, Arc::new(move |_| Ok(model.clone())));
+    let chat = Chat::new(&rt, "instant");
+    let tokio = tokio();
+    harness::measure(config.budget(BUDGET), || chat.conversation(&tokio))
+}
+
+/// Registers the `llm_dialog` builtin with `models` and the `chat` pattern: a dialog whose
+/// argument is its tools, and a `clear` stream that starts a new conversation.
+pub(crate) fn register_chat(rt: &Runtime, models: ModelResolver) {
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(models)));
+    rt.register_pattern(Pattern::new("chat", |b, argument: serde_json::Value| {
         /// Start a new conversation.
         #[derive(serde::Deserialize, schemars::JsonSchema)]
         struct Clear {}
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "instant", "tools": tools}))?;
+        let inputs = json!({"messages": messages, "model": argument["model"], "tools": argument["tools"]});
+        b.builtin("dialog", "llm_dialog", inputs)?;
         b.handler("clear", move |tx, _: Clear| messages.set(tx, Vec::new()))?;
         Ok(())
     }));
-    let chat = rt
-        .charms()
-        .create("chat", json!({"c": {"charm": rt.charms().result(&counter).to_json()}}))
-        .expect("tools: create the chat");
-    let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
-    let tokio = tokio();
-    const ROUNDS_PER_SAY: u32 = 2;
-    let clear = rt.charms().result(&chat).child("clear");
-    harness::measure(config.budget(BUDGET), || {
-        // Each sample is a fresh conversation, so the cost does not grow with the samples.
-        tokio.block_on(rt.send(&clear, json!({}))).expect("tools: clear the conversation");
-        let ((), took) = harness::time(|| {
-            tokio.block_on(dialog.say("count", Duration::from_secs(5))).expect("tools: the dialog answered");
-        });
-        assert_eq!(dialog.messages().len(), 4, "tools: user, call, result, answer");
-        took / ROUNDS_PER_SAY
-    })
 }
+
+/// A chat charm whose dialog has one counter of its own as its tool.
+pub(crate) struct Chat {
+    rt: Runtime,
+    dialog: DialogHandle,
+    clear: Link,
+}
+
+impl Chat {
+    /// A new counter and a chat with it as its tool, asking `model`.
+    pub(crate) fn new(rt: &Runtime, model: &str) -> Self {
+        let counter = rt.charms().create("counter", json!({})).expect("bench: create the counter");
+        let tools = json!({"c": {"charm": rt.charms().result(&counter).to_json()}});
+        let chat = rt.charms().create("chat", json!({"model": model, "tools": tools})).expect("bench: create the chat");
+        let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+        Chat { rt: rt.clone(), dialog, clear: rt.charms().result(&chat).child("clear") }
+    }
+
+    /// Starts a new conversation (not timed), then says "count": the model calls the
+    /// counter, then answers. Returns the time per round (two rounds).
+    pub(crate) fn conversation(&self, tokio: &tokio::runtime::Runtime) -> Duration {
+        tokio.block_on(self.clear()).expect("bench: clear the conversation");
+        let (said, took) = harness::time(|| tokio.block_on(self.say()));
+        said.expect("bench: the dialog answered");
+        self.check();
+        took / ROUNDS_PER_SAY
+    }
+
+    /// Starts a new conversation.
+    pub(crate) async fn clear(&self) -> trellis_runner::Result<()> {
+        self.rt.send(&self.clear, json!({})).await.map(drop)
+    }
+
+    /// Says "count" and waits for the answer.
+    pub(crate) async fn say(&self) -> trellis_runner::Result<()> {
+        self.dialog.say("count", Duration::from_secs(30)).await
+    }
+
+    /// Panics unless the last conversation went as planned.
+    pub(crate) fn check(&self) {
+        assert!(self.dialog.error().is_none(), "bench: the dialog failed: {:?}", self.dialog.error());
+        assert_eq!(self.dialog.messages().len(), 4, "bench: user, call, result, answer");
+    }
+}
+
+/// Rounds in one [`Chat::conversation`]: the tool call, then the answer.
+pub(crate) const ROUNDS_PER_SAY: u32 = 2;

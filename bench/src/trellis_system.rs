@@ -19,7 +19,7 @@ use crate::reactive::{Inputs, ReactiveSystem, Value};
 /// A Trellis runtime on an in-memory space.
 pub struct Trellis {
     rt: Runtime,
-    pending: Vec<(Link, serde_json::Value)>,
+    pending: Vec<(Link, trellis_runner::Value)>,
 }
 
 /// Reads the inputs of a computation through its transaction (so they are tracked).
@@ -28,9 +28,15 @@ struct TxInputs<'a, 'tx> {
     deps: &'a [Link],
 }
 
+/// Reads a typed value as `Cell::get` does: straight from the stored value.
 fn read<T: Value>(r: &(impl Read + ?Sized), link: &Link) -> T {
-    let value = r.read(link).map(|v| v.to_json()).unwrap_or_default();
-    T::from_json(&value).unwrap_or_else(|| panic!("trellis: {link} holds {value}, not the expected type"))
+    let value = r.read(link).unwrap_or_else(|e| panic!("trellis: cannot read {link}: {e}"));
+    T::deserialize(&value).unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}"))
+}
+
+/// Stores a typed value as `Cell::set` does.
+fn stored<T: Value>(value: &T) -> trellis_runner::Value {
+    trellis_runner::Value::from_serialize(value).expect("trellis: a number or a row of numbers is JSON")
 }
 
 impl<A: Value> Inputs<A> for TxInputs<'_, '_> {
@@ -60,7 +66,7 @@ impl ReactiveSystem for Trellis {
     }
 
     fn signal<T: Value>(&mut self, initial: T) -> Link {
-        let cell: Cell<serde_json::Value> = self.rt.new_cell("s", initial.to_json()).expect("trellis: create a cell");
+        let cell: Cell<T> = self.rt.new_cell("s", initial).expect("trellis: create a cell");
         cell.link().clone()
     }
 
@@ -82,7 +88,7 @@ impl ReactiveSystem for Trellis {
             None,
             Arc::new(move |tx| {
                 let inputs = TxInputs { tx, deps: &deps };
-                Ok(trellis_runner::Value::from(f(&inputs).to_json()))
+                Ok(stored(&f(&inputs)))
             }),
         );
         output
@@ -109,7 +115,7 @@ impl ReactiveSystem for Trellis {
     }
 
     fn set<T: Value>(&mut self, signal: &Link, value: T) {
-        self.pending.push((signal.clone(), value.to_json()));
+        self.pending.push((signal.clone(), stored(&value)));
     }
 
     fn settle(&mut self) {
@@ -118,7 +124,7 @@ impl ReactiveSystem for Trellis {
             self.rt
                 .transact(|tx| {
                     for (link, value) in &writes {
-                        tx.write(link, trellis_runner::Value::from(value.clone()))?;
+                        tx.write(link, value.clone())?;
                     }
                     Ok(())
                 })

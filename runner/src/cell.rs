@@ -99,7 +99,7 @@ impl<T: Serialize + DeserializeOwned> Cell<T> {
     /// The current value.
     pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
         let value = self.get_value(r)?;
-        serde_json::from_value(value.to_json()).map_err(|source| Error::Shape { at: self.at.link.clone(), source })
+        T::deserialize(&value).map_err(|source| Error::Shape { at: self.at.link.clone(), source })
     }
 
     /// Replaces the value.

@@ -1,6 +1,8 @@
 //! A space: the documents of one user or workspace, in memory, backed by [`Storage`].
 //!
-//! Documents live in a `DashMap`; a commit validates a transaction's reads against the
+//! Documents live in a `DashMap`, loaded from storage the first time each is read
+//! (opening a space of any size reads nothing); once loaded a document stays, so the
+//! map's copy is always the latest and storage is never asked again. a commit validates a transaction's reads against the
 //! versions it saw, applies its writes atomically under the space's commit lock, and
 //! hands them to storage in commit order. Conflicts are detected per path: two
 //! transactions that touch different fields of one document both commit.
@@ -33,6 +35,8 @@ pub struct Seq(pub u64);
 
 struct Doc {
     value: Value,
+    /// 0 for a document that does not exist (yet): remembered once storage said so, so
+    /// that reading a missing document does not ask storage every time.
     version: Version,
     /// (version, paths written by the commit that created it), oldest first.
     recent: VecDeque<(Version, Arc<[Path]>)>,
@@ -64,6 +68,12 @@ pub struct Space {
     commits: AtomicU64,
     /// How many failed storage writes have been reported to a caller.
     reported_failures: AtomicU64,
+    /// Whether documents come from storage on first read (storage that keeps nothing
+    /// has nothing to load).
+    lazy: bool,
+    /// The first document storage failed to give: from then on commits are refused,
+    /// since a transaction may have worked on the missing value as if it were empty.
+    unreadable: parking_lot::Mutex<Option<(String, String)>>,
 }
 
 /// What one commit changed: the written paths of each document, and where it stands.
@@ -91,13 +101,9 @@ impl Space {
             .unwrap_or_else(|_| unreachable!("memory storage cannot fail to load"))
     }
 
-    /// A space backed by `storage`, loading what it holds.
+    /// A space backed by `storage`. Nothing is read yet: each document is loaded when
+    /// first read.
     pub fn with_storage(storage: Box<dyn Storage>) -> Result<Self, StorageError> {
-        let docs = DashMap::with_hasher(FxBuildHasher);
-        for stored in storage.load()? {
-            let doc = Doc { value: stored.value, version: Version(stored.version), recent: VecDeque::new() };
-            docs.insert(DocId::from(stored.id), doc);
-        }
         // Ids only need to be unique within this space: a per-process random prefix
         // (time + pid) plus a counter is enough and keeps ids short and sortable.
         let nanos = std::time::SystemTime::now()
@@ -107,13 +113,45 @@ impl Space {
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
         Ok(Space {
             reported_failures: AtomicU64::new(0),
-            docs,
+            docs: DashMap::with_hasher(FxBuildHasher),
             commit_lock: ReentrantMutex::new(()),
+            lazy: storage.keeps_writes(),
             storage,
             next_id: AtomicU64::new(0),
             id_prefix,
             commits: AtomicU64::new(0),
+            unreadable: parking_lot::Mutex::new(None),
         })
+    }
+
+    /// The document `id`, loaded from storage if this is its first read (a missing one
+    /// is remembered as version 0). `None` only if it is missing from memory-only
+    /// storage, or storage failed (recorded: see [`Space::unreadable`]).
+    fn doc(&self, id: &str) -> Option<dashmap::mapref::one::Ref<'_, DocId, Doc>> {
+        if let Some(doc) = self.docs.get(id) {
+            return Some(doc);
+        }
+        if !self.lazy {
+            return None;
+        }
+        let loaded = match self.storage.load_doc(id) {
+            Ok(Some(stored)) => Doc { value: stored.value, version: Version(stored.version), recent: VecDeque::new() },
+            Ok(None) => Doc { value: Value::Null, version: Version::default(), recent: VecDeque::new() },
+            Err(error) => {
+                tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
+                self.unreadable.lock().get_or_insert_with(|| (id.to_owned(), error.to_string()));
+                return None;
+            }
+        };
+        // Another thread may have loaded (or a commit created) it meanwhile: theirs wins,
+        // being at least as new as what storage had.
+        Some(self.docs.entry(DocId::from(id)).or_insert(loaded).downgrade())
+    }
+
+    /// The load failure that stops commits, if any.
+    fn unreadable(&self) -> Option<StorageError> {
+        let failed = self.unreadable.lock();
+        failed.as_ref().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.
@@ -124,7 +162,7 @@ impl Space {
 
     /// The current value and version of a document (`Null`, version 0 when absent).
     pub fn snapshot(&self, doc: &str) -> (Value, Version) {
-        match self.docs.get(doc) {
+        match self.doc(doc) {
             Some(d) => (d.value.clone(), d.version),
             None => (Value::Null, Version::default()),
         }
@@ -132,14 +170,27 @@ impl Space {
 
     /// Whether the document exists.
     pub fn contains(&self, doc: &str) -> bool {
-        self.docs.contains_key(doc)
+        self.doc(doc).is_some_and(|d| d.version > Version::default())
     }
 
-    /// Ids of all documents whose id starts with `prefix`.
+    /// Ids of all documents whose id starts with `prefix`, without loading them: those
+    /// in storage and those created since it was opened.
     pub fn doc_ids(&self, prefix: &str) -> Vec<DocId> {
-        let mut ids: Vec<DocId> =
-            self.docs.iter().filter(|e| e.key().starts_with(prefix)).map(|e| e.key().clone()).collect();
+        let stored = self.storage.doc_ids(prefix).unwrap_or_else(|error| {
+            // Listing is advisory (the caller reads what it finds); a failing file shows
+            // again, and stops commits, when a document is read.
+            tracing::error!(%error, "could not list the space's documents");
+            Vec::new()
+        });
+        let mut ids: Vec<DocId> = stored.into_iter().map(DocId::from).collect();
+        ids.extend(
+            self.docs
+                .iter()
+                .filter(|e| e.key().starts_with(prefix) && e.version > Version::default())
+                .map(|e| e.key().clone()),
+        );
         ids.sort();
+        ids.dedup();
         ids
     }
 
@@ -177,10 +228,13 @@ impl Space {
     /// Validates and applies one transaction's writes atomically.
     pub(crate) fn commit(&self, docs: Vec<(DocId, DocWrites)>) -> Result<Commit, Error> {
         let _guard = self.commit_lock.lock();
+        if let Some(error) = self.unreadable() {
+            return Err(error.into());
+        }
         // Validate everything before applying anything, so a conflict leaves no trace.
         let mut updated = Vec::with_capacity(docs.len());
         for (id, writes) in docs {
-            let (value, version) = match self.docs.get(&*id) {
+            let (value, version) = match self.doc(&id) {
                 Some(doc) if doc.version != writes.read_version => {
                     validate(&id, &writes, doc.version, &doc.recent)?;
                     let mut value = doc.value.clone();
@@ -256,7 +310,7 @@ fn validate(
 
 impl Read for Space {
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
-        self.docs.get(&**doc).and_then(|d| d.value.at(path.segments()).cloned()).unwrap_or(Value::Null)
+        self.doc(doc).and_then(|d| d.value.at(path.segments()).cloned()).unwrap_or(Value::Null)
     }
 
     fn note_read(&self, _link: &Link) {}
@@ -283,7 +337,11 @@ mod tests {
     }
 
     impl Storage for FlakyDisk {
-        fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+        fn load_doc(&self, _id: &str) -> Result<Option<StoredDoc>, StorageError> {
+            Ok(None)
+        }
+
+        fn doc_ids(&self, _prefix: &str) -> Result<Vec<String>, StorageError> {
             Ok(Vec::new())
         }
 

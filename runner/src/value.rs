@@ -8,6 +8,8 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use imbl::{OrdMap, Vector};
+use serde::de::value::{MapDeserializer, SeqDeserializer};
+use serde::de::{IntoDeserializer, Visitor};
 use serde::{Serialize, Serializer};
 
 /// A persistent JSON value.
@@ -270,6 +272,73 @@ impl<'de> serde::Deserialize<'de> for Value {
     }
 }
 
+/// Reading a Rust type straight out of a value (`T::deserialize(&value)`), as
+/// `serde_json::from_value` would from its JSON, without building that JSON first: a
+/// cell's typed read costs a walk of what the type reads, not a copy of the whole value.
+impl<'de> serde::Deserializer<'de> for &'de Value {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(b) => visitor.visit_bool(*b),
+            Value::Number(n) => n.deserialize_any(visitor),
+            Value::String(s) => visitor.visit_borrowed_str(s),
+            Value::Array(items) => {
+                let mut seq = SeqDeserializer::new(items.iter());
+                let value = visitor.visit_seq(&mut seq)?;
+                seq.end()?;
+                Ok(value)
+            }
+            Value::Object(map) => {
+                let mut entries = MapDeserializer::new(map.iter().map(|(k, v)| (&**k, v)));
+                let value = visitor.visit_map(&mut entries)?;
+                entries.end()?;
+                Ok(value)
+            }
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    /// Enums are read as serde_json reads them (externally tagged: a string, or an object
+    /// of one key), from the JSON of this value: they are rare in cells and small.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.to_json().deserialize_enum(name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+impl<'de> IntoDeserializer<'de, serde_json::Error> for &'de Value {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
 impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
@@ -338,5 +407,80 @@ mod tests {
         assert!(Path::new(["a", "b"]).overlaps(&a));
         assert!(Path::root().overlaps(&a));
         assert!(!a.overlaps(&Path::new(["b"])));
+    }
+}
+
+#[cfg(test)]
+mod deserialize_tests {
+    use std::collections::BTreeMap;
+
+    use serde::de::DeserializeOwned;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::Value;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Item {
+        name: String,
+        #[serde(default)]
+        done: bool,
+        tags: Option<Vec<String>>,
+        size: Size,
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Size {
+        Small,
+        Big { by: u64 },
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Wrapped(i64);
+
+    /// Reads `json` both ways: straight from the value, and through serde_json.
+    fn both<T: DeserializeOwned + PartialEq + std::fmt::Debug>(json: serde_json::Value) -> Result<T, String> {
+        let value = Value::from(json.clone());
+        let direct = T::deserialize(&value).map_err(|e| e.to_string());
+        let through_json = serde_json::from_value::<T>(json).map_err(|e| e.to_string());
+        assert_eq!(direct.is_ok(), through_json.is_ok(), "{direct:?} vs {through_json:?}");
+        if let (Ok(a), Ok(b)) = (&direct, &through_json) {
+            assert_eq!(a, b);
+        }
+        direct
+    }
+
+    #[test]
+    fn reading_a_type_from_a_value_agrees_with_serde_json() {
+        let item = json!({"name": "milk", "tags": ["a", "b"], "size": {"big": {"by": 3}}});
+        assert_eq!(both::<Item>(item).unwrap().size, Size::Big { by: 3 });
+        assert_eq!(both::<Item>(json!({"name": "x", "tags": null, "size": "small"})).unwrap().tags, None);
+        assert_eq!(both::<Wrapped>(json!(-4)).unwrap(), Wrapped(-4));
+        assert_eq!(both::<u64>(json!(u64::MAX)).unwrap(), u64::MAX);
+        assert_eq!(both::<f64>(json!(1.5)).unwrap(), 1.5);
+        assert_eq!(both::<(i64, String)>(json!([1, "a"])).unwrap(), (1, "a".to_string()));
+        assert_eq!(both::<BTreeMap<String, Vec<i64>>>(json!({"a": [1], "b": []})).unwrap().len(), 2);
+        assert_eq!(both::<std::sync::Arc<[i64]>>(json!([1, 2, 3])).unwrap().len(), 3);
+        assert_eq!(both::<serde_json::Value>(item_with_everything()).unwrap(), item_with_everything());
+        both::<()>(json!(null)).unwrap();
+    }
+
+    fn item_with_everything() -> serde_json::Value {
+        json!({"n": null, "b": true, "i": -1, "f": 0.25, "s": "é", "a": [[], {}], "o": {"k": [1, {"x": "y"}]}})
+    }
+
+    #[test]
+    fn wrong_shapes_fail_as_with_serde_json() {
+        let unknown = both::<Item>(json!({"name": "x", "size": "small", "extra": 1})).unwrap_err();
+        assert!(unknown.contains("unknown field `extra`"), "{unknown}");
+        let missing = both::<Item>(json!({"size": "small"})).unwrap_err();
+        assert!(missing.contains("missing field `name`"), "{missing}");
+        let kind = both::<i64>(json!("seven")).unwrap_err();
+        assert!(kind.contains("invalid type: string \"seven\", expected i64"), "{kind}");
+        both::<(i64, i64)>(json!([1, 2, 3])).unwrap_err();
+        both::<u8>(json!(300)).unwrap_err();
+        both::<Size>(json!("medium")).unwrap_err();
     }
 }

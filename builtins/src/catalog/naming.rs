@@ -221,17 +221,29 @@ impl WireNames {
 /// The wire names of `(display name, identity key)` pairs, in their order (see
 /// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
 pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
-    let bases: Vec<String> = tools.iter().map(|(display, _)| sanitize(display)).collect();
-    let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(bases.len(), Default::default());
+    // Each display name is sanitised once: the charms of one pattern share their names.
+    let mut sanitized: Vec<String> = Vec::new();
+    let mut by_display: FastMap<&str, usize> = FastMap::default();
+    let base_of: Vec<usize> = tools
+        .iter()
+        .map(|(display, _)| {
+            *by_display.entry(display).or_insert_with(|| {
+                sanitized.push(sanitize(display));
+                sanitized.len() - 1
+            })
+        })
+        .collect();
+    let bases: Vec<&str> = base_of.iter().map(|&i| sanitized[i].as_str()).collect();
+    let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(sanitized.len(), Default::default());
     for base in &bases {
-        *base_counts.entry(base.as_str()).or_default() += 1;
+        *base_counts.entry(base).or_default() += 1;
     }
 
     // Plain names: unique bases that fit. They contain no `-`, so they can never clash
     // with suffixed names, and they are unique among themselves.
     let mut wires: Vec<Option<String>> = bases
         .iter()
-        .map(|base| (base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1)).then(|| base.clone()))
+        .map(|&base| (base.len() <= MAX_WIRE_LEN && base_counts.get(base) == Some(&1)).then(|| base.to_string()))
         .collect();
 
     // Suffixed names, allocated in an order that depends only on the entries themselves;
@@ -241,7 +253,7 @@ pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
     pending.sort_by(|&a, &b| (tools[a].1, tools[a].0).cmp(&(tools[b].1, tools[b].0)));
     let mut taken: FastSet<(&str, u64)> = FastSet::with_capacity_and_hasher(pending.len(), Default::default());
     for i in pending {
-        let cut = cut_base(&bases[i]);
+        let cut = cut_base(bases[i]);
         let suffix = (0u64..)
             .map(|salt| suffix_of(tools[i].1, salt))
             .find(|&suffix| taken.insert((cut, suffix)))

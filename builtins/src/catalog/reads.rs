@@ -8,7 +8,7 @@
 //! uses: a charm's result is seen as its field names and stream markers, never its data
 //! values, so a counter going up does not invalidate the catalog.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
@@ -156,8 +156,12 @@ fn handler_schema(rt: &Runtime, stream: &Link) -> Option<Option<Value>> {
 /// Whether `id` has a charm record. The record itself (with the charm's argument) is not
 /// decoded: a build asks this for every charm, and only whether it is one matters.
 fn is_charm(rt: &Runtime, id: &DocId) -> bool {
-    let record = rt.read_raw(&DocId::from(CHARMS_DOC), &Path::new([id.as_ref()]));
-    record.as_object().and_then(|r| r.get("pattern")).is_some_and(|p| p.as_str().is_some())
+    // The id is looked up in the records without building a path or a document id per
+    // question: a build asks this once per charm, a reuse check again every round.
+    static CHARMS: LazyLock<DocId> = LazyLock::new(|| DocId::from(CHARMS_DOC));
+    let records = rt.read_raw(&CHARMS, &Path::root());
+    let record = records.as_object().and_then(|all| all.get(id.as_ref())).and_then(Stored::as_object);
+    record.and_then(|r| r.get("pattern")).is_some_and(|p| p.as_str().is_some())
 }
 
 fn shape_of(result: &Stored) -> Shape {

@@ -7,7 +7,11 @@ use super::{Durable, Storage, StorageError, StoredDoc};
 pub struct MemoryStorage;
 
 impl Storage for MemoryStorage {
-    fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+    fn load_doc(&self, _id: &str) -> Result<Option<StoredDoc>, StorageError> {
+        Ok(None)
+    }
+
+    fn doc_ids(&self, _prefix: &str) -> Result<Vec<String>, StorageError> {
         Ok(Vec::new())
     }
 

@@ -1,7 +1,8 @@
 //! Where a space's documents live between processes.
 //!
-//! The space keeps every document in memory and hands each committed transaction to its
-//! [`Storage`] in commit order. Storage makes the writes durable, possibly batching
+//! The space loads a document from its [`Storage`] the first time it is read (opening a
+//! space reads nothing), keeps it in memory from then on, and hands each committed
+//! transaction to storage in commit order. Storage makes the writes durable, possibly batching
 //! several transactions into one durable write (group commit), and resolves each
 //! transaction's [`Durable`] ticket once its writes can no longer be lost.
 
@@ -89,6 +90,16 @@ pub enum StorageError {
         /// The space's file.
         path: String,
     },
+    /// A document could not be read from storage when it was first needed; the space
+    /// refuses every commit after that, so nothing is written on top of a value it could
+    /// not see.
+    #[error("document {id} could not be read from the space file ({reason}); the space refuses changes until it is reopened; check the file and restart")]
+    Unreadable {
+        /// The document id.
+        id: String,
+        /// Why it could not be read.
+        reason: String,
+    },
     /// Writes nobody waited for (derived values) failed earlier.
     #[error("{count} earlier write(s) of derived values did not reach storage; the space on disk is behind; check the disk (space, permissions) and restart")]
     LostWrites {
@@ -106,8 +117,22 @@ const DAMAGED: &str =
 
 /// A durable home for a space's documents.
 pub trait Storage: Send + Sync + 'static {
-    /// Reads every stored document (latest version of each).
-    fn load(&self) -> Result<Vec<StoredDoc>, StorageError>;
+    /// Reads one stored document (its latest version), `None` if it was never stored.
+    /// The space calls it the first time the document is read, and never again for it.
+    fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError>;
+
+    /// The ids of the stored documents whose id starts with `prefix`, sorted, without
+    /// reading the documents.
+    fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError>;
+
+    /// Reads every stored document (latest version of each), in id order.
+    fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+        let mut docs = Vec::new();
+        for id in self.doc_ids("")? {
+            docs.extend(self.load_doc(&id)?);
+        }
+        Ok(docs)
+    }
 
     /// Queues the writes of one committed transaction. Transactions become durable in
     /// the order they were submitted; the returned ticket resolves when these writes are.

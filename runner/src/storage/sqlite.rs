@@ -17,8 +17,9 @@
 //! * If a group fails, it is rolled back and each of its transactions is retried on its own,
 //!   so one bad transaction (for instance a version that does not fit in SQLite's signed
 //!   64-bit integer) fails only its own ticket. The writer keeps running afterwards.
-//! * [`Storage::load`] reads through a separate read connection; in WAL mode readers never
-//!   block the writer and see only committed data.
+//! * [`Storage::load_doc`] and [`Storage::doc_ids`] read through a separate read
+//!   connection; in WAL mode readers never block the writer and see only committed data.
+//!   Opening reads no document: the space loads each one when it is first read.
 //! * Dropping the storage closes the queue; the writer finishes everything already queued
 //!   and exits, and the drop waits for it, so a clean shutdown loses nothing.
 
@@ -30,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{decode, Durable, DurableSender, Storage, StorageError, StoredDoc, DAMAGED};
 
@@ -60,12 +61,16 @@ pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS documents (
 pub const UPSERT: &str = "INSERT INTO documents (id, version, value) VALUES (?1, ?2, ?3)
     ON CONFLICT(id) DO UPDATE SET version = excluded.version, value = excluded.value";
 
-const SELECT_ALL: &str = "SELECT id, version, value FROM documents ORDER BY id";
+const SELECT_ONE: &str = "SELECT version, value FROM documents WHERE id = ?1";
+
+/// Ids from `?1` on, in order: the caller stops at the first id without its prefix (a
+/// range scan of the primary key; `LIKE` and `GLOB` would need the prefix escaped).
+const SELECT_IDS_FROM: &str = "SELECT id FROM documents WHERE id >= ?1 ORDER BY id";
 
 /// Storage in a single SQLite file (WAL mode), with a background writer doing group commit.
 ///
-/// Cheap to share: [`Storage::submit`] only queues work, and [`Storage::load`] uses its own
-/// read connection. Dropping the storage waits until every queued transaction is written.
+/// Cheap to share: [`Storage::submit`] only queues work, and reads use their own read
+/// connection. Dropping the storage waits until every queued transaction is written.
 pub struct SqliteStorage {
     path: PathBuf,
     /// `None` only while dropping.
@@ -89,6 +94,9 @@ pub struct SqliteStats {
     /// SQLite transactions the writer committed; with group commit this is usually far
     /// fewer than `transactions_durable`.
     pub sqlite_commits: u64,
+    /// Documents read from the file (by [`Storage::load_doc`]): a space opened on a big
+    /// file reads only what is used.
+    pub documents_read: u64,
 }
 
 #[derive(Debug, Default)]
@@ -96,6 +104,7 @@ struct Counters {
     durable: AtomicU64,
     failed: AtomicU64,
     commits: AtomicU64,
+    read: AtomicU64,
 }
 
 /// One submitted transaction waiting for the writer.
@@ -166,6 +175,7 @@ impl SqliteStorage {
             transactions_durable: self.counters.durable.load(Ordering::Relaxed),
             transactions_failed: self.counters.failed.load(Ordering::Relaxed),
             sqlite_commits: self.counters.commits.load(Ordering::Relaxed),
+            documents_read: self.counters.read.load(Ordering::Relaxed),
         }
     }
 
@@ -175,25 +185,39 @@ impl SqliteStorage {
 }
 
 impl Storage for SqliteStorage {
-    fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+    fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
         let conn = self.reader.lock();
-        let mut stmt = conn.prepare_cached(SELECT_ALL).map_err(|e| self.sqlite_error(e))?;
-        let rows = stmt
-            .query_map([], |row| {
-                let version: i64 = row.get(1)?;
+        let mut stmt = conn.prepare_cached(SELECT_ONE).map_err(|e| self.sqlite_error(e))?;
+        let row = stmt
+            .query_row([id], |row| {
+                let version: i64 = row.get(0)?;
                 let version =
-                    u64::try_from(version).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(1, version))?;
-                Ok((row.get::<_, String>(0)?, version, row.get::<_, String>(2)?))
+                    u64::try_from(version).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, version))?;
+                Ok((version, row.get::<_, String>(1)?))
             })
+            .optional()
             .map_err(|e| self.sqlite_error(e))?;
+        drop(stmt);
+        drop(conn);
+        let Some((version, text)) = row else { return Ok(None) };
+        self.counters.read.fetch_add(1, Ordering::Relaxed);
+        let value = decode::parse_document(id, &text)?;
+        Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
+    }
 
-        let mut docs = Vec::new();
-        for row in rows {
-            let (id, version, text) = row.map_err(|e| self.sqlite_error(e))?;
-            let value = decode::parse_document(&id, &text)?;
-            docs.push(StoredDoc { id, version, value });
+    fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        let conn = self.reader.lock();
+        let mut stmt = conn.prepare_cached(SELECT_IDS_FROM).map_err(|e| self.sqlite_error(e))?;
+        let mut rows = stmt.query([prefix]).map_err(|e| self.sqlite_error(e))?;
+        let mut ids = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.sqlite_error(e))? {
+            let id: String = row.get(0).map_err(|e| self.sqlite_error(e))?;
+            if !id.starts_with(prefix) {
+                break;
+            }
+            ids.push(id);
         }
-        Ok(docs)
+        Ok(ids)
     }
 
     fn submit(&self, writes: Vec<StoredDoc>) -> Durable {

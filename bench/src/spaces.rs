@@ -1,0 +1,160 @@
+//! The `spaces` suite: a large space (issue targets in brackets).
+//!
+//! The benchmark writes a SQLite space of 100,000 counter charms itself: one charm is
+//! made by the runtime, and its documents are copied under 100,000 ids (and their records
+//! into the `charms` document), so the file is exactly what the runtime would write.
+//!
+//! * `open-100k`: open the space (documents load when first read, so this reads none).
+//! * `open+get-100k`: open it and answer `charm get` of one charm (≤ 200 ms, ≤ 200 MiB
+//!   added at the peak; the peak is printed beside the time).
+//! * `tool-call-1` / `tool-call-100k`: one tool call (validate, handler, commit, durable,
+//!   result) on a charm of a one-charm space and of the big space (≤ 2x the one-charm
+//!   figure); the warm-up's first call starts the charm from its record.
+//!
+//! Trellis only: no peer has charms, so each scenario states its target.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::params;
+use serde_json::json;
+use trellis_builtins::catalog::Catalog;
+use trellis_runner::storage::{CREATE_TABLE, UPSERT};
+use trellis_runner::{DocId, Runtime};
+
+use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
+use crate::memory;
+use crate::tools::{counter_pattern, tokio};
+
+/// The suite entry for `main.rs`.
+pub const SUITE: Suite = Suite {
+    name: "spaces",
+    description: "a space of 100,000 charms: open, first charm get (with memory), a tool call",
+    run,
+};
+
+/// Charms in the big space.
+const CHARMS: usize = 100_000;
+
+/// Opening is slow enough that a few samples say enough.
+const OPEN_BUDGET: Budget =
+    Budget { warmup: 1, min_samples: 5, max_samples: 30, max_time: Duration::from_millis(3000) };
+const CALL_BUDGET: Budget =
+    Budget { warmup: 20, min_samples: 50, max_samples: 3000, max_time: Duration::from_millis(2000) };
+
+fn run(config: &RunConfig) -> Vec<Measurement> {
+    let dir = tempfile::tempdir().expect("spaces: a temporary directory");
+    let small = dir.path().join("small.sqlite");
+    let big = dir.path().join("big.sqlite");
+    let (small_id, big_ids) = write_spaces(&small, &big);
+    let one = big_ids[CHARMS / 2].clone();
+
+    let guarded = |name: &str, f: &dyn Fn() -> Stats| harness::run_guarded(config, SUITE.name, name, "trellis", f);
+    let mut out = vec![
+        guarded("open-100k", &|| open(config, &big)),
+        guarded("open+get-100k", &|| open_and_get(config, &big, &one)),
+    ];
+    let small_call = guarded("tool-call-1", &|| tool_call(config, &small, &small_id));
+    let target = small_call.median_ns.as_ref().ok().map(|ns| Duration::from_nanos(2 * *ns as u64));
+    out.push(small_call);
+    out.push(guarded("tool-call-100k", &|| {
+        let stats = tool_call(config, &big, &big_ids[CHARMS / 3]);
+        match target {
+            Some(target) => stats.with_target(target),
+            None => stats,
+        }
+    }));
+    out
+}
+
+/// Writes a one-charm space at `small` with the runtime, and the big space at `big` by
+/// copying that charm's documents; returns the small charm's id and the big space's ids.
+fn write_spaces(small: &Path, big: &Path) -> (String, Vec<String>) {
+    let template = {
+        let rt = Runtime::open(small).expect("spaces: open the small space");
+        rt.register_pattern(counter_pattern());
+        rt.charms().create("counter", json!({})).expect("spaces: create the template charm").to_string()
+    };
+    let source = rusqlite::Connection::open(small).expect("spaces: read the small space");
+    let mut stmt = source.prepare("SELECT id, version, value FROM documents").expect("spaces: query");
+    let rows: Vec<(String, i64, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .and_then(Iterator::collect)
+        .expect("spaces: the small space's documents");
+
+    let mut target = rusqlite::Connection::open(big).expect("spaces: create the big space");
+    target.execute_batch(CREATE_TABLE).expect("spaces: create the table");
+    let tx = target.transaction().expect("spaces: begin");
+    let ids: Vec<String> = (0..CHARMS).map(|n| format!("charm-big{n:06}")).collect();
+    {
+        let mut upsert = tx.prepare(UPSERT).expect("spaces: prepare");
+        for (id, version, value) in &rows {
+            if id == "charms" {
+                let records: serde_json::Value = serde_json::from_str(value).expect("spaces: the charms document");
+                let record = &records[&template];
+                let all: serde_json::Map<String, serde_json::Value> =
+                    ids.iter().map(|id| (id.clone(), record.clone())).collect();
+                let text = serde_json::Value::Object(all).to_string();
+                upsert.execute(params![id, version, text]).expect("spaces: write the records");
+            } else if id.contains(&template) {
+                // The charm's documents (its own and any named after it), under each new id.
+                for new in &ids {
+                    let copy = (id.replace(&template, new), value.replace(&template, new));
+                    upsert.execute(params![copy.0, version, copy.1]).expect("spaces: write a charm");
+                }
+            } else {
+                upsert.execute(params![id, version, value]).expect("spaces: copy a document");
+            }
+        }
+    }
+    tx.commit().expect("spaces: commit the big space");
+    (template, ids)
+}
+
+fn open_runtime(path: &Path) -> Runtime {
+    let rt = Runtime::open(path).expect("spaces: open the space");
+    rt.register_pattern(counter_pattern());
+    rt
+}
+
+fn open(config: &RunConfig, path: &Path) -> Stats {
+    harness::measure(config.budget(OPEN_BUDGET), || {
+        let (rt, took) = harness::time(|| open_runtime(path));
+        drop(rt);
+        took
+    })
+}
+
+fn open_and_get(config: &RunConfig, path: &Path, id: &str) -> Stats {
+    let (stats, peak) = memory::peak_during(|| {
+        harness::measure(config.budget(OPEN_BUDGET), || {
+            let ((rt, got), took) = harness::time(|| {
+                let rt = open_runtime(path);
+                let got = rt.charms().get(id).expect("spaces: charm get");
+                (rt, got)
+            });
+            assert_eq!(got["label"], "Count: 0", "spaces: the charm as written");
+            drop(rt);
+            took
+        })
+    });
+    let stats = stats.with_target(Duration::from_millis(200));
+    match peak {
+        Some(bytes) => stats.with_peak(bytes),
+        None => stats,
+    }
+}
+
+fn tool_call(config: &RunConfig, path: &Path, id: &str) -> Stats {
+    let rt = open_runtime(path);
+    let link = rt.charms().result(&DocId::from(id));
+    let catalog = Catalog::build(&rt, &json!({"c": {"charm": link.to_json()}}));
+    let tokio = tokio();
+    let timeout = Duration::from_secs(5);
+    harness::measure(config.budget(CALL_BUDGET), || {
+        let (invocation, took) =
+            harness::time(|| tokio.block_on(catalog.invoke(&rt, "Counter_increment", json!({"amount": 1}), timeout)));
+        assert!(!invocation.is_error(), "spaces: the call failed: {:?}", invocation.output);
+        took
+    })
+}
