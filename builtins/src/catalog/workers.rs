@@ -45,14 +45,22 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(Pool::default)
 }
 
-/// Runs `job` on a worker thread; [`result`] waits for what it returns.
+/// Runs `job` on a worker thread, inside the caller's tokio runtime (if any); [`result`]
+/// waits for what it returns.
+///
+/// The runtime matters because whoever commits runs the engine's queue: a handler run
+/// here may run another caller's queued handler, such as a dialog's `add_message`, whose
+/// request starts as a tokio task.
 pub(super) fn run<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> oneshot::Receiver<T> {
     let (tx, rx) = oneshot::channel();
     let shared = pool();
+    let runtime = tokio::runtime::Handle::try_current().ok();
     {
         let mut jobs = shared.jobs.lock();
         jobs.push_back(Box::new(move |pool: &Pool| {
+            let entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
             let value = job();
+            drop(entered);
             // Idle before answering: the caller's next job, submitted as soon as this
             // answer arrives, must find this worker rather than start another.
             pool.idle();
@@ -154,6 +162,12 @@ mod tests {
     use super::*;
 
     /// A job whose worker is stuck never waits behind it: the next job gets a thread.
+    #[tokio::test]
+    async fn a_job_runs_inside_the_callers_tokio_runtime() {
+        let inside = run(|| tokio::runtime::Handle::try_current().is_ok());
+        assert_eq!(result(inside).await, Some(true), "a handler may start tokio tasks (a dialog's request)");
+    }
+
     #[tokio::test]
     async fn a_hung_job_does_not_hold_up_the_next() {
         let (release, stuck) = mpsc::channel::<()>();
