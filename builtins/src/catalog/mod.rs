@@ -75,7 +75,7 @@ use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
 pub use cache::CatalogCache;
-pub use entries::{HUMAN_INPUT_ENTRY, TOOL_ENTRY};
+pub use entries::{CLIENT_ENTRY, HUMAN_INPUT_ENTRY, TOOL_ENTRY};
 pub use invoke::{Approved, Invocation, Step, Waiting};
 
 /// Appended to the description of a tool whose handler declares no event schema.

@@ -45,11 +45,13 @@ pub enum ChatbotStream {
     SetToolChoice,
     /// [`Resolve`]: a person's answer to a call waiting for approval.
     Resolve,
+    /// [`SetClientTools`](super::SetClientTools): the tools the client executes itself.
+    SetClientTools,
 }
 
 impl ChatbotStream {
     /// Every stream of the contract.
-    pub const ALL: [ChatbotStream; 8] = [
+    pub const ALL: [ChatbotStream; 9] = [
         ChatbotStream::AddMessage,
         ChatbotStream::CancelGeneration,
         ChatbotStream::Attach,
@@ -58,6 +60,7 @@ impl ChatbotStream {
         ChatbotStream::SetModel,
         ChatbotStream::SetToolChoice,
         ChatbotStream::Resolve,
+        ChatbotStream::SetClientTools,
     ];
 
     /// The key in the charm's result.
@@ -71,6 +74,7 @@ impl ChatbotStream {
             ChatbotStream::SetModel => "set_model",
             ChatbotStream::SetToolChoice => "set_tool_choice",
             ChatbotStream::Resolve => DialogOutput::Resolve.key(),
+            ChatbotStream::SetClientTools => "set_client_tools",
         }
     }
 }
@@ -311,6 +315,15 @@ impl Chatbot {
     /// Sets the tool choice: `auto`, `none`, `required` or a tool's display name.
     pub async fn set_tool_choice(&self, choice: &str) -> Result<(), ChatbotError> {
         self.send(ChatbotStream::SetToolChoice, json!({"tool_choice": choice})).await
+    }
+
+    /// Sets the tools the client executes itself: name → `{"description", "parameters"}`
+    /// (replacing the previous set; an empty map removes them).
+    pub async fn set_client_tools(
+        &self,
+        tools: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), ChatbotError> {
+        self.send(ChatbotStream::SetClientTools, json!({ "tools": tools })).await
     }
 
     /// The calls waiting for a person's answer.

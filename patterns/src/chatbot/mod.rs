@@ -13,10 +13,15 @@
 //! charm id, so two charms with the same name never overwrite each other; the tool
 //! catalog gives their tools distinct wire names.
 //!
-//! Outputs: `messages`, `attachments`, `tools`, `model`, `tool_choice`, the dialog's
-//! public outputs ([`DialogOutput::PUBLIC`]: `flattened_tools`, `pending`, `error`,
-//! `partial`, and the streams `add_message`, `cancel_generation`), and the streams
-//! `attach`, `detach`, `clear`, `set_model`, `set_tool_choice`.
+//! The client (a terminal with plugins installed, a page) may add **client tools**
+//! ([`SetClientTools`]): definitions only, offered to the model beside the others; a call
+//! to one waits for the client to execute it and resolve it with the output.
+//!
+//! Outputs: `messages`, `attachments`, `client_tools`, `tools`, `model`, `tool_choice`,
+//! the dialog's public outputs ([`DialogOutput::PUBLIC`]: `flattened_tools`, `pending`,
+//! `error`, `partial`, and the streams `add_message`, `cancel_generation`), and the
+//! streams `attach`, `detach`, `clear`, `set_model`, `set_tool_choice`,
+//! `set_client_tools`.
 
 mod handle;
 mod mention;
@@ -25,7 +30,7 @@ pub use handle::{Chatbot, ChatbotError, ChatbotField, ChatbotStream};
 pub use mention::{mentions, UnknownMention};
 
 use serde_json::json;
-use trellis_builtins::catalog::TOOL_ENTRY;
+use trellis_builtins::catalog::{CLIENT_ENTRY, TOOL_ENTRY};
 use trellis_builtins::dialog::{DialogInputs, DialogOutput, Interaction, LLM_DIALOG};
 use trellis_builtins::message::Message;
 use trellis_runner::prelude::*;
@@ -82,6 +87,16 @@ pub struct SetModel {
     pub model: String,
 }
 
+/// Set the client tools: tools the client executes itself (a terminal's plugins). The
+/// server only offers them; a call to one waits for the client's output.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct SetClientTools {
+    /// Tool name → `{"description", "parameters"}` (a JSON Schema of an object); replaces
+    /// the previous set. A name the chatbot's own tools use is left to them.
+    #[serde(default)]
+    pub tools: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Choose whether the model may, must or must not call tools.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetToolChoice {
@@ -126,6 +141,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     let model = b.state(ChatbotField::Model.key(), args.model.unwrap_or_else(|| "offline".into()))?;
     let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
     let tool_choice = b.state(ChatbotField::ToolChoice.key(), "auto".to_string())?;
+    let client_tools = b.state("client_tools", serde_json::Map::<String, serde_json::Value>::new())?;
     let mut static_tools = args.tools;
     // The model may always ask the user (`request_human_input`); the dialog waits for the
     // answer. A pattern that does not want it passes `"request_human_input": null`.
@@ -138,6 +154,9 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
             // handler's event schema, which says far more than the charm's name.
             let key = format!("@{}", attachment.charm.link().doc);
             tools.insert(key, json!({"charm": attachment.charm, "read": true}));
+        }
+        for (name, definition) in client_tools.get(tx)? {
+            tools.entry(name).or_insert_with(|| json!({ CLIENT_ENTRY: definition }));
         }
         Ok(tools)
     })?;
@@ -180,5 +199,6 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     })?;
     b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| model.set(tx, e.model))?;
     b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| tool_choice.set(tx, e.tool_choice))?;
+    b.handler(ChatbotStream::SetClientTools.key(), move |tx, e: SetClientTools| client_tools.set(tx, e.tools))?;
     Ok(())
 }

@@ -36,6 +36,7 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
         }
         all.extend(new);
         session.show_effects(&mut Headless { format }).await?;
+        all.extend(run_plugin_calls(&session, timeout, format).await?);
         if !session.waiting().is_empty() {
             break;
         }
@@ -66,12 +67,33 @@ pub async fn resolve(
     format: Format,
 ) -> anyhow::Result<()> {
     let before = session.resolve(call_id, reply).await?;
-    let new = session.follow_up(before, timeout).await?;
+    let mut new = session.follow_up(before, timeout).await?;
     if !format.json {
         super::output::emit(&transcript(session, &new));
     }
     session.show_effects(&mut Headless { format }).await?;
+    new.extend(run_plugin_calls(session, timeout, format).await?);
     finish(session, new, format)
+}
+
+/// Executes the waiting calls to plugins' tools one after another (each in its plugin's
+/// sandbox, see [`Session::run_plugin_call`]), following the conversation after each;
+/// the messages that followed.
+async fn run_plugin_calls(
+    session: &Session,
+    timeout: Duration,
+    format: Format,
+) -> anyhow::Result<Vec<trellis_builtins::message::Message>> {
+    let mut all = Vec::new();
+    while let Some(before) = session.run_plugin_call().await? {
+        let new = session.follow_up(before, timeout).await?;
+        if !format.json {
+            super::output::emit(&transcript(session, &new));
+        }
+        all.extend(new);
+        session.show_effects(&mut Headless { format }).await?;
+    }
+    Ok(all)
 }
 
 /// The client a command without a terminal is: it shows display effects (in text output)

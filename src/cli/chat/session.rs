@@ -5,14 +5,17 @@
 //! continues across runs (`/clear` forgets it). Each message's @-mentions are resolved
 //! against the charm names and attached before the message is sent.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
 use serde_json::json;
-use trellis_builtins::dialog::{DialogHandle, Interaction, Resolve};
+use trellis_builtins::dialog::{DialogHandle, Interaction, InteractionKind, Resolve};
 use trellis_builtins::message::Message;
 use trellis_builtins::tool::{ClientContext, ToolRef, ToolRegistry};
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
+use trellis_plugins::store::PluginStore;
+use trellis_plugins::PluginManager;
 use trellis_runner::Runtime;
 
 use crate::cli::terminal::safe_line;
@@ -46,11 +49,12 @@ impl Reply {
     }
 }
 
-/// The chat session: the chatbot charm and its dialog, and the tools whose client phases
-/// this terminal runs.
+/// The chat session: the chatbot charm and its dialog, the tools whose client phases
+/// this terminal runs, and the space's enabled plugins, whose tools it executes.
 pub struct Session {
     chat: Chatbot,
     tools: ToolRegistry,
+    plugins: Arc<PluginManager>,
 }
 
 impl Session {
@@ -68,7 +72,54 @@ impl Session {
         let chat = Chatbot::find_or_create(rt, chatbot).map_err(shown)?;
         chat.set_model(model).await.map_err(shown)?;
         chat.set_tool_choice(tool_choice).await.map_err(shown)?;
-        Ok(Session { chat, tools })
+        let session = Session::with_plugins(rt, chat, tools);
+        session.offer_plugin_tools().await?;
+        Ok(session)
+    }
+
+    /// The session of `chat`, with the space's enabled plugins loaded (each one that does
+    /// not load is reported and left out).
+    fn with_plugins(rt: &Runtime, chat: Chatbot, tools: ToolRegistry) -> Session {
+        let plugins = Arc::new(PluginManager::new());
+        let server_tools = wire_names(chat.dialog());
+        for (plugin, why) in PluginStore::new(rt).load(&plugins, &server_tools) {
+            warn(&format!("plugin {plugin} is not loaded: {why}"));
+        }
+        Session { chat, tools, plugins }
+    }
+
+    /// Offers the loaded plugins' tools to the model as client tools (none when no plugin
+    /// is enabled, so a disabled plugin's tools are withdrawn).
+    async fn offer_plugin_tools(&self) -> anyhow::Result<()> {
+        let (offered, conflicts) = self.plugins.client_tools_beside(wire_names(self.dialog()));
+        for conflict in conflicts {
+            warn(&conflict.to_string());
+        }
+        let definitions = offered
+            .into_iter()
+            .map(|tool| (tool.name, json!({"description": tool.description, "parameters": tool.parameters})))
+            .collect();
+        self.chat.set_client_tools(definitions).await.map_err(shown)
+    }
+
+    /// Executes the first waiting call to a plugin's tool here, in the plugin's sandbox,
+    /// and resolves it with the result (an error result when the plugin fails); the index
+    /// from which what follows appears, or `None` when no plugin call waits.
+    pub async fn run_plugin_call(&self) -> anyhow::Result<Option<usize>> {
+        let call = self.waiting().into_iter().find(|waiting| {
+            waiting.kind == InteractionKind::ClientExecution && self.plugins.has_tool(&waiting.tool)
+        });
+        let Some(call) = call else { return Ok(None) };
+        let output = self.plugins.execute(&call.tool, call.arguments.clone()).await;
+        for failed in self.plugins.take_reports() {
+            warn(&failed.to_string());
+        }
+        self.resolve(Some(&call.call_id), Reply::Output(output)).await.map(Some)
+    }
+
+    /// The loaded plugins and their tools (for `/tools`).
+    pub fn plugins(&self) -> Vec<trellis_plugins::PluginInfo> {
+        self.plugins.plugins()
     }
 
     /// The dialog.
@@ -79,7 +130,7 @@ impl Session {
     /// The space's charm of the chatbot pattern `chatbot` as it is (for `pending` and
     /// `resolve`: the model and tool choice stay as the conversation left them).
     pub fn attach(rt: &Runtime, chatbot: &str, tools: ToolRegistry) -> anyhow::Result<Session> {
-        Ok(Session { chat: Chatbot::find_or_create(rt, chatbot).map_err(shown)?, tools })
+        Ok(Session::with_plugins(rt, Chatbot::find_or_create(rt, chatbot).map_err(shown)?, tools))
     }
 
     /// The chatbot charm this session drives.
@@ -232,6 +283,17 @@ impl Session {
             .unwrap_or(wire)
             .to_string()
     }
+}
+
+/// The wire names of the dialog's tools (plugin tools may not take them).
+fn wire_names(dialog: &DialogHandle) -> Vec<String> {
+    let tools = dialog.flattened_tools();
+    tools.as_array().into_iter().flatten().filter_map(|t| t["wire"].as_str().map(str::to_string)).collect()
+}
+
+/// A warning on standard error, escaped for the terminal.
+fn warn(message: &str) {
+    eprintln!("warning: {}", safe_line(message));
 }
 
 /// A chatbot error as the terminal may show it: charm names in it come from the space.

@@ -96,6 +96,10 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
 /// messages of what follows start at, or `None` when the user leaves it waiting (Ctrl-C
 /// or Ctrl-D at the question).
 async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> anyhow::Result<Option<usize>> {
+    // A plugin's tool runs here without asking: installing and enabling it was the consent.
+    if let Some(sent) = session.run_plugin_call().await? {
+        return Ok(Some(sent));
+    }
     let Some(waiting) = session.waiting().into_iter().next() else { return Ok(None) };
     if let Some(tool) = session.client_tool(&waiting).filter(|_| waiting.kind != InteractionKind::Approval) {
         // This terminal is the client: the tool's client phase runs here and asks the
