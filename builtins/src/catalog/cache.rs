@@ -23,6 +23,8 @@ pub struct CatalogCache(Mutex<Option<Arc<Cached>>>);
 
 struct Cached {
     tools: Value,
+    /// The attached tool sources and their versions.
+    sources: super::sources::Stamp,
     reads: Reads,
     catalog: Arc<Catalog>,
 }
@@ -43,13 +45,14 @@ impl CatalogCache {
         // at once may both build; either result is current.
         let last = self.0.lock().clone();
         if let Some(cached) = last {
-            if cached.tools == *tools && cached.reads.still_hold(rt) {
+            if cached.tools == *tools && cached.sources == super::sources::stamp(rt) && cached.reads.still_hold(rt) {
                 return cached.catalog.clone();
             }
         }
+        let sources = super::sources::stamp(rt);
         let (catalog, reads) = Catalog::build_reading(rt, tools);
         let catalog = Arc::new(catalog);
-        *self.0.lock() = Some(Arc::new(Cached { tools: tools.clone(), reads, catalog: catalog.clone() }));
+        *self.0.lock() = Some(Arc::new(Cached { tools: tools.clone(), sources, reads, catalog: catalog.clone() }));
         catalog
     }
 }

@@ -58,7 +58,7 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    fn error(message: impl Into<String>) -> Self {
+    pub(super) fn error(message: impl Into<String>) -> Self {
         Invocation { output: ToolOutput::ErrorText(message.into()), summary: None }
     }
 
@@ -153,6 +153,9 @@ impl Tool {
                         self.run_pattern(rt, id, prefilled, arguments, timeout).await
                     }
                     ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
+                    ToolTarget::Source { source, tool } => {
+                        super::sources::call(rt, source, tool, arguments, timeout).await
+                    }
                     ToolTarget::HumanInput => Invocation::error(format!(
                         "`{}` asks the user: only a dialog, which waits for the answer, can call it",
                         self.display

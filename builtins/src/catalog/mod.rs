@@ -46,6 +46,7 @@
 
 pub mod naming;
 pub mod schema;
+pub mod sources;
 
 mod cache;
 mod entries;
@@ -139,6 +140,13 @@ pub enum ToolTarget {
     /// Ask the user and wait for the answer (`request_human_input`): the dialog turns the
     /// call into a pending interaction; calling it directly is an error.
     HumanInput,
+    /// Call a tool of an attached [`sources::ToolSource`] (an MCP server's).
+    Source {
+        /// The source's name.
+        source: String,
+        /// The tool's name in the source.
+        tool: String,
+    },
 }
 
 /// A `tools` entry, or one handler of it, that did not become a tool.
@@ -217,15 +225,15 @@ impl Catalog {
     /// [`Catalog::problems`]. `null` gives an empty catalog. Entries are taken in key
     /// order, and a charm's tools in key order, so the catalog is deterministic.
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        Catalog::build_with(Reader::new(rt, false), tools).0
+        Catalog::build_with(rt, Reader::new(rt, false), tools).0
     }
 
     /// Builds the catalog, and says what it read (see [`CatalogCache`]).
     fn build_reading(rt: &Runtime, tools: &Value) -> (Catalog, Reads) {
-        Catalog::build_with(Reader::new(rt, true), tools)
+        Catalog::build_with(rt, Reader::new(rt, true), tools)
     }
 
-    fn build_with(reader: Reader<'_>, tools: &Value) -> (Catalog, Reads) {
+    fn build_with(rt: &Runtime, reader: Reader<'_>, tools: &Value) -> (Catalog, Reads) {
         let mut out = Extraction::new(reader);
         match tools {
             Value::Null => {}
@@ -240,6 +248,7 @@ impl Catalog {
             }
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
+        sources::extract_all(rt, &mut out);
         let Extraction { drafts, problems, reader, .. } = out;
         (Catalog::from_drafts(drafts, problems), reader.into_reads())
     }
