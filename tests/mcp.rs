@@ -4,46 +4,18 @@
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
 mod common;
+#[path = "mcp/tools.rs"]
+mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// The MCP Python SDK release the test uses.
-const SDK: &str = "mcp==2.3.0";
-
-/// A Python with the SDK: a virtual environment made once under the target directory
-/// (once per run: the tests of this file share it).
-fn python_with_sdk() -> PathBuf {
-    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(make_venv).clone()
-}
-
-fn make_venv() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-sdk-venv");
-    let python = venv.join("bin/python");
-    let ready = venv.join(".installed");
-    if std::fs::read_to_string(&ready).is_ok_and(|installed| installed == SDK) {
-        return python;
-    }
-    let run = |command: &mut Command, what: &str| {
-        let out = command.output().unwrap_or_else(|e| panic!("cannot {what}: {e}; the MCP test needs python3"));
-        assert!(out.status.success(), "cannot {what}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv), "make a Python virtual environment");
-    run(
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", SDK]),
-        &format!("install {SDK} from PyPI"),
-    );
-    std::fs::write(&ready, SDK).unwrap();
-    python
-}
-
 /// Runs the SDK client (`tests/mcp/client.py`) with `args`; what it saw.
 fn client(args: &[&std::ffi::OsStr]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let out = Command::new(python_with_sdk()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
+    let out = Command::new(tools::python()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
     assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

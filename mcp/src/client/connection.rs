@@ -252,6 +252,9 @@ async fn list_all(peer: &Peer<RoleClient>, server: &str) -> Result<(Vec<SourceTo
         let page = peer.list_tools(Some(params)).await.map_err(|e| format!("tools/list failed: {e}"))?;
         for tool in page.tools {
             match source_tool(tool) {
+                Ok(tool) if tools.iter().any(|t: &SourceTool| t.name == tool.name) => {
+                    notes.push(format!("the tool `{}` was listed twice; the first is used", tool.name.escape_debug()));
+                }
                 Ok(tool) if tools.len() < MAX_TOOLS => tools.push(tool),
                 Ok(_) => {}
                 Err(note) => notes.push(note),
