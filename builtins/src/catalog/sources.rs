@@ -126,10 +126,12 @@ impl SourceTool {
         self
     }
 
-    /// Why a person must approve each call, when the source is not trusted and the tool
-    /// is not known to be harmless.
-    fn approval(&self, source: &str) -> Option<String> {
-        if self.destructive {
+    /// Why a person must approve each call of this tool of `source`: never when the
+    /// source is trusted; otherwise unless the tool is marked read-only and not destructive.
+    pub fn approval(&self, source: &str, trusted: bool) -> Option<String> {
+        if trusted {
+            None
+        } else if self.destructive {
             Some(format!("the untrusted tool source `{source}` marks `{}` as destructive", self.name))
         } else if !self.read_only {
             Some(format!("the untrusted tool source `{source}` does not mark `{}` as read-only", self.name))
@@ -242,7 +244,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                     continue;
                 }
             };
-            let approval = if trusted { None } else { tool.approval(name) };
+            let approval = tool.approval(name, trusted);
             let mut description = tool.description.trim().to_string();
             if description.is_empty() {
                 description = format!("`{}` from {name}", tool.name);
