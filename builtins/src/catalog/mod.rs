@@ -46,6 +46,7 @@
 
 pub mod naming;
 pub mod schema;
+pub mod selection;
 pub mod sources;
 
 mod cache;

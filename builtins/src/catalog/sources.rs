@@ -59,8 +59,10 @@ use trellis_runner::{Runtime, WeakRuntime};
 
 use super::entries::{Draft, Extraction};
 use super::schema::prepare_input_schema;
-use super::{naming, EntryError, Invocation, ToolTarget};
-use crate::message::ToolOutput;
+use super::selection::ToolSelector;
+use super::{naming, Catalog, EntryError, Invocation, ToolTarget};
+use crate::message::{Message, ToolOutput};
+use crate::model::{ToolChoice, ToolSpec};
 
 /// What a call of a source's tool gives back, some time later.
 pub type CallFuture = Pin<Box<dyn Future<Output = ToolOutput> + Send>>;
@@ -161,6 +163,8 @@ struct Attached {
     runtime: WeakRuntime,
     space: usize,
     sources: Vec<Arc<dyn ToolSource>>,
+    /// Chooses the tools of each request; all are offered without one.
+    selector: Option<Arc<dyn ToolSelector>>,
     /// Bumped on every attach and detach.
     generation: u64,
 }
@@ -178,7 +182,7 @@ fn with_entry<R>(rt: &Runtime, f: impl FnOnce(&mut Attached) -> R) -> R {
     let index = match all.iter().position(|a| a.space == space) {
         Some(index) => index,
         None => {
-            all.push(Attached { runtime: rt.downgrade(), space, sources: Vec::new(), generation: 0 });
+            all.push(Attached { runtime: rt.downgrade(), space, sources: Vec::new(), selector: None, generation: 0 });
             all.len() - 1
         }
     };
@@ -218,6 +222,32 @@ pub fn detach(rt: &Runtime, name: &str) -> Option<Arc<dyn ToolSource>> {
 /// The sources attached to `rt`, in the order they were attached.
 pub fn attached(rt: &Runtime) -> Vec<Arc<dyn ToolSource>> {
     with_entry(rt, |entry| entry.sources.clone())
+}
+
+/// Lets `selector` choose the tools each request of `rt`'s dialogs offers (`None`: all).
+pub fn select_with(rt: &Runtime, selector: Option<Arc<dyn ToolSelector>>) {
+    with_entry(rt, |entry| entry.selector = selector);
+}
+
+/// The tools a request offers the model: what `rt`'s selector chooses from `catalog`
+/// given the conversation so far, or all of them. A tool the request forces (`choice`) is
+/// offered whatever the selector says.
+pub fn offered(rt: &Runtime, catalog: &Catalog, conversation: &[Message], choice: &ToolChoice) -> Vec<ToolSpec> {
+    let specs = catalog.specs();
+    let Some(selector) = with_entry(rt, |entry| entry.selector.clone()) else { return specs };
+    let mut chosen = selector.select(&specs, conversation);
+    let forced = match choice {
+        ToolChoice::Tool(wire) => specs.iter().position(|s| s.name == *wire),
+        _ => None,
+    };
+    if let Some(index) = forced {
+        if !chosen.contains(&index) {
+            chosen.push(index);
+            chosen.sort_unstable();
+        }
+    }
+    let mut specs: Vec<Option<ToolSpec>> = specs.into_iter().map(Some).collect();
+    chosen.into_iter().filter_map(|index| specs.get_mut(index).and_then(Option::take)).collect()
 }
 
 /// What the sources of a runtime looked like when a catalog was built: a catalog is
