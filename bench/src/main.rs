@@ -12,6 +12,7 @@ mod harness;
 mod peers;
 mod propagation;
 mod reactive;
+mod selection;
 mod storage;
 mod tools;
 mod trellis_system;
@@ -22,7 +23,7 @@ use std::process::ExitCode;
 use harness::{Measurement, RunConfig, Suite};
 
 /// Every suite, in run order. Add new suites here (one line each).
-const SUITES: &[Suite] = &[propagation::SUITE, storage::SUITE, tools::SUITE];
+const SUITES: &[Suite] = &[propagation::SUITE, storage::SUITE, tools::SUITE, selection::SUITE];
 
 /// Stack size of the thread running the suites: deep graphs (cellx5000) recurse deeply
 /// in some systems (futures-signals polls, sycamore's topological sort). The memory is

@@ -214,35 +214,36 @@ impl ToolSelector for KeywordSelector {
             return (0..tools.len()).collect();
         }
         let (query, called) = recent(conversation);
-        let documents: Vec<(HashSet<String>, HashSet<String>)> = tools
-            .iter()
-            .map(|t| (words(&t.display_name).chain(words(&t.name)).collect(), words(&t.description).collect()))
-            .collect();
-        // Rare words weigh more: ln(1 + N / (1 + tools having the word)).
-        let mut frequency: HashMap<&str, usize> = HashMap::new();
-        for (names, description) in &documents {
-            for word in names.union(description) {
-                if query.contains(word) {
-                    *frequency.entry(word.as_str()).or_default() += 1;
+        // Which query words each tool has, in its names and in its description (bit i is
+        // query word i), found in one pass over each text without allocating per word.
+        let mut buffer = String::new();
+        let mut mask = |text: &str| {
+            let mut bits = 0u64;
+            each_word(text, &mut buffer, |word| {
+                if let Some(&i) = query.get(word) {
+                    bits |= 1 << i;
                 }
-            }
-        }
-        let weight =
-            |word: &str| (1.0 + tools.len() as f64 / (1.0 + frequency.get(word).copied().unwrap_or(0) as f64)).ln();
-        let mut scored: Vec<(f64, usize)> = documents
+            });
+            bits
+        };
+        let masks: Vec<(u64, u64)> =
+            tools.iter().map(|t| (mask(&t.display_name) | mask(&t.name), mask(&t.description))).collect();
+        // Rare words weigh more: ln(1 + N / (1 + tools having the word)).
+        let weights: Vec<f64> = (0..query.len())
+            .map(|i| {
+                let having = masks.iter().filter(|(n, d)| (n | d) & (1 << i) != 0).count();
+                (1.0 + tools.len() as f64 / (1.0 + having as f64)).ln()
+            })
+            .collect();
+        let score = |bits: u64| -> f64 {
+            weights.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, w)| w).sum()
+        };
+        let mut scored: Vec<(f64, usize)> = masks
             .iter()
             .enumerate()
-            .map(|(index, (names, description))| {
-                let score: f64 = query
-                    .iter()
-                    .map(|w| {
-                        weight(w)
-                            * (3.0 * f64::from(u8::from(names.contains(w)))
-                                + f64::from(u8::from(description.contains(w))))
-                    })
-                    .sum();
-                let pinned = if called.contains(tools[index].name.as_str()) { f64::INFINITY } else { score };
-                (pinned, index)
+            .map(|(index, &(names, description))| {
+                let pinned = called.contains(tools[index].name.as_str());
+                (if pinned { f64::INFINITY } else { 3.0 * score(names) + score(description) }, index)
             })
             .collect();
         // Best first; equal scores keep catalog order.
@@ -253,12 +254,17 @@ impl ToolSelector for KeywordSelector {
     }
 }
 
-/// The words of the latest text of the conversation (up to [`RECENT_BYTES`]) and the wire
-/// names of the tools it called.
-fn recent(conversation: &[Message]) -> (HashSet<String>, HashSet<&str>) {
+/// The most distinct words of the conversation the selector weighs (one bit each).
+const MAX_QUERY_WORDS: usize = 64;
+
+/// The distinct words of the latest text of the conversation (up to [`RECENT_BYTES`] and
+/// [`MAX_QUERY_WORDS`], newest first), each with its index, and the wire names of the
+/// tools it called.
+fn recent(conversation: &[Message]) -> (HashMap<String, usize>, HashSet<&str>) {
     let mut budget = RECENT_BYTES;
-    let mut query = HashSet::new();
+    let mut query = HashMap::new();
     let mut called = HashSet::new();
+    let mut buffer = String::new();
     for message in conversation.iter().rev() {
         for part in &message.content {
             match part {
@@ -268,7 +274,12 @@ fn recent(conversation: &[Message]) -> (HashSet<String>, HashSet<&str>) {
                         end -= 1;
                     }
                     budget -= end;
-                    query.extend(words(&text[..end]));
+                    each_word(&text[..end], &mut buffer, |word| {
+                        let next = query.len();
+                        if next < MAX_QUERY_WORDS && !query.contains_key(word) {
+                            query.insert(word.to_string(), next);
+                        }
+                    });
                 }
                 Part::ToolCall { name, .. } => {
                     called.insert(name.as_str());
@@ -280,29 +291,32 @@ fn recent(conversation: &[Message]) -> (HashSet<String>, HashSet<&str>) {
     (query, called)
 }
 
-/// Lower-case words of `text` (split at anything but letters and digits, and between a
-/// lower-case letter and an upper-case one), without stop words and one- or two-letter
-/// words, a plural `s` taken off.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut split = String::with_capacity(text.len() + 8);
+/// Calls `found` with each lower-case word of `text` (split at anything but letters and
+/// digits, and between a lower-case letter and an upper-case one), leaving out stop words
+/// and one- or two-letter words, a plural `s` taken off. `buffer` is reused.
+fn each_word(text: &str, buffer: &mut String, mut found: impl FnMut(&str)) {
+    let mut emit = |buffer: &mut String| {
+        let word = match buffer.strip_suffix('s') {
+            Some(stem) if stem.len() > 3 && !stem.ends_with('s') => stem,
+            _ => buffer.as_str(),
+        };
+        if word.len() > 2 && !STOP_WORDS.contains(&word) {
+            found(word);
+        }
+        buffer.clear();
+    };
+    buffer.clear();
     let mut previous_lower = false;
     for c in text.chars() {
-        if c.is_uppercase() && previous_lower {
-            split.push(' ');
+        if !c.is_alphanumeric() || (c.is_uppercase() && previous_lower) {
+            emit(buffer);
         }
         previous_lower = c.is_lowercase();
-        split.push(if c.is_alphanumeric() { c } else { ' ' });
+        if c.is_alphanumeric() {
+            buffer.extend(c.to_lowercase());
+        }
     }
-    split
-        .split_whitespace()
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 2 && !STOP_WORDS.contains(&w.as_str()))
-        .map(|w| match w.strip_suffix('s') {
-            Some(stem) if stem.len() > 3 && !stem.ends_with('s') => stem.to_string(),
-            _ => w,
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
+    emit(buffer);
 }
 
 #[cfg(test)]
