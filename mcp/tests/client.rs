@@ -293,3 +293,72 @@ impl Drop for PythonHttpServer {
         let _ = self.child.wait();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_offers_the_tools_the_conversation_speaks_of_and_a_forced_one() {
+    use trellis_builtins::catalog::selection::KeywordSelector;
+    use trellis_builtins::message::Message;
+    use trellis_builtins::model::ToolChoice;
+    within(async {
+        let (rt, server) = connect(test_server(&[], true)).await;
+        let catalog = Catalog::build(&rt, &Value::Null);
+        let conversation = [Message::user("please echo this back to me")];
+        let all = sources::offered(&rt, &catalog, &conversation, &ToolChoice::Auto);
+        assert_eq!(all.len(), 4, "no selector: every tool");
+        sources::select_with(&rt, Some(Arc::new(KeywordSelector::new(1))));
+        let names = |offered: Vec<trellis_builtins::model::ToolSpec>| -> Vec<String> {
+            offered.into_iter().map(|t| t.display_name).collect()
+        };
+        assert_eq!(names(sources::offered(&rt, &catalog, &conversation, &ToolChoice::Auto)), ["test.echo"]);
+        let forced = ToolChoice::Tool("test_hang".into());
+        assert_eq!(names(sources::offered(&rt, &catalog, &conversation, &forced)), ["test.echo", "test.hang"]);
+        detach(&rt, &server).await;
+    })
+    .await;
+}
+
+/// Collects the messages of log events (fields included) into a channel.
+struct Collect(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl tracing::Subscriber for Collect {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let _ = self.0.send(fields.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_standard_error_goes_to_the_log() {
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    // The only test here that installs a subscriber: the forwarding runs on other threads.
+    tracing::subscriber::set_global_default(Collect(sender)).unwrap();
+    within(async {
+        let (_rt, server) = connect(test_server(&["--page-size", "3"], false)).await;
+        loop {
+            let event = events.recv().await.expect("the log goes on");
+            if event.contains("test server ready (page size 3)") {
+                assert!(event.contains("server=\"test\"") || event.contains("server=test"), "{event}");
+                break;
+            }
+        }
+        server.shutdown().await;
+    })
+    .await;
+}

@@ -4,11 +4,13 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use trellis_builtins::catalog::sources::ToolSource;
+use trellis_builtins::catalog::selection::KeywordSelector;
+use trellis_builtins::catalog::sources::{self, ToolSource};
 use trellis_mcp::client::{self, config, McpServer, ServerSpec, CONNECT_TIMEOUT};
 use trellis_runner::Runtime;
 
@@ -30,6 +32,11 @@ pub struct McpArgs {
     /// [default: $TRELLIS_MCP_CONFIG, else ~/.config/trellis/mcp.json, when it exists].
     #[arg(long = "mcp-config", value_name = "PATH")]
     config: Option<PathBuf>,
+    /// (chat and resolve) Offer the model at most N tools per request: the ones whose names and descriptions
+    /// share the most words with the recent conversation (and those it already called)
+    /// [default: all].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    max_tools: Option<u16>,
 }
 
 impl McpArgs {
@@ -169,8 +176,11 @@ fn render(servers: &serde_json::Value) -> String {
 }
 
 /// Runs `work` with the servers of `args` attached to `rt` (a server that cannot be
-/// reached is skipped with a warning), and shuts them down after.
+/// reached is skipped with a warning) and their tool selection, and shuts them down after.
 pub async fn with_servers<T>(rt: &Runtime, args: &McpArgs, work: impl Future<Output = T>) -> anyhow::Result<T> {
+    if let Some(cap) = args.max_tools {
+        sources::select_with(rt, Some(Arc::new(KeywordSelector::new(usize::from(cap)))));
+    }
     let specs = args.specs()?;
     let mut attached = Vec::new();
     for (spec, server) in specs.iter().zip(client::connect_all(specs.clone(), CONNECT_TIMEOUT).await) {

@@ -32,12 +32,13 @@
 //! assert_eq!(chosen, [1]);
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::naming::FastMap;
 use super::sources::{CallFuture, SourceTool, ToolSource};
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::ToolSpec;
@@ -184,7 +185,7 @@ impl ToolSource for ToolSet {
     }
 }
 
-/// Scores tools against the recent conversation by shared words (a tool's names count
+/// Scores tools against the recent conversation by shared words (a tool's display name counts
 /// three times its description; rare words more than common ones) and offers the best,
 /// at most `cap`, in catalog order. Tools the conversation already called are always
 /// offered (within the cap), so a tool loop never loses the tool it is using.
@@ -226,8 +227,7 @@ impl ToolSelector for KeywordSelector {
             });
             bits
         };
-        let masks: Vec<(u64, u64)> =
-            tools.iter().map(|t| (mask(&t.display_name) | mask(&t.name), mask(&t.description))).collect();
+        let masks: Vec<(u64, u64)> = tools.iter().map(|t| (mask(&t.display_name), mask(&t.description))).collect();
         // Rare words weigh more: ln(1 + N / (1 + tools having the word)).
         let weights: Vec<f64> = (0..query.len())
             .map(|i| {
@@ -260,9 +260,9 @@ const MAX_QUERY_WORDS: usize = 64;
 /// The distinct words of the latest text of the conversation (up to [`RECENT_BYTES`] and
 /// [`MAX_QUERY_WORDS`], newest first), each with its index, and the wire names of the
 /// tools it called.
-fn recent(conversation: &[Message]) -> (HashMap<String, usize>, HashSet<&str>) {
+fn recent(conversation: &[Message]) -> (FastMap<String, usize>, HashSet<&str>) {
     let mut budget = RECENT_BYTES;
-    let mut query = HashMap::new();
+    let mut query = FastMap::default();
     let mut called = HashSet::new();
     let mut buffer = String::new();
     for message in conversation.iter().rev() {
