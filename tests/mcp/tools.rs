@@ -1,72 +1,47 @@
-//! The third-party MCP parts the tests run, pinned, installed under the target directory
-//! on first use (`.ci/run` installs them up front with the same commands): the official
-//! Python SDK and `mcp-server-time` (PyPI, one virtual environment), and
-//! `@modelcontextprotocol/server-everything` (npm).
+//! The third-party MCP parts the tests run: the official Python SDK and `mcp-server-time`
+//! (PyPI, one virtual environment) and `@modelcontextprotocol/server-everything` (npm),
+//! pinned and installed under the target directory by `tests/mcp/install.sh` (which
+//! `.ci/run` runs up front, and these helpers run on first use).
 //!
 //! Shared by `tests/mcp.rs`, `tests/mcp_client.rs` and `mcp/tests/client.rs` (included
 //! with `#[path]`).
 
 #![allow(dead_code)] // each test file uses part of it
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The MCP Python SDK release the tests use.
-pub const SDK: &str = "mcp==2.3.0";
-/// The time server (PyPI).
-pub const TIME_SERVER: &str = "mcp-server-time==2026.10.19";
-/// The reference server of every MCP feature (npm).
-pub const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-
-/// The shared directory: the workspace's `target/tmp`.
-fn tools_dir() -> PathBuf {
-    // Each package's CARGO_TARGET_TMPDIR is the workspace's target/tmp.
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+/// Where the parts are: the workspace's `target/tmp` (every package's
+/// `CARGO_TARGET_TMPDIR`), after `install.sh` made sure they are there.
+fn installed() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|root| root.join("tests/mcp/install.sh"))
+            .find(|script| script.is_file())
+            .expect("tests/mcp/install.sh is in the workspace");
+        let how =
+            format!("install them with `sh {} {}` (needs python3 with venv, and npm)", script.display(), dir.display());
+        let out = Command::new("sh")
+            .arg(&script)
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}; {how}", script.display()));
+        assert!(
+            out.status.success(),
+            "the MCP test servers and SDK are missing and cannot be installed: {}; {how}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
 }
 
-/// Runs an install step, or fails the test with the command that would do it.
-fn install(command: &mut Command, what: &str, by_hand: &str) {
-    let out = command.output().unwrap_or_else(|e| panic!("cannot {what}: {e}. Install it with: {by_hand}"));
-    assert!(
-        out.status.success(),
-        "cannot {what}: {}. Install it with: {by_hand}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A Python with the SDK and the time server: a virtual environment made once under the
-/// target directory.
+/// The Python of the virtual environment with the SDK and the time server.
 pub fn python() -> PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(make_venv).clone()
-}
-
-fn make_venv() -> PathBuf {
-    let venv = tools_dir().join("mcp-sdk-venv");
-    let python = venv.join("bin/python");
-    let ready = venv.join(".installed");
-    let wanted = format!("{SDK} {TIME_SERVER}");
-    if std::fs::read_to_string(&ready).is_ok_and(|installed| installed == wanted) {
-        return python;
-    }
-    let by_hand = format!("python3 -m venv {0} && {0}/bin/pip install {SDK} {TIME_SERVER}", venv.display());
-    install(Command::new("python3").args(["-m", "venv"]).arg(&venv), "make a Python virtual environment", &by_hand);
-    install(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            SDK,
-            TIME_SERVER,
-        ]),
-        &format!("install {SDK} and {TIME_SERVER} from PyPI"),
-        &by_hand,
-    );
-    std::fs::write(&ready, wanted).expect("mark the virtual environment as ready");
-    python
+    installed().join("mcp-sdk-venv/bin/python")
 }
 
 /// The command line of `mcp-server-time` (stdio), with UTC as its local zone.
@@ -77,27 +52,7 @@ pub fn time_server() -> Vec<String> {
 
 /// The command line of server-everything over stdio.
 pub fn everything() -> Vec<String> {
-    static SCRIPT: OnceLock<PathBuf> = OnceLock::new();
-    let script = SCRIPT.get_or_init(|| {
-        let dir = tools_dir().join("mcp-npm");
-        let script = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        let ready = dir.join(".installed");
-        if std::fs::read_to_string(&ready).is_ok_and(|installed| installed == EVERYTHING) && script.exists() {
-            return script;
-        }
-        std::fs::create_dir_all(&dir).expect("make the npm directory");
-        let by_hand = format!("npm install --prefix {} {EVERYTHING}", dir.display());
-        install(
-            Command::new("npm")
-                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&dir)
-                .arg(EVERYTHING),
-            &format!("install {EVERYTHING} from npm"),
-            &by_hand,
-        );
-        std::fs::write(&ready, EVERYTHING).expect("mark the npm directory as ready");
-        script
-    });
+    let script = installed().join("mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     vec!["node".into(), script.display().to_string(), "stdio".into()]
 }
 

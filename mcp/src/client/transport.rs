@@ -9,7 +9,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use super::config::{ServerSpec, Transport};
 use super::handler::Handler;
@@ -49,6 +49,13 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
             Ok(Session { service, pid })
         }
         Transport::Http { url, headers } => {
+            if !url.starts_with("http://") {
+                // The HTTP client is built without TLS (see the workspace's Cargo.toml).
+                return Err(failed(format!(
+                    "`{url}`: only plain http:// URLs can be reached (a server on this machine, or a local \
+                     proxy in front of an https one)"
+                )));
+            }
             let mut custom = HashMap::new();
             for (key, value) in headers {
                 let key = http::HeaderName::try_from(key.as_str())
@@ -95,5 +102,3 @@ async fn log_lines(server: String, stderr: impl AsyncRead + Unpin) {
         }
     }
 }
-
-use tokio::io::AsyncReadExt as _;
