@@ -153,8 +153,19 @@ async fn a_server_killed_in_the_middle_of_a_call_is_reported_reaped_and_its_tool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_lists_the_tools_again_and_the_cached_catalog_notices() {
+    // Revision 2026-07-28: the change comes through a `subscriptions/listen` subscription.
+    list_changed(&["--page-size", "2"], "2026-07-28").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_list_changed_notification_is_heard_too() {
+    list_changed(&["--page-size", "2", "--plain-notifications"], "2026-07-28").await;
+}
+
+async fn list_changed(args: &[&str], protocol: &str) {
     within(async {
-        let (rt, server) = connect(test_server(&["--page-size", "2"], true)).await;
+        let (rt, server) = connect(test_server(args, true)).await;
+        assert_eq!(server.protocol(), Some(protocol));
         let cache = CatalogCache::default();
         let before = cache.get(&rt, &Value::Null);
         let names: Vec<&str> = before.tools().iter().map(|t| t.display.as_str()).collect();

@@ -134,6 +134,7 @@ fn describe(spec: &ServerSpec, server: &Result<McpServer, client::ConnectError>)
                 "trusted": spec.trusted,
                 "state": server.state().to_string(),
                 "server": server.server_info(),
+                "protocol": server.protocol(),
                 "notes": server.notes(),
                 "tools": tools,
             })

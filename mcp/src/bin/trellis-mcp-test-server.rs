@@ -4,17 +4,19 @@
 //! Tools: `echo` (read-only), `grow` (adds a tool `extra_N`, then sends
 //! `notifications/tools/list_changed`), `crash` (the process exits in the middle of the
 //! call), `hang` (never answers). `--page-size N` lists N tools per page; `--stuck-cursor`
-//! answers every page with the same next cursor, as a broken server would. It writes a
-//! line to its standard error when it starts.
+//! answers every page with the same next cursor, as a broken server would. List changes go
+//! only to the client's `subscriptions/listen` subscriptions (revision 2026-07-28), or,
+//! with `--plain-notifications`, only as plain notifications. It writes a line to its standard error when it starts.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 
@@ -23,6 +25,9 @@ struct TestServer {
     extra: Arc<AtomicUsize>,
     page_size: usize,
     stuck_cursor: bool,
+    plain_notifications: bool,
+    /// The open `subscriptions/listen` subscriptions.
+    subscriptions: Arc<std::sync::Mutex<Vec<SubscriptionSink>>>,
 }
 
 fn tool(name: &str, description: &str, read_only: bool) -> Tool {
@@ -79,17 +84,33 @@ impl ServerHandler for TestServer {
             "echo" => Ok(CallToolResult::success(vec![ContentBlock::text(format!("echo: {text}"))]).into()),
             "grow" => {
                 self.extra.fetch_add(1, Ordering::SeqCst);
-                context
-                    .peer
-                    .notify_tool_list_changed()
-                    .await
-                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                let sinks = self.subscriptions.lock().map(|s| s.clone()).unwrap_or_default();
+                let failed = |e: &dyn std::fmt::Display| ErrorData::internal_error(e.to_string(), None);
+                if self.plain_notifications {
+                    context.peer.notify_tool_list_changed().await.map_err(|e| failed(&e))?;
+                } else {
+                    for sink in sinks {
+                        sink.notify_tool_list_changed().await.map_err(|e| failed(&e))?;
+                    }
+                }
                 Ok(CallToolResult::success(vec![ContentBlock::text("grown")]).into())
             }
             "crash" => std::process::exit(3),
             "hang" => std::future::pending().await,
             other => Err(ErrorData::invalid_params(format!("no tool `{other}`"), None)),
         }
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if let Ok(mut subscriptions) = self.subscriptions.lock() {
+            subscriptions.push(context.sink().clone());
+        }
+        context.cancelled().await;
+        Ok(())
     }
 }
 
@@ -100,8 +121,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => args.get(i + 1).ok_or("--page-size needs a number")?.parse()?,
         None => usize::MAX / 2,
     };
-    let server =
-        TestServer { extra: Arc::default(), page_size, stuck_cursor: args.iter().any(|a| a == "--stuck-cursor") };
+    let server = TestServer {
+        extra: Arc::default(),
+        page_size,
+        stuck_cursor: args.iter().any(|a| a == "--stuck-cursor"),
+        plain_notifications: args.iter().any(|a| a == "--plain-notifications"),
+        subscriptions: Arc::default(),
+    };
     eprintln!("test server ready (page size {page_size})");
     server.serve(rmcp::transport::stdio()).await?.waiting().await?;
     Ok(())

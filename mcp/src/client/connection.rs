@@ -6,11 +6,11 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, Tool};
-use rmcp::service::{Peer, RunningServiceCancellationToken};
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, ServerNotification, SubscriptionFilter, Tool};
+use rmcp::service::{Peer, RunningServiceCancellationToken, Subscription};
 use rmcp::RoleClient;
 use serde_json::Value;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 use trellis_builtins::catalog::sources::{CallFuture, SourceTool, ToolSource};
 use trellis_builtins::message::ToolOutput;
 
@@ -64,6 +64,8 @@ struct Inner {
     pid: Option<u32>,
     /// `name version` as the server introduced itself.
     info: Option<String>,
+    /// The protocol revision agreed on.
+    protocol: Option<String>,
     tools: Mutex<Arc<[SourceTool]>>,
     /// What went wrong in the last listing (a cursor that did not advance, too many tools).
     notes: Mutex<Vec<String>>,
@@ -74,6 +76,8 @@ struct Inner {
     cancel: Mutex<Option<RunningServiceCancellationToken>>,
     /// The task that owns the session and notices its end.
     session: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The task reading the subscription to list changes, and what stops it.
+    listening: Mutex<Option<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
 }
 
 impl Drop for Inner {
@@ -93,6 +97,22 @@ impl McpServer {
         let session = transport::open(&spec, handler, timeout).await?;
         let peer = session.service.peer().clone();
         let info = peer.peer_info().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)));
+        let protocol = peer.peer_info().map(|i| i.protocol_version.as_str().to_string());
+        // From 2026-07-28 on, a server tells of list changes only to a subscription.
+        let subscribe = peer.peer_info().is_some_and(|i| {
+            !i.protocol_version.has_initialize()
+                && i.capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true)
+        });
+        let mut listening = None;
+        if subscribe {
+            // Subscribed before the first listing, so no change falls between the two.
+            let subscribed = tokio::time::timeout(timeout, subscribe_to_changes(&spec.name, &peer)).await;
+            if let Ok(Some(subscription)) = subscribed {
+                let (stop, stopped) = oneshot::channel();
+                let task = tokio::spawn(relist_on_notice(spec.name.clone(), subscription, relist.clone(), stopped));
+                listening = Some((stop, task));
+            }
+        }
         let listed = tokio::time::timeout(timeout, list_all(&peer, &spec.name)).await;
         let (tools, notes) = match listed {
             Ok(Ok(listed)) => listed,
@@ -103,12 +123,14 @@ impl McpServer {
         let inner = Arc::new(Inner {
             pid: session.pid,
             info,
+            protocol,
             tools: Mutex::new(tools.into()),
             notes: Mutex::new(notes),
             state: Mutex::new(State::Ready),
             version: watch::Sender::new(0),
             cancel: Mutex::new(Some(session.service.cancellation_token())),
             session: Mutex::new(None),
+            listening: Mutex::new(listening),
             peer,
             spec,
         });
@@ -144,6 +166,11 @@ impl McpServer {
         self.inner.info.as_deref()
     }
 
+    /// The protocol revision the handshake agreed on (`2025-11-25`).
+    pub fn protocol(&self) -> Option<&str> {
+        self.inner.protocol.as_deref()
+    }
+
     /// The process id of a stdio server.
     pub fn pid(&self) -> Option<u32> {
         self.inner.pid
@@ -169,6 +196,13 @@ impl McpServer {
     pub async fn shutdown(&self) {
         *self.inner.state.lock() = State::Detached;
         self.inner.clear_tools();
+        // A subscription is a request the server keeps open: end it first, so the server
+        // can stop as soon as its input closes.
+        let listening = self.inner.listening.lock().take();
+        if let Some((stop, task)) = listening {
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, task).await;
+        }
         let cancel = self.inner.cancel.lock().take();
         if let Some(cancel) = cancel {
             cancel.cancel();
@@ -213,6 +247,47 @@ impl Inner {
     fn clear_tools(&self) {
         *self.tools.lock() = Arc::from(Vec::new());
         self.version.send_modify(|v| *v += 1);
+    }
+}
+
+/// A `subscriptions/listen` subscription to the server's tool list changes, if it
+/// grants one.
+async fn subscribe_to_changes(server: &str, peer: &Peer<RoleClient>) -> Option<Subscription> {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    match peer.listen(filter).await {
+        Ok(subscription) => Some(subscription),
+        Err(error) => {
+            tracing::debug!(server, %error, "no subscription to tool list changes; relying on plain notifications");
+            None
+        }
+    }
+}
+
+/// Wakes the re-list on each tool list change the subscription brings, until the
+/// session ends or `stop` (then the subscription is cancelled).
+async fn relist_on_notice(
+    server: String,
+    mut subscription: Subscription,
+    relist: Arc<Notify>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                if let Err(error) = subscription.cancel().await {
+                    tracing::debug!(server, %error, "cannot cancel the subscription");
+                }
+                return;
+            }
+            notification = subscription.next() => match notification {
+                Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                    tracing::debug!(server, "the server's tools changed (subscription)");
+                    relist.notify_one();
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            },
+        }
     }
 }
 

@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::Duration;
 
+use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::RoleClient;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use super::config::{ServerSpec, Transport};
@@ -42,7 +44,7 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
                 tokio::spawn(log_lines(spec.name.clone(), stderr));
             }
             // Dropping the child on a failed handshake kills and reaps it.
-            let service = tokio::time::timeout(timeout, handler.serve(child))
+            let service = tokio::time::timeout(timeout, handler.serve_with_lifecycle(child, lifecycle()))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| handshake(&e))?;
@@ -66,13 +68,20 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
             }
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
-            let service = tokio::time::timeout(timeout, handler.serve(transport))
+            let service = tokio::time::timeout(timeout, handler.serve_with_lifecycle(transport, lifecycle()))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| handshake(&e))?;
             Ok(Session { service, pid: None })
         }
     }
+}
+
+/// The current revision first (`server/discover`), else the `initialize` handshake of
+/// the revisions most servers speak today (a server that says it does not know
+/// `server/discover` gets it at once; one that stays silent, after rmcp's 10 s).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto { preferred_versions: vec![ProtocolVersion::LATEST], legacy_version: None }
 }
 
 /// Logs each line the server writes to its standard error, until it closes it. A line
