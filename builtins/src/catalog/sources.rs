@@ -257,7 +257,9 @@ pub(super) struct Stamp(u64, Vec<u64>);
 
 /// The current [`Stamp`] of `rt`'s sources.
 pub(super) fn stamp(rt: &Runtime) -> Stamp {
-    with_entry(rt, |entry| Stamp(entry.generation, entry.sources.iter().map(|s| s.version()).collect()))
+    // The sources are asked without the registry's lock held: a source may look at it.
+    let (generation, sources) = with_entry(rt, |entry| (entry.generation, entry.sources.clone()));
+    Stamp(generation, sources.iter().map(|s| s.version()).collect())
 }
 
 /// Adds the tools of every source attached to `rt` to a catalog being built.
