@@ -97,6 +97,17 @@ fn mcp_list_shows_each_servers_state_and_tools() {
     assert!(text.starts_with("time  (ready)") && text.contains("    time.convert_time"), "{text}");
     let none = stdout(&trellis(&s.path, &["mcp", "list"]));
     assert!(none.contains("--mcp 'name=command args'"), "{none}");
+
+    // A file's `tools` globs keep only the tools they name.
+    let words = tools::everything();
+    let config = s.path.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "tools": ["get-s*", "echo"]}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let out = trellis(&s.path, &["--json", "mcp", "list", "--mcp-config", config.to_str().unwrap()]);
+    let servers: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> =
+        servers[0]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo", "get-structured-content", "get-sum"]);
 }
 
 #[test]

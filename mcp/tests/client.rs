@@ -34,6 +34,7 @@ fn stdio(name: &str, words: Vec<String>, trusted: bool) -> ServerSpec {
         name: name.into(),
         transport: Transport::Stdio { command, args: words.collect(), env: BTreeMap::new() },
         trusted,
+        tools: Vec::new(),
     }
 }
 

@@ -28,7 +28,8 @@ pub struct McpArgs {
     #[arg(long = "mcp", value_name = "NAME=COMMAND")]
     servers: Vec<String>,
     /// An `mcpServers` file, as desktop MCP hosts use (`command`, `args`, `env`, or `url`
-    /// and `headers`; `"trusted": true` to run a server's tools without asking)
+    /// and `headers`; `"trusted": true` to run a server's tools without asking, `"tools"`:
+    /// globs of the tools to use)
     /// [default: $TRELLIS_MCP_CONFIG, else ~/.config/trellis/mcp.json, when it exists].
     #[arg(long = "mcp-config", value_name = "PATH")]
     config: Option<PathBuf>,

@@ -55,8 +55,8 @@ pub trait ToolSelector: Send + Sync + 'static {
 pub enum ToolFilter {
     /// These names only.
     Names(HashSet<String>),
-    /// Names matching a glob: `*` any run of characters, `?` one character.
-    Glob(String),
+    /// Names matching any of these globs (`*` any run of characters, `?` one character).
+    Globs(Vec<String>),
     /// Tools the function accepts.
     Predicate(Arc<dyn Fn(&SourceTool) -> bool + Send + Sync>),
 }
@@ -71,7 +71,7 @@ impl ToolFilter {
     pub fn keeps(&self, tool: &SourceTool) -> bool {
         match self {
             ToolFilter::Names(names) => names.contains(&tool.name),
-            ToolFilter::Glob(glob) => glob_matches(glob.as_bytes(), tool.name.as_bytes()),
+            ToolFilter::Globs(globs) => globs.iter().any(|glob| glob_matches(glob.as_bytes(), tool.name.as_bytes())),
             ToolFilter::Predicate(keep) => keep(tool),
         }
     }
@@ -405,7 +405,7 @@ mod tests {
         let tool = |name: &str| SourceTool::new(name, "", json!({"type": "object"})).read_only(true);
         let github = Arc::new(Fixed("github", vec![tool("get_issue"), tool("delete_repo")], true));
         let search = Arc::new(Fixed("search", vec![tool("web"), tool("images")], false));
-        let set = ToolSet::new("work").with(github, "gh", Some(ToolFilter::Glob("get_*".into()))).with(
+        let set = ToolSet::new("work").with(github, "gh", Some(ToolFilter::Globs(vec!["get_*".into()]))).with(
             search,
             "",
             Some(ToolFilter::names(["web"])),

@@ -13,8 +13,9 @@
 //! ```
 //!
 //! `${VAR}` in an `env` or `headers` value is taken from Trellis's own environment, so
-//! secrets stay out of the file. `trusted` (Trellis's own key, default `false`) lets the
-//! server's tools run without asking, whatever their annotations say. Keys hosts add that
+//! secrets stay out of the file. Two keys are Trellis's own: `trusted` (default `false`)
+//! lets the server's tools run without asking, whatever their annotations say; `tools`
+//! (globs such as `"get_*"`) keeps only the tools it names. Keys hosts add that
 //! Trellis does not use (`type`, `disabled`, ...) are ignored, except `"disabled": true`,
 //! which leaves the server out.
 //!
@@ -35,6 +36,8 @@ use serde_json::Value;
 
 /// The largest configuration file read.
 const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The most globs a server's `tools` may list.
+const MAX_GLOBS: usize = 256;
 /// The most servers one file or command line may name.
 pub const MAX_SERVERS: usize = 64;
 
@@ -47,6 +50,8 @@ pub struct ServerSpec {
     pub transport: Transport,
     /// Its tools run without asking, whatever their annotations say.
     pub trusted: bool,
+    /// Globs (`get_*`) naming the tools to use; empty: all of them.
+    pub tools: Vec<String>,
 }
 
 /// How to reach a server.
@@ -128,7 +133,7 @@ impl ServerSpec {
             let command = words.next().ok_or_else(|| bad("no command after `=`"))?;
             Transport::Stdio { command, args: words.collect(), env: BTreeMap::new() }
         };
-        Ok(ServerSpec { name, transport, trusted: false })
+        Ok(ServerSpec { name, transport, trusted: false, tools: Vec::new() })
     }
 }
 
@@ -211,7 +216,15 @@ pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Ser
             _ => return Err(at("needs `command` (a string) or `url` (a string)")),
         };
         let trusted = fields.get("trusted").and_then(Value::as_bool).unwrap_or(false);
-        specs.push(ServerSpec { name, transport, trusted });
+        let tools = match fields.get("tools") {
+            None => Vec::new(),
+            Some(Value::Array(globs)) if globs.len() <= MAX_GLOBS => globs
+                .iter()
+                .map(|g| g.as_str().map(str::to_string).ok_or_else(|| at("`tools` must be glob strings")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(at(&format!("`tools` must be an array of at most {MAX_GLOBS} globs"))),
+        };
+        specs.push(ServerSpec { name, transport, trusted, tools });
     }
     Ok(specs)
 }
@@ -311,7 +324,8 @@ mod tests {
     fn a_desktop_hosts_file_reads_as_it_is() {
         let text = r#"{ "mcpServers": {
             "time": { "type": "stdio", "command": "uvx", "args": ["mcp-server-time"], "env": { "A": "x${TOKEN}y" } },
-            "web": { "url": "http://127.0.0.1:1/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "trusted": true },
+            "web": { "url": "http://127.0.0.1:1/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "trusted": true,
+                     "tools": ["get_*", "echo"] },
             "off": { "command": "nothing", "disabled": true }
         } }"#;
         let specs = parse(text, &env).expect("valid");
@@ -323,6 +337,7 @@ mod tests {
         let Transport::Http { headers, .. } = &specs[1].transport else { panic!("http") };
         assert_eq!(headers["Authorization"], "Bearer s3cret");
         assert!(specs[1].trusted);
+        assert_eq!(specs[1].tools, ["get_*", "echo"]);
     }
 
     #[test]

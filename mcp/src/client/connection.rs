@@ -11,6 +11,7 @@ use rmcp::service::{Peer, RunningServiceCancellationToken, Subscription};
 use rmcp::RoleClient;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, Notify};
+use trellis_builtins::catalog::selection::ToolFilter;
 use trellis_builtins::catalog::sources::{CallFuture, SourceTool, ToolSource};
 use trellis_builtins::message::ToolOutput;
 
@@ -113,7 +114,7 @@ impl McpServer {
                 listening = Some((stop, task));
             }
         }
-        let listed = tokio::time::timeout(timeout, list_all(&peer, &spec.name)).await;
+        let listed = tokio::time::timeout(timeout, list_all(&peer, &spec)).await;
         let (tools, notes) = match listed {
             Ok(Ok(listed)) => listed,
             Ok(Err(message)) => return Err(ConnectError::Failed { server: spec.name, message }),
@@ -299,7 +300,7 @@ async fn relist_on_change(server: Weak<Inner>, relist: Arc<Notify>) {
         if *inner.state.lock() != State::Ready {
             return;
         }
-        match list_all(&inner.peer, &inner.spec.name).await {
+        match list_all(&inner.peer, &inner.spec).await {
             Ok((tools, notes)) => {
                 let changed = *inner.tools.lock().as_ref() != *tools.as_slice();
                 *inner.notes.lock() = notes;
@@ -314,10 +315,12 @@ async fn relist_on_change(server: Weak<Inner>, relist: Arc<Notify>) {
     }
 }
 
-/// Every tool of the server, page by page: stops at a cursor seen before (a server whose
-/// cursor never advances would otherwise be asked forever), at [`MAX_PAGES`] pages and
-/// at [`MAX_TOOLS`] tools, saying so in the notes.
-async fn list_all(peer: &Peer<RoleClient>, server: &str) -> Result<(Vec<SourceTool>, Vec<String>), String> {
+/// Every tool of the server its spec's `tools` globs keep, page by page: stops at a
+/// cursor seen before (a server whose cursor never advances would otherwise be asked
+/// forever), at [`MAX_PAGES`] pages and at [`MAX_TOOLS`] tools, saying so in the notes.
+async fn list_all(peer: &Peer<RoleClient>, spec: &ServerSpec) -> Result<(Vec<SourceTool>, Vec<String>), String> {
+    let server = spec.name.as_str();
+    let wanted = (!spec.tools.is_empty()).then(|| ToolFilter::Globs(spec.tools.clone()));
     let mut tools = Vec::new();
     let mut notes = Vec::new();
     let mut seen = HashSet::new();
@@ -327,6 +330,7 @@ async fn list_all(peer: &Peer<RoleClient>, server: &str) -> Result<(Vec<SourceTo
         let page = peer.list_tools(Some(params)).await.map_err(|e| format!("tools/list failed: {e}"))?;
         for tool in page.tools {
             match source_tool(tool) {
+                Ok(tool) if wanted.as_ref().is_some_and(|w| !w.keeps(&tool)) => {}
                 Ok(tool) if tools.iter().any(|t: &SourceTool| t.name == tool.name) => {
                     notes.push(format!("the tool `{}` was listed twice; the first is used", tool.name.escape_debug()));
                 }
