@@ -18,9 +18,22 @@ use super::output::print;
 use super::terminal::{safe, safe_line};
 use super::Format;
 
-/// The MCP servers whose tools a chat offers, beside the charms'.
+/// The MCP servers whose tools a chat offers, beside the charms', and how many tools a
+/// request offers.
 #[derive(Debug, Clone, Args)]
 pub struct McpArgs {
+    #[command(flatten)]
+    servers: ServerArgs,
+    /// Offer the model at most N tools per request: the ones whose names and descriptions
+    /// share the most words with the recent conversation (and those it already called)
+    /// [default: all].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    max_tools: Option<u16>,
+}
+
+/// The MCP servers to attach.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
     /// Attach an MCP server's tools (repeatable): `name=command args` starts a server on
     /// standard input and output, `name=http://host/mcp` reaches one over Streamable HTTP.
     /// Its tools are offered as `name.tool`; unless trusted in a --mcp-config file, a tool
@@ -33,14 +46,9 @@ pub struct McpArgs {
     /// [default: $TRELLIS_MCP_CONFIG, else ~/.config/trellis/mcp.json, when it exists].
     #[arg(long = "mcp-config", value_name = "PATH")]
     config: Option<PathBuf>,
-    /// (chat and resolve) Offer the model at most N tools per request: the ones whose names and descriptions
-    /// share the most words with the recent conversation (and those it already called)
-    /// [default: all].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    max_tools: Option<u16>,
 }
 
-impl McpArgs {
+impl ServerArgs {
     /// The servers named by the flags and the file (the default file only when it exists).
     fn specs(&self) -> anyhow::Result<Vec<ServerSpec>> {
         let file = match &self.config {
@@ -75,7 +83,7 @@ pub enum McpCommand {
     /// tools; then stop them.
     List {
         #[command(flatten)]
-        mcp: McpArgs,
+        servers: ServerArgs,
     },
 }
 
@@ -93,12 +101,12 @@ pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Re
             let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
             Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
         }
-        McpCommand::List { mcp } => list(&mcp, format).await,
+        McpCommand::List { servers } => list(&servers, format).await,
     }
 }
 
 /// `trellis mcp list`.
-async fn list(args: &McpArgs, format: Format) -> anyhow::Result<()> {
+async fn list(args: &ServerArgs, format: Format) -> anyhow::Result<()> {
     let specs = args.specs()?;
     let connected = client::connect_all(specs.clone(), CONNECT_TIMEOUT).await;
     let servers: Vec<serde_json::Value> =
@@ -183,7 +191,7 @@ pub async fn with_servers<T>(rt: &Runtime, args: &McpArgs, work: impl Future<Out
     if let Some(cap) = args.max_tools {
         sources::select_with(rt, Some(Arc::new(KeywordSelector::new(usize::from(cap)))));
     }
-    let specs = args.specs()?;
+    let specs = args.servers.specs()?;
     let mut attached = Vec::new();
     for (spec, server) in specs.iter().zip(client::connect_all(specs.clone(), CONNECT_TIMEOUT).await) {
         match server.map_err(anyhow::Error::from).and_then(|s| {
