@@ -75,6 +75,27 @@ fn an_untrusted_servers_tool_waits_for_approval_and_a_trusted_ones_runs() {
 }
 
 #[test]
+fn a_stdio_server_gets_its_configured_environment_and_not_trelliss_secrets() {
+    let s = common::space();
+    let model = script(&s.path, json!([{"tool_calls": [{"name": "ev.get-env"}]}, {"text": "Done."}]));
+    let words = tools::everything();
+    let config = s.path.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "env": {"GREETING": "${TRELLIS_TEST_GREETING}"}}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let out = common::trellis(&s.path)
+        .env("TRELLIS_TEST_GREETING", "hello-from-the-config")
+        .env("TRELLIS_TEST_SECRET", "do-not-leak")
+        .args(["chat", "--model", &model, "--mcp-config", config.to_str().unwrap(), "-m", "env?"])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("hello-from-the-config"), "the configured variable is there: {text}");
+    assert!(text.contains("PATH"), "and what a program needs: {text}");
+    assert!(!text.contains("do-not-leak"), "Trellis's other variables are not: {text}");
+}
+
+#[test]
 fn mcp_list_shows_each_servers_state_and_tools() {
     let s = common::space();
     let time = tools::flag("time", &tools::time_server());

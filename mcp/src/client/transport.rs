@@ -17,6 +17,10 @@ use super::config::{ServerSpec, Transport};
 use super::handler::Handler;
 use super::ConnectError;
 
+/// The variables a stdio server gets from Trellis's environment (those MCP hosts pass on
+/// Unix), beside the ones its configuration sets.
+const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR"];
+
 /// The longest line of a server's standard error logged as one line.
 const MAX_LOG_LINE: usize = 8 * 1024;
 
@@ -35,7 +39,10 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            // Only what a program needs to run, and what the configuration gives it: the
+            // rest of Trellis's environment (provider keys) is not the server's business.
+            let inherited = INHERITED_ENV.iter().filter_map(|name| Some((*name, std::env::var_os(name)?)));
+            cmd.args(args).env_clear().envs(inherited).envs(env);
             let (child, stderr) = TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().map_err(|e| {
                 failed(format!("cannot start `{command}`: {e}; check the command and that it is installed"))
             })?;
