@@ -189,6 +189,15 @@ fn with_entry<R>(rt: &Runtime, f: impl FnOnce(&mut Attached) -> R) -> R {
     f(&mut all[index])
 }
 
+/// Runs `f` on the entry of `rt`, if it has one: reading makes none, so the catalogs of
+/// runtimes without sources cost one lookup.
+fn read_entry<R>(rt: &Runtime, f: impl FnOnce(&Attached) -> R) -> Option<R> {
+    let all = ATTACHED.lock();
+    let space = key(rt);
+    // A dead runtime's entry at a reused address is not this runtime's.
+    all.iter().find(|a| a.space == space && a.runtime.upgrade().is_some()).map(f)
+}
+
 /// Offers `source`'s tools in every catalog built for `rt` from now on.
 pub fn attach(rt: &Runtime, source: Arc<dyn ToolSource>) -> Result<(), SourceError> {
     let name = source.name().to_string();
@@ -221,7 +230,7 @@ pub fn detach(rt: &Runtime, name: &str) -> Option<Arc<dyn ToolSource>> {
 
 /// The sources attached to `rt`, in the order they were attached.
 pub fn attached(rt: &Runtime) -> Vec<Arc<dyn ToolSource>> {
-    with_entry(rt, |entry| entry.sources.clone())
+    read_entry(rt, |entry| entry.sources.clone()).unwrap_or_default()
 }
 
 /// Lets `selector` choose the tools each request of `rt`'s dialogs offers (`None`: all).
@@ -234,7 +243,7 @@ pub fn select_with(rt: &Runtime, selector: Option<Arc<dyn ToolSelector>>) {
 /// offered whatever the selector says.
 pub fn offered(rt: &Runtime, catalog: &Catalog, conversation: &[Message], choice: &ToolChoice) -> Vec<ToolSpec> {
     let specs = catalog.specs();
-    let Some(selector) = with_entry(rt, |entry| entry.selector.clone()) else { return specs };
+    let Some(selector) = read_entry(rt, |entry| entry.selector.clone()).flatten() else { return specs };
     let mut chosen = selector.select(&specs, conversation);
     let forced = match choice {
         ToolChoice::Tool(wire) => specs.iter().position(|s| s.name == *wire),
@@ -258,7 +267,7 @@ pub(super) struct Stamp(u64, Vec<u64>);
 /// The current [`Stamp`] of `rt`'s sources.
 pub(super) fn stamp(rt: &Runtime) -> Stamp {
     // The sources are asked without the registry's lock held: a source may look at it.
-    let (generation, sources) = with_entry(rt, |entry| (entry.generation, entry.sources.clone()));
+    let (generation, sources) = read_entry(rt, |entry| (entry.generation, entry.sources.clone())).unwrap_or_default();
     Stamp(generation, sources.iter().map(|s| s.version()).collect())
 }
 
@@ -312,4 +321,98 @@ pub(super) async fn call(rt: &Runtime, source: &str, tool: &str, arguments: Valu
         )),
     };
     Invocation { output, summary: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::CatalogCache;
+
+    /// A source whose tools grow by one each time `grow` is called.
+    struct Growing(AtomicU64, bool);
+
+    impl ToolSource for Growing {
+        fn name(&self) -> &str {
+            "grow"
+        }
+        fn tools(&self) -> Arc<[SourceTool]> {
+            let schema = json!({"type": "object"});
+            (0..=self.0.load(Ordering::SeqCst))
+                .map(|n| SourceTool::new(format!("t{n}"), "A tool.", schema.clone()).read_only(n == 0))
+                .collect()
+        }
+        fn version(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+        fn trusted(&self) -> bool {
+            self.1
+        }
+        fn call(&self, tool: &str, _arguments: Value, _timeout: Duration) -> CallFuture {
+            let answer = format!("ran {tool}");
+            Box::pin(async move { ToolOutput::Text(answer) })
+        }
+    }
+
+    fn displays(catalog: &Catalog) -> Vec<&str> {
+        catalog.tools().iter().map(|t| t.display.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn the_cached_catalog_follows_attach_change_and_detach() {
+        let rt = Runtime::in_memory();
+        let cache = CatalogCache::default();
+        assert!(cache.get(&rt, &Value::Null).is_empty());
+        let source = Arc::new(Growing(AtomicU64::new(0), false));
+        attach(&rt, source.clone()).expect("attach");
+        let first = cache.get(&rt, &Value::Null);
+        assert_eq!(displays(&first), ["grow.t0"]);
+        assert!(Arc::ptr_eq(&first, &cache.get(&rt, &Value::Null)), "unchanged: reused");
+        let ran = first.invoke(&rt, "grow_t0", json!({}), Duration::from_secs(5)).await;
+        assert_eq!(ran.output, ToolOutput::Text("ran t0".into()));
+
+        source.0.fetch_add(1, Ordering::SeqCst);
+        let grown = cache.get(&rt, &Value::Null);
+        assert_eq!(displays(&grown), ["grow.t0", "grow.t1"], "a new version: a fresh catalog");
+        let t1 = grown.get("grow.t1").expect("listed");
+        assert!(t1.approval.as_deref().is_some_and(|a| a.contains("read-only")), "{:?}", t1.approval);
+
+        assert!(matches!(attach(&rt, source.clone()), Err(SourceError::Taken(_))));
+        assert!(detach(&rt, "grow").is_some());
+        assert!(cache.get(&rt, &Value::Null).is_empty(), "detached: gone");
+        let gone = grown.invoke(&rt, "grow_t0", json!({}), Duration::from_secs(5)).await;
+        assert!(gone.is_error(), "an old catalog's call of a detached source fails in words: {gone:?}");
+    }
+
+    #[test]
+    fn a_trusted_source_runs_without_asking_and_names_are_checked() {
+        let rt = Runtime::in_memory();
+        let source = Arc::new(Growing(AtomicU64::new(1), true));
+        attach(&rt, source).expect("attach");
+        assert!(Catalog::build(&rt, &Value::Null).tools().iter().all(|t| t.approval.is_none()));
+        struct Named(&'static str);
+        impl ToolSource for Named {
+            fn name(&self) -> &str {
+                self.0
+            }
+            fn tools(&self) -> Arc<[SourceTool]> {
+                Arc::new([])
+            }
+            fn version(&self) -> u64 {
+                0
+            }
+            fn trusted(&self) -> bool {
+                false
+            }
+            fn call(&self, _: &str, _: Value, _: Duration) -> CallFuture {
+                Box::pin(async { ToolOutput::Text(String::new()) })
+            }
+        }
+        for bad in ["", "a.b", "new\nline"] {
+            assert!(matches!(attach(&rt, Arc::new(Named(bad))), Err(SourceError::BadName(_))), "{bad:?}");
+        }
+    }
 }
