@@ -4,26 +4,18 @@
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
 mod common;
-#[path = "common/python.rs"]
-mod python;
+#[path = "mcp/tools.rs"]
+mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// The MCP Python SDK release the test uses.
-const SDK: &str = "mcp==2.3.0";
-
-/// A Python with the SDK (a virtual environment under the target directory).
-fn python_with_sdk() -> PathBuf {
-    python::venv("mcp-sdk-venv", &[SDK])
-}
-
 /// Runs the SDK client (`tests/mcp/client.py`) with `args`; what it saw.
 fn client(args: &[&std::ffi::OsStr]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let out = Command::new(python_with_sdk()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
+    let out = Command::new(tools::python()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
     assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -15,6 +15,7 @@ mod peers;
 mod propagation;
 mod reactive;
 mod spaces;
+mod selection;
 mod storage;
 mod tools;
 mod trellis_system;
@@ -25,7 +26,8 @@ use std::process::ExitCode;
 use harness::{Measurement, RunConfig, Suite};
 
 /// Every suite, in run order. Add new suites here (one line each).
-const SUITES: &[Suite] = &[propagation::SUITE, storage::SUITE, tools::SUITE, spaces::SUITE, dialogs::SUITE];
+const SUITES: &[Suite] =
+    &[propagation::SUITE, storage::SUITE, tools::SUITE, spaces::SUITE, dialogs::SUITE, selection::SUITE];
 
 /// Stack size of the thread running the suites: deep graphs (cellx5000) recurse deeply
 /// in some systems (futures-signals polls, sycamore's topological sort). The memory is

@@ -5,6 +5,7 @@
 pub(crate) mod charm;
 pub(crate) mod chat;
 mod interactive;
+mod mcp;
 pub(crate) mod output;
 mod plugin;
 mod remote;
@@ -75,6 +76,8 @@ enum Command {
         /// How long to wait for each reply to a --message or piped line, in seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
+        #[command(flatten)]
+        mcp: mcp::McpArgs,
     },
     /// List the tool calls waiting for your approval, and the model's questions, in the chat.
     Pending {
@@ -108,10 +111,13 @@ enum Command {
         /// How long to wait for what follows, in seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
+        #[command(flatten)]
+        mcp: mcp::McpArgs,
     },
-    /// The Model Context Protocol: offer this space's charms to MCP hosts.
+    /// The Model Context Protocol: offer this space's charms to MCP hosts, list the MCP
+    /// servers whose tools chat offers.
     #[command(subcommand)]
-    Mcp(McpCommand),
+    Mcp(mcp::McpCommand),
     /// Run a short demo: a counter charm, an event, its derived label.
     Demo,
     /// Plugins: client tools run on this machine in a sandbox (keygen, sign, trust,
@@ -138,23 +144,6 @@ enum Command {
     /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
     #[command(subcommand)]
     Token(crate::serve::tokens::TokenCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum McpCommand {
-    /// Serve the space over standard input and output: every charm handler is a tool
-    /// (`Counter_increment`, titled `Counter.increment`). Point an MCP host's
-    /// `mcpServers` entry at `trellis --space PATH mcp serve`.
-    Serve {
-        /// Serve Streamable HTTP at http://ADDR/mcp instead (e.g. 127.0.0.1:7879; port 0
-        /// picks one). Loopback only, unless --allow-remote.
-        #[arg(long, value_name = "ADDR")]
-        http: Option<std::net::SocketAddr>,
-        /// Let --http bind an address other machines can reach. Anyone who reaches it can
-        /// act on your charms: there is no authentication yet.
-        #[arg(long, requires = "http")]
-        allow_remote: bool,
-    },
 }
 
 /// The output format chosen on the command line.
@@ -332,33 +321,28 @@ impl App {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),
-            Command::Chat { model, messages, chatbot, tool_choice, timeout } => {
-                let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
-                let session = chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
-                chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
+            Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
+                mcp::with_servers(&rt, &mcp, async {
+                    let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
+                    let session =
+                        chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
+                    chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
+                })
+                .await?
             }
             Command::Pending { chatbot } => {
                 let session =
                     chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
                 chat::pending(&session, format)
             }
-            Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout } => {
+            Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout, mcp } => {
                 let session =
                     chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
                 let reply = chat::Reply::from_flags(deny, answer, output)?;
-                chat::resolve(&session, call.as_deref(), reply, Duration::from_secs_f64(timeout), format).await
+                let timeout = Duration::from_secs_f64(timeout);
+                mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?
             }
-            Command::Mcp(McpCommand::Serve { http: None, .. }) => Ok(trellis_mcp::serve_stdio(rt).await?),
-            Command::Mcp(McpCommand::Serve { http: Some(addr), allow_remote }) => {
-                if !addr.ip().is_loopback() && !allow_remote {
-                    anyhow::bail!(
-                        "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
-                         use 127.0.0.1, or pass --allow-remote if that is what you want"
-                    );
-                }
-                let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
-                Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
-            }
+            Command::Mcp(command) => mcp::run(rt, command, format).await,
             Command::Demo => charm::demo(&rt, format).await,
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
             Command::Serve { addr, allow_remote, chatbot, rate_limit } => {

@@ -36,7 +36,8 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let all = Value::Array(all);
             print(format, &all, || super::tools::render(&all));
         }
-        Command::Chat { model, messages, chatbot, tool_choice, timeout } => {
+        Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
+            refuse_mcp(&remote, &mcp)?;
             if chatbot.is_some() || tool_choice != "auto" {
                 bail!("--chatbot and --tool-choice need the space; trellis serve holds it (stop it, or use the page)");
             }
@@ -82,7 +83,8 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                 emit(&waiting(&waiting_now, RESOLVE_HOW));
             }
         }
-        Command::Resolve { call, approve: _, deny, answer, output, chatbot: None, timeout } => {
+        Command::Resolve { call, approve: _, deny, answer, output, chatbot: None, timeout, mcp } => {
+            refuse_mcp(&remote, &mcp)?;
             let call = match call {
                 Some(call) => call,
                 None => {
@@ -235,4 +237,17 @@ fn finish(state: &Value, messages: Vec<Message>, format: Format) -> anyhow::Resu
     } else {
         Err(Waiting(waiting(&waiting_now, RESOLVE_HOW)).into())
     }
+}
+
+/// MCP servers are attached by the process that holds the space: refuses `--mcp` and its
+/// companions rather than ignore them.
+fn refuse_mcp(remote: &Remote, mcp: &super::mcp::McpArgs) -> anyhow::Result<()> {
+    if mcp.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "--mcp, --mcp-config and --max-tools need the space, which trellis serve at {} holds: stop the server \
+         first (Ctrl-C), then run this command again",
+        remote.url()
+    )
 }

@@ -30,6 +30,8 @@ struct Cached {
     tools: Value,
     /// The registry's generation when built: a tool registered since may fill an entry.
     generation: u64,
+    /// The attached tool sources and their versions.
+    sources: super::sources::Stamp,
     reads: Reads,
     catalog: Arc<Catalog>,
 }
@@ -57,13 +59,18 @@ impl CatalogCache {
         let generation = registry.generation();
         let last = self.last.lock().clone();
         if let Some(cached) = last {
-            if cached.tools == *tools && cached.generation == generation && cached.reads.still_hold(rt) {
+            if cached.tools == *tools
+                && cached.generation == generation
+                && cached.sources == super::sources::stamp(rt)
+                && cached.reads.still_hold(rt)
+            {
                 return cached.catalog.clone();
             }
         }
+        let sources = super::sources::stamp(rt);
         let (catalog, reads) = Catalog::build_reading(rt, tools, registry);
         let catalog = Arc::new(catalog);
-        let cached = Cached { tools: tools.clone(), generation, reads, catalog: catalog.clone() };
+        let cached = Cached { tools: tools.clone(), generation, sources, reads, catalog: catalog.clone() };
         *self.last.lock() = Some(Arc::new(cached));
         catalog
     }

@@ -234,6 +234,7 @@ impl Tool {
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
+                ToolTarget::Source { source, tool } => super::sources::call(rt, source, tool, arguments, timeout).await,
                 ToolTarget::Client => {
                     let prompt = self.description.clone();
                     let ask =

@@ -53,6 +53,8 @@
 
 pub mod naming;
 pub mod schema;
+pub mod selection;
+pub mod sources;
 
 mod cache;
 mod entries;
@@ -152,6 +154,13 @@ pub enum ToolTarget {
     /// A client tool: a definition the client sent (`{"client": {...}}`); the server never
     /// runs it: a call waits in a dialog for the client's output, which is the result.
     Client,
+    /// Call a tool of an attached [`sources::ToolSource`] (an MCP server's).
+    Source {
+        /// The source's name.
+        source: String,
+        /// The tool's name in the source.
+        tool: String,
+    },
 }
 
 /// A `tools` entry, or one handler of it, that did not become a tool.
@@ -237,20 +246,20 @@ impl Catalog {
     /// order, and a charm's tools in key order, so the catalog is deterministic.
     /// `{"tool"}` entries name the built-in tools ([`ToolRegistry::standard`]).
     pub fn build(rt: &Runtime, tools: &Value) -> Catalog {
-        Catalog::build_with(Reader::new(rt, false), tools, ToolRegistry::shared_standard()).0
+        Catalog::build_with(rt, Reader::new(rt, false), tools, ToolRegistry::shared_standard()).0
     }
 
     /// [`Catalog::build`] with the defined tools `{"tool"}` entries name.
     pub fn build_with_tools(rt: &Runtime, tools: &Value, registry: &ToolRegistry) -> Catalog {
-        Catalog::build_with(Reader::new(rt, false), tools, registry).0
+        Catalog::build_with(rt, Reader::new(rt, false), tools, registry).0
     }
 
     /// Builds the catalog, and says what it read (see [`CatalogCache`]).
     fn build_reading(rt: &Runtime, tools: &Value, registry: &ToolRegistry) -> (Catalog, Reads) {
-        Catalog::build_with(Reader::new(rt, true), tools, registry)
+        Catalog::build_with(rt, Reader::new(rt, true), tools, registry)
     }
 
-    fn build_with(reader: Reader<'_>, tools: &Value, registry: &ToolRegistry) -> (Catalog, Reads) {
+    fn build_with(rt: &Runtime, reader: Reader<'_>, tools: &Value, registry: &ToolRegistry) -> (Catalog, Reads) {
         let mut out = Extraction::new(reader, registry);
         match tools {
             Value::Null => {}
@@ -265,6 +274,7 @@ impl Catalog {
             }
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
+        sources::extract_all(rt, &mut out);
         let Extraction { drafts, problems, reader, .. } = out;
         (Catalog::from_drafts(drafts, problems), reader.into_reads())
     }

@@ -151,10 +151,10 @@ async fn run(
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
         // Rebuilt only when the tools changed (a charm renamed, attached, ...).
         let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
-        let request = ModelRequest {
+        let mut request = ModelRequest {
             system: input(rt, cells, DialogInput::System).as_str().map(str::to_string),
             messages: prepare_for_provider(&messages),
-            tools: catalog.specs(),
+            tools: Vec::new(),
             max_tokens: input(rt, cells, DialogInput::MaxTokens).as_u64().and_then(|n| u32::try_from(n).ok()),
             // A forced choice holds for the first answer only: once the tool ran, the model
             // must be free to answer in words, or `required` would loop to the round cap.
@@ -164,6 +164,7 @@ async fn run(
                 ToolChoice::Auto
             },
         };
+        request.tools = crate::catalog::sources::offered(rt, &catalog, &messages, &request.tool_choice);
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let Answer { text, calls, usage, cut } =
             answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;

@@ -1,0 +1,436 @@
+//! [`McpServer`]: one attached MCP server: its tools (listed page by page, re-listed when
+//! it says they changed), its calls, its state, and shutting it down.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, ServerNotification, SubscriptionFilter, Tool};
+use rmcp::service::{Peer, RunningServiceCancellationToken, Subscription};
+use rmcp::RoleClient;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch, Notify};
+use trellis_builtins::catalog::selection::ToolFilter;
+use trellis_builtins::catalog::sources::{CallFuture, SourceTool, ToolSource};
+use trellis_builtins::message::ToolOutput;
+
+use super::config::{ServerSpec, Transport};
+use super::handler::Handler;
+use super::{outcome, transport, ConnectError};
+
+/// The most tools kept from one server.
+pub const MAX_TOOLS: usize = 1024;
+/// The most `tools/list` pages read in one listing.
+const MAX_PAGES: usize = 64;
+/// The longest tool name kept, and the longest description (bytes).
+const MAX_NAME: usize = 128;
+const MAX_DESCRIPTION: usize = 8 * 1024;
+/// How long a server may take to stop when detached before it is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Where a server stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Connected; its tools are offered.
+    Ready,
+    /// It went away on its own (the process exited, the connection closed): why.
+    Stopped(String),
+    /// It was detached and shut down.
+    Detached,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Ready => f.write_str("ready"),
+            State::Stopped(why) => write!(f, "stopped: {why}"),
+            State::Detached => f.write_str("detached"),
+        }
+    }
+}
+
+/// An attached MCP server: a [`ToolSource`] whose tools are the server's.
+///
+/// Cloning gives another handle to the same session. The session ends with
+/// [`McpServer::shutdown`], or when the last handle is dropped (the child is killed).
+#[derive(Clone)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spec: ServerSpec,
+    peer: Peer<RoleClient>,
+    pid: Option<u32>,
+    /// `name version` as the server introduced itself.
+    info: Option<String>,
+    /// The protocol revision agreed on.
+    protocol: Option<String>,
+    tools: Mutex<Arc<[SourceTool]>>,
+    /// What went wrong in the last listing (a cursor that did not advance, too many tools).
+    notes: Mutex<Vec<String>>,
+    state: Mutex<State>,
+    /// Bumped each time the tools change; catalogs compare it.
+    version: watch::Sender<u64>,
+    /// Ends the session; taken when used.
+    cancel: Mutex<Option<RunningServiceCancellationToken>>,
+    /// The task that owns the session and notices its end.
+    session: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The task reading the subscription to list changes, and what stops it.
+    listening: Mutex<Option<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.cancel.lock().take() {
+            cancel.cancel();
+        }
+    }
+}
+
+impl McpServer {
+    /// Starts (or opens) the server, shakes hands and lists its tools, all within
+    /// `timeout`. Needs a Tokio runtime.
+    pub async fn connect(spec: ServerSpec, timeout: Duration) -> Result<McpServer, ConnectError> {
+        let relist = Arc::new(Notify::new());
+        let handler = Handler { server: spec.name.clone(), relist: relist.clone() };
+        let session = transport::open(&spec, handler, timeout).await?;
+        let peer = session.service.peer().clone();
+        let info = peer.peer_info().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)));
+        let protocol = peer.peer_info().map(|i| i.protocol_version.as_str().to_string());
+        // From 2026-07-28 on, a server tells of list changes only to a subscription.
+        let subscribe = peer.peer_info().is_some_and(|i| {
+            !i.protocol_version.has_initialize()
+                && i.capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true)
+        });
+        let mut listening = None;
+        if subscribe {
+            // Subscribed before the first listing, so no change falls between the two.
+            let subscribed = tokio::time::timeout(timeout, subscribe_to_changes(&spec.name, &peer)).await;
+            if let Ok(Some(subscription)) = subscribed {
+                let (stop, stopped) = oneshot::channel();
+                let task = tokio::spawn(relist_on_notice(spec.name.clone(), subscription, relist.clone(), stopped));
+                listening = Some((stop, task));
+            }
+        }
+        let listed = tokio::time::timeout(timeout, list_all(&peer, &spec)).await;
+        let (tools, notes) = match listed {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(message)) => return Err(ConnectError::Failed { server: spec.name, message }),
+            Err(_) => return Err(ConnectError::Timeout { server: spec.name, after: timeout }),
+        };
+        tracing::info!(server = %spec.name, tools = tools.len(), pid = ?session.pid, "MCP server attached");
+        let inner = Arc::new(Inner {
+            pid: session.pid,
+            info,
+            protocol,
+            tools: Mutex::new(tools.into()),
+            notes: Mutex::new(notes),
+            state: Mutex::new(State::Ready),
+            version: watch::Sender::new(0),
+            cancel: Mutex::new(Some(session.service.cancellation_token())),
+            session: Mutex::new(None),
+            listening: Mutex::new(listening),
+            peer,
+            spec,
+        });
+        let watcher = Arc::downgrade(&inner);
+        let running = session.service;
+        *inner.session.lock() = Some(tokio::spawn(async move {
+            let ended = running.waiting().await;
+            if let Some(inner) = watcher.upgrade() {
+                inner.ended(&format!("{ended:?}"));
+            }
+        }));
+        tokio::spawn(relist_on_change(Arc::downgrade(&inner), relist));
+        Ok(McpServer { inner })
+    }
+
+    /// The name its tools are displayed under.
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// How it was configured.
+    pub fn spec(&self) -> &ServerSpec {
+        &self.inner.spec
+    }
+
+    /// Where it stands.
+    pub fn state(&self) -> State {
+        self.inner.state.lock().clone()
+    }
+
+    /// The name and version the server gave in the handshake.
+    pub fn server_info(&self) -> Option<&str> {
+        self.inner.info.as_deref()
+    }
+
+    /// The protocol revision the handshake agreed on (`2025-11-25`).
+    pub fn protocol(&self) -> Option<&str> {
+        self.inner.protocol.as_deref()
+    }
+
+    /// The process id of a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.inner.pid
+    }
+
+    /// What went wrong in the last listing of its tools, if anything.
+    pub fn notes(&self) -> Vec<String> {
+        self.inner.notes.lock().clone()
+    }
+
+    /// Waits until the tools (or the state) change after version `seen`; the new version.
+    pub async fn changed_since(&self, seen: u64) -> u64 {
+        let mut versions = self.inner.version.subscribe();
+        let version = match versions.wait_for(|v| *v != seen).await {
+            Ok(version) => *version,
+            Err(_) => seen,
+        };
+        version
+    }
+
+    /// Ends the session: the server is told (its input closes; a child gets time to
+    /// exit, then is killed) and reaped. Its tools go away.
+    pub async fn shutdown(&self) {
+        *self.inner.state.lock() = State::Detached;
+        self.inner.clear_tools();
+        // A subscription is a request the server keeps open: end it first, so the server
+        // can stop as soon as its input closes.
+        let listening = self.inner.listening.lock().take();
+        if let Some((stop, task)) = listening {
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, task).await;
+        }
+        let cancel = self.inner.cancel.lock().take();
+        if let Some(cancel) = cancel {
+            cancel.cancel();
+        }
+        let session = self.inner.session.lock().take();
+        if let Some(session) = session {
+            if tokio::time::timeout(SHUTDOWN_GRACE * 2, session).await.is_err() {
+                tracing::warn!(server = %self.name(), "the MCP server did not stop in time");
+            }
+        }
+        tracing::info!(server = %self.name(), "MCP server detached");
+    }
+
+    /// A stdio server's command line, or an HTTP server's URL (for people).
+    pub fn endpoint(&self) -> String {
+        match &self.inner.spec.transport {
+            Transport::Stdio { command, args, .. } => {
+                std::iter::once(command.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+            }
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+}
+
+impl Inner {
+    /// The session ended without being detached: the server is gone.
+    fn ended(&self, how: &str) {
+        let mut state = self.state.lock();
+        if *state != State::Ready {
+            return;
+        }
+        let what = match self.pid {
+            Some(pid) => format!("the process (pid {pid}) exited or closed its output ({how})"),
+            None => format!("the connection closed ({how})"),
+        };
+        tracing::warn!(server = %self.spec.name, "MCP server stopped: {what}; its tools are gone");
+        *state = State::Stopped(what);
+        drop(state);
+        self.clear_tools();
+    }
+
+    fn clear_tools(&self) {
+        *self.tools.lock() = Arc::from(Vec::new());
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+/// A `subscriptions/listen` subscription to the server's tool list changes, if it
+/// grants one.
+async fn subscribe_to_changes(server: &str, peer: &Peer<RoleClient>) -> Option<Subscription> {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    match peer.listen(filter).await {
+        Ok(subscription) => Some(subscription),
+        Err(error) => {
+            tracing::debug!(server, %error, "no subscription to tool list changes; relying on plain notifications");
+            None
+        }
+    }
+}
+
+/// Wakes the re-list on each tool list change the subscription brings, until the
+/// session ends or `stop` (then the subscription is cancelled).
+async fn relist_on_notice(
+    server: String,
+    mut subscription: Subscription,
+    relist: Arc<Notify>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                if let Err(error) = subscription.cancel().await {
+                    tracing::debug!(server, %error, "cannot cancel the subscription");
+                }
+                return;
+            }
+            notification = subscription.next() => match notification {
+                Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                    tracing::debug!(server, "the server's tools changed (subscription)");
+                    relist.notify_one();
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            },
+        }
+    }
+}
+
+/// Lists the tools again each time the server says they changed.
+async fn relist_on_change(server: Weak<Inner>, relist: Arc<Notify>) {
+    loop {
+        relist.notified().await;
+        let Some(inner) = server.upgrade() else { return };
+        if *inner.state.lock() != State::Ready {
+            return;
+        }
+        match list_all(&inner.peer, &inner.spec).await {
+            Ok((tools, notes)) => {
+                let changed = *inner.tools.lock().as_ref() != *tools.as_slice();
+                *inner.notes.lock() = notes;
+                if changed {
+                    tracing::info!(server = %inner.spec.name, tools = tools.len(), "MCP tools re-listed");
+                    *inner.tools.lock() = tools.into();
+                    inner.version.send_modify(|v| *v += 1);
+                }
+            }
+            Err(error) => tracing::warn!(server = %inner.spec.name, %error, "cannot list the MCP server's tools again"),
+        }
+    }
+}
+
+/// Every tool of the server its spec's `tools` globs keep, page by page: stops at a
+/// cursor seen before (a server whose cursor never advances would otherwise be asked
+/// forever), at [`MAX_PAGES`] pages and at [`MAX_TOOLS`] tools, saying so in the notes.
+async fn list_all(peer: &Peer<RoleClient>, spec: &ServerSpec) -> Result<(Vec<SourceTool>, Vec<String>), String> {
+    let server = spec.name.as_str();
+    let wanted = (!spec.tools.is_empty()).then(|| ToolFilter::Globs(spec.tools.clone()));
+    let mut tools = Vec::new();
+    let mut notes = Vec::new();
+    let mut seen = HashSet::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.clone());
+        let page = peer.list_tools(Some(params)).await.map_err(|e| format!("tools/list failed: {e}"))?;
+        for tool in page.tools {
+            match source_tool(tool) {
+                Ok(tool) if wanted.as_ref().is_some_and(|w| !w.keeps(&tool)) => {}
+                Ok(tool) if tools.iter().any(|t: &SourceTool| t.name == tool.name) => {
+                    notes.push(format!("the tool `{}` was listed twice; the first is used", tool.name.escape_debug()));
+                }
+                Ok(tool) if tools.len() < MAX_TOOLS => tools.push(tool),
+                Ok(_) => {}
+                Err(note) => notes.push(note),
+            }
+        }
+        if tools.len() >= MAX_TOOLS {
+            notes.push(format!("the server offers more than {MAX_TOOLS} tools; only the first {MAX_TOOLS} are used"));
+            return Ok((tools, notes));
+        }
+        match page.next_cursor {
+            None => return Ok((tools, notes)),
+            Some(next) if !seen.insert(next.clone()) => {
+                let note = format!(
+                    "the server sent the cursor `{}` again; listing stopped with {} tools",
+                    outcome::bounded(next).escape_debug(),
+                    tools.len()
+                );
+                tracing::warn!(server, "{note}");
+                notes.push(note);
+                return Ok((tools, notes));
+            }
+            Some(next) => cursor = Some(next),
+        }
+    }
+    notes.push(format!("the tool list has more than {MAX_PAGES} pages; the rest is left out"));
+    Ok((tools, notes))
+}
+
+/// A listed tool as a [`SourceTool`]; a tool with an unusable name is left out (the note).
+fn source_tool(tool: Tool) -> Result<SourceTool, String> {
+    let name = tool.name.to_string();
+    if name.is_empty() || name.len() > MAX_NAME || name.contains(char::is_control) {
+        return Err(format!(
+            "a tool named `{}` was left out: its name is empty, too long or has control characters",
+            name.escape_debug()
+        ));
+    }
+    let mut description = tool.description.map(|d| d.to_string()).unwrap_or_default();
+    if description.len() > MAX_DESCRIPTION {
+        let mut end = MAX_DESCRIPTION;
+        while !description.is_char_boundary(end) {
+            end -= 1;
+        }
+        description.truncate(end);
+    }
+    // The spec's defaults: not read-only, and (when not read-only) destructive.
+    let hints = tool.annotations.unwrap_or_default();
+    let read_only = hints.read_only_hint == Some(true);
+    let destructive = !read_only && hints.destructive_hint != Some(false);
+    let schema = Value::Object((*tool.input_schema).clone());
+    Ok(SourceTool::new(name, description, schema).read_only(read_only).destructive(destructive))
+}
+
+impl ToolSource for McpServer {
+    fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    fn tools(&self) -> Arc<[SourceTool]> {
+        self.inner.tools.lock().clone()
+    }
+
+    fn version(&self) -> u64 {
+        *self.inner.version.borrow()
+    }
+
+    fn trusted(&self) -> bool {
+        self.inner.spec.trusted
+    }
+
+    fn call(&self, tool: &str, arguments: Value, _timeout: Duration) -> CallFuture {
+        // The caller's timeout drops this future, which cancels the request.
+        let inner = self.inner.clone();
+        let tool = tool.to_string();
+        Box::pin(async move {
+            let server = &inner.spec.name;
+            let state = inner.state.lock().clone();
+            if state != State::Ready {
+                return ToolOutput::ErrorText(format!(
+                    "`{server}.{tool}` cannot run: the MCP server `{server}` is {state}"
+                ));
+            }
+            let arguments = match arguments {
+                Value::Object(arguments) => arguments,
+                Value::Null => serde_json::Map::new(),
+                other => {
+                    let kind = if other.is_array() { "an array" } else { "not an object" };
+                    return ToolOutput::ErrorText(format!(
+                        "`{server}.{tool}` takes an object of arguments, not {kind}"
+                    ));
+                }
+            };
+            let request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+            match inner.peer.call_tool(request).await {
+                Ok(result) => outcome::from_result(server, &tool, result),
+                Err(error) => outcome::from_error(server, &tool, error),
+            }
+        })
+    }
+}

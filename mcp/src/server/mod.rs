@@ -1,0 +1,308 @@
+//! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve`]).
+
+mod serve;
+
+pub use serve::{serve_http, serve_stdio, ServeError};
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
+use trellis_builtins::dialog::is_conversation;
+use trellis_builtins::message::ToolOutput;
+use trellis_runner::Runtime;
+
+/// How long one tool call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The MCP server of one space.
+#[derive(Clone)]
+pub struct TrellisMcp {
+    rt: Runtime,
+    /// The resources a client subscribed to; their observers stop once they are gone.
+    subscribed: Arc<Mutex<HashSet<String>>>,
+    /// The last catalog, rebuilt only when what it was built from changed.
+    tools: Arc<CatalogCache>,
+}
+
+impl TrellisMcp {
+    /// The server of the space `rt` runs.
+    pub fn new(rt: Runtime) -> Self {
+        TrellisMcp { rt, subscribed: Arc::default(), tools: Arc::default() }
+    }
+
+    /// The charm a resource URI names, if it names one.
+    fn charm_of(&self, uri: &str) -> Option<String> {
+        let id = uri.strip_prefix(CHARM_URI)?;
+        self.rt.charms().record(id).map(|_| id.to_string())
+    }
+
+    /// The tools: the handlers of every charm that is not a conversation of its own (a
+    /// chatbot's streams are for people, not for another assistant). Reused from the last
+    /// call while the charms' tools did not change, as a dialog reuses its catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        let mut entries = Map::new();
+        for charm in self.rt.charms().list() {
+            let result = self.rt.charms().result(&charm.id.as_str().into());
+            if is_conversation(&self.rt, &result) {
+                continue;
+            }
+            entries.insert(charm.id.clone(), json!({ "charm": result.to_json() }));
+        }
+        self.tools.get(&self.rt, &Value::Object(entries))
+    }
+}
+
+impl ServerHandler for TrellisMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build(),
+        )
+        .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
+                 calling it changes the charm and returns its data and what changed.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .catalog()
+            .tools()
+            .iter()
+            .map(|tool| {
+                let schema = match &*tool.input_schema {
+                    Value::Object(map) => map.clone(),
+                    _ => Map::new(),
+                };
+                let mut listed = Tool::new(tool.wire.clone(), tool.description.clone(), schema);
+                listed.title = Some(tool.display.clone());
+                listed.annotations = Some(annotations(tool));
+                listed
+            })
+            .chain([create_charm_tool(&self.rt)])
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == CREATE_CHARM {
+            return Ok(create_charm(&self.rt, &request.arguments.unwrap_or_default()).into());
+        }
+        let catalog = self.catalog();
+        if catalog.get(&request.name).is_none() {
+            let message = format!("unknown tool `{}`; tools/list shows the tools", request.name);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let invocation = catalog.invoke(&self.rt, &request.name, arguments, CALL_TIMEOUT).await;
+        let result = match invocation.output {
+            ToolOutput::Json(value) => CallToolResult::structured(value),
+            ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        };
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Charms coming, going or renamed change the tools and the resources.
+        let charms = trellis_runner::Link::new(trellis_runner::charm::CHARMS_DOC, trellis_runner::Path::root());
+        let peer = context.peer;
+        notify_on_change(
+            &self.rt,
+            &charms,
+            || true,
+            move || {
+                let peer = peer.clone();
+                async move {
+                    peer.notify_tool_list_changed().await?;
+                    peer.notify_resource_list_changed().await
+                }
+            },
+        );
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .rt
+            .charms()
+            .list()
+            .into_iter()
+            .map(|charm| {
+                Resource::new(format!("{CHARM_URI}{}", charm.id), charm.name.clone())
+                    .with_title(format!("{} ({})", charm.name, charm.pattern))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let unknown =
+            || ErrorData::resource_not_found(format!("no charm at `{}`; resources/list shows them", request.uri), None);
+        let id = self.charm_of(&request.uri).ok_or_else(unknown)?;
+        let data = self.rt.charms().get(&id).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let text = serde_json::to_string_pretty(&without_streams(data))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let contents = ResourceContents::TextResourceContents {
+            uri: request.uri.clone(),
+            mime_type: Some("application/json".into()),
+            text,
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    #[allow(deprecated)] // the subscription of the protocol revisions today's hosts speak (2025-11-25)
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri;
+        let charm = self.charm_of(&uri).ok_or_else(|| {
+            ErrorData::resource_not_found(format!("no charm at `{uri}`; resources/list shows them"), None)
+        })?;
+        let fresh = self
+            .subscribed
+            .lock()
+            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
+            .insert(uri.clone());
+        if !fresh {
+            return Ok(());
+        }
+        let (subscribed, watched) = (Arc::clone(&self.subscribed), uri.clone());
+        let still_subscribed = move || subscribed.lock().is_ok_and(|s| s.contains(&watched));
+        let peer = context.peer;
+        let charm = self.rt.charms().result(&charm.as_str().into());
+        notify_on_change(&self.rt, &charm, still_subscribed, move || {
+            let (peer, uri) = (peer.clone(), uri.clone());
+            async move { peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await }
+        });
+        Ok(())
+    }
+
+    #[allow(deprecated)] // see `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // The observer stops at the next change, finding the URI gone.
+        self.subscribed
+            .lock()
+            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
+            .remove(&request.uri);
+        Ok(())
+    }
+}
+
+/// What a host may assume of `tool`: a handler whose stream needs approval is
+/// destructive; reading a charm changes nothing; a handler's change stays in the space
+/// (no open world).
+fn annotations(tool: &trellis_builtins::catalog::Tool) -> ToolAnnotations {
+    let read_only = matches!(tool.target, ToolTarget::Read { .. });
+    ToolAnnotations::new().read_only(read_only).destructive(tool.approval.is_some()).open_world(false)
+}
+
+/// Sends `notify()` to the client after each change under `at`, while `watching()` holds
+/// and the client is there. The observer runs where the change commits, so it only
+/// signals a task, which sends; changes that queue up meanwhile make one notification.
+fn notify_on_change<N, F>(
+    rt: &Runtime,
+    at: &trellis_runner::Link,
+    watching: impl Fn() -> bool + Send + Sync + 'static,
+    notify: N,
+) where
+    N: Fn() -> F + Send + 'static,
+    F: std::future::Future<Output = Result<(), rmcp::ServiceError>> + Send,
+{
+    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+    rt.observe(at, move |_| watching() && changed.send(()).is_ok());
+    tokio::spawn(async move {
+        while changes.recv().await.is_some() {
+            while changes.try_recv().is_ok() {}
+            if let Err(error) = notify().await {
+                tracing::debug!(%error, "the client is gone; no more notifications");
+                break;
+            }
+        }
+    });
+}
+
+/// The tool that creates a charm. Its name has a `-` that no charm tool's wire name can
+/// have in that place, so it never clashes with one.
+pub const CREATE_CHARM: &str = "create-charm";
+
+/// The [`CREATE_CHARM`] tool, offering the patterns `rt` knows.
+fn create_charm_tool(rt: &Runtime) -> Tool {
+    let patterns: Vec<String> = rt.patterns().all().iter().map(|p| p.id().to_string()).collect();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "pattern": { "type": "string", "enum": patterns, "description": "The pattern of the new charm." },
+            "name": { "type": "string", "description": "Its name (what `Charm.handler` tools start with)." },
+            "argument": { "type": "object", "description": "The pattern's argument, if it takes one." }
+        },
+        "required": ["pattern"]
+    });
+    let schema = schema.as_object().cloned().unwrap_or_default();
+    let mut tool =
+        Tool::new(CREATE_CHARM, "Create a charm of one of the space's patterns; its handlers become tools.", schema);
+    tool.title = Some("Create a charm".into());
+    tool
+}
+
+/// Runs [`CREATE_CHARM`] with the client's `arguments`.
+fn create_charm(rt: &Runtime, arguments: &Map<String, Value>) -> CallToolResult {
+    let failed = |message: String| CallToolResult::error(vec![ContentBlock::text(message)]);
+    let Some(pattern) = arguments.get("pattern").and_then(Value::as_str) else {
+        return failed("`pattern` is required: one of the patterns tools/list shows in this tool's schema".into());
+    };
+    let name = arguments.get("name").and_then(Value::as_str);
+    let argument = arguments.get("argument").cloned().unwrap_or(Value::Null);
+    let created = rt.charms().create_named(pattern, argument, name).and_then(|id| Ok((rt.charms().get(&id)?, id)));
+    match created {
+        Ok((data, id)) => CallToolResult::structured(
+            json!({ "id": &*id, "uri": format!("{CHARM_URI}{id}"), "data": without_streams(data) }),
+        ),
+        Err(error) => failed(error.to_string()),
+    }
+}
+
+/// Where charm resources live: `trellis://charm/ID`.
+pub const CHARM_URI: &str = "trellis://charm/";
+
+/// A charm's data without its stream markers (those are the tools).
+fn without_streams(mut data: Value) -> Value {
+    if let Value::Object(fields) = &mut data {
+        fields.retain(|_, value| trellis_runner::link::stream_schema(value).is_none());
+    }
+    data
+}

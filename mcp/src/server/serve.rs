@@ -1,0 +1,58 @@
+//! The transports [`TrellisMcp`] is served over: stdio and Streamable HTTP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServiceExt;
+use trellis_runner::Runtime;
+
+use super::TrellisMcp;
+
+/// Why the server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The space could not be opened.
+    #[error(transparent)]
+    Space(#[from] trellis_runner::storage::StorageError),
+    /// The MCP session could not start or ended with an error.
+    #[error("MCP over stdio: {0}")]
+    Protocol(String),
+}
+
+/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends.
+/// `ready` is called with the address bound (a port of 0 picks a free one).
+///
+/// Requests from web pages (any `Origin`) are refused, so a page in the user's browser
+/// cannot reach the charms; unless `remote`, so are requests whose `Host` is not a
+/// loopback name (DNS rebinding).
+pub async fn serve_http(
+    rt: Runtime,
+    addr: SocketAddr,
+    remote: bool,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
+    let mut config = StreamableHttpServerConfig::default().enforce_origin_validation();
+    if remote {
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(TrellisMcp::new(rt.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
+    ready(listener.local_addr().map_err(io)?);
+    axum::serve(listener, router).await.map_err(io)
+}
+
+/// Serves the space `rt` over standard input and output until the client leaves.
+pub async fn serve_stdio(rt: Runtime) -> Result<(), ServeError> {
+    let service =
+        TrellisMcp::new(rt).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    service.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    Ok(())
+}

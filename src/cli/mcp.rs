@@ -1,0 +1,218 @@
+//! `trellis mcp`: the Model Context Protocol both ways. `mcp serve` offers the space's
+//! charms to MCP hosts; `mcp list` shows the MCP servers `chat` would attach; the
+//! `--mcp` and `--mcp-config` flags ([`McpArgs`]) attach them to `chat` and `resolve`.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use trellis_builtins::catalog::selection::KeywordSelector;
+use trellis_builtins::catalog::sources::{self, ToolSource};
+use trellis_mcp::client::{self, config, McpServer, ServerSpec, CONNECT_TIMEOUT};
+use trellis_runner::Runtime;
+
+use super::output::print;
+use super::terminal::{safe, safe_line};
+use super::Format;
+
+/// The MCP servers whose tools a chat offers, beside the charms', and how many tools a
+/// request offers.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    servers: ServerArgs,
+    /// Offer the model at most N tools per request: the ones whose names and descriptions
+    /// share the most words with the recent conversation (and those it already called)
+    /// [default: all].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    max_tools: Option<u16>,
+}
+
+impl McpArgs {
+    /// Whether the command line names no MCP server, file or cap (a default file may
+    /// still apply).
+    pub fn is_empty(&self) -> bool {
+        self.servers.servers.is_empty() && self.servers.config.is_none() && self.max_tools.is_none()
+    }
+}
+
+/// The MCP servers to attach.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Attach an MCP server's tools (repeatable): `name=command args` starts a server on
+    /// standard input and output, `name=http://host/mcp` reaches one over Streamable HTTP.
+    /// Its tools are offered as `name.tool`; unless trusted in a --mcp-config file, a tool
+    /// not marked read-only waits for your approval.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+    servers: Vec<String>,
+    /// An `mcpServers` file, as desktop MCP hosts use (`command`, `args`, `env`, or `url`
+    /// and `headers`; `"trusted": true` to run a server's tools without asking, `"tools"`:
+    /// globs of the tools to use)
+    /// [default: $TRELLIS_MCP_CONFIG, else ~/.config/trellis/mcp.json, when it exists].
+    #[arg(long = "mcp-config", value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    /// The servers named by the flags and the file (the default file only when it exists).
+    fn specs(&self) -> anyhow::Result<Vec<ServerSpec>> {
+        let file = match &self.config {
+            Some(path) => config::read_file(path)?,
+            None => match config::default_path().filter(|path| path.is_file()) {
+                Some(path) => config::read_file(&path)?,
+                None => Vec::new(),
+            },
+        };
+        let flags = self.servers.iter().map(|flag| ServerSpec::from_flag(flag)).collect::<Result<Vec<_>, _>>()?;
+        Ok(config::combine(file, flags)?)
+    }
+}
+
+/// `trellis mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve the space over standard input and output: every charm handler is a tool
+    /// (`Counter_increment`, titled `Counter.increment`). Point an MCP host's
+    /// `mcpServers` entry at `trellis --space PATH mcp serve`.
+    Serve {
+        /// Serve Streamable HTTP at http://ADDR/mcp instead (e.g. 127.0.0.1:7879; port 0
+        /// picks one). Loopback only, unless --allow-remote.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Let --http bind an address other machines can reach. Anyone who reaches it can
+        /// act on your charms: there is no authentication yet.
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+    },
+    /// Start (or reach) the MCP servers `chat` would attach and show each one's state and
+    /// tools; then stop them.
+    List {
+        #[command(flatten)]
+        servers: ServerArgs,
+    },
+}
+
+/// Runs `trellis mcp ...`.
+pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Result<()> {
+    match command {
+        McpCommand::Serve { http: None, .. } => Ok(trellis_mcp::serve_stdio(rt).await?),
+        McpCommand::Serve { http: Some(addr), allow_remote } => {
+            if !addr.ip().is_loopback() && !allow_remote {
+                anyhow::bail!(
+                    "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
+                     use 127.0.0.1, or pass --allow-remote if that is what you want"
+                );
+            }
+            let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
+            Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
+        }
+        McpCommand::List { servers } => list(&servers, format).await,
+    }
+}
+
+/// `trellis mcp list`.
+async fn list(args: &ServerArgs, format: Format) -> anyhow::Result<()> {
+    let specs = args.specs()?;
+    let connected = client::connect_all(specs.clone(), CONNECT_TIMEOUT).await;
+    let servers: Vec<serde_json::Value> =
+        specs.iter().zip(&connected).map(|(spec, server)| describe(spec, server)).collect();
+    for server in connected.into_iter().flatten() {
+        server.shutdown().await;
+    }
+    let json = serde_json::Value::Array(servers);
+    print(format, &json, || render(&json));
+    Ok(())
+}
+
+/// One server as `mcp list --json` shows it.
+fn describe(spec: &ServerSpec, server: &Result<McpServer, client::ConnectError>) -> serde_json::Value {
+    match server {
+        Ok(server) => {
+            let tools: Vec<serde_json::Value> = server
+                .tools()
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "display": format!("{}.{}", spec.name, tool.name),
+                        "description": tool.description,
+                        "read_only": tool.read_only,
+                        "destructive": tool.destructive,
+                        "needs_approval": tool.approval(&spec.name, spec.trusted).is_some(),
+                    })
+                })
+                .collect();
+            json!({
+                "name": spec.name,
+                "endpoint": server.endpoint(),
+                "trusted": spec.trusted,
+                "state": server.state().to_string(),
+                "server": server.server_info(),
+                "protocol": server.protocol(),
+                "notes": server.notes(),
+                "tools": tools,
+            })
+        }
+        Err(error) => json!({
+            "name": spec.name,
+            "trusted": spec.trusted,
+            "state": format!("failed: {error}"),
+            "tools": [],
+        }),
+    }
+}
+
+/// `mcp list` for people.
+fn render(servers: &serde_json::Value) -> String {
+    let servers = servers.as_array().map(Vec::as_slice).unwrap_or_default();
+    if servers.is_empty() {
+        return "no MCP servers: add one with --mcp 'name=command args' or in an mcpServers file (--mcp-config)"
+            .to_string();
+    }
+    let text = |value: &serde_json::Value| safe_line(value.as_str().unwrap_or("")).into_owned();
+    let mut out = Vec::new();
+    for server in servers {
+        let trust = if server["trusted"] == true { ", trusted" } else { "" };
+        out.push(format!(
+            "{}  ({}{trust})  {}",
+            text(&server["name"]),
+            text(&server["state"]),
+            text(&server["endpoint"])
+        ));
+        for note in server["notes"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            out.push(format!("    note: {}", text(note)));
+        }
+        for tool in server["tools"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            let asks = if tool["needs_approval"] == true { "  [asks before each call]" } else { "" };
+            out.push(format!("    {}{asks}\n        {}", text(&tool["display"]), text(&tool["description"])));
+        }
+    }
+    out.join("\n")
+}
+
+/// Runs `work` with the servers of `args` attached to `rt` (a server that cannot be
+/// reached is skipped with a warning) and their tool selection, and shuts them down after.
+pub async fn with_servers<T>(rt: &Runtime, args: &McpArgs, work: impl Future<Output = T>) -> anyhow::Result<T> {
+    if let Some(cap) = args.max_tools {
+        sources::select_with(rt, Some(Arc::new(KeywordSelector::new(usize::from(cap)))));
+    }
+    let specs = args.servers.specs()?;
+    let mut attached = Vec::new();
+    for (spec, server) in specs.iter().zip(client::connect_all(specs.clone(), CONNECT_TIMEOUT).await) {
+        match server.map_err(anyhow::Error::from).and_then(|s| {
+            client::attach(rt, &s).with_context(|| format!("cannot attach `{}`", spec.name))?;
+            Ok(s)
+        }) {
+            Ok(server) => attached.push(server),
+            Err(error) => eprintln!("warning: {}; going on without its tools", safe(&format!("{error:#}"))),
+        }
+    }
+    let result = work.await;
+    for server in &attached {
+        client::detach(rt, server).await;
+    }
+    Ok(result)
+}
