@@ -275,3 +275,35 @@ fn bad_plugin_commands_are_refused_clearly() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_plugin_tool_the_model_calls_in_chat_runs_here_and_the_conversation_goes_on() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    shop.sign(&space.path);
+    ok(&space.path, &["plugin", "trust", &shop.path("author.key.pub")]);
+    ok(&space.path, &["plugin", "install", &shop.path("bundle"), "--grant", "clock"]);
+    let script = shop.dir.path().join("script.json");
+    let turns = json!([
+        {"tool_calls": [{"name": "count_words", "arguments": {"text": "one two three four"}}]},
+        {"text": "That text has four words."}
+    ]);
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+
+    let chat = ok(&space.path, &["chat", "--model", &model, "-m", "count the words of: one two three four"]);
+    // The result only exists if the plugin ran: the server never executes a client tool.
+    assert!(chat.contains(r#"{"words":4}"#), "the plugin's result reaches the model: {chat}");
+    assert!(chat.contains("That text has four words."), "the conversation goes on: {chat}");
+    assert!(ok(&space.path, &["pending"]).contains("nothing is waiting"));
+
+    let offered = json_of(&space.path, &["charm", "get", "Chat"]);
+    let tools: Vec<&str> =
+        offered["flattened_tools"].as_array().unwrap().iter().filter_map(|t| t["wire"].as_str()).collect();
+    assert!(tools.contains(&"count_words") && tools.contains(&"unix_time"), "offered beside the others: {tools:?}");
+    ok(&space.path, &["plugin", "disable", "text-tools"]);
+    ok(&space.path, &["chat", "--model", "offline", "-m", "hello"]);
+    let offered = json_of(&space.path, &["charm", "get", "Chat"]);
+    let tools = offered["flattened_tools"].to_string();
+    assert!(!tools.contains("count_words"), "a disabled plugin's tools are withdrawn: {tools}");
+}

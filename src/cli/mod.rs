@@ -324,8 +324,7 @@ impl App {
             Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
                 mcp::with_servers(&rt, &mcp, async {
                     let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
-                    let session =
-                        chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
+                    let session = chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
                     chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
                 })
                 .await?
@@ -347,8 +346,7 @@ impl App {
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
             Command::Serve { addr, allow_remote, chatbot, rate_limit } => {
                 let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
-                let options =
-                    crate::serve::Options {
+                let options = crate::serve::Options {
                     addr,
                     allow_remote,
                     chatbot,

@@ -42,7 +42,9 @@ impl Reply {
             (Some(reason), _, _) => Reply::Deny(reason),
             (None, Some(text), _) => Reply::Answer(text),
             (None, None, Some(json)) => Reply::Output(serde_json::from_str(&json).map_err(|e| {
-                anyhow::anyhow!("--output takes the client's output as JSON, for example '{{\"confirmed\": true}}' ({e})")
+                anyhow::anyhow!(
+                    "--output takes the client's output as JSON, for example '{{\"confirmed\": true}}' ({e})"
+                )
             })?),
             (None, None, None) => Reply::Approve,
         })
@@ -106,9 +108,10 @@ impl Session {
     /// and resolves it with the result (an error result when the plugin fails); the index
     /// from which what follows appears, or `None` when no plugin call waits.
     pub async fn run_plugin_call(&self) -> anyhow::Result<Option<usize>> {
-        let call = self.waiting().into_iter().find(|waiting| {
-            waiting.kind == InteractionKind::ClientExecution && self.plugins.has_tool(&waiting.tool)
-        });
+        let call = self
+            .waiting()
+            .into_iter()
+            .find(|waiting| waiting.kind == InteractionKind::ClientExecution && self.plugins.has_tool(&waiting.tool));
         let Some(call) = call else { return Ok(None) };
         let output = self.plugins.execute(&call.tool, call.arguments.clone()).await;
         for failed in self.plugins.take_reports() {

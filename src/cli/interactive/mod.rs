@@ -186,7 +186,18 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             session.clear().await?;
             emit("(conversation and attachments cleared)");
         }
-        "/tools" => emit(&super::tools::render(&session.dialog().flattened_tools())),
+        "/tools" => {
+            emit(&super::tools::render(&session.dialog().flattened_tools()));
+            // Where the client tools come from: they run here, not on the server.
+            for plugin in session.plugins() {
+                emit(&safe_line(&format!(
+                    "plugin {} {} (runs here, in its sandbox): {}",
+                    plugin.name,
+                    plugin.version,
+                    plugin.tools.join(", ")
+                )));
+            }
+        }
         "/usage" => emit(&super::chat::usage(&session.dialog().messages())),
         "/approve" => {
             let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::Approve).await?;
