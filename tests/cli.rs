@@ -4,35 +4,10 @@
 
 mod common;
 
-use common::space;
-
 use std::path::Path;
-use std::process::Output;
 
+use common::{fails, json_of, ok, run as trellis, space};
 use serde_json::{json, Value};
-
-fn trellis(space: &Path, args: &[&str]) -> Output {
-    common::trellis(space).args(args).output().expect("run trellis")
-}
-
-fn ok(space: &Path, args: &[&str]) -> String {
-    let out = trellis(space, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "trellis {args:?} failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    stdout
-}
-
-fn fails(space: &Path, args: &[&str]) -> String {
-    let out = trellis(space, args);
-    assert!(!out.status.success(), "trellis {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-fn json_of(space: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(space, &all)).expect("valid JSON output")
-}
 
 fn count(space: &Path, charm: &str) -> i64 {
     json_of(space, &["charm", "get", charm])["count"].as_i64().unwrap()

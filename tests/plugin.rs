@@ -9,48 +9,12 @@ mod bundles;
 mod common;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use trellis_plugins::store::PluginStore;
 use trellis_plugins::PluginManager;
 
-/// Runs `trellis --space SPACE ARGS`, killed (and failing the test) after two minutes.
-fn trellis(space: &Path, args: &[&str]) -> Output {
-    let child =
-        common::trellis(space).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run trellis");
-    let pid = child.id();
-    let (done, finished) = mpsc::channel();
-    std::thread::spawn(move || done.send(child.wait_with_output()));
-    match finished.recv_timeout(Duration::from_secs(120)) {
-        Ok(output) => output.expect("trellis output"),
-        Err(_) => {
-            let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("trellis {args:?} did not finish within 120 s");
-        }
-    }
-}
-
-fn ok(space: &Path, args: &[&str]) -> String {
-    let out = trellis(space, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "trellis {args:?} failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    stdout
-}
-
-fn fails(space: &Path, args: &[&str]) -> String {
-    let out = trellis(space, args);
-    assert!(!out.status.success(), "trellis {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-fn json_of(space: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(space, &all)).expect("valid JSON output")
-}
+use common::{fails, json_of, ok, run as trellis};
 
 /// A temporary directory with the example bundle (unsigned) at `bundle/` and an author's
 /// key pair at `author.key` / `author.key.pub`.

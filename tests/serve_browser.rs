@@ -51,14 +51,8 @@ fn the_web_chat_in_a_real_browser() {
         .spawn()
         .unwrap();
     // The browser must never hang the suite: past the deadline, the session is killed.
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || done.send(child.wait_with_output()));
-    let Ok(out) = finished.recv_timeout(DEADLINE) else {
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        panic!("the browser session took longer than {DEADLINE:?} (screenshots in {})", shots.display());
-    };
-    let out = out.unwrap();
+    let out =
+        common::output_within(child, DEADLINE, &format!("the browser session (screenshots in {})", shots.display()));
     assert!(
         out.status.success(),
         "the browser session failed (screenshots in {}):\n{}\n{}",

@@ -45,14 +45,7 @@ fn schemathesis_finds_the_api_true_to_its_openapi_document() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || done.send(child.wait_with_output()));
-    let Ok(out) = finished.recv_timeout(DEADLINE) else {
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        panic!("schemathesis took longer than {DEADLINE:?}");
-    };
-    let out = out.unwrap();
+    let out = common::output_within(child, DEADLINE, "schemathesis");
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "schemathesis found failures:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(report.contains("passed"), "{report}");
