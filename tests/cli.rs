@@ -393,3 +393,28 @@ fn a_scripted_conversation_resumes_in_a_second_process() {
     assert!(done.contains("Deleted the milk note."), "{done}");
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 0);
 }
+
+#[test]
+fn the_log_goes_to_standard_error_escaped_at_the_level_trellis_log_names() {
+    // A model calling a tool whose name holds a terminal escape: info logs the call.
+    let chat = |level: &str| {
+        let s = space();
+        let script = s.path.with_file_name("script.json");
+        let turns = json!([{"tool_calls": [{"name": "evil\u{1b}[2J", "arguments": {}}]}, {"text": "done"}]);
+        std::fs::write(&script, turns.to_string()).unwrap();
+        let model = format!("scripted:{}", script.display());
+        let mut command = common::trellis(&s.path);
+        let out = command.env("TRELLIS_LOG", level).args(["chat", "--model", &model, "-m", "hi"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let logged = chat("info");
+    assert!(logged.contains("unknown tool"), "info logs each call: {logged}");
+    assert!(!logged.contains('\u{1b}') && logged.contains("\\u{1b}[2J"), "escaped: {logged}");
+    assert_eq!(chat("off"), "", "off logs nothing");
+
+    let s = space();
+    let bogus = common::trellis(&s.path).env("TRELLIS_LOG", "loud").args(["patterns"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&bogus.stderr);
+    assert!(bogus.status.success() && stderr.contains("TRELLIS_LOG=loud is not a level"), "{stderr}");
+}

@@ -275,6 +275,7 @@ impl App {
             // Help and version print here too, and exit 0.
             Err(e) => e.exit(),
         };
+        start_log();
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt,
             Err(e) => {
@@ -394,6 +395,27 @@ impl App {
         }
         Ok(rt)
     }
+}
+
+/// The log on standard error (escaped), at the level `TRELLIS_LOG` names: `error`, `warn`
+/// (the default: MCP servers that stop, tool entries skipped, storage trouble), `info`
+/// (also each tool call and what MCP servers write on their standard error), `debug`,
+/// `trace` or `off`. A program that set up its own tracing subscriber keeps it.
+fn start_log() {
+    use tracing_subscriber::filter::LevelFilter;
+    let level = match std::env::var("TRELLIS_LOG") {
+        Err(_) => LevelFilter::WARN,
+        Ok(text) => text.trim().parse().unwrap_or_else(|_| {
+            eprintln!(
+                "warning: TRELLIS_LOG={} is not a level (error, warn, info, debug, trace, off); logging warnings",
+                terminal::safe_line(&text)
+            );
+            LevelFilter::WARN
+        }),
+    };
+    let log = tracing_subscriber::fmt().with_max_level(level).with_target(false).without_time();
+    // Refused only when a subscriber is already set: the program's own, which stays.
+    let _ = log.with_writer(|| terminal::SafeStderr).try_init();
 }
 
 /// Whether opening the space failed because another process holds it.

@@ -33,6 +33,23 @@ pub fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     out.write_all(safe(text).as_bytes())
 }
 
+/// Standard error for the log: each write is made [`safe`] first, so a log line quoting
+/// what an MCP server or a model said cannot drive the terminal.
+pub struct SafeStderr;
+
+impl Write for SafeStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The log formats each event whole before writing it, so a write holds whole
+        // characters.
+        std::io::stderr().lock().write_all(safe(&String::from_utf8_lossy(buf)).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// `text` with each control character that `keep` refuses written by `write`.
 fn escape(text: &str, keep: impl Fn(char) -> bool, write: impl Fn(char, &mut String)) -> Cow<'_, str> {
     let escaped = |c: char| c.is_control() && !keep(c);
