@@ -40,13 +40,16 @@ pub struct SafeStderr;
 impl Write for SafeStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         // The log formats each event whole before writing it, so a write holds whole
-        // characters.
-        std::io::stderr().lock().write_all(safe(&String::from_utf8_lossy(buf)).as_bytes())?;
+        // characters. A closed standard error (a parent that stopped reading) drops the
+        // line: failing here would make the log report the failure on that same closed
+        // stream, which panics, in whatever task was logging.
+        let _ = std::io::stderr().lock().write_all(safe(&String::from_utf8_lossy(buf)).as_bytes());
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 
