@@ -32,11 +32,13 @@ enum Change {
 }
 
 /// What the server accepts of a `subscriptions/listen` filter: the list changes, and the
-/// URIs that name a charm, as many as the budget has room for beside the stream.
+/// URIs that name a charm, as many as the budget has room for beside the stream. Only the
+/// first [`MAX_SUBSCRIPTIONS`] URIs are looked at: no more could be honoured, and a
+/// client's list costs no more than that to read.
 pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> SubscriptionFilter {
     let room = server.budget.left().saturating_sub(1);
     let mut uris: Vec<String> = Vec::new();
-    for uri in requested.resource_subscriptions.iter().flatten() {
+    for uri in requested.resource_subscriptions.iter().flatten().take(MAX_SUBSCRIPTIONS) {
         if uris.len() >= room {
             break;
         }
