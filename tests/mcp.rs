@@ -1,5 +1,6 @@
 //! `trellis mcp serve` driven by the official MCP Python SDK (PyPI `mcp`), as an MCP host
-//! drives it: initialize, list the tools, call them.
+//! drives it: initialize, list the tools, call them, subscribe to a charm; and as a client
+//! of the current revision (2026-07-28) does: `server/discover`, `subscriptions/listen`.
 
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
@@ -8,16 +9,32 @@ mod common;
 mod tools;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
+use trellis_mcp::MAX_SUBSCRIPTIONS;
 
-/// Runs the SDK client (`tests/mcp/client.py`) with `args`; what it saw.
-fn client(args: &[&std::ffi::OsStr]) -> Value {
+/// Runs the SDK client (`tests/mcp/client.py`) speaking `revision` with `args`; what it saw.
+fn client(revision: &str, args: &[&std::ffi::OsStr]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let out = Command::new(tools::python()).arg(script).args(args).env_remove("TRELLIS_SPACE").output().unwrap();
+    let child = Command::new(tools::python())
+        .arg(script)
+        .arg(revision)
+        .args(args)
+        .env_remove("TRELLIS_SPACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::output_within(child, Duration::from_secs(180), "the MCP client");
     assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The client of the current revision, against a server of [`MAX_SUBSCRIPTIONS`].
+fn current() -> String {
+    format!("current:{MAX_SUBSCRIPTIONS}")
 }
 
 /// What the client saw, as a host should see it (the same over stdio and HTTP).
@@ -52,6 +69,29 @@ fn check(seen: &Value) {
     assert_eq!(seen["stepped"]["result"]["count"], 3);
 }
 
+/// What a client of the current revision saw (the same over stdio and HTTP).
+fn check_current(seen: &Value) {
+    assert_eq!(seen["version"], "2026-07-28", "server/discover chose the current revision: {seen}");
+    let counter = seen["counter_uri"].as_str().unwrap();
+    // Of the filter asked for, the server honours what it has: no charm at `nope`.
+    let honored = serde_json::json!({
+        "toolsListChanged": true, "resourcesListChanged": true, "resourceSubscriptions": [counter]
+    });
+    assert_eq!(seen["honored"], honored, "{seen}");
+    assert_eq!(seen["added"]["result"]["count"], 2);
+    assert_eq!(seen["first"], counter, "the increment reached the listen stream: {seen}");
+    assert_eq!(seen["created"]["data"]["$NAME"], "Steps", "{seen}");
+    assert!(seen["relisted"].as_array().unwrap().iter().any(|t| t == "Steps_increment"), "{seen}");
+    assert_eq!(seen["stepped"]["result"]["count"], 3);
+    // More streams than the cap, opened and cancelled one by one, were all honoured.
+    assert_eq!(seen["reopened"], serde_json::json!([counter]), "{seen}");
+    // At once: each stream of one resource counts two (itself and the resource).
+    assert_eq!(seen["opened_at_once"], MAX_SUBSCRIPTIONS / 2, "{seen}");
+    assert!(seen["refused"].as_str().unwrap().contains("too many subscriptions"), "{seen}");
+    assert_eq!(seen["after"], counter, "closing the streams made room again: {seen}");
+    assert_eq!(seen["counter"]["count"], 3);
+}
+
 /// The counter's count as `trellis charm get` reads it after the server is gone.
 fn count(space: &Path) -> Value {
     let counter = common::trellis(space).args(["--json", "charm", "get", "Counter"]).output().unwrap();
@@ -62,9 +102,23 @@ fn count(space: &Path) -> Value {
 fn an_mcp_host_over_stdio_lists_and_calls_the_charms_handlers() {
     let s = common::space();
     let binary = env!("CARGO_BIN_EXE_trellis");
-    check(&client(&["stdio".as_ref(), binary.as_ref(), s.path.as_os_str()]));
+    check(&client("legacy", &["stdio".as_ref(), binary.as_ref(), s.path.as_os_str()]));
     // The change is in the space, for every other front end.
     assert_eq!(count(&s.path), 2);
+}
+
+#[test]
+fn a_client_of_the_current_revision_listens_over_stdio() {
+    let s = common::space();
+    let binary = env!("CARGO_BIN_EXE_trellis");
+    check_current(&client(&current(), &["stdio".as_ref(), binary.as_ref(), s.path.as_os_str()]));
+}
+
+#[test]
+fn a_client_of_the_current_revision_listens_over_streamable_http() {
+    let s = common::space();
+    let server = HttpServer::start(&s.path);
+    check_current(&client(&current(), &["http".as_ref(), server.url.as_ref()]));
 }
 
 /// `trellis mcp serve --http`, stopped when the test ends.
@@ -118,7 +172,7 @@ impl Drop for HttpServer {
 fn an_mcp_host_over_streamable_http_sees_the_same_and_web_pages_are_refused() {
     let s = common::space();
     let server = HttpServer::start(&s.path);
-    check(&client(&["http".as_ref(), server.url.as_ref()]));
+    check(&client("legacy", &["http".as_ref(), server.url.as_ref()]));
     let refused = server.status_with_origin("http://evil.example");
     assert!(refused.contains(" 403 "), "a web page's request must be refused: {refused}");
     drop(server);

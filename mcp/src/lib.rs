@@ -10,7 +10,9 @@
 //! is live: a client that subscribes to one gets `notifications/resources/updated` each
 //! time the charm's cells change, whoever changed them. [`CREATE_CHARM`] makes a charm of
 //! any registered pattern; when charms come, go or are renamed, the client gets
-//! `notifications/tools/list_changed` and `notifications/resources/list_changed`.
+//! `notifications/tools/list_changed` and `notifications/resources/list_changed`. Clients
+//! subscribe the current revision's way (2026-07-28, `subscriptions/listen`) or with
+//! `resources/subscribe`, at most [`MAX_SUBSCRIPTIONS`] at once.
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), trellis_mcp::ServeError> {
@@ -26,4 +28,6 @@
 pub mod client;
 pub mod server;
 
-pub use server::{serve_http, serve_stdio, ServeError, TrellisMcp, CALL_TIMEOUT, CHARM_URI, CREATE_CHARM};
+pub use server::{
+    serve_http, serve_stdio, ServeError, TrellisMcp, CALL_TIMEOUT, CHARM_URI, CREATE_CHARM, MAX_SUBSCRIPTIONS,
+};

@@ -1,30 +1,112 @@
 """Drives `trellis mcp serve` with the official MCP Python SDK, as an MCP host would.
 
-Usage: client.py stdio TRELLIS_BINARY SPACE_PATH, or client.py http URL; prints one JSON
-object with what it saw.
+Usage: client.py REVISION stdio TRELLIS_BINARY SPACE_PATH, or client.py REVISION http URL,
+where REVISION is `legacy` (the `initialize` handshake, `resources/subscribe`: what hosts
+speak today) or `current:CAP` (2026-07-28: `server/discover`, `subscriptions/listen`,
+against a server that lets CAP subscriptions be open at once); prints one JSON object
+with what it saw.
 """
 
 import asyncio
 import json
 import sys
+from contextlib import AsyncExitStack
 
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionLost, ToolsListChanged
+
+# How long a notification may take to come.
+WAIT = 20
 
 
 async def main() -> None:
-    if sys.argv[1] == "http":
-        async with streamable_http_client(sys.argv[2]) as (read, write):
-            await scenario(read, write)
+    revision, transport = sys.argv[1], sys.argv[2]
+    if transport == "http":
+        server = sys.argv[3]
     else:
-        binary, space = sys.argv[2], sys.argv[3]
-        params = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
-        async with stdio_client(params) as (read, write):
-            await scenario(read, write)
+        binary, space = sys.argv[3], sys.argv[4]
+        server = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
+    if revision.startswith("current:"):
+        await current(server, int(revision.removeprefix("current:")))
+    elif transport == "http":
+        async with streamable_http_client(server) as (read, write):
+            await legacy(read, write)
+    else:
+        async with stdio_client(server) as (read, write):
+            await legacy(read, write)
 
 
-async def scenario(read, write) -> None:
+async def current(server, cap: int) -> None:
+    """The 2026-07-28 revision: no handshake, change notifications on listen streams."""
+    async with Client(server) as client:  # mode "auto": server/discover first
+        version = client.protocol_version
+        resources = await client.list_resources()
+        counter = next(str(r.uri) for r in resources.resources if r.name == "Counter")
+        async with client.listen(
+            resource_subscriptions=[counter, "trellis://charm/nope"], tools_list_changed=True, resources_list_changed=True
+        ) as sub:
+            honored = sub.honored
+            added = await client.call_tool("Counter_increment", {"amount": 2})
+            first = await asyncio.wait_for(anext(sub), WAIT)
+            created = await client.call_tool("create-charm", {"pattern": "counter", "name": "Steps"})
+            lists = set()
+            while lists != {"tools", "resources"}:
+                event = await asyncio.wait_for(anext(sub), WAIT)
+                if isinstance(event, ToolsListChanged):
+                    lists.add("tools")
+                elif isinstance(event, ResourcesListChanged):
+                    lists.add("resources")
+            relisted = await client.list_tools()
+            stepped = await client.call_tool("Steps_increment", {"amount": 3})
+
+        # Each stream ended (cancelled) gives back what it took: more streams, one after
+        # the other, than could be open at once.
+        for _ in range(cap + 2):
+            async with client.listen(resource_subscriptions=[counter]) as again:
+                reopened = again.honored.resource_subscriptions
+
+        # Too many at once: the one past the cap is refused, and ending the others makes room.
+        async with AsyncExitStack() as held:
+            opened = 0
+            while True:
+                sub = await held.enter_async_context(client.listen(resource_subscriptions=[counter]))
+                if not sub.honored.resource_subscriptions:
+                    break
+                opened += 1
+            try:
+                await asyncio.wait_for(anext(sub), WAIT)
+                refused = None
+            except SubscriptionLost as lost:
+                refused = str(lost.__cause__)
+        async with client.listen(resource_subscriptions=[counter]) as after:
+            await client.call_tool("Counter_increment", {"amount": 1})
+            after_event = await asyncio.wait_for(anext(after), WAIT)
+
+        counter_data = await client.read_resource(counter)
+        print(
+            json.dumps(
+                {
+                    "version": version,
+                    "honored": honored.model_dump(by_alias=True, exclude_none=True),
+                    "counter_uri": counter,
+                    "added": added.structured_content,
+                    "first": first.uri if isinstance(first, ResourceUpdated) else repr(first),
+                    "created": created.structured_content,
+                    "relisted": [tool.name for tool in relisted.tools],
+                    "stepped": stepped.structured_content,
+                    "reopened": reopened,
+                    "opened_at_once": opened,
+                    "refused": refused,
+                    "after": after_event.uri if isinstance(after_event, ResourceUpdated) else repr(after_event),
+                    "counter": json.loads(counter_data.contents[0].text),
+                }
+            )
+        )
+
+
+async def legacy(read, write) -> None:
     updated: list[str] = []
     arrived = asyncio.Event()
     tools_changed = asyncio.Event()

@@ -1,20 +1,22 @@
 //! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve`]).
 
 mod serve;
+mod subscriptions;
+mod watch;
 
 pub use serve::{serve_http, serve_stdio, ServeError};
+pub use subscriptions::MAX_SUBSCRIPTIONS;
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
@@ -25,20 +27,37 @@ use trellis_runner::Runtime;
 /// How long one tool call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The MCP server of one space.
+/// The MCP server of one space, as one client's session sees it.
 #[derive(Clone)]
 pub struct TrellisMcp {
     rt: Runtime,
-    /// The resources a client subscribed to; their observers stop once they are gone.
-    subscribed: Arc<Mutex<HashSet<String>>>,
     /// The last catalog, rebuilt only when what it was built from changed.
     tools: Arc<CatalogCache>,
+    /// What the server's clients watch, one observer per thing (see [`watch`]).
+    watches: watch::Watches,
+    /// The subscriptions that may be open at once ([`MAX_SUBSCRIPTIONS`]).
+    budget: Arc<watch::Budget>,
+    /// This session's `resources/subscribe` subscriptions and list changes (the
+    /// revisions before 2026-07-28), stopped when the session ends.
+    legacy: Arc<subscriptions::Legacy>,
 }
 
 impl TrellisMcp {
     /// The server of the space `rt` runs.
     pub fn new(rt: Runtime) -> Self {
-        TrellisMcp { rt, subscribed: Arc::default(), tools: Arc::default() }
+        TrellisMcp {
+            rt,
+            tools: Arc::default(),
+            watches: watch::Watches::default(),
+            budget: watch::Budget::new(MAX_SUBSCRIPTIONS),
+            legacy: Arc::default(),
+        }
+    }
+
+    /// The server for another client of the same space: the same catalog, watches and
+    /// subscription budget, its own session.
+    pub fn for_client(&self) -> Self {
+        TrellisMcp { legacy: Arc::default(), ..self.clone() }
     }
 
     /// The charm a resource URI names, if it names one.
@@ -66,7 +85,13 @@ impl TrellisMcp {
 impl ServerHandler for TrellisMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build(),
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .build(),
         )
         .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
         .with_instructions(
@@ -124,20 +149,9 @@ impl ServerHandler for TrellisMcp {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // Charms coming, going or renamed change the tools and the resources.
-        let charms = trellis_runner::Link::new(trellis_runner::charm::CHARMS_DOC, trellis_runner::Path::root());
-        let peer = context.peer;
-        notify_on_change(
-            &self.rt,
-            &charms,
-            || true,
-            move || {
-                let peer = peer.clone();
-                async move {
-                    peer.notify_tool_list_changed().await?;
-                    peer.notify_resource_list_changed().await
-                }
-            },
-        );
+        if let Err(error) = self.legacy.lists(self, context.peer) {
+            tracing::warn!(%error, "the client will not hear of new charms");
+        }
     }
 
     async fn list_resources(
@@ -179,33 +193,21 @@ impl ServerHandler for TrellisMcp {
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
-    #[allow(deprecated)] // the subscription of the protocol revisions today's hosts speak (2025-11-25)
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(subscriptions::accept(self, requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        subscriptions::listen(self, context).await
+    }
+
+    #[allow(deprecated)] // the subscription of the revisions today's hosts speak (2025-11-25)
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let uri = request.uri;
-        let charm = self.charm_of(&uri).ok_or_else(|| {
-            ErrorData::resource_not_found(format!("no charm at `{uri}`; resources/list shows them"), None)
-        })?;
-        let fresh = self
-            .subscribed
-            .lock()
-            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
-            .insert(uri.clone());
-        if !fresh {
-            return Ok(());
-        }
-        let (subscribed, watched) = (Arc::clone(&self.subscribed), uri.clone());
-        let still_subscribed = move || subscribed.lock().is_ok_and(|s| s.contains(&watched));
-        let peer = context.peer;
-        let charm = self.rt.charms().result(&charm.as_str().into());
-        notify_on_change(&self.rt, &charm, still_subscribed, move || {
-            let (peer, uri) = (peer.clone(), uri.clone());
-            async move { peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await }
-        });
-        Ok(())
+        self.legacy.subscribe(self, request.uri, context.peer)
     }
 
     #[allow(deprecated)] // see `subscribe`
@@ -214,11 +216,7 @@ impl ServerHandler for TrellisMcp {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        // The observer stops at the next change, finding the URI gone.
-        self.subscribed
-            .lock()
-            .map_err(|_| ErrorData::internal_error("a lock was poisoned", None))?
-            .remove(&request.uri);
+        self.legacy.unsubscribe(&request.uri);
         Ok(())
     }
 }
@@ -229,31 +227,6 @@ impl ServerHandler for TrellisMcp {
 fn annotations(tool: &trellis_builtins::catalog::Tool) -> ToolAnnotations {
     let read_only = matches!(tool.target, ToolTarget::Read { .. });
     ToolAnnotations::new().read_only(read_only).destructive(tool.approval.is_some()).open_world(false)
-}
-
-/// Sends `notify()` to the client after each change under `at`, while `watching()` holds
-/// and the client is there. The observer runs where the change commits, so it only
-/// signals a task, which sends; changes that queue up meanwhile make one notification.
-fn notify_on_change<N, F>(
-    rt: &Runtime,
-    at: &trellis_runner::Link,
-    watching: impl Fn() -> bool + Send + Sync + 'static,
-    notify: N,
-) where
-    N: Fn() -> F + Send + 'static,
-    F: std::future::Future<Output = Result<(), rmcp::ServiceError>> + Send,
-{
-    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
-    rt.observe(at, move |_| watching() && changed.send(()).is_ok());
-    tokio::spawn(async move {
-        while changes.recv().await.is_some() {
-            while changes.try_recv().is_ok() {}
-            if let Err(error) = notify().await {
-                tracing::debug!(%error, "the client is gone; no more notifications");
-                break;
-            }
-        }
-    });
 }
 
 /// The tool that creates a charm. Its name has a `-` that no charm tool's wire name can

@@ -38,11 +38,10 @@ pub async fn serve_http(
     if remote {
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
-        move || Ok(TrellisMcp::new(rt.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    // One server for all clients: they share its watches and subscription budget.
+    let server = TrellisMcp::new(rt);
+    let service =
+        StreamableHttpService::new(move || Ok(server.for_client()), Arc::new(LocalSessionManager::default()), config);
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);

@@ -1,0 +1,170 @@
+//! What MCP clients watch in a space: one runtime observer per watched thing (the list of
+//! charms, or one charm's data), however many clients and subscriptions watch it, and a
+//! budget on how many subscriptions may be open at once.
+//!
+//! The runtime drops an observer only when it runs and asks to stop, at the next change
+//! of what it observes. Were each subscription its own observer, a client that subscribes
+//! and cancels over and over to a charm that never changes would pile them up; here a
+//! subscription is a receiver of a shared signal, and the one observer behind it stops at
+//! the next change once no receiver is left.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use trellis_runner::charm::CHARMS_DOC;
+use trellis_runner::{Link, Runtime};
+
+/// Something a client can watch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Target {
+    /// The charms of the space: one coming, going or renamed changes the tools and the
+    /// resources.
+    Charms,
+    /// The data of the charm with this id.
+    Charm(String),
+}
+
+impl Target {
+    fn link(&self, rt: &Runtime) -> Link {
+        match self {
+            Target::Charms => Link::new(CHARMS_DOC, trellis_runner::Path::root()),
+            Target::Charm(id) => rt.charms().result(&id.as_str().into()),
+        }
+    }
+}
+
+type Signals = Mutex<HashMap<Target, watch::Sender<()>>>;
+
+/// The change signals of one server, shared by all its clients.
+#[derive(Clone, Default)]
+pub(crate) struct Watches(Arc<Signals>);
+
+impl Watches {
+    /// A receiver marked changed after each commit that changes `target` (changes that
+    /// come while nobody looks make one).
+    pub(crate) fn watch(&self, rt: &Runtime, target: Target) -> watch::Receiver<()> {
+        let link = target.link(rt);
+        self.watch_at(rt, target, &link)
+    }
+
+    /// [`Watches::watch`], with the link `target` has.
+    fn watch_at(&self, rt: &Runtime, target: Target, link: &Link) -> watch::Receiver<()> {
+        let mut signals = self.0.lock();
+        if let Some(sender) = signals.get(&target) {
+            return sender.subscribe();
+        }
+        let (sender, receiver) = watch::channel(());
+        signals.insert(target.clone(), sender);
+        let hub = Arc::downgrade(&self.0);
+        // Registered under the lock, so a retiring observer of the same target (which
+        // takes the lock too) never removes this new entry.
+        rt.observe(link, move |_| signal(&hub, &target));
+        receiver
+    }
+
+    /// How many things have an observer behind them.
+    #[cfg(test)]
+    pub(crate) fn observed(&self) -> usize {
+        self.0.lock().len()
+    }
+}
+
+/// Signals the receivers of `target`; false (the observer stops, its entry goes) once
+/// none is left or the server is gone.
+fn signal(hub: &Weak<Signals>, target: &Target) -> bool {
+    let Some(hub) = hub.upgrade() else { return false };
+    let mut signals = hub.lock();
+    match signals.get(target) {
+        Some(sender) if sender.receiver_count() > 0 => {
+            sender.send_replace(());
+            true
+        }
+        Some(_) => {
+            signals.remove(target);
+            false
+        }
+        None => false,
+    }
+}
+
+/// How many subscriptions may be open at once.
+pub(crate) struct Budget {
+    used: AtomicUsize,
+    cap: usize,
+}
+
+impl Budget {
+    /// A budget of `cap` subscriptions.
+    pub(crate) fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Budget { used: AtomicUsize::new(0), cap })
+    }
+
+    /// How many more can be opened now.
+    pub(crate) fn left(&self) -> usize {
+        self.cap.saturating_sub(self.used.load(Ordering::Acquire))
+    }
+
+    /// Takes `n` of the budget until the [`Held`] is dropped; `None` if fewer are left.
+    pub(crate) fn take(self: &Arc<Self>, n: usize) -> Option<Held> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= self.cap))
+            .ok()?;
+        Some(Held { budget: Arc::clone(self), n })
+    }
+}
+
+/// A part of a [`Budget`], given back when dropped.
+pub(crate) struct Held {
+    budget: Arc<Budget>,
+    n: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.n, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_observer_per_thing_and_it_stops_once_nobody_watches() {
+        let rt = Runtime::in_memory();
+        let count = rt.new_cell("count", 0i64).unwrap();
+        // A charm's data stands in for the cell.
+        let watch = |watches: &Watches| watches.watch_at(&rt, Target::Charm("c".into()), count.link());
+        let watches = Watches::default();
+
+        let mut first = watch(&watches);
+        // Subscribing and cancelling many times leaves one observer behind, not many.
+        for _ in 0..100 {
+            drop(watch(&watches));
+        }
+        assert_eq!(watches.observed(), 1);
+        rt.transact(|tx| count.set(tx, 1)).unwrap();
+        first.changed().await.unwrap();
+
+        drop(first);
+        rt.transact(|tx| count.set(tx, 2)).unwrap();
+        assert_eq!(watches.observed(), 0, "the observer stopped at the first change nobody watched");
+        // A new watcher gets a new observer, and hears the next change.
+        let mut again = watch(&watches);
+        rt.transact(|tx| count.set(tx, 3)).unwrap();
+        again.changed().await.unwrap();
+    }
+
+    #[test]
+    fn a_budget_is_given_back() {
+        let budget = Budget::new(3);
+        let two = budget.take(2).unwrap();
+        assert!(budget.take(2).is_none());
+        assert_eq!(budget.left(), 1);
+        drop(two);
+        assert!(budget.take(3).is_some());
+    }
+}
