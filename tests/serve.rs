@@ -351,8 +351,12 @@ fn the_page_gets_the_enabled_plugins_and_their_verified_modules_and_their_calls_
     assert_eq!(unknown.status, 404);
     assert!(unknown.json()["error"].as_str().unwrap().contains("trellis plugin list"), "{}", unknown.body);
 
-    // The server offered the plugin's tools: the model's call waits for the client (the
-    // page), which resolves it with the result; the first answer wins.
+    // The server offered the plugin's tools: the model has them, from the plugin; its call
+    // waits for the client (the page), which resolves it with the result; the first
+    // answer wins.
+    let tools = c.ok("GET", "/api/chat", None, 200)["tools"].clone();
+    let count_words = tools.as_array().unwrap().iter().find(|t| t["wire"] == "count_words");
+    assert_eq!(count_words.map(|t| t["from"].clone()), Some(json!("plugin text-tools")), "{tools}");
     let script = s.path.with_file_name("script.json");
     let turns = json!([
         {"tool_calls": [{"name": "count_words", "arguments": {"text": "one two three"}}]},

@@ -40,6 +40,12 @@ with sync_playwright() as p:
     expect(page.locator("#model")).to_have_text(model)
     expect(second.locator("#model")).to_have_text(model)
 
+    # The tools chip says where the plugin's tools come from.
+    page.locator("#tools-chip").click()
+    expect(page.locator("#tools-list")).to_contain_text("count_words")
+    expect(page.locator("#tools-list")).to_contain_text("from plugin text-tools")
+    page.locator("#tools-chip").click()
+
     box = page.locator("#input")
     box.click()
     box.press_sequentially("how many words are in: the quick brown fox jumps")
@@ -64,7 +70,7 @@ with sync_playwright() as p:
     box.press_sequentially("now try the faulty plugin")
     box.press("Enter")
     results = page.locator("#messages .tool-result")
-    expect(results).to_have_count(3)
+    expect(results).to_have_count(3, timeout=20_000)  # the loop runs its 5 s first
     messages = page.locator("#messages")
     expect(messages).to_contain_text("the plugin ran past its budget of 5 s in the page and was stopped")
     expect(messages).to_contain_text("the plugin failed: unreachable")
