@@ -1,10 +1,10 @@
 """An installed plugin's tool run by the web page of `trellis serve`, in headless Chromium.
 
-Usage: plugins.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM MODEL (see session.py); MODEL is a
+Usage: plugins.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM MODEL HEX... (see session.py); MODEL is a
 scripted model that calls `count_words` on "the quick brown fox jumps", then answers; to
 the next message it calls `spin` (a loop) and `crash` (a trap) of the plugin `faulty`,
-then answers.
-The page runs the plugin's WebAssembly in a Web Worker under the page's strict policy
+then answers. Each HEX is a module with an import it was not granted, which the page's
+worker must refuse. The page runs the plugin's WebAssembly in a Web Worker under the page's strict policy
 and resolves the call; two tabs are open, only one result counts, and neither shows an
 error.
 """
@@ -15,7 +15,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from session import api, base, chromium, extra, shot, sign_in
 
-model = extra[0]
+model, refused = extra[0], extra[1:]
 
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True)
@@ -77,6 +77,21 @@ with sync_playwright() as p:
     expect(page.locator("#messages .assistant").last).to_have_text("Both plugins failed, and we go on.")
     expect(page.locator("#notice")).to_be_hidden()
     shot(page, "12-plugin-stopped-and-trapped")
+    # The worker itself refuses a module importing what was not granted.
+    for module in refused:
+        answer = page.evaluate(
+            """(hex) => new Promise((done) => {
+                const worker = new Worker("/plugin-worker.js");
+                worker.onmessage = (event) => { worker.terminate(); done(event.data); };
+                setTimeout(() => done({error: "the worker did not answer within 10 s"}), 10000);
+                const bytes = Uint8Array.from(hex.match(/../g), (pair) => parseInt(pair, 16));
+                worker.postMessage({module: bytes.buffer, export: "run", granted: ["clock"], memoryMib: 2,
+                                    arguments: {}});
+            })""",
+            module,
+        )
+        assert "which it was not granted" in answer.get("error", ""), answer
+
     assert not problems, problems
     browser.close()
 
