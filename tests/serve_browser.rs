@@ -104,13 +104,14 @@ fn installed_plugins_run_in_the_page() {
     std::fs::write(&script, turns.to_string()).unwrap();
     // Modules the server would refuse to load, handed to the page's worker directly: it
     // refuses them too (an import from elsewhere; a `trellis` import not granted).
-    let refused: Vec<String> = [r#"(import "env" "x" (func))"#, r#"(import "trellis" "random" (func (param i32 i32)))"#]
-        .iter()
-        .map(|import| {
-            let wasm = wat::parse_str(bundles::module(import, "")).unwrap();
-            wasm.iter().map(|b| format!("{b:02x}")).collect()
-        })
-        .collect();
+    let refused: Vec<String> =
+        [r#"(import "env" "x" (func))"#, r#"(import "trellis" "random" (func (param i32 i32)))"#]
+            .iter()
+            .map(|import| {
+                let wasm = wat::parse_str(bundles::module(import, "")).unwrap();
+                wasm.iter().map(|b| format!("{b:02x}")).collect()
+            })
+            .collect();
     let served = server::Served::start(&s.path, &[], &[]);
     let model = format!("scripted:{}", script.display());
     let shots = browse("plugins.py", &served, &[&model, &refused[0], &refused[1]]);
