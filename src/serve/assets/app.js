@@ -204,7 +204,7 @@ function inWorker(plugin, tool, args, bytes) {
     const timer = setTimeout(() => finish({ error: `the plugin ran past its budget of ${plugin.time_budget_ms / 1000} s ` +
       "in the page and was stopped (does it loop forever?)" }), plugin.time_budget_ms);
     worker.onmessage = (event) => finish(event.data);
-    worker.onerror = (event) => { event.preventDefault(); finish({ error: `the plugin's worker failed: ${event.message}` }); };
+    worker.onerror = (event) => { event.preventDefault(); finish({ error: `the plugin's worker failed: ${event.message || "it did not start"}` }); };
     worker.postMessage({ module: bytes, export: tool.export, granted: plugin.granted, memoryMib: plugin.memory_mib,
       arguments: args });
   });
