@@ -4,7 +4,11 @@
 
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+#[path = "../plugins/tests/common/mod.rs"]
+mod bundles;
 mod common;
+#[path = "common/example_plugin.rs"]
+mod example_plugin;
 #[path = "common/server.rs"]
 mod server;
 
@@ -192,7 +196,13 @@ fn the_sign_in_link_works_once_and_gives_a_strict_http_only_cookie() {
     assert_eq!(forged.status, 401);
     let page = served.request("GET", "/", &[], None);
     assert_eq!(page.status, 200);
-    assert!(page.header("content-security-policy").unwrap().contains("script-src 'self'"));
+    let policy = page.header("content-security-policy").unwrap();
+    // WebAssembly may be compiled (plugins), JavaScript may not be evaluated.
+    assert!(policy.contains("script-src 'self' 'wasm-unsafe-eval';") && policy.contains("worker-src 'self'"));
+    assert!(!policy.contains("'unsafe-eval'") && !policy.contains("unsafe-inline"), "{policy}");
+    let worker = served.request("GET", "/plugin-worker.js", &[], None);
+    assert_eq!(worker.status, 200);
+    assert_eq!(worker.header("content-type"), Some("text/javascript; charset=utf-8"));
 }
 
 #[test]
@@ -303,4 +313,74 @@ fn other_commands_on_the_space_talk_to_the_server_that_holds_it() {
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let notes = run(&["--json", "charm", "get", "Notes"]);
     assert_eq!(serde_json::from_slice::<Value>(&notes.stdout).unwrap()["notes"], json!([]));
+}
+
+#[test]
+fn the_page_gets_the_enabled_plugins_and_their_verified_modules_and_their_calls_wait_for_it() {
+    let s = common::space();
+    let author = example_plugin::Author::new(&s.path);
+    let installed = author.install_example(&s.path);
+    let c = client(&s.path, &[]);
+    for path in ["/api/plugins", "/api/plugins/text-tools/module"] {
+        let refused = c.served.request("GET", path, &[], None);
+        assert_eq!(refused.status, 401, "{path} needs a session or a token: {}", refused.body);
+        assert!(refused.bytes.len() < 1000 && refused.json()["error"].is_string(), "no module without auth");
+    }
+
+    let listed = c.ok("GET", "/api/plugins", None, 200);
+    let plugin = &listed[0];
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(plugin["name"], "text-tools");
+    assert_eq!(plugin["signed_by"], json!(author.public_key));
+    assert_eq!(plugin["granted"], json!(["clock"]));
+    assert_eq!(plugin["memory_mib"], 2, "the manifest's own cap");
+    let exports: Vec<(&str, &str)> = plugin["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["export"].as_str().unwrap()))
+        .collect();
+    assert_eq!(exports, [("count_words", "count_words"), ("unix_time", "now")]);
+    assert_eq!(plugin["tools"][0]["parameters"]["required"], json!(["text"]));
+
+    let module = c.call("GET", plugin["module"].as_str().unwrap(), None);
+    assert_eq!(module.status, 200, "{}", module.body);
+    assert_eq!(module.header("content-type"), Some("application/wasm"));
+    assert_eq!(module.bytes, installed, "the module as installed");
+    let unknown = c.call("GET", "/api/plugins/nope/module", None);
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"].as_str().unwrap().contains("trellis plugin list"), "{}", unknown.body);
+
+    // The server offered the plugin's tools: the model has them, from the plugin; its call
+    // waits for the client (the page), which resolves it with the result; the first
+    // answer wins.
+    let tools = c.ok("GET", "/api/chat", None, 200)["tools"].clone();
+    let count_words = tools.as_array().unwrap().iter().find(|t| t["wire"] == "count_words");
+    assert_eq!(count_words.map(|t| t["from"].clone()), Some(json!("plugin text-tools")), "{tools}");
+    let script = s.path.with_file_name("script.json");
+    let turns = json!([
+        {"tool_calls": [{"name": "count_words", "arguments": {"text": "one two three"}}]},
+        {"text": "Three words."}
+    ]);
+    std::fs::write(&script, turns.to_string()).unwrap();
+    c.ok("PUT", "/api/chat/model", Some(json!({"model": format!("scripted:{}", script.display())})), 204);
+    let mut events = c.served.events("/api/chat/events", &[&c.auth]);
+    c.ok("POST", "/api/chat/messages", Some(json!({"text": "count the words of: one two three"})), 202);
+    let waiting = events.until("chat", |chat| !chat["interactions"].as_array().unwrap().is_empty());
+    let call = &waiting["interactions"][0];
+    assert_eq!((call["kind"].as_str(), call["wire"].as_str()), (Some("client_execution"), Some("count_words")));
+    assert_eq!(call["arguments"], json!({"text": "one two three"}));
+    let path = format!("/api/interactions/{}/resolve", call["call_id"].as_str().unwrap());
+    c.ok("POST", &path, Some(json!({"output": {"words": 3}})), 202);
+    let again = c.call("POST", &path, Some(json!({"output": {"error": "a second tab's result"}})));
+    assert_eq!(again.status, 409, "the first answer wins: {}", again.body);
+    let done = events.until("chat", |chat| chat["messages"].to_string().contains("Three words."));
+    assert!(done["messages"].to_string().contains(r#"{"words":3}"#), "{}", done["messages"]);
+
+    // A disabled plugin is neither listed nor served.
+    drop(c);
+    common::ok(&s.path, &["plugin", "disable", "text-tools"]);
+    let c = client(&s.path, &[]);
+    assert_eq!(c.ok("GET", "/api/plugins", None, 200), json!([]));
+    assert_eq!(c.call("GET", "/api/plugins/text-tools/module", None).status, 404);
 }

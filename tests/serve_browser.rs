@@ -1,13 +1,18 @@
 //! The web chat of `trellis serve`, end to end in headless Chromium from Debian's packages,
 //! driven by Playwright (PyPI) pointed at that Chromium: the @-popup, a tool call inline
 //! and the counter changing in the panel, an approval answered in the page and seen
-//! resolved in a second tab, a question answered, Stop cancelling a slow reply.
+//! resolved in a second tab, a question answered, Stop cancelling a slow reply; and an
+//! installed plugin's tool run by the page, in a Web Worker, its result inline.
 //! Screenshots of each step land in `target/tmp/serve-screenshots`.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+#[path = "../plugins/tests/common/mod.rs"]
+mod bundles;
 mod common;
+#[path = "common/example_plugin.rs"]
+mod example_plugin;
 #[path = "common/python.rs"]
 mod python;
 #[path = "common/server.rs"]
@@ -15,7 +20,7 @@ mod server;
 #[path = "common/slow_model.rs"]
 mod slow_model;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -29,23 +34,23 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long the whole browser session may take.
 const DEADLINE: Duration = Duration::from_secs(240);
 
-#[test]
-fn the_web_chat_in_a_real_browser() {
+/// Runs `tests/browser/SCRIPT SIGN_IN SHOTS CHROMIUM EXTRA...` and fails the test when it
+/// fails or outlives the deadline; returns the screenshot folder.
+fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing; install it with: apt-get update && apt-get install -y --no-install-recommends \
          chromium chromium-driver fonts-liberation"
     );
     let python = python::venv("playwright-venv", &[PLAYWRIGHT]);
-    let s = common::space();
-    let slow = slow_model::server();
-    let served = server::Served::start(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-screenshots");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/chat.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser").join(script);
     let child = Command::new(python)
         .arg(script)
         .args([served.sign_in.as_str(), shots.to_str().unwrap(), CHROMIUM])
+        .args(extra)
         .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("PYTHONDONTWRITEBYTECODE", "1") // nothing written beside the scripts
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -60,7 +65,57 @@ fn the_web_chat_in_a_real_browser() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    shots
+}
+
+#[test]
+fn the_web_chat_in_a_real_browser() {
+    let s = common::space();
+    let slow = slow_model::server();
+    let served = server::Served::start(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
+    let shots = browse("chat.py", &served, &[]);
     for step in ["01-mention-popup", "03-tool-call-and-panel", "06-second-tab-resolved", "09-stopped"] {
+        assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
+    }
+}
+
+/// A plugin whose `spin` loops forever and whose `crash` traps.
+const FAULTY_MANIFEST: &str = r#"{"name": "faulty", "version": "0.1.0", "tools": [
+    {"name": "spin", "description": "Never ends", "parameters": {"type": "object"}},
+    {"name": "crash", "description": "Traps", "parameters": {"type": "object"}}]}"#;
+const FAULTY_ITEMS: &str = r#"(func (export "spin") (param i32 i32) (result i64) (loop $forever (br $forever)) (i64.const 0))
+    (func (export "crash") (param i32 i32) (result i64) unreachable)"#;
+
+#[test]
+fn installed_plugins_run_in_the_page() {
+    let s = common::space();
+    let author = example_plugin::Author::new(&s.path);
+    author.install_example(&s.path);
+    let faulty = author.bundle_dir("faulty");
+    bundles::write_bundle(&faulty, FAULTY_MANIFEST.as_bytes(), &bundles::module("", FAULTY_ITEMS));
+    author.install(&s.path, &faulty, &[]);
+    let script = s.path.with_file_name("script.json");
+    let turns = serde_json::json!([
+        {"tool_calls": [{"name": "count_words", "arguments": {"text": "the quick brown fox jumps"}}]},
+        {"text": "Your text has five words."},
+        {"tool_calls": [{"name": "spin"}, {"name": "crash"}]},
+        {"text": "Both plugins failed, and we go on."}
+    ]);
+    std::fs::write(&script, turns.to_string()).unwrap();
+    // Modules the server would refuse to load, handed to the page's worker directly: it
+    // refuses them too (an import from elsewhere; a `trellis` import not granted).
+    let refused: Vec<String> =
+        [r#"(import "env" "x" (func))"#, r#"(import "trellis" "random" (func (param i32 i32)))"#]
+            .iter()
+            .map(|import| {
+                let wasm = wat::parse_str(bundles::module(import, "")).unwrap();
+                wasm.iter().map(|b| format!("{b:02x}")).collect()
+            })
+            .collect();
+    let served = server::Served::start(&s.path, &[], &[]);
+    let model = format!("scripted:{}", script.display());
+    let shots = browse("plugins.py", &served, &[&model, &refused[0], &refused[1]]);
+    for step in ["10-plugin-ran-in-the-page", "12-plugin-stopped-and-trapped"] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
 }

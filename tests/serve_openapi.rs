@@ -5,7 +5,11 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+#[path = "../plugins/tests/common/mod.rs"]
+mod bundles;
 mod common;
+#[path = "common/example_plugin.rs"]
+mod example_plugin;
 #[path = "common/python.rs"]
 mod python;
 #[path = "common/server.rs"]
@@ -25,6 +29,8 @@ const DEADLINE: Duration = Duration::from_secs(300);
 fn schemathesis_finds_the_api_true_to_its_openapi_document() {
     let python = python::venv("schemathesis-venv", &[SCHEMATHESIS]);
     let s = common::space();
+    // A plugin installed, so that what `GET /api/plugins` answers is checked too.
+    example_plugin::Author::new(&s.path).install_example(&s.path);
     // Schemathesis sends hundreds of requests: the rate limit is not what it checks.
     let served = server::Served::start(&s.path, &["--rate-limit", "1000000"], &[]);
     // A session, as the page has (see tests/openapi/schemathesis.toml).

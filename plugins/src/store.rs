@@ -64,6 +64,15 @@ pub struct Listed {
     pub hash: String,
 }
 
+/// An enabled plugin that loaded: its bundle, verified, and the permissions granted.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The bundle (its signature checked against the trusted keys, its module by the sandbox).
+    pub bundle: Bundle,
+    /// The permissions the user granted.
+    pub granted: Vec<Permission>,
+}
+
 /// What installing asks of the user.
 #[derive(Debug, Clone, Default)]
 pub struct InstallOptions {
@@ -228,9 +237,19 @@ impl<'rt> PluginStore<'rt> {
     /// Registers every enabled plugin with `manager` (server tools taking `server_tools`
     /// names), verifying each again: the plugins that could not load, with why.
     pub fn load(&self, manager: &PluginManager, server_tools: &[String]) -> Vec<(String, StoreError)> {
+        self.load_bundles(manager, server_tools).1
+    }
+
+    /// As [`PluginStore::load`], and also the bundles that loaded, verified, for a client
+    /// that runs their modules itself (the web page of `trellis serve`).
+    pub fn load_bundles(
+        &self,
+        manager: &PluginManager,
+        server_tools: &[String],
+    ) -> (Vec<Loaded>, Vec<(String, StoreError)>) {
         let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
         let trusted = self.trusted_keys();
-        let mut failed = Vec::new();
+        let (mut loaded, mut failed) = (Vec::new(), Vec::new());
         for (name, record) in installed {
             let record = match record {
                 Ok(record) if record.enabled => record,
@@ -240,18 +259,20 @@ impl<'rt> PluginStore<'rt> {
                     continue;
                 }
             };
-            let loaded = self.bundle(&name, &record).and_then(|bundle| {
+            let verified = self.bundle(&name, &record).and_then(|bundle| {
                 let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
                 let unsigned = record.signature.is_none();
                 verify(manifest, module, record.signature.as_ref(), &trusted, unsigned).map_err(BundleError::from)?;
                 let plugin = bundle.plugin(&record.granted)?;
-                Ok(manager.register(plugin, server_tools)?)
+                manager.register(plugin, server_tools)?;
+                Ok(bundle)
             });
-            if let Err(e) = loaded {
-                failed.push((name, e));
+            match verified {
+                Ok(bundle) => loaded.push(Loaded { bundle, granted: record.granted }),
+                Err(e) => failed.push((name, e)),
             }
         }
-        failed
+        (loaded, failed)
     }
 
     fn get(&self, name: &str) -> Result<Record, StoreError> {

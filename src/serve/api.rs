@@ -6,7 +6,7 @@ use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use trellis_builtins::dialog::Interaction;
 
-use super::routes::{charms, chat, interactions, patterns, tokens};
+use super::routes::{charms, chat, interactions, patterns, plugins, tokens};
 use super::Server;
 use crate::cli::output::PatternInfo;
 
@@ -24,6 +24,8 @@ pub enum Answer {
     Json(u16, SchemaOf),
     /// Nothing (204).
     Nothing,
+    /// Bytes of this media type (200).
+    Bytes(&'static str),
     /// Server-sent events (`text/event-stream`): their names and what each carries.
     Events(&'static [(&'static str, SchemaOf)]),
 }
@@ -48,7 +50,7 @@ pub struct Endpoint {
 
 /// Every endpoint of the API.
 pub fn endpoints() -> Vec<Endpoint> {
-    use Answer::{Events, Json, Nothing};
+    use Answer::{Bytes, Events, Json, Nothing};
     let endpoint = |method, path, operation, summary, body, answer, handler| Endpoint {
         method,
         path,
@@ -207,6 +209,24 @@ pub fn endpoints() -> Vec<Endpoint> {
             Some(schema::<interactions::Resolution>),
             Json(202, schema::<chat::Accepted>),
             post(interactions::resolve),
+        ),
+        endpoint(
+            "get",
+            "/api/plugins",
+            "listPlugins",
+            "The enabled plugins whose tools the page runs (their calls wait as client executions)",
+            None,
+            Json(200, schema::<Vec<plugins::PagePlugin>>),
+            get(plugins::list),
+        ),
+        endpoint(
+            "get",
+            "/api/plugins/{name}/module",
+            "pluginModule",
+            "A plugin's WebAssembly module, verified when the server loaded it",
+            None,
+            Bytes("application/wasm"),
+            get(plugins::module),
         ),
         endpoint(
             "get",

@@ -13,11 +13,15 @@ use super::Server;
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/style.css");
+const WORKER: &str = include_str!("assets/plugin-worker.js");
 
 /// What the page's own headers say: no framing by other sites, scripts and styles only
-/// from here, no inline script, so text that reached the page can never run as code.
-const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-                      img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+/// from here, no inline script and no `eval`, so text that reached the page can never run
+/// as code. WebAssembly may be compiled (`'wasm-unsafe-eval'`, which allows nothing for
+/// JavaScript) and run in a worker from here: plugins' modules, fetched from the API.
+const POLICY: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; \
+                      style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; \
+                      base-uri 'none'; form-action 'none'";
 
 #[derive(Deserialize)]
 struct SignIn {
@@ -44,10 +48,11 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// The page's routes: `/`, `/app.js`, `/style.css`.
+/// The page's routes: `/`, `/app.js`, `/style.css`, `/plugin-worker.js`.
 pub fn routes() -> axum::Router<Server> {
     axum::Router::new()
         .route("/", get(index))
         .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route("/plugin-worker.js", get(|| async { asset("text/javascript; charset=utf-8", WORKER) }))
 }

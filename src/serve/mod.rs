@@ -1,13 +1,14 @@
 //! `trellis serve`: the space over HTTP, a JSON API and a web chat, in one process.
 //!
 //! - `routes/`: the API, one module per resource (`patterns`, `charms`, `chat`,
-//!   `interactions`), and [`api`]: the table of endpoints that builds both the router and
+//!   `interactions`, `plugins`), and [`api`]: the table of endpoints that builds both the router and
 //!   the OpenAPI document (`/openapi.json`), so the two cannot drift apart;
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
 //!   (`tokens`: kept in the space as hashes);
 //! - `limits`: body size (413), message length (422), request rate (429);
 //! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
-//! - `assets`: the page (HTML, CSS, JS), embedded in the binary.
+//! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
+//!   embedded in the binary.
 
 mod api;
 mod assets;
@@ -105,6 +106,8 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         );
     }
     let chat = Session::attach(&rt, &options.chatbot, options.tools.clone())?;
+    // The page runs the enabled plugins' tools: the model is offered them as client tools.
+    chat.offer_plugin_tools().await?;
     let (auth, token, local) = auth::Auth::new()?;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await

@@ -36,6 +36,10 @@ pub fn build() -> Value {
             Answer::Nothing => {
                 responses.insert("204".into(), json!({ "description": "done" }));
             }
+            Answer::Bytes(media) => {
+                let content = json!({ media: { "schema": { "type": "string", "format": "binary" } } });
+                responses.insert("200".into(), json!({ "description": "done", "content": content }));
+            }
             Answer::Events(events) => {
                 let names: Vec<String> = events
                     .iter()

@@ -1,36 +1,15 @@
 """The web chat of `trellis serve` in headless Chromium (Debian's), driven by Playwright.
 
-Usage: chat.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM. Each step saves a screenshot; a
+Usage: chat.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM (see session.py). Each step saves a screenshot; a
 failed expectation raises (Playwright's message says what it waited for) and the
 process exits non-zero.
 """
 
 import json
-import sys
-from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
-sign_in, shots, chromium = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-shots.mkdir(parents=True, exist_ok=True)
-base = sign_in.split("/?")[0]
-
-
-def shot(page, name):
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-
-
-def api(page, method, path, body=None):
-    """A request from the page itself (its cookie, its origin)."""
-    return page.evaluate(
-        """async ([method, path, body]) => {
-            const r = await fetch(path, {method, headers: {"Content-Type": "application/json"},
-                                         body: body === null ? undefined : JSON.stringify(body)});
-            return r.status;
-        }""",
-        [method, path, body],
-    )
-
+from session import api, base, chromium, shot, sign_in
 
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True)

@@ -66,7 +66,7 @@ impl Served {
             .expect("the request is sent");
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
-        Response::parse(&String::from_utf8_lossy(&raw))
+        Response::parse(&raw)
     }
 
     /// Opens a stream of server-sent events at `path`.
@@ -90,24 +90,29 @@ impl Drop for Served {
     }
 }
 
-/// A response: status, headers (names lowercased), body.
+/// A response: status, headers (names lowercased), body (as text, and as bytes).
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    pub bytes: Vec<u8>,
 }
 
 impl Response {
-    fn parse(raw: &str) -> Response {
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    fn parse(raw: &[u8]) -> Response {
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n");
+        let (head, bytes) = match split {
+            Some(at) => (String::from_utf8_lossy(&raw[..at]), raw[at + 4..].to_vec()),
+            None => (String::from_utf8_lossy(raw), Vec::new()),
+        };
         let mut lines = head.lines();
         let status = lines.next().and_then(|l| l.split(' ').nth(1)?.parse().ok()).unwrap_or(0);
         let headers = lines
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
-        Response { status, headers, body: body.to_string() }
+        Response { status, headers, body: String::from_utf8_lossy(&bytes).into_owned(), bytes }
     }
 
     /// A header's value.

@@ -14,7 +14,7 @@ use trellis_builtins::dialog::{DialogHandle, Interaction, InteractionKind, Resol
 use trellis_builtins::message::Message;
 use trellis_builtins::tool::{ClientContext, ToolRef, ToolRegistry};
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
-use trellis_plugins::store::PluginStore;
+use trellis_plugins::store::{Loaded, PluginStore};
 use trellis_plugins::PluginManager;
 use trellis_runner::Runtime;
 
@@ -57,6 +57,8 @@ pub struct Session {
     chat: Chatbot,
     tools: ToolRegistry,
     plugins: Arc<PluginManager>,
+    /// The loaded plugins' verified bundles, for a front end that runs them itself.
+    bundles: Vec<Loaded>,
 }
 
 impl Session {
@@ -84,15 +86,16 @@ impl Session {
     fn with_plugins(rt: &Runtime, chat: Chatbot, tools: ToolRegistry) -> Session {
         let plugins = Arc::new(PluginManager::new());
         let server_tools = wire_names(chat.dialog());
-        for (plugin, why) in PluginStore::new(rt).load(&plugins, &server_tools) {
+        let (bundles, failed) = PluginStore::new(rt).load_bundles(&plugins, &server_tools);
+        for (plugin, why) in failed {
             warn(&format!("plugin {plugin} is not loaded: {why}"));
         }
-        Session { chat, tools, plugins }
+        Session { chat, tools, plugins, bundles }
     }
 
     /// Offers the loaded plugins' tools to the model as client tools (none when no plugin
     /// is enabled, so a disabled plugin's tools are withdrawn).
-    async fn offer_plugin_tools(&self) -> anyhow::Result<()> {
+    pub async fn offer_plugin_tools(&self) -> anyhow::Result<()> {
         let (offered, conflicts) = self.plugins.client_tools_beside(wire_names(self.dialog()));
         for conflict in conflicts {
             warn(&conflict.to_string());
@@ -123,6 +126,12 @@ impl Session {
     /// The loaded plugins and their tools (for `/tools`).
     pub fn plugins(&self) -> Vec<trellis_plugins::PluginInfo> {
         self.plugins.plugins()
+    }
+
+    /// The loaded plugins' bundles, verified at load (for the web page, which runs their
+    /// modules in the browser).
+    pub fn plugin_bundles(&self) -> &[Loaded] {
+        &self.bundles
     }
 
     /// The dialog.

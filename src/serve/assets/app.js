@@ -37,7 +37,11 @@ async function api(method, path, body) {
   const response = await fetch(path, options);
   const text = await response.text();
   const json = text ? JSON.parse(text) : null;
-  if (!response.ok) throw new Error(json && json.error ? json.error : `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    const error = new Error(json && json.error ? json.error : `${response.status} ${response.statusText}`);
+    error.status = response.status;
+    throw error;
+  }
   return json;
 }
 
@@ -93,6 +97,10 @@ function resolve(call, answer) {
 
 function prompt(interaction) {
   const call = interaction.call_id;
+  if (isPluginCall(interaction)) {
+    return el("div", { class: "prompt running", "data-call": call, "data-kind": interaction.kind },
+      `running ${interaction.tool} (plugin ${pluginTools.get(interaction.wire).plugin.name}) in this page…`);
+  }
   const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
   const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
   const deny = el("button", { type: "button", onclick: () => resolve(call, { deny: reason.value || "no reason given" }) }, "Deny");
@@ -160,8 +168,77 @@ function renderPanel() {
   }));
 }
 
+// --- plugins: their tools run here, in the browser ---------------------------------
+
+const pluginTools = new Map(); // tool name -> {plugin, tool}
+const modules = new Map(); // plugin name -> Promise of its module's bytes
+const running = new Map(); // call id -> the run of that call in this page (settled or not)
+
+async function loadPlugins() {
+  for (const plugin of await api("GET", "/api/plugins")) {
+    for (const tool of plugin.tools) pluginTools.set(tool.name, { plugin, tool });
+  }
+}
+
+function isPluginCall(interaction) {
+  return interaction.kind === "client_execution" && pluginTools.has(interaction.wire);
+}
+
+async function moduleOf(plugin) {
+  if (!modules.has(plugin.name)) {
+    const fetched = fetch(plugin.module, { credentials: "same-origin" }).then(async (response) => {
+      if (!response.ok) throw new Error(`the plugin's module could not be fetched (${response.status})`);
+      return response.arrayBuffer();
+    });
+    modules.set(plugin.name, fetched);
+    fetched.catch(() => modules.delete(plugin.name)); // a later call fetches it again
+  }
+  return modules.get(plugin.name);
+}
+
+// Runs one call in a fresh worker: a fresh instance, stopped past the time budget.
+function inWorker(plugin, tool, args, bytes) {
+  return new Promise((done) => {
+    const worker = new Worker("/plugin-worker.js");
+    const finish = (result) => { clearTimeout(timer); worker.terminate(); done(result); };
+    const timer = setTimeout(() => finish({ error: `the plugin ran past its budget of ${plugin.time_budget_ms / 1000} s ` +
+      "in the page and was stopped (does it loop forever?)" }), plugin.time_budget_ms);
+    worker.onmessage = (event) => finish(event.data);
+    worker.onerror = (event) => { event.preventDefault(); finish({ error: `the plugin's worker failed: ${event.message || "it did not start"}` }); };
+    worker.postMessage({ module: bytes, export: tool.export, granted: plugin.granted, memoryMib: plugin.memory_mib,
+      arguments: args });
+  });
+}
+
+// Runs a waiting call to a plugin's tool and resolves it with the result; a failure is
+// an error result for the model to read, so the conversation goes on.
+async function runPluginCall(interaction) {
+  const { plugin, tool } = pluginTools.get(interaction.wire);
+  let result;
+  try {
+    result = await inWorker(plugin, tool, interaction.arguments, await moduleOf(plugin));
+  } catch (error) {
+    result = { error: error.message };
+  }
+  const output = "output" in result ? result.output : { error: result.error };
+  try {
+    await api("POST", `/api/interactions/${encodeURIComponent(interaction.call_id)}/resolve`, { output });
+  } catch (error) {
+    // 409: another tab ran it first and its result counts; nothing is wrong here.
+    if (error.status !== 409) notice(error.message);
+  }
+}
+
+function runPluginCalls() {
+  for (const interaction of chat.interactions) {
+    if (!isPluginCall(interaction) || running.has(interaction.call_id)) continue;
+    running.set(interaction.call_id, runPluginCall(interaction));
+  }
+}
+
 function render() {
   if (!chat) return;
+  runPluginCalls();
   $("#model").textContent = chat.model;
   $("#stop").disabled = !chat.pending;
   renderMessages();
@@ -293,7 +370,8 @@ function start() {
     $("#tools-chip").setAttribute("aria-expanded", String(!list.hidden));
   });
   reporting(loadCandidates());
-  follow();
+  // The plugins first, so a call already waiting is run, not shown as a question.
+  reporting(loadPlugins()).finally(follow);
 }
 
 start();

@@ -56,7 +56,8 @@ pub struct ActiveTool {
     pub wire: String,
     /// What it does.
     pub description: String,
-    /// The charm it comes from (its name), or `chat` for the chatbot's own tools.
+    /// The charm it comes from (its name), `plugin NAME` for a plugin's tool (the page runs
+    /// it), or `chat` for the chatbot's own tools.
     pub from: String,
 }
 
@@ -106,10 +107,19 @@ pub fn state(server: &Server) -> ChatState {
             Attached { name, id }
         })
         .collect();
+    // A client tool of a plugin comes from that plugin (the page runs it).
+    let plugin_of = |wire: &str| {
+        let bundles = chat.plugin_bundles().iter();
+        let mut owners = bundles.filter(|l| l.bundle.manifest.tools.iter().any(|t| t.name == wire));
+        owners.next().map(|l| format!("plugin {}", l.bundle.manifest.name))
+    };
     let tools = tool_infos(dialog.flattened_tools())
         .into_iter()
         .map(|t: ToolInfo| ActiveTool {
-            from: t.charm.map_or_else(|| "chat".to_string(), |id| charms.name(&id)),
+            from: match t.charm {
+                Some(id) => charms.name(&id),
+                None => plugin_of(&t.wire).unwrap_or_else(|| "chat".to_string()),
+            },
             display: t.display,
             wire: t.wire,
             description: t.description,

@@ -4,6 +4,7 @@ pub mod charms;
 pub mod chat;
 pub mod interactions;
 pub mod patterns;
+pub mod plugins;
 pub mod tokens;
 
 use axum::http::StatusCode;

@@ -1,0 +1,28 @@
+"""What the browser tests share: their arguments, screenshots, requests from the page.
+
+Each test script is run as SCRIPT SIGN_IN_URL SCREENSHOT_DIR CHROMIUM [EXTRA...].
+"""
+
+import sys
+from pathlib import Path
+
+sign_in, shots, chromium = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+extra = sys.argv[4:]
+shots.mkdir(parents=True, exist_ok=True)
+base = sign_in.split("/?")[0]
+
+
+def shot(page, name):
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+
+def api(page, method, path, body=None):
+    """A request from the page itself (its cookie, its origin); the status."""
+    return page.evaluate(
+        """async ([method, path, body]) => {
+            const r = await fetch(path, {method, headers: {"Content-Type": "application/json"},
+                                         body: body === null ? undefined : JSON.stringify(body)});
+            return r.status;
+        }""",
+        [method, path, body],
+    )
