@@ -68,6 +68,9 @@ impl Turn {
     }
 }
 
+/// The largest script file a scripted model reads (16 MiB).
+const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+
 /// Replays [`Turn`]s, one per request.
 ///
 /// Tool names are resolved against the request's tools: an exact wire name wins; else
@@ -120,8 +123,19 @@ impl ScriptedModel {
     /// A model replaying the JSON script at `path`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Script(format!("cannot read script {}: {e}", path.display())))?;
+        let cannot = |why: String| ModelError::Script(format!("cannot read script {}: {why}", path.display()));
+        // A script names a file: a FIFO or a device would block or never end.
+        let meta = std::fs::metadata(path).map_err(|e| cannot(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(cannot("it is not a regular file".into()));
+        }
+        if meta.len() > MAX_SCRIPT_BYTES {
+            return Err(cannot(format!(
+                "it is {} bytes, more than the {MAX_SCRIPT_BYTES} a script may have",
+                meta.len()
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| cannot(e.to_string()))?;
         let mut model = Self::from_json(&text).map_err(|e| match e {
             ModelError::Script(message) => ModelError::Script(format!("{}: {message}", path.display())),
             other => other,
@@ -337,6 +351,20 @@ mod tests {
             assert_eq!(deltas.concat(), text);
         }
         assert!(text_deltas("").is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_script_that_is_a_device_or_too_large_is_refused_before_reading() {
+        // `/dev/zero` never ends: reading it would exhaust memory (a model string can come
+        // over `trellis serve`'s API).
+        let error = ScriptedModel::from_file("/dev/zero").unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big).unwrap().set_len(MAX_SCRIPT_BYTES + 1).unwrap();
+        let error = ScriptedModel::from_file(&big).unwrap_err();
+        assert!(error.to_string().contains("more than the"), "{error}");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -174,7 +174,7 @@ pub fn verify(
     let key = PublicKey::parse(&signature.public_key)?;
     let bytes: [u8; 64] = decode_hex(&signature.signature).ok_or(SigningError::Tampered)?;
     let parsed = ed25519_dalek::Signature::from_bytes(&bytes);
-    key.0.verify(&content_hash(manifest, module), &parsed).map_err(|_| SigningError::Tampered)?;
+    key.0.verify_strict(&content_hash(manifest, module), &parsed).map_err(|_| SigningError::Tampered)?;
     if !trusted.contains(&key) {
         return Err(SigningError::Untrusted(key.to_hex()));
     }

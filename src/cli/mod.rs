@@ -287,7 +287,7 @@ impl App {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => match e.downcast_ref::<chat::Waiting>() {
                 Some(waiting) => {
-                    eprintln!("{waiting}");
+                    eprintln!("{}", terminal::safe(&waiting.to_string()));
                     ExitCode::from(chat::Waiting::EXIT_CODE)
                 }
                 None => {

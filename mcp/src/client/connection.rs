@@ -300,7 +300,9 @@ async fn relist_on_change(server: Weak<Inner>, relist: Arc<Notify>) {
         if *inner.state.lock() != State::Ready {
             return;
         }
-        match list_all(&inner.peer, &inner.spec).await {
+        // A server that never answers must not pin the connection (its drop stops the child).
+        let listed = tokio::time::timeout(super::CONNECT_TIMEOUT, list_all(&inner.peer, &inner.spec)).await;
+        match listed.unwrap_or_else(|_| Err(format!("no answer within {:?}", super::CONNECT_TIMEOUT))) {
             Ok((tools, notes)) => {
                 let changed = *inner.tools.lock().as_ref() != *tools.as_slice();
                 *inner.notes.lock() = notes;

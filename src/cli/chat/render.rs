@@ -6,7 +6,7 @@ use trellis_builtins::dialog::{Interaction, InteractionKind};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 
 use super::session::Session;
-use crate::cli::terminal::{safe, safe_line};
+use crate::cli::terminal::{safe, safe_json, safe_line};
 
 /// Renders messages as a transcript for people.
 pub fn transcript(session: &Session, messages: &[Message]) -> String {
@@ -64,7 +64,8 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
             let (call, prompt) = (safe_line(&i.call_id), safe_line(&i.prompt));
             match i.kind {
                 InteractionKind::Approval => {
-                    format!("waiting for your approval: {} {} (call {call}): {prompt}", safe_line(&i.tool), i.arguments)
+                    let arguments = safe_json(&i.arguments.to_string()).into_owned();
+                    format!("waiting for your approval: {} {arguments} (call {call}): {prompt}", safe_line(&i.tool))
                 }
                 InteractionKind::Question => format!("the model asks (call {call}): {prompt}"),
                 InteractionKind::Confirmation => format!("the model asks, yes or no (call {call}): {prompt}"),

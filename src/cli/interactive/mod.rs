@@ -118,6 +118,10 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
                 Ok(sent) => return Ok(Some(sent)),
                 Err(e) => emit(&format!("{e:#}")),
             }
+            // Answered meanwhile (another front end, or its wait timed out): nothing to ask.
+            if !session.waiting().iter().any(|w| w.call_id == waiting.call_id) {
+                return Ok(None);
+            }
         }
     }
     let question = match waiting.kind {

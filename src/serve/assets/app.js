@@ -99,7 +99,7 @@ function prompt(interaction) {
   const call = interaction.call_id;
   if (isPluginCall(interaction)) {
     return el("div", { class: "prompt running", "data-call": call, "data-kind": interaction.kind },
-      `running ${interaction.tool} (plugin ${pluginTools.get(interaction.wire).plugin.name}) in this page…`);
+      `running ${interaction.tool} (plugin ${pluginTools.get(interaction.tool).plugin.name}) in this page…`);
   }
   const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
   const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
@@ -181,7 +181,7 @@ async function loadPlugins() {
 }
 
 function isPluginCall(interaction) {
-  return interaction.kind === "client_execution" && pluginTools.has(interaction.wire);
+  return interaction.kind === "client_execution" && pluginTools.has(interaction.tool);
 }
 
 async function moduleOf(plugin) {
@@ -213,7 +213,7 @@ function inWorker(plugin, tool, args, bytes) {
 // Runs a waiting call to a plugin's tool and resolves it with the result; a failure is
 // an error result for the model to read, so the conversation goes on.
 async function runPluginCall(interaction) {
-  const { plugin, tool } = pluginTools.get(interaction.wire);
+  const { plugin, tool } = pluginTools.get(interaction.tool);
   let result;
   try {
     result = await inWorker(plugin, tool, interaction.arguments, await moduleOf(plugin));

@@ -108,9 +108,9 @@ pub fn state(server: &Server) -> ChatState {
         })
         .collect();
     // A client tool of a plugin comes from that plugin (the page runs it).
-    let plugin_of = |wire: &str| {
+    let plugin_of = |name: &str| {
         let bundles = chat.plugin_bundles().iter();
-        let mut owners = bundles.filter(|l| l.bundle.manifest.tools.iter().any(|t| t.name == wire));
+        let mut owners = bundles.filter(|l| l.bundle.manifest.tools.iter().any(|t| t.name == name));
         owners.next().map(|l| format!("plugin {}", l.bundle.manifest.name))
     };
     let tools = tool_infos(dialog.flattened_tools())
@@ -118,7 +118,7 @@ pub fn state(server: &Server) -> ChatState {
         .map(|t: ToolInfo| ActiveTool {
             from: match t.charm {
                 Some(id) => charms.name(&id),
-                None => plugin_of(&t.wire).unwrap_or_else(|| "chat".to_string()),
+                None => plugin_of(&t.display).unwrap_or_else(|| "chat".to_string()),
             },
             display: t.display,
             wire: t.wire,

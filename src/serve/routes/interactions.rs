@@ -64,7 +64,12 @@ pub async fn resolve(
         Resolution::Answer(text) => Reply::Answer(text),
         Resolution::Output(output) => Reply::Output(output),
     };
-    let index =
-        server.chat().resolve(Some(&call), reply).await.map_err(|e| ApiError::unprocessable(format!("{e:#}")))?;
+    let index = server.chat().resolve(Some(&call), reply).await.map_err(|e| {
+        // Answered between the check above and this answer (another tab): a conflict, as
+        // if this answer had come second all along; otherwise the answer's shape was wrong.
+        let still_waiting = server.chat().interactions().iter().any(|i| i.call_id == call);
+        let status = if still_waiting { StatusCode::UNPROCESSABLE_ENTITY } else { StatusCode::CONFLICT };
+        ApiError::new(status, format!("{e:#}"))
+    })?;
     Ok((StatusCode::ACCEPTED, Json(Accepted { index })))
 }
