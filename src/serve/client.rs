@@ -28,6 +28,12 @@ impl Remote {
     pub async fn connect(space: &Path) -> Option<Remote> {
         let handoff = Handoff::read(space)?;
         let base = reqwest::Url::parse(&handoff.url).ok()?;
+        // The token goes only to a server on this machine, whatever the file says.
+        let host = base.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']'));
+        let loopback = host.and_then(|h| h.parse::<std::net::IpAddr>().ok()).is_some_and(|ip| ip.is_loopback());
+        if base.scheme() != "http" || !loopback {
+            return None;
+        }
         // Loopback, always: a proxy from the environment must not see the token.
         let http = reqwest::Client::builder().no_proxy().build().ok()?;
         let remote = Remote { base, token: handoff.token, http };

@@ -1,8 +1,9 @@
 //! Changes as server-sent events. The runtime calls an observer after each commit that
-//! writes what it watches; the observer only signals this connection's stream, which
-//! reads the new state and sends what differs from what it sent last. Changes that queue
-//! up meanwhile make one event, and a client that left stops its observers at the next
-//! change (their channel is closed).
+//! writes what it watches; the observer only notes what changed for this connection's
+//! stream, which reads the new state and sends what differs from what it sent last.
+//! Changes that pile up meanwhile make one event (a client that stops reading holds one
+//! note per thing watched, not one per commit), and a client that left stops its
+//! observers at the next change.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -10,18 +11,56 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use futures::stream::{self, Stream, StreamExt};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 use trellis_runner::{DocId, Link, Path, Read as _, Runtime};
 
 use super::routes::charms::{data, CharmData};
 use super::routes::chat::{state, ChatState};
 use super::Server;
 
-/// Signals `what` on `changed` after every commit that writes document `doc`, while the
-/// channel is open.
-fn watch<W: Clone + Send + Sync + 'static>(rt: &Runtime, doc: DocId, what: W, changed: &UnboundedSender<W>) {
-    let changed = changed.clone();
-    rt.observe(&Link::new(doc, Path::root()), move |_| changed.send(what.clone()).is_ok());
+/// What changed since a stream last looked, each thing once, and the signal that wakes it.
+struct Noted<W> {
+    changed: Mutex<Vec<W>>,
+    wake: Notify,
+}
+
+/// The changes a stream waits for; its observers hold them weakly, so they stop once the
+/// stream is gone.
+struct Changes<W>(Arc<Noted<W>>);
+
+impl<W: Clone + PartialEq + Send + Sync + 'static> Changes<W> {
+    fn new() -> Self {
+        Changes(Arc::new(Noted { changed: Mutex::new(Vec::new()), wake: Notify::new() }))
+    }
+
+    /// Notes `what` after every commit that writes document `doc`, while the stream lives.
+    fn watch(&self, rt: &Runtime, doc: DocId, what: W) {
+        let noted: Weak<Noted<W>> = Arc::downgrade(&self.0);
+        rt.observe(&Link::new(doc, Path::root()), move |_| {
+            let Some(noted) = noted.upgrade() else { return false };
+            let mut changed = noted.changed.lock();
+            if !changed.contains(&what) {
+                changed.push(what.clone());
+            }
+            drop(changed);
+            noted.wake.notify_one();
+            true
+        });
+    }
+
+    /// Waits for the next changes: what changed (each once). Then waits for the
+    /// computations those changes queued, so a handler's write is never sent without the
+    /// derived values that follow it (observers run after each commit, and a handler and
+    /// the computations it makes dirty commit apart).
+    async fn next(&self, rt: &Runtime) -> Vec<W> {
+        self.0.wake.notified().await;
+        // A timeout here only means the engine stayed busy: the stream reads what is there.
+        let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
+        std::mem::take(&mut *self.0.changed.lock())
+    }
 }
 
 /// A document no async work ever writes: waiting for it to settle waits only for the
@@ -30,22 +69,6 @@ const NO_TASKS: &str = "trellis-serve-no-tasks";
 
 /// How long a stream waits for the engine to finish queued work before it reads anyway.
 const QUIET: Duration = Duration::from_secs(5);
-
-/// Waits for the next changes: what changed (each once), or `None` when no observer can
-/// send any more. Then waits for the computations those changes queued, so a handler's
-/// write is never sent without the derived values that follow it (observers run after
-/// each commit, and a handler and the computations it makes dirty commit apart).
-async fn next_changes<W: PartialEq>(rt: &Runtime, changes: &mut UnboundedReceiver<W>) -> Option<Vec<W>> {
-    let mut all = vec![changes.recv().await?];
-    // A timeout here only means the engine stayed busy: the stream reads what is there.
-    let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
-    while let Ok(what) = changes.try_recv() {
-        if !all.contains(&what) {
-            all.push(what);
-        }
-    }
-    Some(all)
-}
 
 fn event(name: &str, data: &impl serde::Serialize) -> Option<Event> {
     Event::default().event(name).json_data(data).ok()
@@ -59,12 +82,12 @@ fn sse(events: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
 
 /// `charm` events: the data of charm `id` now, then after each change.
 pub fn charm(server: Server, id: DocId) -> Events {
-    let (changed, changes) = unbounded_channel();
-    watch(server.runtime(), id.clone(), (), &changed);
+    let changes = Changes::new();
+    changes.watch(server.runtime(), id.clone(), ());
     let start = (server, id, changes, None::<CharmData>, true);
-    sse(stream::unfold(start, |(server, id, mut changes, last, first)| async move {
+    sse(stream::unfold(start, |(server, id, changes, last, first)| async move {
         if !first {
-            next_changes(server.runtime(), &mut changes).await?;
+            changes.next(server.runtime()).await;
         }
         let now = data(server.runtime(), &id).ok();
         let batch = match &now {
@@ -89,8 +112,7 @@ enum Changed {
 /// What a chat stream sent last, and what it watches.
 struct ChatWatch {
     server: Server,
-    changed: UnboundedSender<Changed>,
-    changes: UnboundedReceiver<Changed>,
+    changes: Changes<Changed>,
     watched: HashSet<DocId>,
     chat: Option<ChatState>,
     partial: Option<String>,
@@ -109,7 +131,7 @@ impl ChatWatch {
         for attached in now.iter().flat_map(|s| &s.attachments).filter_map(|a| a.id.as_deref()) {
             let id = DocId::from(attached);
             if self.watched.insert(id.clone()) {
-                watch(self.server.runtime(), id.clone(), Changed::Charm(id.clone()), &self.changed);
+                self.changes.watch(self.server.runtime(), id.clone(), Changed::Charm(id.clone()));
                 charms.push(id);
             }
         }
@@ -137,24 +159,24 @@ impl ChatWatch {
 
 /// `chat`, `partial` and `charm` events: the conversation now, then after each change.
 pub fn chat(server: Server) -> Events {
-    let (changed, changes) = unbounded_channel();
+    let changes = Changes::new();
     let rt = server.runtime().clone();
     let result = rt.charms().result(server.chat().chatbot().charm());
-    watch(&rt, result.doc.clone(), Changed::Chat, &changed);
+    changes.watch(&rt, result.doc.clone(), Changed::Chat);
     // The streamed reply lives in a document of its own, where `partial` leads.
     let mut watched = HashSet::from([result.doc.clone()]);
     if let Ok((live, _)) = rt.resolve(&result.child(trellis_patterns::chatbot::ChatbotField::Partial.key())) {
         if watched.insert(live.doc.clone()) {
-            watch(&rt, live.doc, Changed::Partial, &changed);
+            changes.watch(&rt, live.doc, Changed::Partial);
         }
     }
-    let start = ChatWatch { server, changed, changes, watched, chat: None, partial: None, charms: HashMap::new() };
+    let start = ChatWatch { server, changes, watched, chat: None, partial: None, charms: HashMap::new() };
     sse(stream::unfold((start, true), |(mut watch, first)| async move {
         let changed = if first {
             vec![Changed::Chat, Changed::Partial]
         } else {
             let rt = watch.server.runtime().clone();
-            next_changes(&rt, &mut watch.changes).await?
+            watch.changes.next(&rt).await
         };
         let batch = watch.batch(&changed);
         Some((batch, (watch, false)))

@@ -57,8 +57,10 @@ impl Handoff {
 
     /// The hand-off file beside `space`, if there is a readable one.
     pub fn read(space: &Path) -> Option<Handoff> {
-        let bytes = std::fs::read(path(space)).ok()?;
-        // A hand-off file is small; anything else is not one.
+        // A hand-off file is small; anything else is not one (and is not read whole).
+        let mut bytes = Vec::new();
+        let file = std::fs::File::open(path(space)).ok()?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut bytes).ok()?;
         (bytes.len() < 4096).then(|| serde_json::from_slice(&bytes).ok()).flatten()
     }
 }

@@ -125,7 +125,15 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     eprintln!("trellis serve: open http://{addr}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `trellis token new`)");
     // Other `trellis` commands on this space find the server here while it runs.
-    let handoff = handoff::Handoff { url: format!("http://{addr}"), token: local };
+    // They reach it on loopback only (they refuse to send the token elsewhere).
+    let local_addr = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], addr.port())),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    };
+    let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = handoff.write(&options.space)?;
     let served = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(stopped())
