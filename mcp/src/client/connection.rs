@@ -26,6 +26,8 @@ const MAX_PAGES: usize = 64;
 /// The longest tool name kept, and the longest description (bytes).
 const MAX_NAME: usize = 128;
 const MAX_DESCRIPTION: usize = 8 * 1024;
+/// The largest input schema a listed tool may have (serialised).
+const MAX_SCHEMA_BYTES: usize = 64 << 10;
 /// How long a server may take to stop when detached before it is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -370,7 +372,7 @@ fn source_tool(tool: Tool) -> Result<SourceTool, String> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains(char::is_control) {
         return Err(format!(
             "a tool named `{}` was left out: its name is empty, too long or has control characters",
-            name.escape_debug()
+            name.chars().take(MAX_NAME).collect::<String>().escape_debug()
         ));
     }
     let mut description = tool.description.map(|d| d.to_string()).unwrap_or_default();
@@ -386,6 +388,13 @@ fn source_tool(tool: Tool) -> Result<SourceTool, String> {
     let read_only = hints.read_only_hint == Some(true);
     let destructive = !read_only && hints.destructive_hint != Some(false);
     let schema = Value::Object((*tool.input_schema).clone());
+    // Every request carries every offered schema: one tool must not weigh like a thousand.
+    let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
+    if size > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "the tool `{name}` was left out: its input schema is {size} bytes, more than {MAX_SCHEMA_BYTES}"
+        ));
+    }
     Ok(SourceTool::new(name, description, schema).read_only(read_only).destructive(destructive))
 }
 

@@ -217,14 +217,19 @@ impl Session {
                     json!({ "shown": true })
                 }
             };
+            let call_id = effect.call_id;
             let ack = Resolve {
-                call_id: effect.call_id,
+                call_id: call_id.clone(),
                 output: Some(output),
                 asked_at: Some(effect.asked_at),
                 ..Resolve::default()
             };
-            // Refused only when another front end acknowledged it first: nothing is lost.
-            self.chat.resolve(ack).await.ok();
+            if let Err(error) = self.chat.resolve(ack).await {
+                // Another front end acknowledging it first is no loss; anything else is said.
+                if self.interactions().iter().any(|i| i.call_id == call_id) {
+                    warn(&format!("could not acknowledge {}: {error}", effect.tool));
+                }
+            }
         }
         Ok(())
     }
