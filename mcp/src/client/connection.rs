@@ -314,6 +314,8 @@ async fn relist_on_change(server: Weak<Inner>, relist: Arc<Notify>) {
                     inner.version.send_modify(|v| *v += 1);
                 }
             }
+            // Detached or stopped meanwhile (a listing cut short by that): said elsewhere, if at all.
+            Err(_) if *inner.state.lock() != State::Ready => return,
             Err(error) => tracing::warn!(server = %inner.spec.name, %error, "cannot list the MCP server's tools again"),
         }
     }
