@@ -187,7 +187,10 @@ fn render(servers: &serde_json::Value) -> String {
         }
         for tool in server["tools"].as_array().map(Vec::as_slice).unwrap_or_default() {
             let asks = if tool["needs_approval"] == true { "  [asks before each call]" } else { "" };
-            out.push(format!("    {}{asks}\n        {}", text(&tool["display"]), text(&tool["description"])));
+            // A description's own lines stay lines, indented under the tool (each one escaped).
+            let description = tool["description"].as_str().unwrap_or("");
+            let lines: Vec<String> = description.lines().map(|line| safe_line(line.trim_end()).into_owned()).collect();
+            out.push(format!("    {}{asks}\n        {}", text(&tool["display"]), lines.join("\n        ")));
         }
     }
     out.join("\n")
