@@ -269,23 +269,12 @@ where
         let description = self.description.clone();
         let start = move |args: Value| {
             let Handoff { state, client } = before(decode(args)?)?;
-            let ask = Ask { kind: InteractionKind::ClientExecution, prompt: description.clone(), options: Vec::new() };
-            Ok(Start::Client { state: to_json(state)?, input: to_json(client)?, ask })
+            Ok(Start::Client { state: to_json(state)?, input: to_json(client)?, ask: client_execution(&description) })
         };
         let finish =
             move |args: Value, state: Value, out: Value| to_json(after(decode(args)?, decode(state)?, decode(out)?)?);
-        let client = move |input: Value, cx: &mut dyn ClientContext| to_json(client(decode(input)?, cx)?);
-        let (name, approval) = (self.name, self.approval);
-        parts(
-            name,
-            self.description,
-            approval,
-            Authority::Server,
-            Box::new(start),
-            Some(Box::new(finish)),
-            Some(Box::new(client)),
-            Some(output_schema::<CO>()),
-        )
+        let phases = ClientPhases { start: Box::new(start), finish: Box::new(finish), client: typed_client(client) };
+        with_client_phase::<P, CO>(self.name, self.description, self.approval, Authority::Server, phases)
     }
 }
 
@@ -327,27 +316,45 @@ where
         let description = self.description.clone();
         let presents = self.presents;
         let start = move |args: Value| {
-            let ask = presents.as_ref().and_then(|present| present(&args)).unwrap_or_else(|| Ask {
-                kind: InteractionKind::ClientExecution,
-                prompt: description.clone(),
-                options: Vec::new(),
-            });
+            let ask =
+                presents.as_ref().and_then(|present| present(&args)).unwrap_or_else(|| client_execution(&description));
             Ok(Start::Client { state: Value::Null, input: args, ask })
         };
         let finish = move |args: Value, _state: Value, out: Value| to_json(f(decode(args)?, decode(out)?)?);
-        let client = move |input: Value, cx: &mut dyn ClientContext| to_json(g(decode(input)?, cx)?);
-        let (name, approval) = (self.name, self.approval);
-        parts(
-            name,
-            self.description,
-            approval,
-            Authority::Client,
-            Box::new(start),
-            Some(Box::new(finish)),
-            Some(Box::new(client)),
-            Some(output_schema::<CO>()),
-        )
+        let phases = ClientPhases { start: Box::new(start), finish: Box::new(finish), client: typed_client(g) };
+        with_client_phase::<P, CO>(self.name, self.description, self.approval, Authority::Client, phases)
     }
+}
+
+/// What asks the client to run a tool's client phase: the tool's description.
+fn client_execution(description: &str) -> Ask {
+    Ask { kind: InteractionKind::ClientExecution, prompt: description.to_string(), options: Vec::new() }
+}
+
+/// The phases of a tool whose call waits for the client.
+struct ClientPhases {
+    start: Box<super::StartFn>,
+    finish: Box<super::FinishFn>,
+    client: Box<super::ClientFn>,
+}
+
+/// A client phase `g` over typed input and output, as the JSON in and out the tool runs.
+fn typed_client<I: DeserializeOwned + 'static, CO: Serialize + 'static>(
+    g: impl Fn(I, &mut dyn ClientContext) -> Result<CO, String> + Send + Sync + 'static,
+) -> Box<super::ClientFn> {
+    Box::new(move |input: Value, cx: &mut dyn ClientContext| to_json(g(decode(input)?, cx)?))
+}
+
+/// A tool with a client phase whose output (`CO`) is checked against its schema.
+fn with_client_phase<P: JsonSchema + DeserializeOwned + 'static, CO: JsonSchema>(
+    name: String,
+    description: String,
+    approval: Approval<P>,
+    authority: Authority,
+    phases: ClientPhases,
+) -> DefinedTool {
+    let ClientPhases { start, finish, client } = phases;
+    parts(name, description, approval, authority, start, Some(finish), Some(client), Some(output_schema::<CO>()))
 }
 
 #[allow(clippy::too_many_arguments)] // one private assembly point for the five build()s
