@@ -38,6 +38,23 @@ async def main() -> None:
             await legacy(read, write)
 
 
+async def open_at_once(client, counter: str) -> tuple[int, str | None]:
+    """Opens streams on `counter` until one is not honoured; how many were, and why the
+    last one was refused."""
+    async with AsyncExitStack() as held:
+        opened = 0
+        while True:
+            sub = await held.enter_async_context(client.listen(resource_subscriptions=[counter]))
+            if not sub.honored.resource_subscriptions:
+                break
+            opened += 1
+        try:
+            await asyncio.wait_for(anext(sub), WAIT)
+            return opened, None
+        except SubscriptionLost as lost:
+            return opened, str(lost.__cause__)
+
+
 async def current(server, cap: int) -> None:
     """The 2026-07-28 revision: no handshake, change notifications on listen streams."""
     async with Client(server) as client:  # mode "auto": server/discover first
@@ -68,18 +85,7 @@ async def current(server, cap: int) -> None:
                 reopened = again.honored.resource_subscriptions
 
         # Too many at once: the one past the cap is refused, and ending the others makes room.
-        async with AsyncExitStack() as held:
-            opened = 0
-            while True:
-                sub = await held.enter_async_context(client.listen(resource_subscriptions=[counter]))
-                if not sub.honored.resource_subscriptions:
-                    break
-                opened += 1
-            try:
-                await asyncio.wait_for(anext(sub), WAIT)
-                refused = None
-            except SubscriptionLost as lost:
-                refused = str(lost.__cause__)
+        opened, refused = await open_at_once(client, counter)
         async with client.listen(resource_subscriptions=[counter]) as after:
             await client.call_tool("Counter_increment", {"amount": 1})
             after_event = await asyncio.wait_for(anext(after), WAIT)

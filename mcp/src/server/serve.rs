@@ -10,6 +10,9 @@ use trellis_runner::Runtime;
 
 use super::TrellisMcp;
 
+/// How often a quiet Streamable HTTP stream gets a keep-alive comment.
+const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why the server stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -34,7 +37,10 @@ pub async fn serve_http(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
-    let mut config = StreamableHttpServerConfig::default().enforce_origin_validation();
+    // A client that drops a quiet stream is noticed only when the server next writes to
+    // it: a keep-alive every few seconds gives its subscriptions back soon after.
+    let mut config =
+        StreamableHttpServerConfig::default().enforce_origin_validation().with_sse_keep_alive(Some(SSE_KEEP_ALIVE));
     if remote {
         config = config.disable_allowed_hosts();
     }

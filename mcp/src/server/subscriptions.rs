@@ -46,6 +46,13 @@ pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> Sub
             uris.push(uri.clone());
         }
     }
+    // Set aside now what the stream will hold: the client may ask for the next one as soon
+    // as it reads this answer. When another stream took the room meanwhile, only the
+    // list changes are honoured (and the stream is refused if even that has no room).
+    if !server.budget.reserve(1 + uris.len()) {
+        uris.clear();
+        server.budget.reserve(1);
+    }
     SubscriptionFilter::builder().tools_list_changed().resources_list_changed().resource_subscriptions(uris).build()
 }
 
@@ -56,8 +63,8 @@ pub(super) async fn listen(server: &TrellisMcp, context: SubscriptionContext) ->
     let mut uris = accepted.resource_subscriptions.clone().unwrap_or_default();
     uris.sort();
     uris.dedup();
-    // `accept` left room, unless another stream took it meanwhile.
-    let _held = server.budget.take(1 + uris.len()).ok_or_else(too_many)?;
+    // What `accept` set aside for this stream.
+    let _held = server.budget.claim(1 + uris.len()).ok_or_else(too_many)?;
     let mut changes = SelectAll::new();
     let (tools, resources) = (accepted.tools_list_changed == Some(true), accepted.resources_list_changed == Some(true));
     if tools || resources {

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -90,20 +91,31 @@ fn signal(hub: &Weak<Signals>, target: &Target) -> bool {
     }
 }
 
+/// How long a part of the budget set aside for a `subscriptions/listen` stream waits for
+/// the stream to claim it. The stream starts right after its acknowledgement is sent, but
+/// a client that cancels at once can end the request in between (seen over Streamable
+/// HTTP); what it was promised comes back after this.
+const RESERVATION_TTL: Duration = Duration::from_secs(2);
+
 /// How many subscriptions may be open at once.
 pub(crate) struct Budget {
     used: AtomicUsize,
     cap: usize,
+    /// Parts set aside when a stream's filter was accepted, claimed when it starts: a
+    /// client may open its next stream as soon as it reads the acknowledgement, before
+    /// the first has started, and must not be told there is room that is already promised.
+    reserved: Mutex<Vec<(Instant, Held)>>,
 }
 
 impl Budget {
     /// A budget of `cap` subscriptions.
     pub(crate) fn new(cap: usize) -> Arc<Self> {
-        Arc::new(Budget { used: AtomicUsize::new(0), cap })
+        Arc::new(Budget { used: AtomicUsize::new(0), cap, reserved: Mutex::default() })
     }
 
-    /// How many more can be opened now.
+    /// How many more can be opened now (what is set aside for a stream is not).
     pub(crate) fn left(&self) -> usize {
+        self.reserved.lock().retain(|(at, _)| at.elapsed() < RESERVATION_TTL);
         self.cap.saturating_sub(self.used.load(Ordering::Acquire))
     }
 
@@ -113,6 +125,26 @@ impl Budget {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= self.cap))
             .ok()?;
         Some(Held { budget: Arc::clone(self), n })
+    }
+
+    /// Sets `n` aside for a stream about to start; `false` if fewer are left.
+    pub(crate) fn reserve(self: &Arc<Self>, n: usize) -> bool {
+        let Some(held) = self.take(n) else { return false };
+        self.reserved.lock().push((Instant::now(), held));
+        true
+    }
+
+    /// What a starting stream needs: `n` set aside for it by [`Budget::reserve`], or `n`
+    /// more taken now; `None` if neither is there.
+    pub(crate) fn claim(self: &Arc<Self>, n: usize) -> Option<Held> {
+        let mut reserved = self.reserved.lock();
+        match reserved.iter().position(|(_, held)| held.n == n) {
+            Some(at) => Some(reserved.swap_remove(at).1),
+            None => {
+                drop(reserved);
+                self.take(n)
+            }
+        }
     }
 }
 
@@ -166,5 +198,18 @@ mod tests {
         assert_eq!(budget.left(), 1);
         drop(two);
         assert!(budget.take(3).is_some());
+    }
+
+    #[test]
+    fn what_is_set_aside_for_a_stream_is_not_offered_again() {
+        let budget = Budget::new(4);
+        assert!(budget.reserve(3));
+        assert_eq!(budget.left(), 1, "the promised part is not room");
+        assert!(!budget.reserve(2));
+        let first = budget.claim(3).unwrap();
+        assert_eq!(budget.left(), 1, "claiming moves the part, it takes no more");
+        assert!(budget.claim(3).is_none(), "nothing set aside, and no room");
+        drop(first);
+        assert_eq!(budget.left(), 4);
     }
 }
