@@ -73,8 +73,8 @@ fn sign_trust_install_list_and_call_through_the_binary() {
 
     let installed = ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
     assert!(installed.contains("installed text-tools 1.0.0  enabled  signed by"), "{installed}");
-    let twice = fails(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
-    assert!(twice.contains("already installed; remove it first"), "{twice}");
+    // The same bundle again only records the decision again; another one of that name is refused.
+    ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock"]);
 
     let listed = json_of(&space.path, &["plugin", "list"]);
     let plugin = &listed["plugins"][0];
@@ -99,14 +99,15 @@ fn sign_trust_install_list_and_call_through_the_binary() {
     {
         let rt = trellis_runner::Runtime::open(&space.path).unwrap();
         let manager = PluginManager::new();
-        let failed = PluginStore::new(&rt).load(&manager, &["count_words_server".to_string()]);
+        let store = PluginStore::new(&rt, common::trust_file(&space.path));
+        let failed = store.load(&manager, &["count_words_server".to_string()]).unwrap();
         assert!(failed.is_empty(), "{failed:?}");
         let names: Vec<String> = manager.client_tools().into_iter().map(|t| t.name).collect();
         assert_eq!(names, ["count_words", "unix_time"]);
         let async_rt = tokio::runtime::Runtime::new().unwrap();
         assert_eq!(async_rt.block_on(manager.execute("count_words", json!({"text": "x y"}))), json!({"words": 2}));
         // A server tool of the same name keeps a plugin from loading beside it.
-        let clashing = PluginStore::new(&rt).load(&PluginManager::new(), &["unix_time".to_string()]);
+        let clashing = store.load(&PluginManager::new(), &["unix_time".to_string()]).unwrap();
         assert_eq!(clashing.len(), 1);
         assert!(clashing[0].1.to_string().contains("has the name of a server tool"), "{}", clashing[0].1);
     }
@@ -202,6 +203,11 @@ fn a_tool_name_taken_by_an_installed_plugin_is_refused() {
         refused.contains("tool `count_words` is already provided by plugin `text-tools` (rule: tool names are unique"),
         "{refused}"
     );
+    // Another bundle under an installed plugin's name is refused, never installed over it.
+    bundles::write_bundle(&other, manifest.replace("Counts the words", "Counts words").as_bytes(), &wat);
+    let refused =
+        fails(&space.path, &["plugin", "install", other.to_str().unwrap(), "--grant", "clock", "--allow-unsigned"]);
+    assert!(refused.contains("a plugin named `text-tools` is already installed; remove it first"), "{refused}");
 }
 
 #[test]
@@ -270,4 +276,35 @@ fn a_plugin_tool_the_model_calls_in_chat_runs_here_and_the_conversation_goes_on(
     let offered = json_of(&space.path, &["charm", "get", "Chat"]);
     let tools = offered["flattened_tools"].to_string();
     assert!(!tools.contains("count_words"), "a disabled plugin's tools are withdrawn: {tools}");
+}
+
+#[test]
+fn a_plugin_that_came_with_a_space_does_not_run_until_the_user_installs_it() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    let bundle = shop.path("bundle");
+    // Whoever made the space installed it unsigned, with a permission.
+    ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock", "--allow-unsigned"]);
+    // Another user (their own configuration) opens the same space.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let as_other = |args: &[&str]| {
+        common::trellis(&space.path).env("XDG_CONFIG_HOME", elsewhere.path()).args(args).output().unwrap()
+    };
+    let listed = String::from_utf8(as_other(&["plugin", "list"]).stdout).unwrap();
+    assert!(listed.contains("UNSIGNED, came with the space (does not load until you install it)"), "{listed}");
+    let call = as_other(&["plugin", "call", "count_words", r#"{"text": "a"}"#]);
+    let stderr = String::from_utf8_lossy(&call.stderr);
+    assert!(!call.status.success(), "{stderr}");
+    assert!(stderr.contains("is unsigned and you did not install it (it came with the space)"), "{stderr}");
+    // Nor does the chat offer it.
+    let chat = as_other(&["chat", "--model", "offline", "-m", "hello"]);
+    assert!(String::from_utf8_lossy(&chat.stderr).contains("plugin text-tools is not loaded"));
+    // Installing the bundle themselves is how they accept it.
+    assert!(as_other(&["plugin", "install", &bundle, "--grant", "clock", "--allow-unsigned"]).status.success());
+    let counted = as_other(&["--json", "plugin", "call", "count_words", r#"{"text": "a b"}"#]);
+    assert_eq!(serde_json::from_slice::<Value>(&counted.stdout).unwrap(), json!({"words": 2}));
+    // The decision lives in each user's own file, not in the space.
+    let mine = std::fs::read_to_string(common::trust_file(&space.path).path()).unwrap();
+    assert!(mine.contains("\"unsigned\": true"), "{mine}");
+    assert!(elsewhere.path().join("trellis/plugins.json").is_file());
 }

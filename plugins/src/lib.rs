@@ -10,7 +10,8 @@
 //!   in a documented order ([`hooks`]), execution that always ends in a JSON result;
 //! - installable plugins: a [`bundle`] (manifest + WebAssembly module, optionally
 //!   signed), executed in the [`sandbox`] (fuel, memory cap, only the imports granted),
-//!   signed and verified by [`signing`], kept in the space by [`store`].
+//!   signed and verified by [`signing`], kept in the space by [`store`], allowed to run
+//!   by the user's own decisions in their [`trust`] file.
 //!
 //! # In a chat
 //!
@@ -22,12 +23,15 @@
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! use trellis_plugins::store::PluginStore;
+//! use trellis_plugins::trust::TrustFile;
 //! use trellis_plugins::{PluginManager, Request, Response};
 //!
 //! let rt = trellis_runner::Runtime::in_memory();
+//! let config = tempfile::tempdir().unwrap(); // a program would use `TrustFile::of_user()`
+//! let store = PluginStore::new(&rt, TrustFile::at(config.path().join("plugins.json")));
 //! let server_tools = vec!["Counter_increment".to_string()];
 //! let manager = PluginManager::new();
-//! for (plugin, why) in PluginStore::new(&rt).load(&manager, &server_tools) {
+//! for (plugin, why) in store.load(&manager, &server_tools).unwrap() {
 //!     eprintln!("plugin {plugin} was not loaded: {why}");
 //! }
 //! let (client_tools, shadowing) = manager.client_tools_beside(&server_tools);
@@ -55,6 +59,7 @@ pub mod sandbox;
 pub mod signing;
 pub mod store;
 mod tool;
+pub mod trust;
 
 pub use executor::{sync_executor, Executor, ToolError};
 pub use hooks::{HookName, HookReport, Hooks, Next, Request, Response};

@@ -1,17 +1,16 @@
 //! Installed plugins, kept in the space's `plugins` document: each bundle's exact
-//! manifest, module and signature, the permissions granted at install and whether it is
-//! enabled; and the keys trusted to sign bundles.
+//! manifest, module and signature, and whether it is enabled.
 //!
 //! ```json
-//! {
-//!   "installed": {"text-tools": {"manifest": "{…}", "module": "<base64>", "signature": {…} | null,
-//!                                "granted": ["clock"], "enabled": true}},
-//!   "trusted_keys": {"<64 hex digits>": {"label": "alice"}}
-//! }
+//! {"installed": {"text-tools": {"manifest": "{…}", "module": "<base64>", "signature": {…} | null, "enabled": true}}}
 //! ```
 //!
-//! A bundle is verified at install and again each time it is loaded: a signer no longer
-//! trusted, or a record changed since, keeps the plugin from loading.
+//! What may run is not the space's to say: the keys trusted to sign bundles, the
+//! permissions granted and the bundles accepted unsigned are the user's own decisions, in
+//! their [`TrustFile`]. A bundle is verified at install and again each time it is loaded:
+//! a signer no longer trusted, a record changed since, or an unsigned record the user never
+//! installed (a space made elsewhere) keeps the plugin from loading; a signed one the user
+//! never installed loads with no permissions.
 
 use std::collections::BTreeMap;
 
@@ -24,8 +23,9 @@ use crate::manager::PluginManager;
 use crate::manifest::{Manifest, ManifestError, Permission};
 use crate::rules::RegisterError;
 use crate::signing::{content_hash, encode_hex, verify, PublicKey, Signature};
+use crate::trust::{Approval, Decisions, TrustError, TrustFile};
 
-/// The space's document holding installed plugins and trusted keys.
+/// The space's document holding the installed plugins.
 pub const PLUGINS_DOC: &str = "plugins";
 
 /// An installed plugin's record.
@@ -37,8 +37,6 @@ pub struct Record {
     pub module: String,
     /// Its signature, or none when installed with `allow_unsigned`.
     pub signature: Option<Signature>,
-    /// The permissions the user granted.
-    pub granted: Vec<Permission>,
     /// Whether its tools are offered.
     pub enabled: bool,
 }
@@ -58,8 +56,11 @@ pub struct Listed {
     pub enabled: bool,
     /// The signer's key, or none: unsigned.
     pub signed_by: Option<String>,
-    /// The permissions granted.
+    /// The permissions this user granted.
     pub granted: Vec<String>,
+    /// Whether this user installed this very bundle (else it came with the space, and
+    /// loads only if signed by a key they trust, with no permissions).
+    pub approved: bool,
     /// The content hash, hex.
     pub hash: String,
 }
@@ -72,6 +73,9 @@ pub struct Loaded {
     /// The permissions the user granted.
     pub granted: Vec<Permission>,
 }
+
+/// The plugins that could not load, each with why.
+pub type Failed = Vec<(String, StoreError)>;
 
 /// What installing asks of the user.
 #[derive(Debug, Clone, Default)]
@@ -103,11 +107,21 @@ pub enum StoreError {
     /// A stored record is not readable.
     #[error("the stored plugin `{0}` is damaged ({1}); remove it and install it again")]
     Damaged(String, String),
+    /// An unsigned plugin the user never accepted (it came with the space).
+    #[error(
+        "the plugin `{0}` is unsigned and you did not install it (it came with the space); if you trust it, \
+         install its bundle yourself: `trellis plugin install PATH --allow-unsigned`"
+    )]
+    NotApproved(String),
+    /// The user's trust file could not be read or written.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
 }
 
-/// The installed plugins of a space.
+/// The installed plugins of a space, as the user of a [`TrustFile`] sees them.
 pub struct PluginStore<'rt> {
     rt: &'rt Runtime,
+    trust: TrustFile,
 }
 
 fn link(path: &[&str]) -> Link {
@@ -128,39 +142,41 @@ fn read_map<T: serde::de::DeserializeOwned>(reader: &impl Read, key: &str) -> BT
 }
 
 impl<'rt> PluginStore<'rt> {
-    /// The store of `rt`'s space.
-    pub fn new(rt: &'rt Runtime) -> PluginStore<'rt> {
-        PluginStore { rt }
+    /// The store of `rt`'s space, with the decisions in `trust`.
+    pub fn new(rt: &'rt Runtime, trust: TrustFile) -> PluginStore<'rt> {
+        PluginStore { rt, trust }
+    }
+
+    /// The store of `rt`'s space, with the decisions of the user running this program
+    /// ([`TrustFile::of_user`]).
+    pub fn of_user(rt: &'rt Runtime) -> Result<PluginStore<'rt>, StoreError> {
+        Ok(PluginStore::new(rt, TrustFile::of_user()?))
     }
 
     /// The keys trusted to sign bundles.
-    pub fn trusted_keys(&self) -> Vec<PublicKey> {
-        let keys: BTreeMap<String, Result<serde_json::Value, String>> = read_map(self.rt, "trusted_keys");
-        keys.keys().filter_map(|k| PublicKey::parse(k).ok()).collect()
+    pub fn trusted_keys(&self) -> Result<Vec<PublicKey>, StoreError> {
+        Ok(self.trust.load()?.trusted_keys())
     }
 
     /// Trusts `key` to sign bundles, with a label for people.
     pub fn trust(&self, key: &PublicKey, label: &str) -> Result<(), StoreError> {
-        let entry = Value::from(serde_json::json!({"label": label}));
-        self.rt.transact(|tx| tx.write(&link(&["trusted_keys", &key.to_hex()]), entry.clone()))?;
-        Ok(())
+        Ok(self.trust.update(|trust| trust.trust(key, label))?)
     }
 
     /// Stops trusting `key`; false if it was not trusted. Plugins it signed no longer load.
     pub fn untrust(&self, key: &PublicKey) -> Result<bool, StoreError> {
-        if !self.trusted_keys().contains(key) {
-            return Ok(false);
-        }
-        self.rt.transact(|tx| tx.write(&link(&["trusted_keys", &key.to_hex()]), Value::Null))?;
-        Ok(true)
+        Ok(self.trust.update(|trust| trust.untrust(key))?)
     }
 
     /// Installs `bundle`: verifies its signature against the trusted keys (or allows it
     /// unsigned), checks its module and permissions in the sandbox, and its tools against
-    /// the registration rules beside every installed plugin. Enabled at once.
+    /// the registration rules beside every installed plugin; records the user's decision
+    /// (permissions, unsigned) in their trust file. Enabled at once. Installing the bundle
+    /// the space already holds under that name records the decision again (so a user can
+    /// accept a plugin that came with a space).
     pub fn install(&self, bundle: &Bundle, options: &InstallOptions) -> Result<Listed, StoreError> {
         let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
-        verify(manifest, module, bundle.signature.as_ref(), &self.trusted_keys(), options.allow_unsigned)
+        verify(manifest, module, bundle.signature.as_ref(), &self.trusted_keys()?, options.allow_unsigned)
             .map_err(BundleError::from)?;
         let plugin = bundle.plugin(&options.granted)?;
         let name = bundle.manifest.name.clone();
@@ -170,14 +186,20 @@ impl<'rt> PluginStore<'rt> {
             manifest: manifest_text,
             module: base64::engine::general_purpose::STANDARD.encode(module),
             signature: bundle.signature.clone(),
-            granted: options.granted.clone(),
             enabled: true,
         };
         let value = Value::from_serialize(&record).map_err(|e| StoreError::Damaged(name.clone(), e.to_string()))?;
+        let hash = content_hash(manifest, module);
+        // The decision first: a record without one does not load, a decision without a
+        // record names a bundle that is not there.
+        let approval =
+            Approval { name: name.clone(), granted: options.granted.clone(), unsigned: bundle.signature.is_none() };
+        self.trust.update(|trust| trust.approve(hash, approval))?;
         let outcome = self.rt.transact(|tx| {
             let installed: BTreeMap<String, Result<Record, String>> = read_map(tx, "installed");
-            if installed.contains_key(&name) {
-                return Ok(Err(StoreError::AlreadyInstalled(name.clone())));
+            if let Some(present) = installed.get(&name) {
+                let same = present.as_ref().is_ok_and(|r| r.manifest == record.manifest && r.module == record.module);
+                return Ok(if same { Ok(()) } else { Err(StoreError::AlreadyInstalled(name.clone())) });
             }
             // The rules, beside every installed plugin's tools (enabled or not: enabling
             // one later must not conflict).
@@ -194,16 +216,17 @@ impl<'rt> PluginStore<'rt> {
             Ok(Ok(()))
         })?;
         outcome?;
-        Ok(self.listed(&name, &record))
+        Ok(self.listed(&name, &record, &self.trust.load()?))
     }
 
     /// Every installed plugin, by name.
-    pub fn list(&self) -> Vec<Listed> {
+    pub fn list(&self) -> Result<Vec<Listed>, StoreError> {
+        let trust = self.trust.load()?;
         let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
-        installed
+        let listed = installed
             .iter()
             .map(|(name, record)| match record {
-                Ok(record) => self.listed(name, record),
+                Ok(record) => self.listed(name, record, &trust),
                 Err(why) => Listed {
                     name: name.clone(),
                     version: "?".into(),
@@ -212,15 +235,17 @@ impl<'rt> PluginStore<'rt> {
                     enabled: false,
                     signed_by: None,
                     granted: Vec::new(),
+                    approved: false,
                     hash: String::new(),
                 },
             })
-            .collect()
+            .collect();
+        Ok(listed)
     }
 
     /// Removes the plugin `name`.
     pub fn remove(&self, name: &str) -> Result<(), StoreError> {
-        if !self.list().iter().any(|p| p.name == name) {
+        if matches!(self.rt.read_raw(&DocId::from(PLUGINS_DOC), &Path::new(["installed", name])), Value::Null) {
             return Err(StoreError::NotInstalled(name.to_string()));
         }
         self.rt.transact(|tx| tx.write(&link(&["installed", name]), Value::Null))?;
@@ -235,9 +260,10 @@ impl<'rt> PluginStore<'rt> {
     }
 
     /// Registers every enabled plugin with `manager` (server tools taking `server_tools`
-    /// names), verifying each again: the plugins that could not load, with why.
-    pub fn load(&self, manager: &PluginManager, server_tools: &[String]) -> Vec<(String, StoreError)> {
-        self.load_bundles(manager, server_tools).1
+    /// names), verifying each again against the user's decisions: the plugins that could
+    /// not load, with why. Fails only when the user's trust file cannot be read.
+    pub fn load(&self, manager: &PluginManager, server_tools: &[String]) -> Result<Failed, StoreError> {
+        Ok(self.load_bundles(manager, server_tools)?.1)
     }
 
     /// As [`PluginStore::load`], and also the bundles that loaded, verified, for a client
@@ -246,10 +272,11 @@ impl<'rt> PluginStore<'rt> {
         &self,
         manager: &PluginManager,
         server_tools: &[String],
-    ) -> (Vec<Loaded>, Vec<(String, StoreError)>) {
+    ) -> Result<(Vec<Loaded>, Failed), StoreError> {
         let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
-        let trusted = self.trusted_keys();
         let (mut loaded, mut failed) = (Vec::new(), Vec::new());
+        let trust = self.trust.load()?;
+        let trusted = trust.trusted_keys();
         for (name, record) in installed {
             let record = match record {
                 Ok(record) if record.enabled => record,
@@ -261,18 +288,23 @@ impl<'rt> PluginStore<'rt> {
             };
             let verified = self.bundle(&name, &record).and_then(|bundle| {
                 let (manifest, module) = (&bundle.manifest_bytes, &bundle.module);
-                let unsigned = record.signature.is_none();
+                let approval = trust.approval(&content_hash(manifest, module));
+                let unsigned = approval.is_some_and(|a| a.unsigned);
+                if record.signature.is_none() && !unsigned {
+                    return Err(StoreError::NotApproved(name.clone()));
+                }
                 verify(manifest, module, record.signature.as_ref(), &trusted, unsigned).map_err(BundleError::from)?;
-                let plugin = bundle.plugin(&record.granted)?;
+                let granted = approval.map(|a| a.granted.clone()).unwrap_or_default();
+                let plugin = bundle.plugin(&granted)?;
                 manager.register(plugin, server_tools)?;
-                Ok(bundle)
+                Ok(Loaded { bundle, granted })
             });
             match verified {
-                Ok(bundle) => loaded.push(Loaded { bundle, granted: record.granted }),
+                Ok(plugin) => loaded.push(plugin),
                 Err(e) => failed.push((name, e)),
             }
         }
-        (loaded, failed)
+        Ok((loaded, failed))
     }
 
     fn get(&self, name: &str) -> Result<Record, StoreError> {
@@ -294,9 +326,11 @@ impl<'rt> PluginStore<'rt> {
         Ok(bundle)
     }
 
-    fn listed(&self, name: &str, record: &Record) -> Listed {
+    fn listed(&self, name: &str, record: &Record, trust: &Decisions) -> Listed {
         let bundle = self.bundle(name, record).ok();
         let manifest = bundle.as_ref().map(|b| &b.manifest);
+        let hash = bundle.as_ref().map(|b| content_hash(&b.manifest_bytes, &b.module));
+        let approval = hash.as_ref().and_then(|hash| trust.approval(hash));
         Listed {
             name: name.to_string(),
             version: manifest.map(|m| m.version.clone()).unwrap_or_else(|| "?".into()),
@@ -304,8 +338,9 @@ impl<'rt> PluginStore<'rt> {
             tools: manifest.map(|m| m.tools.iter().map(|t| t.name.clone()).collect()).unwrap_or_default(),
             enabled: record.enabled,
             signed_by: record.signature.as_ref().map(|s| s.public_key.clone()),
-            granted: record.granted.iter().map(ToString::to_string).collect(),
-            hash: bundle.map(|b| encode_hex(&content_hash(&b.manifest_bytes, &b.module))).unwrap_or_default(),
+            granted: approval.map(|a| a.granted.iter().map(ToString::to_string).collect()).unwrap_or_default(),
+            approved: approval.is_some(),
+            hash: hash.map(|h| encode_hex(&h)).unwrap_or_default(),
         }
     }
 }

@@ -8,6 +8,7 @@ use trellis_plugins::bundle::Bundle;
 use trellis_plugins::manifest::Permission;
 use trellis_plugins::signing::SecretKey;
 use trellis_plugins::store::{InstallOptions, PluginStore, StoreError};
+use trellis_plugins::trust::TrustFile;
 use trellis_plugins::PluginManager;
 use trellis_runner::{Link, Path, Read, Runtime, Value};
 
@@ -25,14 +26,28 @@ fn grant_clock() -> InstallOptions {
 
 fn loaded(store: &PluginStore<'_>) -> (PluginManager, Vec<(String, StoreError)>) {
     let manager = PluginManager::new();
-    let failed = store.load(&manager, &[]);
+    let failed = store.load(&manager, &[]).expect("the trust file reads");
     (manager, failed)
+}
+
+/// A user's trust file, in a directory of its own.
+struct User(tempfile::TempDir);
+
+impl User {
+    fn new() -> User {
+        User(tempfile::tempdir().expect("tempdir"))
+    }
+
+    fn store<'rt>(&self, rt: &'rt Runtime) -> PluginStore<'rt> {
+        PluginStore::new(rt, TrustFile::at(self.0.path().join("plugins.json")))
+    }
 }
 
 #[tokio::test]
 async fn installed_plugins_load_until_disabled_or_their_key_is_untrusted() {
     let rt = Runtime::in_memory();
-    let store = PluginStore::new(&rt);
+    let user = User::new();
+    let store = user.store(&rt);
     let key = SecretKey::generate().expect("key");
     store.trust(&key.public(), "me").expect("trust");
     let listed = store.install(&example(Some(&key)), &grant_clock()).expect("install");
@@ -61,7 +76,8 @@ async fn installed_plugins_load_until_disabled_or_their_key_is_untrusted() {
 #[test]
 fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
     let rt = Runtime::in_memory();
-    let store = PluginStore::new(&rt);
+    let user = User::new();
+    let store = user.store(&rt);
     let options = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
     store.install(&example(None), &options).expect("install");
     let module = Link::new("plugins", Path::new(["installed", "text-tools", "module"]));
@@ -71,17 +87,18 @@ fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
 
     let record = Link::new("plugins", Path::new(["installed", "text-tools"]));
     rt.transact(|tx| tx.write(&record, Value::from(7))).expect("damage more");
-    let listed = store.list();
+    let listed = store.list().expect("list");
     assert_eq!(listed.len(), 1);
     assert!(listed[0].description.contains("damaged") && listed[0].description.contains("install it again"));
     store.remove("text-tools").expect("a damaged plugin can be removed");
-    assert!(store.list().is_empty());
+    assert!(store.list().expect("list").is_empty());
 }
 
 #[test]
 fn install_applies_the_registration_rules_and_bounds_schemas() {
     let rt = Runtime::in_memory();
-    let store = PluginStore::new(&rt);
+    let user = User::new();
+    let store = user.store(&rt);
     let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
     // A plugin whose name breaks the rules is refused before anything is written.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -111,6 +128,53 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     assert!(error.to_string().contains("recursion limit exceeded"), "{error}");
     common::write_bundle(dir.path(), &nested(60), &wat);
     store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect("a deep but bounded schema");
-    assert!(store.list().iter().all(|p| p.name != "remote" && p.name != "../escape"));
+    assert!(store.list().expect("list").iter().all(|p| p.name != "remote" && p.name != "../escape"));
     assert!(rt.read_raw(&"plugins".into(), &Path::new(["installed", "../escape"])).to_json().is_null());
+}
+
+#[tokio::test]
+async fn what_may_run_is_the_users_decision_not_the_spaces() {
+    let rt = Runtime::in_memory();
+    let (author, someone) = (User::new(), User::new());
+    let key = SecretKey::generate().expect("key");
+    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    author.store(&rt).install(&example(None), &unsigned).expect("the author accepts it unsigned");
+    assert!(loaded(&author.store(&rt)).1.is_empty());
+
+    // The same space, opened by someone who never installed it: it does not load.
+    let theirs = someone.store(&rt);
+    let (manager, failed) = loaded(&theirs);
+    assert!(manager.client_tools().is_empty());
+    assert!(matches!(&failed[..], [(name, StoreError::NotApproved(_))] if name == "text-tools"), "{failed:?}");
+    assert!(failed[0].1.to_string().contains("install its bundle yourself"), "{}", failed[0].1);
+    let listed = theirs.list().expect("list");
+    assert!(!listed[0].approved && listed[0].granted.is_empty(), "{listed:?}");
+    // Keys and grants written into the space's document are not read.
+    let forged = Link::new("plugins", Path::new(["trusted_keys", &key.public().to_hex()]));
+    rt.transact(|tx| tx.write(&forged, Value::from(json!({"label": "trust me"})))).expect("forge");
+    let granted = Link::new("plugins", Path::new(["installed", "text-tools", "granted"]));
+    rt.transact(|tx| tx.write(&granted, Value::from(json!(["env:HOME"])))).expect("forge");
+    assert!(theirs.trusted_keys().expect("keys").is_empty());
+    assert!(matches!(&loaded(&theirs).1[..], [(_, StoreError::NotApproved(_))]));
+
+    // Signed by a key they trust, but installed by someone else: it loads with no
+    // permissions, so a plugin that asks for one does not load.
+    theirs.remove("text-tools").expect("remove");
+    author.store(&rt).trust(&key.public(), "author").expect("trust");
+    author.store(&rt).install(&example(Some(&key)), &grant_clock()).expect("install signed");
+    theirs.trust(&key.public(), "the author").expect("trust");
+    let failed = loaded(&theirs).1;
+    assert!(failed[0].1.to_string().contains("asks for the permission `clock`"), "{}", failed[0].1);
+
+    // Installing the bundle the space holds is how they accept it; another bundle of the
+    // same name is refused.
+    theirs.install(&example(Some(&key)), &grant_clock()).expect("accept it");
+    let (manager, failed) = loaded(&theirs);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(manager.execute("count_words", json!({"text": "a b"})).await, json!({"words": 2}));
+    let original = example(None);
+    let text = String::from_utf8(original.manifest_bytes).expect("UTF-8").replace("Counts the words", "Counts words");
+    let changed = Bundle::from_parts(text.into_bytes(), original.module, None).expect("a bundle");
+    let error = theirs.install(&changed, &unsigned).expect_err("another bundle of that name");
+    assert!(matches!(error, StoreError::AlreadyInstalled(_)), "{error}");
 }

@@ -36,6 +36,8 @@ pub enum PluginCommand {
         key: PathBuf,
     },
     /// Trust a public key (64 hex digits, or a .pub file) to sign the plugins you install.
+    /// Kept in your own trust file ($XDG_CONFIG_HOME/trellis/plugins.json), not in the
+    /// space.
     Trust {
         /// The key, or a file holding it.
         key: String,
@@ -49,7 +51,9 @@ pub enum PluginCommand {
         key: String,
     },
     /// Install a plugin bundle into the space. It must be signed by a trusted key, unless
-    /// --allow-unsigned; every permission its manifest asks for must be granted.
+    /// --allow-unsigned; every permission its manifest asks for must be granted. What you
+    /// allowed is kept in your own trust file, so a space made elsewhere cannot allow it
+    /// for you; installing the bundle a space already holds accepts it.
     Install {
         /// The bundle directory.
         path: PathBuf,
@@ -138,7 +142,7 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
 
 /// Runs the commands that work on the space.
 pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow::Result<()> {
-    let store = PluginStore::new(rt);
+    let store = PluginStore::of_user(rt)?;
     match command {
         PluginCommand::Keygen { .. } | PluginCommand::Sign { .. } => run_local(&command, format),
         PluginCommand::Trust { key, label } => {
@@ -168,8 +172,8 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             Ok(())
         }
         PluginCommand::List => {
-            let plugins = store.list();
-            let keys: Vec<String> = store.trusted_keys().iter().map(PublicKey::to_hex).collect();
+            let plugins = store.list()?;
+            let keys: Vec<String> = store.trusted_keys()?.iter().map(PublicKey::to_hex).collect();
             print(format, &json!({"plugins": plugins, "trusted_keys": keys}), || {
                 let mut lines: Vec<String> = plugins.iter().map(describe).collect();
                 if lines.is_empty() {
@@ -194,7 +198,7 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             let arguments: serde_json::Value = serde_json::from_str(&arguments)
                 .context("the arguments are not JSON; pass an object like '{\"a\": 1}'")?;
             let manager = PluginManager::new();
-            for (name, error) in store.load(&manager, &[]) {
+            for (name, error) in store.load(&manager, &[])? {
                 eprintln!("warning: plugin {} was not loaded: {}", safe_line(&name), safe_line(&error.to_string()));
             }
             if !manager.has_tool(&tool) {
@@ -224,9 +228,11 @@ fn describe(plugin: &Listed) -> String {
         return safe_line(&format!("{}: {}", plugin.name, plugin.description)).into_owned();
     }
     let state = if plugin.enabled { "enabled" } else { "disabled" };
-    let signer = match &plugin.signed_by {
-        Some(key) => format!("signed by {key}"),
-        None => "UNSIGNED (installed with --allow-unsigned)".to_string(),
+    let signer = match (&plugin.signed_by, plugin.approved) {
+        (Some(key), true) => format!("signed by {key}"),
+        (Some(key), false) => format!("signed by {key}, came with the space (no permissions until you install it)"),
+        (None, true) => "UNSIGNED (installed with --allow-unsigned)".to_string(),
+        (None, false) => "UNSIGNED, came with the space (does not load until you install it)".to_string(),
     };
     let granted = if plugin.granted.is_empty() { "none".to_string() } else { plugin.granted.join(", ") };
     safe_line(&format!(

@@ -20,11 +20,28 @@ pub fn space() -> Space {
     Space { _dir: dir, path }
 }
 
-/// The `trellis` binary with `--space` set and no provider keys in its environment.
+/// The `trellis` binary with `--space` set, no provider keys in its environment, and the
+/// user's configuration (the plugin trust file) in [`config_dir`].
 pub fn trellis(space: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-    command.arg("--space").arg(space).env_remove("OPENAI_API_KEY").env_remove("ANTHROPIC_API_KEY");
     command
+        .arg("--space")
+        .arg(space)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("XDG_CONFIG_HOME", config_dir(space));
+    command
+}
+
+/// The configuration directory of the user of the test's space: beside the space, so a
+/// test never reads or writes the real user's.
+pub fn config_dir(space: &Path) -> PathBuf {
+    space.parent().unwrap_or(space).join("config")
+}
+
+/// The plugin trust file `trellis` uses with the test's space.
+pub fn trust_file(space: &Path) -> trellis_plugins::trust::TrustFile {
+    trellis_plugins::trust::TrustFile::at(config_dir(space).join("trellis/plugins.json"))
 }
 
 /// How long one `trellis` command of a test may take.

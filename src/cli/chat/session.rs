@@ -86,10 +86,19 @@ impl Session {
     fn with_plugins(rt: &Runtime, chat: Chatbot, tools: ToolRegistry) -> Session {
         let plugins = Arc::new(PluginManager::new());
         let server_tools = wire_names(chat.dialog());
-        let (bundles, failed) = PluginStore::new(rt).load_bundles(&plugins, &server_tools);
-        for (plugin, why) in failed {
-            warn(&format!("plugin {plugin} is not loaded: {why}"));
-        }
+        let loaded = PluginStore::of_user(rt).and_then(|store| store.load_bundles(&plugins, &server_tools));
+        let bundles = match loaded {
+            Ok((bundles, failed)) => {
+                for (plugin, why) in failed {
+                    warn(&format!("plugin {plugin} is not loaded: {why}"));
+                }
+                bundles
+            }
+            Err(why) => {
+                warn(&format!("no plugin is loaded: {why}"));
+                Vec::new()
+            }
+        };
         Session { chat, tools, plugins, bundles }
     }
 
