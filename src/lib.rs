@@ -4,12 +4,14 @@
 //! This facade re-exports the crates of the workspace:
 //! - [`runner`]: values, spaces, cells, streams, transactions, scheduler, patterns, charms;
 //! - [`builtins`]: `llm_dialog`, the tool catalog, language models;
-//! - [`patterns`]: the chatbot and the reference charms.
+//! - [`patterns`]: the chatbot and the reference charms;
+//! - [`plugins`]: client tools and plugins (for [`App::plugin`]).
 //!
 //! `use trellis::prelude::*;` brings in what a pattern author needs.
 
 pub use trellis_builtins as builtins;
 pub use trellis_patterns as patterns;
+pub use trellis_plugins as plugins;
 pub use trellis_runner as runner;
 
 mod cli;

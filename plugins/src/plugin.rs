@@ -34,6 +34,7 @@ use crate::tool::{ToolCall, ToolDefinition};
 /// manager.register(plugin, ["Counter_increment"]).expect("valid");
 /// assert_eq!(manager.client_tools()[0].name, "count_words");
 /// ```
+#[derive(Clone)]
 pub struct Plugin {
     pub(crate) name: String,
     pub(crate) version: String,

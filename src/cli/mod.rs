@@ -192,6 +192,8 @@ pub struct App {
     chatbot: String,
     /// The defined tools the chat's dialogs offer and whose client phases the terminal runs.
     tools: trellis_builtins::tool::ToolRegistry,
+    /// Plugins in Rust, whose tools the terminal runs and whose hooks fire around turns.
+    plugins: Vec<trellis_plugins::Plugin>,
 }
 
 /// What a fresh space gets, beside (or instead of) the reference charms.
@@ -210,6 +212,7 @@ impl App {
             reference_charms: true,
             chatbot: "chatbot".into(),
             tools: trellis_builtins::tool::ToolRegistry::standard(),
+            plugins: Vec::new(),
         }
     }
 
@@ -218,6 +221,18 @@ impl App {
     /// `ToolRegistry::standard()` to keep `request_human_input`.
     pub fn tools(mut self, tools: trellis_builtins::tool::ToolRegistry) -> App {
         self.tools = tools;
+        self
+    }
+
+    /// Adds a plugin written in Rust (`trellis_plugins::Plugin::builder`). `trellis chat`
+    /// offers its tools to the model as client tools and runs them in this process (its
+    /// `on_tool_call` hook around each call), and its `before_request` and
+    /// `after_response` hooks fire around every turn; `pending` and `resolve` run its
+    /// tools too. A plugin that breaks a registration rule (a tool name taken by a server
+    /// tool or another plugin) is reported and left out. The web page of `trellis serve`
+    /// runs installed plugin bundles only.
+    pub fn plugin(mut self, plugin: trellis_plugins::Plugin) -> App {
+        self.plugins.push(plugin);
         self
     }
 
@@ -325,19 +340,29 @@ impl App {
             Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
                 mcp::with_servers(&rt, &mcp, async {
                     let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
-                    let session = chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone()).await?;
+                    let session =
+                        chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins)
+                            .await?;
                     chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
                 })
                 .await?
             }
             Command::Pending { chatbot } => {
-                let session =
-                    chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
+                let session = chat::Session::attach(
+                    &rt,
+                    chatbot.as_deref().unwrap_or(&self.chatbot),
+                    self.tools.clone(),
+                    &self.plugins,
+                )?;
                 chat::pending(&session, format)
             }
             Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout, mcp } => {
-                let session =
-                    chat::Session::attach(&rt, chatbot.as_deref().unwrap_or(&self.chatbot), self.tools.clone())?;
+                let session = chat::Session::attach(
+                    &rt,
+                    chatbot.as_deref().unwrap_or(&self.chatbot),
+                    self.tools.clone(),
+                    &self.plugins,
+                )?;
                 let reply = chat::Reply::from_flags(deny, answer, output)?;
                 let timeout = Duration::from_secs_f64(timeout);
                 mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?

@@ -105,7 +105,8 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
             options.addr
         );
     }
-    let chat = Session::attach(&rt, &options.chatbot, options.tools.clone())?;
+    // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
+    let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
     // The page runs the enabled plugins' tools: the model is offered them as client tools.
     chat.offer_plugin_tools().await?;
     let (auth, token, local) = auth::Auth::new()?;

@@ -11,11 +11,11 @@ use std::time::Duration;
 use anyhow::bail;
 use serde_json::json;
 use trellis_builtins::dialog::{DialogHandle, Interaction, InteractionKind, Resolve};
-use trellis_builtins::message::Message;
+use trellis_builtins::message::{Message, Part, Role};
 use trellis_builtins::tool::{ClientContext, ToolRef, ToolRegistry};
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
 use trellis_plugins::store::{Loaded, PluginStore};
-use trellis_plugins::PluginManager;
+use trellis_plugins::{Plugin, PluginManager, Request, Response};
 use trellis_runner::Runtime;
 
 use crate::cli::terminal::safe_line;
@@ -70,22 +70,30 @@ impl Session {
         model: &str,
         tool_choice: &str,
         tools: ToolRegistry,
+        plugins: &[Plugin],
     ) -> anyhow::Result<Session> {
         // Fail before anything changes: a bad model string or a missing key.
         trellis_builtins::provider::model_from_str(model)?;
         let chat = Chatbot::find_or_create(rt, chatbot).map_err(shown)?;
         chat.set_model(model).await.map_err(shown)?;
         chat.set_tool_choice(tool_choice).await.map_err(shown)?;
-        let session = Session::with_plugins(rt, chat, tools);
+        let session = Session::with_plugins(rt, chat, tools, plugins);
         session.offer_plugin_tools().await?;
         Ok(session)
     }
 
-    /// The session of `chat`, with the space's enabled plugins loaded (each one that does
-    /// not load is reported and left out).
-    fn with_plugins(rt: &Runtime, chat: Chatbot, tools: ToolRegistry) -> Session {
+    /// The session of `chat`, with the program's own plugins registered (`App::plugin`),
+    /// then the space's enabled plugins loaded (each one that does not load is reported
+    /// and left out).
+    fn with_plugins(rt: &Runtime, chat: Chatbot, tools: ToolRegistry, own: &[Plugin]) -> Session {
         let plugins = Arc::new(PluginManager::new());
         let server_tools = wire_names(chat.dialog());
+        for plugin in own {
+            let name = plugin.name().to_string();
+            if let Err(why) = plugins.register(plugin.clone(), &server_tools) {
+                warn(&format!("plugin {name} is not registered: {why}"));
+            }
+        }
         let loaded = PluginStore::of_user(rt).and_then(|store| store.load_bundles(&plugins, &server_tools));
         let bundles = match loaded {
             Ok((bundles, failed)) => {
@@ -126,9 +134,7 @@ impl Session {
             .find(|waiting| waiting.kind == InteractionKind::ClientExecution && self.plugins.has_tool(&waiting.tool));
         let Some(call) = call else { return Ok(None) };
         let output = self.plugins.execute(&call.tool, call.arguments.clone()).await;
-        for failed in self.plugins.take_reports() {
-            warn(&failed.to_string());
-        }
+        self.report_hooks();
         self.resolve(Some(&call.call_id), Reply::Output(output)).await.map(Some)
     }
 
@@ -150,8 +156,8 @@ impl Session {
 
     /// The space's charm of the chatbot pattern `chatbot` as it is (for `pending` and
     /// `resolve`: the model and tool choice stay as the conversation left them).
-    pub fn attach(rt: &Runtime, chatbot: &str, tools: ToolRegistry) -> anyhow::Result<Session> {
-        Ok(Session::with_plugins(rt, Chatbot::find_or_create(rt, chatbot).map_err(shown)?, tools))
+    pub fn attach(rt: &Runtime, chatbot: &str, tools: ToolRegistry, plugins: &[Plugin]) -> anyhow::Result<Session> {
+        Ok(Session::with_plugins(rt, Chatbot::find_or_create(rt, chatbot).map_err(shown)?, tools, plugins))
     }
 
     /// The chatbot charm this session drives.
@@ -161,9 +167,44 @@ impl Session {
 
     /// Sends one user message (attaching its mentions first) without waiting for the
     /// reply; returns the index of that message in the conversation, from which the
-    /// reply's messages follow.
+    /// reply's messages follow. The plugins' `before_request` hooks see the message
+    /// first, and may change it.
     pub async fn start(&self, text: &str) -> anyhow::Result<usize> {
-        self.chat.start(text).await.map_err(shown)
+        let mut request = Request { message: text.to_string(), ..Request::default() };
+        self.plugins.before_request(&mut request);
+        self.report_hooks();
+        self.chat.start(&request.message).await.map_err(shown)
+    }
+
+    /// Runs the plugins' `after_response` hooks once the answer to the last message is
+    /// complete (nothing of it waits for the client or a person), with all of it: the
+    /// tools called on the way, whichever process ran them, and the final text.
+    fn after_response(&self) {
+        if !self.waiting().is_empty() {
+            return;
+        }
+        let messages = self.dialog().messages();
+        let asked = messages.iter().rposition(|m| m.role == Role::User).map_or(0, |at| at + 1);
+        let assistant = messages[asked..].iter().filter(|m| m.role == Role::Assistant);
+        let response = Response {
+            text: assistant.clone().map(Message::text).filter(|t| !t.is_empty()).next_back().unwrap_or_default(),
+            tools_called: assistant
+                .flat_map(|m| &m.content)
+                .filter_map(|part| match part {
+                    Part::ToolCall { name, .. } => Some(self.display_name(name)),
+                    _ => None,
+                })
+                .collect(),
+        };
+        self.plugins.after_response(&response);
+        self.report_hooks();
+    }
+
+    /// Warns of the plugin hooks that failed since the last report.
+    fn report_hooks(&self) {
+        for failed in self.plugins.take_reports() {
+            warn(&failed.to_string());
+        }
     }
 
     /// Sends one user message (attaching its mentions) and waits up to `timeout` for the
@@ -187,6 +228,7 @@ impl Session {
             waited => waited?,
         }
         self.check_error()?;
+        self.after_response();
         Ok(self.dialog().messages().split_off(before))
     }
 
@@ -273,6 +315,7 @@ impl Session {
     pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
         let messages = self.dialog().follow(before, timeout).await?;
         self.check_error()?;
+        self.after_response();
         Ok(messages)
     }
 
