@@ -187,7 +187,7 @@ impl Session {
         let asked = messages.iter().rposition(|m| m.role == Role::User).map_or(0, |at| at + 1);
         let assistant = messages[asked..].iter().filter(|m| m.role == Role::Assistant);
         let response = Response {
-            text: assistant.clone().map(Message::text).filter(|t| !t.is_empty()).next_back().unwrap_or_default(),
+            text: assistant.clone().map(Message::text).rfind(|t| !t.is_empty()).unwrap_or_default(),
             tools_called: assistant
                 .flat_map(|m| &m.content)
                 .filter_map(|part| match part {
