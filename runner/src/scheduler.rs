@@ -19,9 +19,24 @@ use crate::value::{Path, Value};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-/// Identifies a computation inside one runtime.
+/// Identifies a computation inside one runtime: its slot in the graph and the generation
+/// of that slot, so an id of a removed computation never names the one reusing its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ComputationId(pub(crate) u64);
+
+impl ComputationId {
+    fn new(slot: usize, generation: u32) -> Self {
+        ComputationId((u64::from(generation) << 32) | slot as u64)
+    }
+
+    fn slot(self) -> usize {
+        (self.0 & u64::from(u32::MAX)) as usize
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
 
 /// The body of a computation: reads through the transaction, returns the output value.
 pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
@@ -40,23 +55,38 @@ pub(crate) struct Computation {
     producers: Vec<ComputationId>,
     height: u32,
     runs: u32,
+    /// Whether it waits in the queue to run.
+    dirty: bool,
+}
+
+/// A place for one computation; its generation counts the computations it held.
+#[derive(Default)]
+struct Slot {
+    generation: u32,
+    computation: Option<Computation>,
 }
 
 /// The graph and the queue of dirty computations.
+///
+/// Computations live in slots indexed by their id (no hashing on the paths that run per
+/// computation: marking, taking the next, recording reads), and a freed slot is reused.
 #[derive(Default)]
 pub(crate) struct Graph {
-    computations: HashMap<ComputationId, Computation>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// How many computations there are.
+    len: usize,
     /// For each document, the computations that read something in it.
     readers: HashMap<DocId, HashSet<ComputationId>>,
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
     dirty: BinaryHeap<Reverse<(u32, u64, ComputationId)>>,
-    dirty_set: HashSet<ComputationId>,
+    /// How many computations are dirty.
+    dirty_count: usize,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
     /// Scratch space of [`Graph::changed`].
     hit: Vec<ComputationId>,
-    next_id: u64,
     seq: u64,
 }
 
@@ -85,12 +115,16 @@ pub(crate) struct Ready {
 impl Graph {
     /// Adds a computation; it is dirty until it first runs.
     pub fn add(&mut self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
-        self.next_id += 1;
-        let id = ComputationId(self.next_id);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot::default());
+            self.slots.len() - 1
+        });
+        let id = ComputationId::new(slot, self.slots[slot].generation);
         self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
-        for reader in self.readers.get(&output.doc).into_iter().flatten() {
-            if let Some(c) = self.computations.get_mut(reader) {
+        let readers: Vec<ComputationId> = self.readers.get(&output.doc).into_iter().flatten().copied().collect();
+        for reader in readers {
+            if let Some(c) = self.get_mut(reader) {
                 if c.deps.iter().any(|d| d.doc == output.doc && d.path.overlaps(&output.path)) {
                     c.producers.push(id);
                 }
@@ -105,16 +139,45 @@ impl Graph {
             producers: Vec::new(),
             height: 0,
             runs: 0,
+            dirty: false,
         };
-        self.computations.insert(id, c);
+        self.slots[slot].computation = Some(c);
+        self.len += 1;
         self.mark(id);
         id
     }
 
+    fn get(&self, id: ComputationId) -> Option<&Computation> {
+        let slot = self.slots.get(id.slot())?;
+        (slot.generation == id.generation()).then_some(slot.computation.as_ref()).flatten()
+    }
+
+    fn get_mut(&mut self, id: ComputationId) -> Option<&mut Computation> {
+        let slot = self.slots.get_mut(id.slot())?;
+        (slot.generation == id.generation()).then_some(slot.computation.as_mut()).flatten()
+    }
+
+    fn computations(&self) -> impl Iterator<Item = (ComputationId, &Computation)> {
+        self.slots.iter().enumerate().filter_map(|(at, slot)| {
+            slot.computation.as_ref().map(|c| (ComputationId::new(at, slot.generation), c))
+        })
+    }
+
     /// Removes a computation and forgets its edges.
     pub fn remove(&mut self, id: ComputationId) {
-        let Some(c) = self.computations.remove(&id) else { return };
-        for other in self.computations.values_mut() {
+        if self.get(id).is_none() {
+            return;
+        }
+        let slot = &mut self.slots[id.slot()];
+        let Some(c) = slot.computation.take() else { return };
+        // The next computation in this slot gets another id.
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(id.slot());
+        self.len -= 1;
+        if c.dirty {
+            self.dirty_count -= 1;
+        }
+        for other in self.slots.iter_mut().filter_map(|s| s.computation.as_mut()) {
             other.producers.retain(|p| *p != id);
         }
         for dep in &c.deps {
@@ -125,20 +188,22 @@ impl Graph {
         if let Some(list) = self.writers.get_mut(&c.output.doc) {
             list.retain(|(_, w)| *w != id);
         }
-        self.dirty_set.remove(&id);
     }
 
     /// The computations owned by `owner` (a charm).
     pub fn owned_by(&self, owner: &DocId) -> Vec<ComputationId> {
-        self.computations.iter().filter(|(_, c)| c.owner.as_ref() == Some(owner)).map(|(id, _)| *id).collect()
+        self.computations().filter(|(_, c)| c.owner.as_ref() == Some(owner)).map(|(id, _)| id).collect()
     }
 
     fn mark(&mut self, id: ComputationId) {
-        if let Some(c) = self.computations.get(&id) {
-            if self.dirty_set.insert(id) {
-                self.seq += 1;
-                self.dirty.push(Reverse((c.height, self.seq, id)));
-            }
+        let seq = self.seq + 1;
+        let Some(c) = self.get_mut(id) else { return };
+        if !c.dirty {
+            c.dirty = true;
+            let height = c.height;
+            self.seq = seq;
+            self.dirty_count += 1;
+            self.dirty.push(Reverse((height, seq, id)));
         }
     }
 
@@ -155,8 +220,7 @@ impl Graph {
         // Reused between calls: marking runs after every computation that wrote.
         let mut hit = std::mem::take(&mut self.hit);
         hit.extend(readers.iter().filter(|id| {
-            self.computations
-                .get(id)
+            self.get(**id)
                 .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))))
         }));
         for id in hit.drain(..) {
@@ -167,18 +231,15 @@ impl Graph {
 
     /// Whether any computation waits to run.
     pub fn has_dirty(&self) -> bool {
-        !self.dirty_set.is_empty()
+        self.dirty_count > 0
     }
 
     /// Takes the lowest dirty computation whose producers are all clean, or reports one
     /// that ran too often.
     pub fn next(&mut self) -> Option<Next> {
-        let limit = self.computations.len() as u32 + 1;
+        let limit = self.len as u32 + 1;
         while let Some(Reverse((height, _, id))) = self.dirty.pop() {
-            if !self.dirty_set.contains(&id) {
-                continue;
-            }
-            let Some(c) = self.computations.get(&id) else { continue };
+            let Some(c) = self.get(id).filter(|c| c.dirty) else { continue };
             if height != c.height {
                 // Its height changed after it was queued (it ran again meanwhile): queue
                 // it again at its current height rather than lose it.
@@ -192,16 +253,20 @@ impl Graph {
                 self.raise(id, needed);
                 continue;
             }
-            self.dirty_set.remove(&id);
-            let Some(c) = self.computations.get_mut(&id) else { continue };
+            let Some(c) = self.get_mut(id) else { continue };
+            c.dirty = false;
             c.runs += 1;
-            if c.runs == 1 {
+            let first_run = c.runs == 1;
+            let next = if c.runs > MAX_RUNS_PER_SETTLE {
+                Next::Runaway { name: c.name.clone(), runs: c.runs - 1 }
+            } else {
+                Next::Run(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() })
+            };
+            self.dirty_count -= 1;
+            if first_run {
                 self.ran.push(id);
             }
-            if c.runs > MAX_RUNS_PER_SETTLE {
-                return Some(Next::Runaway { name: c.name.clone(), runs: c.runs - 1 });
-            }
-            return Some(Next::Run(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() }));
+            return Some(next);
         }
         // Nothing is dirty: the next change starts with a fresh run budget.
         self.reset_budgets();
@@ -209,7 +274,7 @@ impl Graph {
     }
 
     fn raise(&mut self, id: ComputationId, height: u32) {
-        if let Some(c) = self.computations.get_mut(&id) {
+        if let Some(c) = self.get_mut(id) {
             c.height = height;
             self.seq += 1;
             self.dirty.push(Reverse((height, self.seq, id)));
@@ -218,12 +283,7 @@ impl Graph {
 
     /// The greatest height among dirty computations whose output this one reads.
     fn producer_height(&self, c: &Computation) -> Option<u32> {
-        c.producers
-            .iter()
-            .filter(|p| self.dirty_set.contains(p))
-            .filter_map(|p| self.computations.get(p))
-            .map(|p| p.height)
-            .max()
+        c.producers.iter().filter_map(|p| self.get(*p)).filter(|p| p.dirty).map(|p| p.height).max()
     }
 
     fn producers_of<'a>(&'a self, deps: &'a [Link]) -> impl Iterator<Item = ComputationId> + 'a {
@@ -242,12 +302,13 @@ impl Graph {
     pub fn ran(&mut self, id: ComputationId, reads: &mut Vec<Link>) {
         reads.sort_unstable_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
         reads.dedup();
-        let Some(c) = self.computations.get(&id) else { return };
+        let Some(c) = self.get(id) else { return };
         if c.deps == *reads {
             return; // the common case: same reads as last time, nothing to re-index
         }
         let deps = std::mem::take(reads);
-        for old in &c.deps {
+        let old = self.get_mut(id).map(|c| std::mem::take(&mut c.deps)).unwrap_or_default();
+        for old in &old {
             if let Some(set) = self.readers.get_mut(&old.doc) {
                 set.remove(&id);
             }
@@ -258,15 +319,15 @@ impl Graph {
         let mut producers: Vec<ComputationId> = self.producers_of(&deps).filter(|p| *p != id).collect();
         producers.sort_unstable();
         producers.dedup();
-        let limit = self.computations.len() as u32 + 1;
+        let limit = self.len as u32 + 1;
         let height = producers
             .iter()
-            .filter_map(|p| self.computations.get(p))
+            .filter_map(|p| self.get(*p))
             .map(|p| p.height + 1)
             .max()
             .unwrap_or(0)
             .min(limit);
-        if let Some(c) = self.computations.get_mut(&id) {
+        if let Some(c) = self.get_mut(id) {
             c.deps = deps;
             c.producers = producers;
             c.height = height;
@@ -274,8 +335,8 @@ impl Graph {
     }
 
     fn reset_budgets(&mut self) {
-        for id in self.ran.drain(..) {
-            if let Some(c) = self.computations.get_mut(&id) {
+        for id in std::mem::take(&mut self.ran) {
+            if let Some(c) = self.get_mut(id) {
                 c.runs = 0;
             }
         }
@@ -312,6 +373,20 @@ mod tests {
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
+    }
+
+    #[test]
+    fn a_removed_computations_id_never_names_the_one_in_its_slot() {
+        let mut g = Graph::default();
+        let old = g.add("old", link("d", "old"), None, noop());
+        g.remove(old);
+        assert!(!g.has_dirty(), "a removed dirty computation is no longer waiting");
+        let new = g.add("new", link("d", "new"), None, noop());
+        assert_eq!(old.slot(), new.slot(), "the slot is reused");
+        assert_ne!(old, new);
+        g.remove(old);
+        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == new), "removing the old id left the new one");
+        assert!(g.next().is_none());
     }
 
     #[test]
