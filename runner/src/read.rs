@@ -9,7 +9,7 @@ use crate::value::{Path, Value};
 /// How many links a read may follow before it is considered a loop.
 const MAX_LINK_HOPS: usize = 64;
 
-/// Read access to a space: a [`Tx`] (tracked, snapshot-consistent) or the runtime itself
+/// Read access to a space: a `Tx` (tracked, snapshot-consistent) or the runtime itself
 /// (latest committed values, untracked).
 pub trait Read {
     /// The value stored exactly at `path` of `doc`, not following links.

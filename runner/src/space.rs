@@ -85,7 +85,7 @@ pub struct Commit {
 }
 
 /// A commit's place in the space's order and the ticket that resolves once it is durable:
-/// what a caller needs to wait for durability (see [`Space::durable_after`]).
+/// what a caller needs to wait for durability (see `Space::durable_after`).
 #[derive(Debug)]
 pub struct Committed {
     /// The commit's place in the space's order of commits with writes.

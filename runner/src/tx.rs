@@ -6,8 +6,8 @@
 //! commits through [`crate::Runtime::transact`] or as part of a handler or computation.
 //!
 //! The engine runs all the computations of one settle in a single transaction; each
-//! runs between a [`Savepoint`] and [`Tx::release`] (keep its writes) or
-//! [`Tx::rollback`] (it failed: forget them).
+//! runs between a `Savepoint` and `Tx::release` (keep its writes) or
+//! `Tx::rollback` (it failed: forget them).
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! to every dialog beside the charms' tools.
 //!
 //! A [`ToolSource`] says what tools it has now ([`ToolSource::tools`]), bumps
-//! [`ToolSource::version`] when they change (so a dialog's [`CatalogCache`] builds a
+//! [`ToolSource::version`] when they change (so a dialog's [`CatalogCache`](super::CatalogCache) builds a
 //! fresh catalog), and runs a call. [`attach`] makes a source part of a runtime: from then
 //! on every catalog built for that runtime (every `llm_dialog`, `trellis tools`) lists its
 //! tools, displayed `source.tool` and given wire names by the same table as charm tools

@@ -1,4 +1,4 @@
-//! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve`]).
+//! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve_stdio`], [`serve_http`]).
 
 mod serve;
 mod subscriptions;

@@ -122,7 +122,7 @@ pub fn chatbot() -> Pattern {
 }
 
 /// Wires a chatbot into the charm being built: the conversation, the attachments, the
-/// dialog at `dialog`, and every stream of the [chatbot contract](handle). A custom
+/// dialog at `dialog`, and every stream of the chatbot contract ([`Chatbot`]). A custom
 /// chatbot pattern is its own name, system prompt and static tools around this call:
 ///
 /// ```

@@ -1,11 +1,11 @@
 //! What both provider adapters share, one job a module:
 //!
-//! - [`retry`]: sending a request with retries and backoff, and reading error bodies
+//! - `retry`: sending a request with retries and backoff, and reading error bodies
 //!   (capped, so a huge error page cannot exhaust memory);
-//! - [`sse`]: decoding an event stream (Server-Sent Events, by the `eventsource-stream`
+//! - `sse`: decoding an event stream (Server-Sent Events, by the `eventsource-stream`
 //!   crate) into parser calls, with its size limit and the pure [`StreamParser`] interface;
-//! - [`driver`]: one answer from request to last event: the retried request, then the
-//!   body through [`sse`] and a parser to [`crate::model::ModelEvent`]s, under the idle
+//! - `driver`: one answer from request to last event: the retried request, then the
+//!   body through `sse` and a parser to [`crate::model::ModelEvent`]s, under the idle
 //!   timeout and the answer's deadline;
 //! - here: the settings, the endpoint errors name, and small helpers both adapters use.
 
