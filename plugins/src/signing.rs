@@ -199,7 +199,11 @@ fn write_new(path: &Path, text: &str, secret: bool) -> Result<(), SigningError> 
 
 /// Lower-case hex of `bytes`.
 pub fn encode_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Exactly `N` bytes from `2 * N` hex digits.

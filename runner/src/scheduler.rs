@@ -158,9 +158,10 @@ impl Graph {
     }
 
     fn computations(&self) -> impl Iterator<Item = (ComputationId, &Computation)> {
-        self.slots.iter().enumerate().filter_map(|(at, slot)| {
-            slot.computation.as_ref().map(|c| (ComputationId::new(at, slot.generation), c))
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(at, slot)| slot.computation.as_ref().map(|c| (ComputationId::new(at, slot.generation), c)))
     }
 
     /// Removes a computation and forgets its edges.
@@ -320,13 +321,7 @@ impl Graph {
         producers.sort_unstable();
         producers.dedup();
         let limit = self.len as u32 + 1;
-        let height = producers
-            .iter()
-            .filter_map(|p| self.get(*p))
-            .map(|p| p.height + 1)
-            .max()
-            .unwrap_or(0)
-            .min(limit);
+        let height = producers.iter().filter_map(|p| self.get(*p)).map(|p| p.height + 1).max().unwrap_or(0).min(limit);
         if let Some(c) = self.get_mut(id) {
             c.deps = deps;
             c.producers = producers;

@@ -8,6 +8,7 @@
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
+use trellis_plugins::signing::encode_hex;
 use trellis_runner::{Cell, Link, Path, Runtime};
 
 /// The document of the space that holds the tokens' records.
@@ -122,22 +123,14 @@ pub fn verify(rt: &Runtime, token: &str) -> Option<TokenRecord> {
 
 /// The SHA-256 of `text`, in hex.
 pub fn hash(text: &str) -> String {
-    hex(digest::digest(&digest::SHA256, text.as_bytes()).as_ref())
+    encode_hex(digest::digest(&digest::SHA256, text.as_bytes()).as_ref())
 }
 
 /// `bytes` random bytes from the system's source, in hex.
 pub fn random_hex(bytes: usize) -> Result<String, TokenError> {
     let mut buffer = vec![0u8; bytes];
     SystemRandom::new().fill(&mut buffer).map_err(|_| TokenError::Random)?;
-    Ok(hex(&buffer))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    Ok(encode_hex(&buffer))
 }
 
 fn now_ms() -> u64 {
