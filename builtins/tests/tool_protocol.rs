@@ -116,6 +116,16 @@ fn registry() -> ToolRegistry {
             },
         );
     tools.register(vault.build()).unwrap();
+    // A server phase that hangs (until the test process ends) after the client answered.
+    let stall = ToolBuilder::<Ask>::new("stall", "Never finishes checking the client's answer")
+        .authority(Client)
+        .client(|a: Ask, person: &mut dyn ClientContext| Ok(Picked { n: person.ask(&a.question)?.len() as i64 }))
+        .server(|_: Ask, _: Picked| -> Result<Value, String> {
+            loop {
+                std::thread::park();
+            }
+        });
+    tools.register(stall.build()).unwrap();
     tools
 }
 
@@ -140,7 +150,7 @@ fn setup_on(rt: Runtime, turns: Vec<Turn>, settings: DialogSettings) -> Setup {
     rt.register_builtin(Arc::new(dialog));
     rt.register_pattern(Pattern::new("chat", |b, _: Value| {
         let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        let names = ["add", "chart", "pay", "pick", "echo", "vault", "wipe", "request_human_input"];
+        let names = ["add", "chart", "pay", "pick", "echo", "vault", "wipe", "stall", "request_human_input"];
         let tools: serde_json::Map<String, Value> =
             names.iter().map(|n| (n.to_string(), json!({ "tool": n }))).collect();
         b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "test", "tools": tools}))?;
@@ -500,4 +510,18 @@ fn optional_fields_and_defaults_stay_in_the_advertised_schema() {
     let bad =
         tools.register(ToolBuilder::<Pair>::new("a b", "spaces").authority(Server).server(|_: Pair| Ok(0)).build());
     assert!(bad.unwrap_err().to_string().contains("not valid"));
+}
+
+#[tokio::test]
+async fn a_last_server_phase_that_hangs_ends_in_an_error_within_the_tool_timeout() {
+    let settings = DialogSettings { tool_timeout: Duration::from_millis(300), ..DialogSettings::default() };
+    let s = setup_with(vec![Turn::tool_call("stall", json!({"question": "well?"})), Turn::text("Gave up.")], settings);
+    s.dialog.say("stall", WAIT).await.unwrap();
+    let call = s.dialog.interactions().remove(0);
+    // The resolve returns: the engine is not held by the hung phase.
+    tokio::time::timeout(WAIT, s.dialog.resolve(output(&call.call_id, json!({"n": 1})))).await.unwrap().unwrap();
+    s.dialog.wait(WAIT).await.unwrap();
+    let ToolOutput::ErrorText(error) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
+    assert!(error.contains("`stall` did not finish its last phase within 0.3 s"), "{error}");
+    assert_eq!(last_text(&s), "Gave up.", "the model read the error and the dialog went on");
 }

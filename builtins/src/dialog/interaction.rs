@@ -21,7 +21,8 @@
 //! the denied ones get an error result the model reads, and the next round starts.
 //! Cancel while waiting closes every call as cancelled.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -270,6 +271,7 @@ pub(super) fn resolve(
     tx: &Tx,
     answer: Resolve,
     registry: &ToolRegistry,
+    timeout: Duration,
 ) -> trellis_runner::Result<Option<RequestId>> {
     let mut waiting = interactions_cell(cells).get(tx)?;
     let Some(at) = waiting.iter().position(|i| i.call_id == answer.call_id) else {
@@ -324,7 +326,7 @@ pub(super) fn resolve(
             Some(ToolOutput::ErrorText(format!("the client sent no output: {why}")))
         }
         (_, None) => Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
-        (kind, Some(given)) => match finish(call, given.clone(), registry) {
+        (kind, Some(given)) => match finish(call, given.clone(), registry, timeout) {
             Ok(result) => Some(ToolOutput::Json(result)),
             // A person who mistyped is told and asked again; a client's bad output is the
             // model's to read.
@@ -339,13 +341,36 @@ pub(super) fn resolve(
     Ok(done.then_some(held.request))
 }
 
-/// Runs the last server phase of a call that waited for the client, with its `output`.
-fn finish(call: &HeldCall, output: serde_json::Value, registry: &ToolRegistry) -> Result<serde_json::Value, String> {
+/// Runs the last server phase of a call that waited for the client, with its `output`,
+/// for at most `timeout`: it runs inside the `resolve` handler, and a phase that hangs
+/// must not hold the engine (nor a panic take the handler down). It runs on a thread of
+/// its own, left to finish alone after a timeout; the call ends with the error.
+fn finish(
+    call: &HeldCall,
+    output: serde_json::Value,
+    registry: &ToolRegistry,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
     let after = call.after_client.as_ref().ok_or("this call does not take a client output")?;
     let Some(name) = &after.tool else { return Ok(output) };
     let tool =
         registry.get(name).ok_or_else(|| format!("the tool `{name}` is not registered in this process any more"))?;
-    tool.finish(after.arguments.clone(), after.state.clone(), output)
+    let (arguments, state) = (after.arguments.clone(), after.state.clone());
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name(format!("finish {name}"))
+        .spawn(move || {
+            let _ = sender.send(tool.finish(arguments, state, output));
+        })
+        .map_err(|e| format!("could not run the last phase of `{name}`: {e}"))?;
+    match receiver.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(RecvTimeoutError::Timeout) => Err(format!(
+            "`{name}` did not finish its last phase within {} s; the call did not finish",
+            timeout.as_secs_f64()
+        )),
+        Err(RecvTimeoutError::Disconnected) => Err(format!("`{name}` failed (it panicked) in its last phase")),
+    }
 }
 
 /// Forgets a waiting round (cancel, a round that went on); display effects stay until

@@ -84,7 +84,8 @@ pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> 
 pub struct DialogSettings {
     /// Rounds of tool calls before the dialog stops with a message (default 10).
     pub max_rounds: u32,
-    /// How long one tool call may take (default 30 s).
+    /// How long one tool call may take (default 30 s); also the last server phase of a
+    /// call that waited for the client, which runs when the client's output arrives.
     pub tool_timeout: Duration,
     /// The longest reply text kept from one answer, in bytes (default 1 MiB). A longer
     /// answer is stopped there: its text so far is kept and the dialog reports an error.
@@ -345,7 +346,7 @@ impl Builtin for LlmDialog {
         let shared = self.shared.clone();
         let c = cells.clone();
         b.handler(&format!("{key}/{}", DialogOutput::Resolve.key()), move |tx, answer: Resolve| {
-            if let Some(request) = interaction::resolve(&c, tx, answer, &shared.tools)? {
+            if let Some(request) = interaction::resolve(&c, tx, answer, &shared.tools, shared.settings.tool_timeout)? {
                 // Every waiting call has its answer: the request goes on.
                 c.pending.set(tx, true)?;
                 c.error.set(tx, None)?;
