@@ -31,9 +31,8 @@ use super::{workers, Catalog, Tool, ToolTarget};
 use crate::dialog::InteractionKind;
 use crate::message::ToolOutput;
 use crate::tool::{Ask, Start, ToolRef};
+use crate::validation::violations;
 
-/// How many validation errors an error text lists.
-const MAX_VIOLATIONS: usize = 10;
 /// How many tool names the "unknown tool" text lists.
 const MAX_LISTED: usize = 50;
 
@@ -267,34 +266,16 @@ impl Tool {
             })?,
             other => other,
         };
-        let validator =
-            self.validator.get_or_init(|| jsonschema::validator_for(&self.input_schema).map_err(|e| e.to_string()));
-        let validator = validator.as_ref().map_err(|e| {
+        let validator = self.validator.get(&self.input_schema).map_err(|e| {
             format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
         })?;
-        if validator.is_valid(&arguments) {
-            return Ok(arguments);
+        match violations(validator, &arguments) {
+            None => Ok(arguments),
+            Some(listed) => Err(format!(
+                "invalid arguments for `{}`: {listed}. Nothing was run; call it again with arguments that match its input schema.",
+                self.display
+            )),
         }
-        let violations: Vec<String> = validator
-            .iter_errors(&arguments)
-            .take(MAX_VIOLATIONS + 1)
-            .map(|error| {
-                let at = error.instance_path().as_str();
-                let at = if at.is_empty() { "the top level" } else { at };
-                format!("at {at}: {error}")
-            })
-            .collect();
-        if violations.is_empty() {
-            return Ok(arguments);
-        }
-        let mut listed = violations.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
-        if violations.len() > MAX_VIOLATIONS {
-            listed.push_str("; and more");
-        }
-        Err(format!(
-            "invalid arguments for `{}`: {listed}. Nothing was run; call it again with arguments that match its input schema.",
-            self.display
-        ))
     }
 
     async fn call_handler(

@@ -64,13 +64,14 @@ mod schema_cache;
 mod summary;
 mod workers;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
 use crate::tool::{ToolRef, ToolRegistry};
+use crate::validation::LazyValidator;
 use entries::{extract_entry, Draft, Extraction};
 use naming::{FastMap, FastSet};
 use reads::{Reader, Reads};
@@ -125,7 +126,7 @@ pub struct Tool {
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
     /// The compiled input schema, built on first use so that building a catalog stays cheap.
-    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
+    validator: LazyValidator,
 }
 
 /// What calling a tool does.
@@ -320,7 +321,7 @@ impl Catalog {
                 charm: draft.charm,
                 unchecked: draft.unchecked,
                 approval: draft.approval,
-                validator: Arc::default(),
+                validator: LazyValidator::default(),
             });
         }
         catalog

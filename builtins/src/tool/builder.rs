@@ -376,6 +376,7 @@ fn parts<P: JsonSchema + DeserializeOwned + 'static>(
         input_schema: Arc::new(input_schema),
         shape,
         client_output_schema,
+        client_output_validator: Default::default(),
         approval_marker: approval.marker().map(str::to_string),
         approval_reason: approval.reason().map(str::to_string),
         approval: approval.erase(shape),

@@ -88,6 +88,7 @@ mod human_input;
 pub mod limits;
 mod registry;
 
+use crate::validation::{violations, LazyValidator};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -160,6 +161,8 @@ pub struct DefinedTool {
     input_schema: Arc<Value>,
     shape: InputShape,
     client_output_schema: Option<Arc<Value>>,
+    /// `client_output_schema` compiled, on the first output checked.
+    client_output_validator: LazyValidator,
     approval: Arc<ApprovalFn>,
     approval_marker: Option<String>,
     approval_reason: Option<String>,
@@ -240,8 +243,11 @@ impl DefinedTool {
             return Err(format!("`{}` does not wait for the client, so it takes no client output", self.name));
         };
         if let Some(schema) = &self.client_output_schema {
-            check_against(schema, &output)
-                .map_err(|why| format!("the client's output for `{}` is not valid: {why}", self.name))?;
+            let invalid = |why: &str| format!("the client's output for `{}` is not valid: {why}", self.name);
+            let validator = self.client_output_validator.get(schema).map_err(invalid)?;
+            if let Some(why) = violations(validator, &output) {
+                return Err(invalid(&why));
+            }
         }
         finish(self.shape.event_from_arguments(arguments), state, output)
     }
@@ -261,27 +267,6 @@ impl DefinedTool {
 impl PartialEq for DefinedTool {
     fn eq(&self, other: &Self) -> bool {
         std::ptr::eq(self, other)
-    }
-}
-
-/// The most validation errors one message lists.
-const MAX_VIOLATIONS: usize = 5;
-
-/// Checks `value` against a JSON schema; the error lists what is wrong.
-pub(crate) fn check_against(schema: &Value, value: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("its schema cannot be used: {e}"))?;
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .take(MAX_VIOLATIONS)
-        .map(|e| {
-            let at = e.instance_path().as_str();
-            format!("at {}: {e}", if at.is_empty() { "the top level" } else { at })
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
     }
 }
 

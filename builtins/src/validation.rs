@@ -1,0 +1,71 @@
+//! Checking JSON against a schema, the one way tool arguments and client outputs are
+//! checked: the schema compiled once, on first use, and what is wrong listed briefly.
+
+use std::sync::{Arc, OnceLock};
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+/// How many violations an error text lists.
+const MAX_VIOLATIONS: usize = 10;
+
+/// A schema's validator, compiled when first needed (building a catalog stays cheap) and
+/// shared by the clones.
+#[derive(Clone, Default)]
+pub(crate) struct LazyValidator(Arc<OnceLock<Result<Validator, String>>>);
+
+impl std::fmt::Debug for LazyValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LazyValidator")
+    }
+}
+
+impl LazyValidator {
+    /// The validator of `schema` (the same schema every call), or why it cannot be one.
+    pub(crate) fn get(&self, schema: &Value) -> Result<&Validator, &str> {
+        self.0.get_or_init(|| jsonschema::validator_for(schema).map_err(|e| e.to_string())).as_ref().map_err(|e| &**e)
+    }
+}
+
+/// What is wrong with `value`, as "at PATH: what" items joined by `; ` (the first
+/// [`MAX_VIOLATIONS`], then "and more"); `None` when it is valid.
+pub(crate) fn violations(validator: &Validator, value: &Value) -> Option<String> {
+    if validator.is_valid(value) {
+        return None;
+    }
+    let mut listed: Vec<String> = validator
+        .iter_errors(value)
+        .take(MAX_VIOLATIONS + 1)
+        .map(|error| {
+            let at = error.instance_path().as_str();
+            format!("at {}: {error}", if at.is_empty() { "the top level" } else { at })
+        })
+        .collect();
+    if listed.len() > MAX_VIOLATIONS {
+        listed.truncate(MAX_VIOLATIONS);
+        listed.push("and more".into());
+    }
+    (!listed.is_empty()).then(|| listed.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn violations_are_listed_briefly_with_where_they_are() {
+        let lazy = LazyValidator::default();
+        let schema = json!({"type": "object", "additionalProperties": {"type": "integer"}});
+        let validator = lazy.get(&schema).unwrap();
+        assert_eq!(violations(validator, &json!({"a": 1})), None);
+        let one = violations(validator, &json!({"a": "x"})).unwrap();
+        assert!(one.starts_with("at /a: ") && !one.contains(';'), "{one}");
+        let many: serde_json::Map<String, Value> = (0..20).map(|i| (format!("k{i}"), json!("x"))).collect();
+        let listed = violations(validator, &Value::Object(many)).unwrap();
+        assert_eq!(listed.matches("; ").count(), MAX_VIOLATIONS, "{listed}");
+        assert!(listed.ends_with("; and more"), "{listed}");
+        let broken = LazyValidator::default();
+        assert!(broken.get(&json!({"type": 7})).is_err());
+    }
+}
