@@ -18,7 +18,7 @@ use trellis_builtins::catalog::sources::{self, ToolSource};
 use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::message::ToolOutput;
 use trellis_mcp::client::{attach, detach, McpServer, ServerSpec, State, Transport};
-use trellis_runner::Runtime;
+use trellis_runner::{Link, Path, Runtime};
 
 const CALL: Duration = Duration::from_secs(30);
 
@@ -173,12 +173,17 @@ async fn list_changed(args: &[&str], protocol: &str) {
         assert_eq!(names, ["test.echo", "test.grow", "test.crash", "test.hang"], "two pages of two");
         assert!(Arc::ptr_eq(&before, &cache.get(&rt, &Value::Null)), "unchanged: reused");
 
+        // The space hears of the change too (what it derives from the catalog follows).
+        let (announced, mut heard) = tokio::sync::watch::channel(());
+        let changes = Link::new(sources::SOURCES_DOC, Path::new(["changes"]));
+        rt.observe(&changes, move |_| announced.send(()).is_ok());
         let seen = server.version();
         let grown = before.invoke(&rt, "test.grow", json!({}), CALL).await;
         assert_eq!(grown.output, ToolOutput::Text("grown".into()), "trusted: runs without asking");
         server.changed_since(seen).await;
         let after = cache.get(&rt, &Value::Null);
         assert!(after.get("test.extra_0").is_some(), "re-listed after notifications/tools/list_changed");
+        heard.changed().await.expect("the change was announced to the space");
         let echoed = after.invoke(&rt, "test_echo", json!({"text": "x"}), CALL).await;
         assert_eq!(echoed.output, ToolOutput::Text("echo: x".into()));
         detach(&rt, &server).await;

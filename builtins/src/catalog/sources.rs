@@ -8,6 +8,8 @@
 //! tools, displayed `source.tool` and given wire names by the same table as charm tools
 //! ([`naming`]), so a source tool that shares a name with a charm's handler or another
 //! source's tool gets a suffix and never replaces it. [`detach`] takes it away again.
+//! A source whose tools change calls [`announce_change`], so what is derived from the
+//! catalog in the space (a dialog's `flattened_tools`) derives again.
 //!
 //! What a source says of its tools (read-only, destructive) is a hint from outside: unless
 //! the source is [`ToolSource::trusted`], a tool that is not marked read-only, or is marked
@@ -55,7 +57,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::Value;
-use trellis_runner::{Runtime, WeakRuntime};
+use trellis_runner::{Link, Path, Read, Runtime, WeakRuntime};
 
 use super::entries::{Draft, Extraction};
 use super::schema::prepare_input_schema;
@@ -198,6 +200,31 @@ fn read_entry<R>(rt: &Runtime, f: impl FnOnce(&Attached) -> R) -> Option<R> {
     all.iter().find(|a| a.space == space && a.runtime.upgrade().is_some()).map(f)
 }
 
+/// The space's document counting the changes of its sources' tools (see
+/// [`announce_change`]).
+pub const SOURCES_DOC: &str = "tool-sources";
+
+/// The count of changes of the sources' tools: what reads it derives again after each.
+pub(crate) fn changes() -> Link {
+    Link::new(SOURCES_DOC, Path::new(["changes"]))
+}
+
+/// Tells `rt` that the tools of its sources changed: what is derived from the catalog in
+/// the space (each dialog's `flattened_tools`) derives again. [`attach`] and [`detach`]
+/// announce themselves; a source whose tools change (its [`ToolSource::version`] went up)
+/// calls this. A space that refuses the write is logged: catalogs built for requests are
+/// current anyway, only the derived list waits for the next change.
+pub fn announce_change(rt: &Runtime) {
+    let at = changes();
+    let counted = rt.transact(|tx| {
+        let seen = tx.read(&at)?.to_json().as_i64().unwrap_or(0);
+        tx.write(&at, trellis_runner::Value::from(seen.wrapping_add(1)))
+    });
+    if let Err(error) = counted {
+        tracing::warn!(%error, "could not note that the tools of the sources changed");
+    }
+}
+
 /// Offers `source`'s tools in every catalog built for `rt` from now on.
 pub fn attach(rt: &Runtime, source: Arc<dyn ToolSource>) -> Result<(), SourceError> {
     let name = source.name().to_string();
@@ -215,17 +242,21 @@ pub fn attach(rt: &Runtime, source: Arc<dyn ToolSource>) -> Result<(), SourceErr
         entry.sources.push(source);
         entry.generation += 1;
         Ok(())
-    })
+    })?;
+    announce_change(rt);
+    Ok(())
 }
 
 /// Takes the source called `name` away from `rt`'s catalogs; it is returned (to shut it
 /// down) if it was attached.
 pub fn detach(rt: &Runtime, name: &str) -> Option<Arc<dyn ToolSource>> {
-    with_entry(rt, |entry| {
+    let detached = with_entry(rt, |entry| {
         let index = entry.sources.iter().position(|s| s.name() == name)?;
         entry.generation += 1;
         Some(entry.sources.remove(index))
-    })
+    })?;
+    announce_change(rt);
+    Some(detached)
 }
 
 /// The sources attached to `rt`, in the order they were attached.

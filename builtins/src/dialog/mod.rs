@@ -374,6 +374,8 @@ impl Builtin for LlmDialog {
                 message: "the runtime is gone".into(),
             })?;
             let tools = tx.read(&tools_at)?.to_json();
+            // Derive again when the tools of the runtime's sources change.
+            tx.read(&crate::catalog::sources::changes())?;
             let catalog = catalogs.get(&rt, &tools);
             // Depend on what the catalog is made of (the tools map, each tool's stream
             // marker, each charm's name), not on the charms' data: a counter going up must

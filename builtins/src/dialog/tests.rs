@@ -1,5 +1,5 @@
 //! The dialog's catalog between rounds: reused while its tools stand still, fresh when a
-//! charm changes name, in the requests and in `flattened_tools` alike.
+//! charm changes name (or a source its tools), in the requests and in `flattened_tools` alike.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -80,4 +80,61 @@ async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
 
     assert_eq!(*model.offered.lock(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
     assert_eq!(displays(), ["Tally.increment"], "flattened_tools follows the rename too");
+}
+
+/// A source with one tool more each time `grow` is called.
+struct Growing(std::sync::atomic::AtomicU64);
+
+impl crate::catalog::sources::ToolSource for Growing {
+    fn name(&self) -> &str {
+        "grow"
+    }
+    fn tools(&self) -> Arc<[crate::catalog::sources::SourceTool]> {
+        let count = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        (0..=count).map(|n| crate::catalog::sources::SourceTool::new(format!("t{n}"), "A tool.", json!({}))).collect()
+    }
+    fn version(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn trusted(&self) -> bool {
+        true
+    }
+    fn call(&self, _: &str, _: serde_json::Value, _: Duration) -> crate::catalog::sources::CallFuture {
+        Box::pin(async { crate::message::ToolOutput::Text("ran".into()) })
+    }
+}
+
+#[tokio::test]
+async fn flattened_tools_follows_a_sources_tools_when_it_announces_the_change() {
+    use crate::catalog::sources;
+    let rt = Runtime::in_memory();
+    let shared: Arc<dyn Model> = Arc::new(Recorder::default());
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(shared.clone())))));
+    rt.register_pattern(Pattern::new("chat", |b, _: serde_json::Value| {
+        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
+        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "recorder", "tools": {}}))?;
+        Ok(())
+    }));
+    let chat = rt.charms().create("chat", json!({})).expect("create the chat");
+    let base = rt.charms().result(&chat).child("dialog");
+    let dialog = DialogHandle::new(rt.clone(), base.clone());
+    let displays = || -> Vec<String> {
+        let flattened = dialog.flattened_tools();
+        let tools = flattened.as_array().cloned().unwrap_or_default();
+        tools.iter().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
+    };
+    rt.settled(&base, WAIT).await.expect("settles");
+    assert!(displays().is_empty());
+
+    let source = Arc::new(Growing(0.into()));
+    sources::attach(&rt, source.clone()).expect("attach");
+    rt.settled(&base, WAIT).await.expect("settles");
+    assert_eq!(displays(), ["grow.t0"], "attaching announces itself");
+    source.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    sources::announce_change(&rt);
+    rt.settled(&base, WAIT).await.expect("settles");
+    assert_eq!(displays(), ["grow.t0", "grow.t1"], "the source's change reached the derived list");
+    sources::detach(&rt, "grow").expect("detach");
+    rt.settled(&base, WAIT).await.expect("settles");
+    assert!(displays().is_empty(), "detaching announces itself");
 }

@@ -72,8 +72,31 @@ pub enum ConnectError {
 }
 
 /// Offers `server`'s tools in every catalog `rt` builds.
+///
+/// While the server is attached, each change of its tools (a re-list after
+/// `tools/list_changed`, the server stopping) is announced to `rt`
+/// ([`sources::announce_change`]), so what the space derives from the catalog follows.
+/// That needs a tokio runtime; attached outside one, the catalogs built for requests still
+/// follow, and the derived tool lists catch up at their next change.
 pub fn attach(rt: &Runtime, server: &McpServer) -> Result<(), SourceError> {
-    sources::attach(rt, Arc::new(server.clone()))
+    use sources::ToolSource;
+    let mut seen = server.version();
+    sources::attach(rt, Arc::new(server.clone()))?;
+    if let Ok(tokio) = tokio::runtime::Handle::try_current() {
+        let (weak, server) = (rt.downgrade(), server.clone());
+        tokio.spawn(async move {
+            loop {
+                let now = server.changed_since(seen).await;
+                if now == seen || server.state() == State::Detached {
+                    break;
+                }
+                seen = now;
+                let Some(rt) = weak.upgrade() else { break };
+                sources::announce_change(&rt);
+            }
+        });
+    }
+    Ok(())
 }
 
 /// Takes `server`'s tools away from `rt` and shuts it down.
