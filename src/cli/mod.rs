@@ -313,6 +313,12 @@ impl App {
         }
     }
 
+    /// The session of the space's chatbot charm (`chatbot`, else the app's) as the
+    /// conversation left it, with the app's tools and plugins.
+    fn attach(&self, rt: &Runtime, chatbot: Option<&str>) -> anyhow::Result<chat::Session> {
+        chat::Session::attach(rt, chatbot.unwrap_or(&self.chatbot), self.tools.clone(), &self.plugins)
+    }
+
     async fn execute(&self, cli: Cli) -> anyhow::Result<()> {
         let format = Format { json: cli.json };
         if let Command::Plugin(command) = &cli.command {
@@ -347,22 +353,9 @@ impl App {
                 })
                 .await?
             }
-            Command::Pending { chatbot } => {
-                let session = chat::Session::attach(
-                    &rt,
-                    chatbot.as_deref().unwrap_or(&self.chatbot),
-                    self.tools.clone(),
-                    &self.plugins,
-                )?;
-                chat::pending(&session, format)
-            }
+            Command::Pending { chatbot } => chat::pending(&self.attach(&rt, chatbot.as_deref())?, format),
             Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout, mcp } => {
-                let session = chat::Session::attach(
-                    &rt,
-                    chatbot.as_deref().unwrap_or(&self.chatbot),
-                    self.tools.clone(),
-                    &self.plugins,
-                )?;
+                let session = self.attach(&rt, chatbot.as_deref())?;
                 let reply = chat::Reply::from_flags(deny, answer, output)?;
                 let timeout = Duration::from_secs_f64(timeout);
                 mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?

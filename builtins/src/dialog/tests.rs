@@ -43,43 +43,50 @@ struct Increment {
     amount: i64,
 }
 
+/// A chat charm on `rt` whose dialog uses `model` and offers `tools`: where its dialog is,
+/// and its handle.
+fn chat(rt: &Runtime, model: Arc<dyn Model>, tools: serde_json::Value) -> (trellis_runner::Link, DialogHandle) {
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(model.clone())))));
+    rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
+        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
+        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "recorder", "tools": tools}))?;
+        Ok(())
+    }));
+    let chat = rt.charms().create("chat", tools).expect("create the chat");
+    let base = rt.charms().result(&chat).child("dialog");
+    (base.clone(), DialogHandle::new(rt.clone(), base))
+}
+
+/// The display names of the tools `dialog`'s `flattened_tools` lists.
+fn displays(dialog: &DialogHandle) -> Vec<String> {
+    let flattened = dialog.flattened_tools();
+    let tools = flattened.as_array().cloned().unwrap_or_default();
+    tools.iter().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
+}
+
 #[tokio::test]
 async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
     let rt = Runtime::in_memory();
     let model = Arc::new(Recorder::default());
-    let shared: Arc<dyn Model> = model.clone();
-    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(shared.clone())))));
     rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
         b.name("Counter")?;
         let count = b.state("count", 0i64)?;
         b.handler("increment", move |tx, e: Increment| count.update(tx, |n| n + e.amount))?;
         Ok(())
     }));
-    rt.register_pattern(Pattern::new("chat", |b, tools: serde_json::Value| {
-        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "recorder", "tools": tools}))?;
-        Ok(())
-    }));
     let counter = rt.charms().create("counter", json!({})).expect("create the counter");
     let tools = json!({"c": {"charm": rt.charms().result(&counter).to_json()}});
-    let chat = rt.charms().create("chat", tools).expect("create the chat");
-    let base = rt.charms().result(&chat).child("dialog");
-    let dialog = DialogHandle::new(rt.clone(), base.clone());
-    let displays = || -> Vec<String> {
-        let flattened = dialog.flattened_tools();
-        let tools = flattened.as_array().cloned().unwrap_or_default();
-        tools.iter().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
-    };
+    let (base, dialog) = chat(&rt, model.clone(), tools);
 
     dialog.say("hello", WAIT).await.expect("first round");
     dialog.say("again", WAIT).await.expect("second round, nothing changed");
-    assert_eq!(displays(), ["Counter.increment"]);
+    assert_eq!(displays(&dialog), ["Counter.increment"]);
     rt.charms().rename(&counter, "Tally").expect("rename");
     dialog.say("and now", WAIT).await.expect("third round, after the rename");
     rt.settled(&base, WAIT).await.expect("flattened_tools settles");
 
     assert_eq!(*model.offered.lock(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
-    assert_eq!(displays(), ["Tally.increment"], "flattened_tools follows the rename too");
+    assert_eq!(displays(&dialog), ["Tally.increment"], "flattened_tools follows the rename too");
 }
 
 /// A source with one tool more each time `grow` is called.
@@ -108,33 +115,19 @@ impl crate::catalog::sources::ToolSource for Growing {
 async fn flattened_tools_follows_a_sources_tools_when_it_announces_the_change() {
     use crate::catalog::sources;
     let rt = Runtime::in_memory();
-    let shared: Arc<dyn Model> = Arc::new(Recorder::default());
-    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(shared.clone())))));
-    rt.register_pattern(Pattern::new("chat", |b, _: serde_json::Value| {
-        let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
-        b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "recorder", "tools": {}}))?;
-        Ok(())
-    }));
-    let chat = rt.charms().create("chat", json!({})).expect("create the chat");
-    let base = rt.charms().result(&chat).child("dialog");
-    let dialog = DialogHandle::new(rt.clone(), base.clone());
-    let displays = || -> Vec<String> {
-        let flattened = dialog.flattened_tools();
-        let tools = flattened.as_array().cloned().unwrap_or_default();
-        tools.iter().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
-    };
+    let (base, dialog) = chat(&rt, Arc::new(Recorder::default()), json!({}));
     rt.settled(&base, WAIT).await.expect("settles");
-    assert!(displays().is_empty());
+    assert!(displays(&dialog).is_empty());
 
     let source = Arc::new(Growing(0.into()));
     sources::attach(&rt, source.clone()).expect("attach");
     rt.settled(&base, WAIT).await.expect("settles");
-    assert_eq!(displays(), ["grow.t0"], "attaching announces itself");
+    assert_eq!(displays(&dialog), ["grow.t0"], "attaching announces itself");
     source.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     sources::announce_change(&rt);
     rt.settled(&base, WAIT).await.expect("settles");
-    assert_eq!(displays(), ["grow.t0", "grow.t1"], "the source's change reached the derived list");
+    assert_eq!(displays(&dialog), ["grow.t0", "grow.t1"], "the source's change reached the derived list");
     sources::detach(&rt, "grow").expect("detach");
     rt.settled(&base, WAIT).await.expect("settles");
-    assert!(displays().is_empty(), "detaching announces itself");
+    assert!(displays(&dialog).is_empty(), "detaching announces itself");
 }
