@@ -71,7 +71,7 @@ use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
 use crate::tool::{ToolRef, ToolRegistry};
-use entries::{extract_entry, Draft, Extraction};
+use entries::{extract_entry, Extraction};
 use naming::{FastMap, FastSet};
 use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
@@ -124,9 +124,13 @@ pub struct Tool {
     pub approval: Option<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
-    /// The compiled input schema, built on first use so that building a catalog stays cheap.
-    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
+    /// The compiled input schema, built on first use so that building a catalog stays
+    /// cheap, and shared by the tools of the catalog that share `input_schema`.
+    validator: Validator,
 }
+
+/// A compiled input schema (or why it cannot be compiled), made on first use.
+type Validator = Arc<OnceLock<Result<jsonschema::Validator, String>>>;
 
 /// What calling a tool does.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,55 +279,51 @@ impl Catalog {
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
         sources::extract_all(rt, &mut out);
-        let Extraction { drafts, problems, reader, .. } = out;
-        (Catalog::from_drafts(drafts, problems), reader.into_reads())
+        let Extraction { tools, identities, problems, reader, .. } = out;
+        (Catalog::from_tools(tools, identities, problems), reader.into_reads())
     }
 
-    fn from_drafts(drafts: Vec<Draft>, problems: Vec<Problem>) -> Catalog {
+    /// The catalog of `tools` (whose identities are `identities`), with their wire names.
+    fn from_tools(mut tools: Vec<Tool>, mut identities: Vec<String>, problems: Vec<Problem>) -> Catalog {
         // The same stream listed twice under the same name is one tool.
-        let mut seen = FastSet::with_capacity_and_hasher(drafts.len(), Default::default());
-        let keep: Vec<bool> = drafts
+        let mut seen = FastSet::with_capacity_and_hasher(tools.len(), Default::default());
+        let keep: Vec<bool> = tools
             .iter()
-            .map(|d| {
-                let fresh = seen.insert((d.display.as_str(), d.identity.as_str()));
+            .zip(&identities)
+            .map(|(tool, identity)| {
+                let fresh = seen.insert((tool.display.as_str(), identity.as_str()));
                 if !fresh {
-                    tracing::debug!(tool = %d.display, "duplicate tool dropped");
+                    tracing::debug!(tool = %tool.display, "duplicate tool dropped");
                 }
                 fresh
             })
             .collect();
         drop(seen);
-        let drafts: Vec<Draft> = drafts.into_iter().zip(keep).filter_map(|(d, keep)| keep.then_some(d)).collect();
-        let pairs: Vec<(&str, &str)> = drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())).collect();
+        if keep.contains(&false) {
+            // `retain` visits the elements once each, in order.
+            let mut kept = keep.iter();
+            tools.retain(|_| kept.next() == Some(&true));
+            let mut kept = keep.iter();
+            identities.retain(|_| kept.next() == Some(&true));
+        }
+        let pairs: Vec<(&str, &str)> =
+            tools.iter().zip(&identities).map(|(tool, identity)| (tool.display.as_str(), identity.as_str())).collect();
         let wires = naming::wire_names(&pairs);
         drop(pairs);
-        let mut catalog = Catalog {
-            tools: Vec::with_capacity(drafts.len()),
-            by_wire: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
-            by_display: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
-            problems,
-            inline_handlers: false,
-        };
-        for (draft, wire) in drafts.into_iter().zip(wires) {
-            let index = catalog.tools.len();
-            catalog.by_wire.insert(wire.clone(), index);
-            catalog.by_display.entry(draft.display.clone()).and_modify(|slot| *slot = None).or_insert(Some(index));
-            catalog.tools.push(Tool {
-                display: draft.display,
-                suffixed: wire.contains('-'),
-                wire,
-                description: draft.description,
-                input_schema: draft.schema,
-                shape: draft.shape,
-                target: draft.target,
-                entry: draft.entry,
-                charm: draft.charm,
-                unchecked: draft.unchecked,
-                approval: draft.approval,
-                validator: Arc::default(),
-            });
+        let mut by_wire = FastMap::with_capacity_and_hasher(tools.len(), Default::default());
+        let mut by_display: FastMap<String, Option<usize>> =
+            FastMap::with_capacity_and_hasher(tools.len(), Default::default());
+        for (index, (tool, wire)) in tools.iter_mut().zip(wires).enumerate() {
+            by_wire.insert(wire.clone(), index);
+            // Only a display name seen for the first time is copied into the map.
+            match by_display.get_mut(tool.display.as_str()) {
+                Some(slot) => *slot = None,
+                None => drop(by_display.insert(tool.display.clone(), Some(index))),
+            }
+            tool.suffixed = wire.contains('-');
+            tool.wire = wire;
         }
-        catalog
+        Catalog { tools, by_wire, by_display, problems, inline_handlers: false }
     }
 
     /// Runs handler tools on the calling task instead of a handler thread.

@@ -293,7 +293,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
             if let Some(reason) = &approval {
                 description = format!("{description} (Each call waits for the user's approval: {reason}.)");
             }
-            out.drafts.push(Draft {
+            out.push(Draft {
                 identity: format!("source:{name}/{}", tool.name),
                 display,
                 description,
