@@ -285,41 +285,24 @@ impl Catalog {
 
     /// The catalog of `tools` (whose identities are `identities`), with their wire names.
     fn from_tools(mut tools: Vec<Tool>, mut identities: Vec<String>, problems: Vec<Problem>) -> Catalog {
-        // The same stream listed twice under the same name is one tool.
-        let mut seen = FastSet::with_capacity_and_hasher(tools.len(), Default::default());
-        let keep: Vec<bool> = tools
-            .iter()
-            .zip(&identities)
-            .map(|(tool, identity)| {
-                let fresh = seen.insert((tool.display.as_str(), identity.as_str()));
-                if !fresh {
-                    tracing::debug!(tool = %tool.display, "duplicate tool dropped");
-                }
-                fresh
-            })
-            .collect();
-        drop(seen);
-        if keep.contains(&false) {
+        if let Some(keep) = duplicates(&tools, &identities) {
             // `retain` visits the elements once each, in order.
             let mut kept = keep.iter();
             tools.retain(|_| kept.next() == Some(&true));
             let mut kept = keep.iter();
             identities.retain(|_| kept.next() == Some(&true));
         }
-        let pairs: Vec<(&str, &str)> =
-            tools.iter().zip(&identities).map(|(tool, identity)| (tool.display.as_str(), identity.as_str())).collect();
-        let wires = naming::wire_names(&pairs);
-        drop(pairs);
+        let names = naming::DisplayNames::group(tools.iter().map(|tool| tool.display.as_str()));
+        let wires = naming::assign(&names, &identities);
+        // A display name finds its tool only when no other tool has it.
+        let mut by_display = FastMap::with_capacity_and_hasher(names.names.len(), Default::default());
+        for name in &names.names {
+            by_display.insert(name.display.to_string(), (name.tools == 1).then_some(name.first));
+        }
+        drop(names);
         let mut by_wire = FastMap::with_capacity_and_hasher(tools.len(), Default::default());
-        let mut by_display: FastMap<String, Option<usize>> =
-            FastMap::with_capacity_and_hasher(tools.len(), Default::default());
         for (index, (tool, wire)) in tools.iter_mut().zip(wires).enumerate() {
             by_wire.insert(wire.clone(), index);
-            // Only a display name seen for the first time is copied into the map.
-            match by_display.get_mut(tool.display.as_str()) {
-                Some(slot) => *slot = None,
-                None => drop(by_display.insert(tool.display.clone(), Some(index))),
-            }
             tool.suffixed = wire.contains('-');
             tool.wire = wire;
         }
@@ -402,6 +385,26 @@ impl Catalog {
         };
         self.tools.get(index)
     }
+}
+
+/// Which tools to keep, when some are the same stream listed twice under the same name
+/// (one tool); `None` when every tool is kept.
+fn duplicates(tools: &[Tool], identities: &[String]) -> Option<Vec<bool>> {
+    // Two tools are the same only if their identities are: most catalogs have no
+    // repeated identity, and display names are compared only when one repeats.
+    let mut seen = FastSet::with_capacity_and_hasher(identities.len(), Default::default());
+    if identities.iter().all(|identity| seen.insert(identity.as_str())) {
+        return None;
+    }
+    let mut seen = FastSet::with_capacity_and_hasher(tools.len(), Default::default());
+    let keep = tools.iter().zip(identities).map(|(tool, identity)| {
+        let fresh = seen.insert((tool.display.as_str(), identity.as_str()));
+        if !fresh {
+            tracing::debug!(tool = %tool.display, "duplicate tool dropped");
+        }
+        fresh
+    });
+    Some(keep.collect())
 }
 
 #[cfg(test)]

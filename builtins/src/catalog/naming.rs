@@ -226,21 +226,55 @@ impl WireNames {
 /// The wire names of `(display name, identity key)` pairs, in their order (see
 /// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
 pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
-    // Each display name is sanitised, counted and cut once: the charms of one pattern
-    // share their names, so a catalog has far fewer distinct names than tools.
-    let mut bases: Vec<(String, usize)> = Vec::new();
-    let mut by_display: FastMap<&str, usize> = FastMap::default();
-    let name_of: Vec<usize> = tools
-        .iter()
-        .map(|(display, _)| {
-            let name = *by_display.entry(display).or_insert_with(|| {
-                bases.push((sanitize(display), 0));
-                bases.len() - 1
+    let names = DisplayNames::group(tools.iter().map(|(display, _)| *display));
+    let identities: Vec<&str> = tools.iter().map(|(_, identity)| *identity).collect();
+    assign(&names, &identities)
+}
+
+/// Tools grouped by display name: the charms of one pattern share their names, so a
+/// catalog has far fewer distinct names than tools, and each is looked at once.
+pub(crate) struct DisplayNames<'a> {
+    /// The distinct display names in order of first use, each with how many tools have
+    /// it and the first of them.
+    pub(crate) names: Vec<DisplayName<'a>>,
+    /// The number (in `names`) of each tool's display name.
+    pub(crate) of: Vec<usize>,
+}
+
+/// One distinct display name of [`DisplayNames`].
+pub(crate) struct DisplayName<'a> {
+    pub(crate) display: &'a str,
+    /// How many tools have it.
+    pub(crate) tools: usize,
+    /// The index of the first tool that has it.
+    pub(crate) first: usize,
+}
+
+impl<'a> DisplayNames<'a> {
+    /// Groups the display names of tools given in order.
+    pub(crate) fn group(displays: impl ExactSizeIterator<Item = &'a str>) -> Self {
+        let mut names: Vec<DisplayName<'a>> = Vec::new();
+        let mut numbers: FastMap<&str, usize> = FastMap::default();
+        let mut of = Vec::with_capacity(displays.len());
+        for (index, display) in displays.enumerate() {
+            let number = *numbers.entry(display).or_insert_with(|| {
+                names.push(DisplayName { display, tools: 0, first: index });
+                names.len() - 1
             });
-            bases[name].1 += 1;
-            name
-        })
-        .collect();
+            names[number].tools += 1;
+            of.push(number);
+        }
+        DisplayNames { names, of }
+    }
+}
+
+/// The wire names of tools with these display names and identity keys (one per tool,
+/// in order), as [`wire_names`].
+pub(crate) fn assign(names: &DisplayNames<'_>, identities: &[impl AsRef<str>]) -> Vec<String> {
+    let name_of = &names.of;
+    let identity = |i: usize| identities[i].as_ref();
+    // Each distinct name is sanitised, counted and cut once.
+    let bases: Vec<(String, usize)> = names.names.iter().map(|n| (sanitize(n.display), n.tools)).collect();
     let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(bases.len(), Default::default());
     for (base, count) in &bases {
         *base_counts.entry(base).or_default() += count;
@@ -266,7 +300,7 @@ pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
         })
         .collect();
 
-    let mut wires: Vec<String> = Vec::with_capacity(tools.len());
+    let mut wires: Vec<String> = Vec::with_capacity(name_of.len());
     let mut pending: Vec<usize> = Vec::new();
     for (i, &name) in name_of.iter().enumerate() {
         if plain[name] {
@@ -283,16 +317,16 @@ pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
     // no two first choices clash, every entry keeps its first choice in any order, so
     // the sort (string comparisons of every pair it meets) is only paid after a clash.
     let mut taken: FastSet<(usize, u64)> = FastSet::with_capacity_and_hasher(pending.len(), Default::default());
-    let first: Vec<u64> = pending.iter().map(|&i| suffix_of(tools[i].1, 0)).collect();
+    let first: Vec<u64> = pending.iter().map(|&i| suffix_of(identity(i), 0)).collect();
     let clash = !pending.iter().zip(&first).all(|(&i, &suffix)| taken.insert((cut_of[name_of[i]], suffix)));
     if clash {
         taken.clear();
         let mut order: Vec<usize> = (0..pending.len()).collect();
-        order.sort_by_key(|&p| (tools[pending[p]].1, tools[pending[p]].0));
+        order.sort_by_key(|&p| (identity(pending[p]), names.names[name_of[pending[p]]].display));
         for p in order {
             let i = pending[p];
             let cut = cut_of[name_of[i]];
-            let salted = (1u64..).map(|salt| suffix_of(tools[i].1, salt));
+            let salted = (1u64..).map(|salt| suffix_of(identity(i), salt));
             let suffix =
                 std::iter::once(first[p]).chain(salted).find(|&suffix| taken.insert((cut, suffix))).unwrap_or_default(); // unreachable: the range is unbounded
             wires[i] = suffixed_name(cuts[cut], suffix);
