@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use trellis_runner::link::stream_approval;
 use trellis_runner::{Link, Path, NAME};
 
 use super::naming::{self, FastMap};
@@ -211,12 +210,9 @@ impl Extraction<'_> {
     /// What the stream at `stream`, of `kind` (its marker; data when the handler is only
     /// registered), offers as a tool.
     fn source(&mut self, stream: Link, kind: &Kind) -> StreamSource {
-        let approval = match kind {
-            Kind::Stream(marker) => stream_approval(marker).map(str::to_string),
-            Kind::Data => None,
-        };
-        let schema = self.schemas.of_stream(&mut self.reader, &stream, kind.schema());
-        StreamSource { stream, schema, approval }
+        let (schema, approval) = kind.stream();
+        let schema = self.schemas.of_stream(&mut self.reader, &stream, schema);
+        StreamSource { stream, schema, approval: approval.map(str::to_string) }
     }
 
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has

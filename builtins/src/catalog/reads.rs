@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::STREAM_KEY;
+use trellis_runner::link::{APPROVAL_KEY, STREAM_KEY};
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
 
 /// What a value is to a catalog: data, or a stream with its marker.
@@ -35,11 +35,16 @@ impl Kind {
         }
     }
 
-    /// The event schema of a stream's marker (`None` for data, or when the schema is null).
-    pub(super) fn schema(&self) -> Option<&Stored> {
-        let Kind::Stream(marker) = self else { return None };
-        let inner = marker.as_object()?.get(STREAM_KEY)?.as_object()?;
-        inner.get("schema").filter(|s| !matches!(s, Stored::Null))
+    /// What a stream's marker says: its event schema (`None` when null) and why a person
+    /// must approve each event sent on a model's behalf (as
+    /// [`stream_approval`](trellis_runner::link::stream_approval)), from one look inside.
+    pub(super) fn stream(&self) -> (Option<&Stored>, Option<&str>) {
+        let Kind::Stream(marker) = self else { return (None, None) };
+        let Some(inner) = marker.as_object().and_then(|m| m.get(STREAM_KEY)).and_then(Stored::as_object) else {
+            return (None, None);
+        };
+        let schema = inner.get("schema").filter(|s| !matches!(s, Stored::Null));
+        (schema, inner.get(APPROVAL_KEY).and_then(Stored::as_str))
     }
 
     /// Whether `value` is still of this kind, cheaply: a marker that is the very same
