@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Path, NAME};
 
+use super::identity::{Identities, Identity};
 use super::naming::{self, FastMap};
 use super::reads::{Field, Kind, Reader, Shape};
 use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
@@ -18,7 +19,7 @@ use crate::tool::{ToolRegistry, HUMAN_INPUT_TOOL};
 /// A tool before wire names are assigned.
 pub(super) struct Draft {
     pub(super) display: String,
-    pub(super) identity: String,
+    pub(super) identity: Identity,
     pub(super) description: String,
     /// The prepared input schema, shared with the other tools that have the same one.
     pub(super) schema: Arc<Value>,
@@ -36,7 +37,7 @@ pub(super) struct Extraction<'a> {
     /// The tools so far, without their wire names (assigned once all are known).
     pub(super) tools: Vec<Tool>,
     /// Each tool's identity (what its wire name derives from), in step with `tools`.
-    pub(super) identities: Vec<String>,
+    pub(super) identities: Identities,
     /// One validator per prepared schema (by address), so that the tools sharing a schema
     /// (the handlers of many charms of one pattern) share its compiled form. Every schema
     /// here is held by a tool in `tools` until the build ends, so no address is reused.
@@ -54,7 +55,7 @@ impl<'a> Extraction<'a> {
     pub(super) fn new(reader: Reader<'a>, registry: &'a ToolRegistry) -> Self {
         Extraction {
             tools: Vec::new(),
-            identities: Vec::new(),
+            identities: Identities::default(),
             validators: FastMap::default(),
             problems: Vec::new(),
             schemas: SchemaCache::default(),
@@ -69,7 +70,7 @@ impl<'a> Extraction<'a> {
         let Draft { display, identity, description, schema, shape, target, entry, charm, unchecked, approval } = draft;
         // The address as a plain number: the map only tells schemas apart, never reads them.
         let validator = self.validators.entry(Arc::as_ptr(&schema) as usize).or_default().clone();
-        self.identities.push(identity);
+        self.identities.push(&identity);
         self.tools.push(Tool {
             display,
             wire: String::new(),
@@ -231,7 +232,7 @@ impl Extraction<'_> {
         });
         self.push(Draft {
             display: naming::display_name(name, key),
-            identity: format!("{root}#read"),
+            identity: Identity::Text(format!("{root}#read")),
             description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
             schema: Arc::new(schema),
             shape: InputShape::Object,
@@ -273,7 +274,7 @@ impl Extraction<'_> {
         }
         self.push(Draft {
             display,
-            identity: stream_identity(&stream),
+            identity: Identity::Stream(stream.clone()),
             description,
             schema: prepared,
             shape,
@@ -305,7 +306,7 @@ fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
     out.client_tools += 1;
     out.push(Draft {
         display: key.to_string(),
-        identity: format!("{CLIENT_ENTRY}:{key}"),
+        identity: Identity::Text(format!("{CLIENT_ENTRY}:{key}")),
         description,
         schema: Arc::new(schema),
         shape: InputShape::Object,
@@ -342,7 +343,7 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
     }
     out.push(Draft {
         display: key.to_string(),
-        identity: format!("{TOOL_ENTRY}:{name}:{key}"),
+        identity: Identity::Text(format!("{TOOL_ENTRY}:{name}:{key}")),
         description,
         schema: tool.input_schema().clone(),
         shape: tool.shape(),
@@ -392,7 +393,7 @@ fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&st
         .unwrap_or_else(|| format!("Runs the {id} pattern and returns its result"));
     out.push(Draft {
         display: key.to_string(),
-        identity: format!("pattern:{key}"),
+        identity: Identity::Text(format!("pattern:{key}")),
         description,
         schema: Arc::new(prepared.schema),
         shape: prepared.shape,
@@ -451,23 +452,6 @@ fn rename_property(schema: &mut Value, from: &str, to: &str) {
     }
 }
 
-/// The identity of a stream's tool: `stream.to_string()` (`doc/key`), built in one
-/// allocation rather than through `Display` (a build makes one per tool).
-fn stream_identity(stream: &Link) -> String {
-    let segments = stream.path.segments();
-    let length = stream.doc.len() + segments.iter().map(|s| s.len() + 1).sum::<usize>().max(1);
-    let mut identity = String::with_capacity(length);
-    identity.push_str(&stream.doc);
-    if segments.is_empty() {
-        identity.push('/');
-    }
-    for segment in segments {
-        identity.push('/');
-        identity.push_str(segment);
-    }
-    identity
-}
-
 fn unreadable(link: &Link, message: String) -> EntryError {
     EntryError::Unreadable { at: link.to_string(), message }
 }
@@ -475,17 +459,4 @@ fn unreadable(link: &Link, message: String) -> EntryError {
 /// A value for an error message: compact and cut short.
 fn short(value: &Value) -> String {
     summary::compact(value, 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stream_identity_is_the_link_as_text() {
-        for path in [Path::root(), Path::new(["set0"]), Path::new(["a", "0", "b c"])] {
-            let link = Link::new("charm-1f", path);
-            assert_eq!(stream_identity(&link), link.to_string());
-        }
-    }
 }

@@ -58,7 +58,9 @@ pub mod sources;
 
 mod cache;
 mod entries;
+mod identity;
 mod invoke;
+mod lookup;
 mod reads;
 mod schema_cache;
 mod summary;
@@ -72,7 +74,9 @@ use trellis_runner::{Link, Runtime};
 use crate::model::ToolSpec;
 use crate::tool::{ToolRef, ToolRegistry};
 use entries::{extract_entry, Extraction};
-use naming::{FastMap, FastSet};
+use identity::Identities;
+use lookup::NameIndex;
+use naming::FastSet;
 use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
@@ -87,9 +91,9 @@ pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<Tool>,
-    by_wire: FastMap<String, usize>,
-    /// Display name → index; `None` when several tools share the display name.
-    by_display: FastMap<String, Option<usize>>,
+    by_wire: NameIndex,
+    /// The tools by display name, of the names only one tool has.
+    by_display: NameIndex,
     problems: Vec<Problem>,
     /// Run handlers on the calling task rather than a handler thread.
     inline_handlers: bool,
@@ -284,25 +288,24 @@ impl Catalog {
     }
 
     /// The catalog of `tools` (whose identities are `identities`), with their wire names.
-    fn from_tools(mut tools: Vec<Tool>, mut identities: Vec<String>, problems: Vec<Problem>) -> Catalog {
+    fn from_tools(mut tools: Vec<Tool>, mut identities: Identities, problems: Vec<Problem>) -> Catalog {
         if let Some(keep) = duplicates(&tools, &identities) {
             // `retain` visits the elements once each, in order.
             let mut kept = keep.iter();
             tools.retain(|_| kept.next() == Some(&true));
-            let mut kept = keep.iter();
-            identities.retain(|_| kept.next() == Some(&true));
+            identities.retain(&keep);
         }
         let names = naming::DisplayNames::group(tools.iter().map(|tool| tool.display.as_str()));
-        let wires = naming::assign(&names, &identities);
+        let wires = naming::assign(&names, |index| identities.get(index));
         // A display name finds its tool only when no other tool has it.
-        let mut by_display = FastMap::with_capacity_and_hasher(names.names.len(), Default::default());
-        for name in &names.names {
-            by_display.insert(name.display.to_string(), (name.tools == 1).then_some(name.first));
+        let mut by_display = NameIndex::with_capacity(names.names.len());
+        for name in names.names.iter().filter(|name| name.tools == 1) {
+            by_display.insert(name.display, name.first);
         }
         drop(names);
-        let mut by_wire = FastMap::with_capacity_and_hasher(tools.len(), Default::default());
+        let mut by_wire = NameIndex::with_capacity(tools.len());
         for (index, (tool, wire)) in tools.iter_mut().zip(wires).enumerate() {
-            by_wire.insert(wire.clone(), index);
+            by_wire.insert(&wire, index);
             tool.suffixed = wire.contains('-');
             tool.wire = wire;
         }
@@ -379,26 +382,26 @@ impl Catalog {
 
     /// The tool with this wire name, or else this display name (when only one tool has it).
     pub fn get(&self, wire_or_display: &str) -> Option<&Tool> {
-        let index = match self.by_wire.get(wire_or_display) {
-            Some(&i) => i,
-            None => (*self.by_display.get(wire_or_display)?)?,
-        };
+        let index = self
+            .by_wire
+            .find(wire_or_display, |i| self.tools[i].wire.as_str())
+            .or_else(|| self.by_display.find(wire_or_display, |i| self.tools[i].display.as_str()))?;
         self.tools.get(index)
     }
 }
 
 /// Which tools to keep, when some are the same stream listed twice under the same name
 /// (one tool); `None` when every tool is kept.
-fn duplicates(tools: &[Tool], identities: &[String]) -> Option<Vec<bool>> {
+fn duplicates(tools: &[Tool], identities: &Identities) -> Option<Vec<bool>> {
     // Two tools are the same only if their identities are: most catalogs have no
     // repeated identity, and display names are compared only when one repeats.
     let mut seen = FastSet::with_capacity_and_hasher(identities.len(), Default::default());
-    if identities.iter().all(|identity| seen.insert(identity.as_str())) {
+    if identities.iter().all(|identity| seen.insert(identity)) {
         return None;
     }
     let mut seen = FastSet::with_capacity_and_hasher(tools.len(), Default::default());
-    let keep = tools.iter().zip(identities).map(|(tool, identity)| {
-        let fresh = seen.insert((tool.display.as_str(), identity.as_str()));
+    let keep = tools.iter().zip(identities.iter()).map(|(tool, identity)| {
+        let fresh = seen.insert((tool.display.as_str(), identity));
         if !fresh {
             tracing::debug!(tool = %tool.display, "duplicate tool dropped");
         }

@@ -227,8 +227,7 @@ impl WireNames {
 /// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
 pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
     let names = DisplayNames::group(tools.iter().map(|(display, _)| *display));
-    let identities: Vec<&str> = tools.iter().map(|(_, identity)| *identity).collect();
-    assign(&names, &identities)
+    assign(&names, |index| tools[index].1)
 }
 
 /// Tools grouped by display name: the charms of one pattern share their names, so a
@@ -268,11 +267,10 @@ impl<'a> DisplayNames<'a> {
     }
 }
 
-/// The wire names of tools with these display names and identity keys (one per tool,
-/// in order), as [`wire_names`].
-pub(crate) fn assign(names: &DisplayNames<'_>, identities: &[impl AsRef<str>]) -> Vec<String> {
+/// The wire names of tools with these display names and identity keys (`identity` of
+/// each tool's index), as [`wire_names`].
+pub(crate) fn assign<'i>(names: &DisplayNames<'_>, identity: impl Fn(usize) -> &'i str) -> Vec<String> {
     let name_of = &names.of;
-    let identity = |i: usize| identities[i].as_ref();
     // Each distinct name is sanitised, counted and cut once.
     let bases: Vec<(String, usize)> = names.names.iter().map(|n| (sanitize(n.display), n.tools)).collect();
     let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(bases.len(), Default::default());

@@ -58,6 +58,7 @@ use serde_json::Value;
 use trellis_runner::{Runtime, WeakRuntime};
 
 use super::entries::{Draft, Extraction};
+use super::identity::Identity;
 use super::schema::prepare_input_schema;
 use super::selection::ToolSelector;
 use super::{naming, Catalog, EntryError, Invocation, ToolTarget};
@@ -294,7 +295,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                 description = format!("{description} (Each call waits for the user's approval: {reason}.)");
             }
             out.push(Draft {
-                identity: format!("source:{name}/{}", tool.name),
+                identity: Identity::Text(format!("source:{name}/{}", tool.name)),
                 display,
                 description,
                 schema: Arc::new(prepared.schema),
