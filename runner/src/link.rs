@@ -95,8 +95,8 @@ impl Link {
 
     /// Reads a link from JSON, if the JSON is one.
     pub fn from_json(json: &serde_json::Value) -> Option<Link> {
-        let inner = json.get(LINK_KEY)?;
-        serde_json::from_value(inner.clone()).ok()
+        // Deserialised in place: a catalog build reads one per charm.
+        Link::deserialize(json.get(LINK_KEY)?).ok()
     }
 }
 

@@ -52,9 +52,8 @@ impl Path {
 
     /// This path with one more segment.
     pub fn child(&self, segment: impl Into<Segment>) -> Self {
-        let mut v = self.0.to_vec();
-        v.push(segment.into());
-        Path(v.into())
+        // Collected straight into the shared slice: one allocation, not a Vec and a copy.
+        Path(self.0.iter().cloned().chain(std::iter::once(segment.into())).collect())
     }
 
     /// This path followed by `rest`.

@@ -4,22 +4,23 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use trellis_runner::link::stream_approval;
 use trellis_runner::{Link, Path, NAME};
 
-use super::naming;
+use super::identity::{Identities, Identity};
+use super::naming::{self, FastMap};
 use super::reads::{Field, Kind, Reader, Shape};
 use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use super::schema_cache::{SchemaCache, StreamSchema};
-use super::{summary, EntryError, Problem, ToolTarget, UNCHECKED_NOTE};
+use super::{summary, EntryError, Problem, Tool, ToolTarget, UNCHECKED_NOTE};
 use crate::text::json_kind as kind;
 use crate::tool::limits::LimitError;
 use crate::tool::{ToolRegistry, HUMAN_INPUT_TOOL};
+use crate::validation::LazyValidator;
 
 /// A tool before wire names are assigned.
 pub(super) struct Draft {
     pub(super) display: String,
-    pub(super) identity: String,
+    pub(super) identity: Identity,
     pub(super) description: String,
     /// The prepared input schema, shared with the other tools that have the same one.
     pub(super) schema: Arc<Value>,
@@ -34,7 +35,14 @@ pub(super) struct Draft {
 
 /// Collects the tools and problems of all entries, reading the runtime through `reader`.
 pub(super) struct Extraction<'a> {
-    pub(super) drafts: Vec<Draft>,
+    /// The tools so far, without their wire names (assigned once all are known).
+    pub(super) tools: Vec<Tool>,
+    /// Each tool's identity (what its wire name derives from), in step with `tools`.
+    pub(super) identities: Identities,
+    /// One validator per prepared schema (by address), so that the tools sharing a schema
+    /// (the handlers of many charms of one pattern) share its compiled form. Every schema
+    /// here is held by a tool in `tools` until the build ends, so no address is reused.
+    validators: FastMap<usize, LazyValidator>,
     pub(super) problems: Vec<Problem>,
     pub(super) schemas: SchemaCache,
     pub(super) reader: Reader<'a>,
@@ -47,13 +55,37 @@ pub(super) struct Extraction<'a> {
 impl<'a> Extraction<'a> {
     pub(super) fn new(reader: Reader<'a>, registry: &'a ToolRegistry) -> Self {
         Extraction {
-            drafts: Vec::new(),
+            tools: Vec::new(),
+            identities: Identities::default(),
+            validators: FastMap::default(),
             problems: Vec::new(),
             schemas: SchemaCache::default(),
             reader,
             registry,
             client_tools: 0,
         }
+    }
+
+    /// Adds a tool.
+    pub(super) fn push(&mut self, draft: Draft) {
+        let Draft { display, identity, description, schema, shape, target, entry, charm, unchecked, approval } = draft;
+        // The address as a plain number: the map only tells schemas apart, never reads them.
+        let validator = self.validators.entry(Arc::as_ptr(&schema) as usize).or_default().clone();
+        self.identities.push(&identity);
+        self.tools.push(Tool {
+            display,
+            wire: String::new(),
+            description,
+            input_schema: schema,
+            shape,
+            target,
+            entry,
+            charm,
+            unchecked,
+            approval,
+            suffixed: false,
+            validator,
+        });
     }
 
     pub(super) fn problem(&mut self, entry: &str, error: EntryError) {
@@ -180,12 +212,9 @@ impl Extraction<'_> {
     /// What the stream at `stream`, of `kind` (its marker; data when the handler is only
     /// registered), offers as a tool.
     fn source(&mut self, stream: Link, kind: &Kind) -> StreamSource {
-        let (stored, approval) = match kind {
-            Kind::Stream { marker, schema } => (schema.clone(), stream_approval(marker).map(str::to_string)),
-            Kind::Data => (None, None),
-        };
-        let schema = self.schemas.of_stream(&mut self.reader, &stream, stored.as_ref());
-        StreamSource { stream, schema, approval }
+        let (schema, approval) = kind.stream();
+        let schema = self.schemas.of_stream(&mut self.reader, &stream, schema);
+        StreamSource { stream, schema, approval: approval.map(str::to_string) }
     }
 
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
@@ -202,9 +231,9 @@ impl Extraction<'_> {
                 }
             }
         });
-        self.drafts.push(Draft {
+        self.push(Draft {
             display: naming::display_name(name, key),
-            identity: format!("{root}#read"),
+            identity: Identity::Text(format!("{root}#read")),
             description: format!("Read {name}'s data without changing it. Its fields: {}.", data.join(", ")),
             schema: Arc::new(schema),
             shape: InputShape::Object,
@@ -233,7 +262,7 @@ impl Extraction<'_> {
             Ok((prepared, shape)) => (prepared.clone(), *shape),
             Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source: source.clone() }),
         };
-        let key = stream.path.segments().last().map(|s| s.to_string()).unwrap_or_default();
+        let key = stream.path.segments().last().map_or("", |s| &**s);
         let mut description = description.or_else(|| schema.description.clone()).unwrap_or_else(|| match owner {
             Some(owner) => format!("{key} handler from {owner}"),
             None => format!("{key} handler"),
@@ -244,9 +273,9 @@ impl Extraction<'_> {
         if let Some(reason) = &approval {
             description = format!("{description} (Each call waits for the user's approval: {reason}.)");
         }
-        self.drafts.push(Draft {
+        self.push(Draft {
             display,
-            identity: stream.to_string(),
+            identity: Identity::Stream(stream.clone()),
             description,
             schema: prepared,
             shape,
@@ -276,9 +305,9 @@ fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
         Err(error) => return out.problem(key, error.into()),
     };
     out.client_tools += 1;
-    out.drafts.push(Draft {
+    out.push(Draft {
         display: key.to_string(),
-        identity: format!("{CLIENT_ENTRY}:{key}"),
+        identity: Identity::Text(format!("{CLIENT_ENTRY}:{key}")),
         description,
         schema: Arc::new(schema),
         shape: InputShape::Object,
@@ -313,9 +342,9 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
         }
         (None, None) => {}
     }
-    out.drafts.push(Draft {
+    out.push(Draft {
         display: key.to_string(),
-        identity: format!("{TOOL_ENTRY}:{name}:{key}"),
+        identity: Identity::Text(format!("{TOOL_ENTRY}:{name}:{key}")),
         description,
         schema: tool.input_schema().clone(),
         shape: tool.shape(),
@@ -363,9 +392,9 @@ fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&st
         .or_else(|| Some(pattern.about().trim().to_string()).filter(|d| !d.is_empty()))
         .or_else(|| description_of(pattern.argument_schema()))
         .unwrap_or_else(|| format!("Runs the {id} pattern and returns its result"));
-    out.drafts.push(Draft {
+    out.push(Draft {
         display: key.to_string(),
-        identity: format!("pattern:{key}"),
+        identity: Identity::Text(format!("pattern:{key}")),
         description,
         schema: Arc::new(prepared.schema),
         shape: prepared.shape,

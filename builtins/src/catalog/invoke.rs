@@ -166,7 +166,7 @@ impl Catalog {
         if self.tools.is_empty() {
             return format!("unknown tool `{name}`: no tools are available");
         }
-        let what = if matches!(self.by_display.get(name), Some(None)) {
+        let what = if self.tools.iter().filter(|t| t.display == name).nth(1).is_some() {
             format!("`{name}` names several tools; call one by its wire name")
         } else {
             format!("unknown tool `{name}`")

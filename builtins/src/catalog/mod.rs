@@ -58,7 +58,9 @@ pub mod sources;
 
 mod cache;
 mod entries;
+mod identity;
 mod invoke;
+mod lookup;
 mod reads;
 mod schema_cache;
 mod summary;
@@ -72,8 +74,10 @@ use trellis_runner::{Link, Runtime};
 use crate::model::ToolSpec;
 use crate::tool::{ToolRef, ToolRegistry};
 use crate::validation::LazyValidator;
-use entries::{extract_entry, Draft, Extraction};
-use naming::{FastMap, FastSet};
+use entries::{extract_entry, Extraction};
+use identity::Identities;
+use lookup::NameIndex;
+use naming::FastSet;
 use reads::{Reader, Reads};
 use schema::{InputShape, SchemaError};
 
@@ -88,9 +92,9 @@ pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<Tool>,
-    by_wire: FastMap<String, usize>,
-    /// Display name → index; `None` when several tools share the display name.
-    by_display: FastMap<String, Option<usize>>,
+    by_wire: NameIndex,
+    /// The tools by display name, of the names only one tool has.
+    by_display: NameIndex,
     problems: Vec<Problem>,
     /// Run handlers on the calling task rather than a handler thread.
     inline_handlers: bool,
@@ -125,7 +129,8 @@ pub struct Tool {
     pub approval: Option<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
-    /// The compiled input schema, built on first use so that building a catalog stays cheap.
+    /// The compiled input schema, built on first use so that building a catalog stays
+    /// cheap, and shared by the tools of the catalog that share `input_schema`.
     validator: LazyValidator,
 }
 
@@ -276,55 +281,33 @@ impl Catalog {
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
         sources::extract_all(rt, &mut out);
-        let Extraction { drafts, problems, reader, .. } = out;
-        (Catalog::from_drafts(drafts, problems), reader.into_reads())
+        let Extraction { tools, identities, problems, reader, .. } = out;
+        (Catalog::from_tools(tools, identities, problems), reader.into_reads())
     }
 
-    fn from_drafts(drafts: Vec<Draft>, problems: Vec<Problem>) -> Catalog {
-        // The same stream listed twice under the same name is one tool.
-        let mut seen = FastSet::with_capacity_and_hasher(drafts.len(), Default::default());
-        let keep: Vec<bool> = drafts
-            .iter()
-            .map(|d| {
-                let fresh = seen.insert((d.display.as_str(), d.identity.as_str()));
-                if !fresh {
-                    tracing::debug!(tool = %d.display, "duplicate tool dropped");
-                }
-                fresh
-            })
-            .collect();
-        drop(seen);
-        let drafts: Vec<Draft> = drafts.into_iter().zip(keep).filter_map(|(d, keep)| keep.then_some(d)).collect();
-        let pairs: Vec<(&str, &str)> = drafts.iter().map(|d| (d.display.as_str(), d.identity.as_str())).collect();
-        let wires = naming::wire_names(&pairs);
-        drop(pairs);
-        let mut catalog = Catalog {
-            tools: Vec::with_capacity(drafts.len()),
-            by_wire: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
-            by_display: FastMap::with_capacity_and_hasher(drafts.len(), Default::default()),
-            problems,
-            inline_handlers: false,
-        };
-        for (draft, wire) in drafts.into_iter().zip(wires) {
-            let index = catalog.tools.len();
-            catalog.by_wire.insert(wire.clone(), index);
-            catalog.by_display.entry(draft.display.clone()).and_modify(|slot| *slot = None).or_insert(Some(index));
-            catalog.tools.push(Tool {
-                display: draft.display,
-                suffixed: wire.contains('-'),
-                wire,
-                description: draft.description,
-                input_schema: draft.schema,
-                shape: draft.shape,
-                target: draft.target,
-                entry: draft.entry,
-                charm: draft.charm,
-                unchecked: draft.unchecked,
-                approval: draft.approval,
-                validator: LazyValidator::default(),
-            });
+    /// The catalog of `tools` (whose identities are `identities`), with their wire names.
+    fn from_tools(mut tools: Vec<Tool>, mut identities: Identities, problems: Vec<Problem>) -> Catalog {
+        if let Some(keep) = duplicates(&tools, &identities) {
+            // `retain` visits the elements once each, in order.
+            let mut kept = keep.iter();
+            tools.retain(|_| kept.next() == Some(&true));
+            identities.retain(&keep);
         }
-        catalog
+        let names = naming::DisplayNames::group(tools.iter().map(|tool| tool.display.as_str()));
+        let wires = naming::assign(&names, |index| identities.get(index));
+        // A display name finds its tool only when no other tool has it.
+        let mut by_display = NameIndex::with_capacity(names.names.len());
+        for name in names.names.iter().filter(|name| name.tools == 1) {
+            by_display.insert(name.display, name.first);
+        }
+        drop(names);
+        let mut by_wire = NameIndex::with_capacity(tools.len());
+        for (index, (tool, wire)) in tools.iter_mut().zip(wires).enumerate() {
+            by_wire.insert(&wire, index);
+            tool.suffixed = wire.contains('-');
+            tool.wire = wire;
+        }
+        Catalog { tools, by_wire, by_display, problems, inline_handlers: false }
     }
 
     /// Runs handler tools on the calling task instead of a handler thread.
@@ -397,12 +380,32 @@ impl Catalog {
 
     /// The tool with this wire name, or else this display name (when only one tool has it).
     pub fn get(&self, wire_or_display: &str) -> Option<&Tool> {
-        let index = match self.by_wire.get(wire_or_display) {
-            Some(&i) => i,
-            None => (*self.by_display.get(wire_or_display)?)?,
-        };
+        let index = self
+            .by_wire
+            .find(wire_or_display, |i| self.tools[i].wire.as_str())
+            .or_else(|| self.by_display.find(wire_or_display, |i| self.tools[i].display.as_str()))?;
         self.tools.get(index)
     }
+}
+
+/// Which tools to keep, when some are the same stream listed twice under the same name
+/// (one tool); `None` when every tool is kept.
+fn duplicates(tools: &[Tool], identities: &Identities) -> Option<Vec<bool>> {
+    // Two tools are the same only if their identities are: most catalogs have no
+    // repeated identity, and display names are compared only when one repeats.
+    let mut seen = FastSet::with_capacity_and_hasher(identities.len(), Default::default());
+    if identities.iter().all(|identity| seen.insert(identity)) {
+        return None;
+    }
+    let mut seen = FastSet::with_capacity_and_hasher(tools.len(), Default::default());
+    let keep = tools.iter().zip(identities.iter()).map(|(tool, identity)| {
+        let fresh = seen.insert((tool.display.as_str(), identity));
+        if !fresh {
+            tracing::debug!(tool = %tool.display, "duplicate tool dropped");
+        }
+        fresh
+    });
+    Some(keep.collect())
 }
 
 #[cfg(test)]

@@ -32,7 +32,12 @@ const EMPTY_NAME: &str = "tool";
 
 /// The display name of a charm's handler: `Charm.handler`.
 pub fn display_name(charm: &str, handler: &str) -> String {
-    format!("{charm}.{handler}")
+    // Built in place rather than with `format!`: a catalog makes one per tool.
+    let mut name = String::with_capacity(charm.len() + 1 + handler.len());
+    name.push_str(charm);
+    name.push('.');
+    name.push_str(handler);
+    name
 }
 
 /// Sanitises a display name into wire-name characters (see the module docs).
@@ -221,46 +226,127 @@ impl WireNames {
 /// The wire names of `(display name, identity key)` pairs, in their order (see
 /// [`WireNames::assign`]); a name is suffixed exactly when it contains `-`.
 pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
-    // Each display name is sanitised once: the charms of one pattern share their names.
-    let mut sanitized: Vec<String> = Vec::new();
-    let mut by_display: FastMap<&str, usize> = FastMap::default();
-    let base_of: Vec<usize> = tools
+    let names = DisplayNames::group(tools.iter().map(|(display, _)| *display));
+    assign(&names, |index| tools[index].1)
+}
+
+/// Tools grouped by display name: the charms of one pattern share their names, so a
+/// catalog has far fewer distinct names than tools, and each is looked at once.
+pub(crate) struct DisplayNames<'a> {
+    /// The distinct display names in order of first use, each with how many tools have
+    /// it and the first of them.
+    pub(crate) names: Vec<DisplayName<'a>>,
+    /// The number (in `names`) of each tool's display name.
+    pub(crate) of: Vec<usize>,
+}
+
+/// One distinct display name of [`DisplayNames`].
+pub(crate) struct DisplayName<'a> {
+    pub(crate) display: &'a str,
+    /// How many tools have it.
+    pub(crate) tools: usize,
+    /// The index of the first tool that has it.
+    pub(crate) first: usize,
+}
+
+impl<'a> DisplayNames<'a> {
+    /// Groups the display names of tools given in order.
+    pub(crate) fn group(displays: impl ExactSizeIterator<Item = &'a str>) -> Self {
+        let mut names: Vec<DisplayName<'a>> = Vec::new();
+        let mut numbers: FastMap<&str, usize> = FastMap::default();
+        let mut of = Vec::with_capacity(displays.len());
+        for (index, display) in displays.enumerate() {
+            let number = *numbers.entry(display).or_insert_with(|| {
+                names.push(DisplayName { display, tools: 0, first: index });
+                names.len() - 1
+            });
+            names[number].tools += 1;
+            of.push(number);
+        }
+        DisplayNames { names, of }
+    }
+}
+
+/// The wire names of tools with these display names and identity keys (`identity` of
+/// each tool's index), as [`wire_names`].
+pub(crate) fn assign<'i>(names: &DisplayNames<'_>, identity: impl Fn(usize) -> &'i str) -> Vec<String> {
+    let name_of = &names.of;
+    // Each distinct name is sanitised, counted and cut once.
+    let bases: Vec<(String, usize)> = names.names.iter().map(|n| (sanitize(n.display), n.tools)).collect();
+    let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(bases.len(), Default::default());
+    for (base, count) in &bases {
+        *base_counts.entry(base).or_default() += count;
+    }
+    // Plain names: unique bases that fit. They contain no `-`, so they can never clash
+    // with suffixed names, and they are unique among themselves.
+    let plain: Vec<bool> = bases
         .iter()
-        .map(|(display, _)| {
-            *by_display.entry(display).or_insert_with(|| {
-                sanitized.push(sanitize(display));
-                sanitized.len() - 1
+        .map(|(base, _)| base.len() <= MAX_WIRE_LEN && base_counts.get(base.as_str()) == Some(&1))
+        .collect();
+    // Names whose cut bases are equal share one number, so that suffixes are told apart
+    // by (number, suffix) without hashing the cut base for every tool.
+    let mut cuts: Vec<&str> = Vec::new();
+    let mut cut_numbers: FastMap<&str, usize> = FastMap::default();
+    let cut_of: Vec<usize> = bases
+        .iter()
+        .map(|(base, _)| {
+            let cut = cut_base(base);
+            *cut_numbers.entry(cut).or_insert_with(|| {
+                cuts.push(cut);
+                cuts.len() - 1
             })
         })
         .collect();
-    let bases: Vec<&str> = base_of.iter().map(|&i| sanitized[i].as_str()).collect();
-    let mut base_counts: FastMap<&str, usize> = FastMap::with_capacity_and_hasher(sanitized.len(), Default::default());
-    for base in &bases {
-        *base_counts.entry(base).or_default() += 1;
-    }
 
-    // Plain names: unique bases that fit. They contain no `-`, so they can never clash
-    // with suffixed names, and they are unique among themselves.
-    let mut wires: Vec<Option<String>> = bases
-        .iter()
-        .map(|&base| (base.len() <= MAX_WIRE_LEN && base_counts.get(base) == Some(&1)).then(|| base.to_string()))
-        .collect();
+    let mut wires: Vec<String> = Vec::with_capacity(name_of.len());
+    let mut pending: Vec<usize> = Vec::new();
+    for (i, &name) in name_of.iter().enumerate() {
+        if plain[name] {
+            wires.push(bases[name].0.clone());
+        } else {
+            wires.push(String::new());
+            pending.push(i);
+        }
+    }
 
     // Suffixed names, allocated in an order that depends only on the entries themselves;
     // a hash clash is resolved by salting the hash. A suffixed name is its cut base and
-    // its suffix, so those two tell names apart without building each candidate.
-    let mut pending: Vec<usize> = (0..tools.len()).filter(|&i| wires[i].is_none()).collect();
-    pending.sort_by(|&a, &b| (tools[a].1, tools[a].0).cmp(&(tools[b].1, tools[b].0)));
-    let mut taken: FastSet<(&str, u64)> = FastSet::with_capacity_and_hasher(pending.len(), Default::default());
-    for i in pending {
-        let cut = cut_base(bases[i]);
-        let suffix = (0u64..)
-            .map(|salt| suffix_of(tools[i].1, salt))
-            .find(|&suffix| taken.insert((cut, suffix)))
-            .unwrap_or_default(); // unreachable: the range is unbounded
-        wires[i] = Some(format!("{cut}-{suffix:06x}"));
+    // its suffix, so those two tell names apart without building each candidate. When
+    // no two first choices clash, every entry keeps its first choice in any order, so
+    // the sort (string comparisons of every pair it meets) is only paid after a clash.
+    let mut taken: FastSet<(usize, u64)> = FastSet::with_capacity_and_hasher(pending.len(), Default::default());
+    let first: Vec<u64> = pending.iter().map(|&i| suffix_of(identity(i), 0)).collect();
+    let clash = !pending.iter().zip(&first).all(|(&i, &suffix)| taken.insert((cut_of[name_of[i]], suffix)));
+    if clash {
+        taken.clear();
+        let mut order: Vec<usize> = (0..pending.len()).collect();
+        order.sort_by_key(|&p| (identity(pending[p]), names.names[name_of[pending[p]]].display));
+        for p in order {
+            let i = pending[p];
+            let cut = cut_of[name_of[i]];
+            let salted = (1u64..).map(|salt| suffix_of(identity(i), salt));
+            let suffix =
+                std::iter::once(first[p]).chain(salted).find(|&suffix| taken.insert((cut, suffix))).unwrap_or_default(); // unreachable: the range is unbounded
+            wires[i] = suffixed_name(cuts[cut], suffix);
+        }
+    } else {
+        for (&i, &suffix) in pending.iter().zip(&first) {
+            wires[i] = suffixed_name(cuts[cut_of[name_of[i]]], suffix);
+        }
     }
-    wires.into_iter().map(Option::unwrap_or_default).collect()
+    wires
+}
+
+/// `cut-xxxxxx`: the cut base and the suffix as six hex digits.
+fn suffixed_name(cut: &str, suffix: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut name = String::with_capacity(cut.len() + 1 + SUFFIX_HEX);
+    name.push_str(cut);
+    name.push('-');
+    for shift in (0..SUFFIX_HEX).rev() {
+        name.push(char::from(HEX[((suffix >> (4 * shift)) & 0xf) as usize]));
+    }
+    name
 }
 
 /// `base` cut to leave room for a suffix.
@@ -363,6 +449,13 @@ mod tests {
         let wires = names(&[("A.x", "same"), ("A.x", "same")]);
         assert_ne!(wires[0], wires[1]);
         assert!(wires.iter().all(|w| is_valid_wire_name(w)));
+    }
+
+    #[test]
+    fn suffixed_names_are_the_cut_base_and_six_hex_digits() {
+        for suffix in [0, 0xa, 0x0b_c0de, 0xff_ffff] {
+            assert_eq!(suffixed_name("Counter_inc", suffix), format!("Counter_inc-{suffix:06x}"));
+        }
     }
 
     #[test]

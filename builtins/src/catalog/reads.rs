@@ -12,40 +12,46 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::STREAM_KEY;
+use trellis_runner::link::{APPROVAL_KEY, STREAM_KEY};
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
 
-/// What a value is to a catalog: data, or a stream with the event schema of its marker.
+/// What a value is to a catalog: data, or a stream with its marker.
 #[derive(Clone, PartialEq)]
 pub(super) enum Kind {
     /// Not a stream.
     Data,
-    /// A stream marker, with its (non-null) event schema.
-    Stream {
-        /// The marker itself: while it is the same value, so is everything about the stream.
-        marker: Stored,
-        /// Its event schema.
-        schema: Option<Stored>,
-    },
+    /// A stream marker: while it is the same value, so is everything about the stream.
+    /// Only the marker is kept, and its schema is looked up when a tool is made of it: a
+    /// build sees every field of every charm, and a smaller `Kind` is less to copy.
+    Stream(Stored),
 }
 
 impl Kind {
     /// What `value` is.
     pub(super) fn of(value: &Stored) -> Kind {
-        match value.as_object().and_then(|marker| marker.get(STREAM_KEY)) {
-            None => Kind::Data,
-            Some(inner) => Kind::Stream {
-                marker: value.clone(),
-                schema: inner.as_object().and_then(|i| i.get("schema")).filter(|s| !matches!(s, Stored::Null)).cloned(),
-            },
+        match value.as_object() {
+            Some(map) if map.contains_key(STREAM_KEY) => Kind::Stream(value.clone()),
+            _ => Kind::Data,
         }
+    }
+
+    /// What a stream's marker says: its event schema (`None` when null) and why a person
+    /// must approve each event sent on a model's behalf (as
+    /// [`stream_approval`](trellis_runner::link::stream_approval)), from one look inside.
+    pub(super) fn stream(&self) -> (Option<&Stored>, Option<&str>) {
+        let Kind::Stream(marker) = self else { return (None, None) };
+        let Some(inner) = marker.as_object().and_then(|m| m.get(STREAM_KEY)).and_then(Stored::as_object) else {
+            return (None, None);
+        };
+        let schema = inner.get("schema").filter(|s| !matches!(s, Stored::Null));
+        (schema, inner.get(APPROVAL_KEY).and_then(Stored::as_str))
     }
 
     /// Whether `value` is still of this kind, cheaply: a marker that is the very same
     /// value needs no look inside.
     fn still(&self, value: &Stored) -> bool {
         match (self, value) {
-            (Kind::Stream { marker: Stored::Object(was), .. }, Stored::Object(now)) if was.ptr_eq(now) => true,
+            (Kind::Stream(Stored::Object(was)), Stored::Object(now)) if was.ptr_eq(now) => true,
             (Kind::Data, value) if value.as_object().is_none() => true,
             _ => Kind::of(value) == *self,
         }
@@ -166,13 +172,16 @@ fn is_charm(rt: &Runtime, id: &DocId) -> bool {
 
 fn shape_of(result: &Stored) -> Shape {
     match result.as_object() {
-        Some(fields) => Shape::Fields(
-            fields
-                .iter()
-                .filter(|(key, _)| !key.starts_with('$'))
-                .map(|(key, value)| (key.clone(), Kind::of(value)))
-                .collect(),
-        ),
+        Some(fields) => {
+            let mut shape = Vec::with_capacity(fields.len());
+            shape.extend(
+                fields
+                    .iter()
+                    .filter(|(key, _)| !key.starts_with('$'))
+                    .map(|(key, value)| (key.clone(), Kind::of(value))),
+            );
+            Shape::Fields(shape)
+        }
         None => Shape::NotAnObject(result.kind()),
     }
 }

@@ -60,12 +60,13 @@ impl SchemaCache {
     }
 
     fn prepare(&mut self, stream: &Link, schema: &Stored) -> Arc<StreamSchema> {
-        let key = stream.path.segments().last().cloned().unwrap_or_else(|| Arc::from(""));
-        let known = self.0.entry(key).or_default();
-        if let Some((_, prepared)) = known.iter().find(|(seen, _)| same(seen, schema)) {
+        let key = stream.path.segments().last();
+        let known = self.0.get(key.map_or("", |k| &**k));
+        if let Some((_, prepared)) = known.and_then(|known| known.iter().find(|(seen, _)| same(seen, schema))) {
             return prepared.clone();
         }
         let prepared = Arc::new(StreamSchema::of(&schema.to_json()));
+        let known = self.0.entry(key.cloned().unwrap_or_else(|| Arc::from(""))).or_default();
         if known.len() < PER_KEY {
             known.push((schema.clone(), prepared.clone()));
         }

@@ -60,6 +60,7 @@ use serde_json::Value;
 use trellis_runner::{Link, Path, Read, Runtime, WeakRuntime};
 
 use super::entries::{Draft, Extraction};
+use super::identity::Identity;
 use super::schema::prepare_input_schema;
 use super::selection::ToolSelector;
 use super::{naming, Catalog, EntryError, Invocation, ToolTarget};
@@ -324,8 +325,8 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
             if let Some(reason) = &approval {
                 description = format!("{description} (Each call waits for the user's approval: {reason}.)");
             }
-            out.drafts.push(Draft {
-                identity: format!("source:{name}/{}", tool.name),
+            out.push(Draft {
+                identity: Identity::Text(format!("source:{name}/{}", tool.name)),
                 display,
                 description,
                 schema: Arc::new(prepared.schema),

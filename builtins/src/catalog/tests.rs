@@ -139,6 +139,28 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
 }
 
 #[test]
+fn a_charm_listed_twice_gives_its_tools_once_and_a_handler_under_two_keys_gives_two() {
+    let rt = runtime();
+    let id = rt.charms().create("counter", json!({})).expect("created");
+    let increment = rt.charms().result(&id).child("increment").to_json();
+    let tools = json!({
+        "a": charm_entry(&rt, &id),
+        "b": charm_entry(&rt, &id),
+        "x": { "handler": increment },
+        "y": { "handler": increment },
+    });
+    let catalog = Catalog::build(&rt, &tools);
+    assert_eq!(displays(&catalog), ["Counter.boom", "Counter.increment", "Counter.reset", "Counter.wait", "x", "y"]);
+    assert!(catalog.tools().iter().take(4).all(|t| t.entry == "a"), "the first listing is kept");
+    let wires: Vec<&str> = catalog.tools().iter().map(|t| t.wire.as_str()).collect();
+    assert_eq!(wires, ["Counter_boom", "Counter_increment", "Counter_reset", "Counter_wait", "x", "y"]);
+    for (index, tool) in catalog.tools().iter().enumerate() {
+        assert!(std::ptr::eq(catalog.get(&tool.wire).expect("by wire"), &catalog.tools()[index]));
+        assert!(std::ptr::eq(catalog.get(&tool.display).expect("by display"), &catalog.tools()[index]));
+    }
+}
+
+#[test]
 fn a_charm_with_one_handler_and_one_with_only_data() {
     let rt = runtime();
     rt.register_pattern(Pattern::new("one", |b, _: Value| {
