@@ -189,12 +189,6 @@ impl<'rt> PluginStore<'rt> {
             enabled: true,
         };
         let value = Value::from_serialize(&record).map_err(|e| StoreError::Damaged(name.clone(), e.to_string()))?;
-        let hash = content_hash(manifest, module);
-        // The decision first: a record without one does not load, a decision without a
-        // record names a bundle that is not there.
-        let approval =
-            Approval { name: name.clone(), granted: options.granted.clone(), unsigned: bundle.signature.is_none() };
-        self.trust.update(|trust| trust.approve(hash, approval))?;
         let outcome = self.rt.transact(|tx| {
             let installed: BTreeMap<String, Result<Record, String>> = read_map(tx, "installed");
             if let Some(present) = installed.get(&name) {
@@ -216,7 +210,17 @@ impl<'rt> PluginStore<'rt> {
             Ok(Ok(()))
         })?;
         outcome?;
-        Ok(self.listed(&name, &record, &self.trust.load()?))
+        // The decision after the record: a refused install leaves no decision behind, and
+        // a record whose decision could not be written does not load until the same
+        // bundle is installed again (which writes it).
+        let approval =
+            Approval { name: name.clone(), granted: options.granted.clone(), unsigned: bundle.signature.is_none() };
+        let hash = content_hash(manifest, module);
+        let trust = self.trust.update(|trust| {
+            trust.approve(hash, approval);
+            trust.clone()
+        })?;
+        Ok(self.listed(&name, &record, &trust))
     }
 
     /// Every installed plugin, by name.

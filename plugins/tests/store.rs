@@ -20,6 +20,13 @@ fn example(signed_by: Option<&SecretKey>) -> Bundle {
     bundle
 }
 
+/// The example under its own name, with another description: another bundle.
+fn another_of_the_same_name() -> Bundle {
+    let original = example(None);
+    let text = String::from_utf8(original.manifest_bytes).expect("UTF-8").replace("Counts the words", "Counts words");
+    Bundle::from_parts(text.into_bytes(), original.module, None).expect("a bundle")
+}
+
 fn grant_clock() -> InstallOptions {
     InstallOptions { allow_unsigned: false, granted: vec![Permission::Clock] }
 }
@@ -172,9 +179,20 @@ async fn what_may_run_is_the_users_decision_not_the_spaces() {
     let (manager, failed) = loaded(&theirs);
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(manager.execute("count_words", json!({"text": "a b"})).await, json!({"words": 2}));
-    let original = example(None);
-    let text = String::from_utf8(original.manifest_bytes).expect("UTF-8").replace("Counts the words", "Counts words");
-    let changed = Bundle::from_parts(text.into_bytes(), original.module, None).expect("a bundle");
-    let error = theirs.install(&changed, &unsigned).expect_err("another bundle of that name");
+    let error = theirs.install(&another_of_the_same_name(), &unsigned).expect_err("another bundle of that name");
     assert!(matches!(error, StoreError::AlreadyInstalled(_)), "{error}");
+}
+
+#[test]
+fn a_refused_install_leaves_no_decision_behind() {
+    let rt = Runtime::in_memory();
+    let user = User::new();
+    let store = user.store(&rt);
+    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    store.install(&example(None), &unsigned).expect("install");
+    let other = another_of_the_same_name();
+    assert!(matches!(store.install(&other, &unsigned), Err(StoreError::AlreadyInstalled(_))));
+    let trust = TrustFile::at(user.0.path().join("plugins.json")).load().expect("the trust file");
+    let hash = trellis_plugins::signing::content_hash(&other.manifest_bytes, &other.module);
+    assert!(trust.approval(&hash).is_none(), "the refused bundle was not accepted");
 }
