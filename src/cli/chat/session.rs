@@ -179,7 +179,7 @@ impl Session {
     /// Runs the plugins' `after_response` hooks once the answer to the last message is
     /// complete (nothing of it waits for the client or a person), with all of it: the
     /// tools called on the way, whichever process ran them, and the final text.
-    fn after_response(&self) {
+    pub fn after_response(&self) {
         if !self.waiting().is_empty() {
             return;
         }

@@ -239,6 +239,9 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
 /// calls waiting for an answer.
 async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let outcome = follow::follow(session, sent).await?;
+    if outcome == Outcome::Done {
+        session.after_response();
+    }
     session.show_effects(&mut super::chat::Headless { format: Format::text() }).await?;
     let interactions = session.waiting();
     if outcome == Outcome::Done && !interactions.is_empty() {
