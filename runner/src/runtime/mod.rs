@@ -173,12 +173,14 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let (value, committed) = self.with_retries(|| {
+        let (value, mut committed) = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
             Ok((value, self.commit(tx)?.committed))
         })?;
         self.pump();
+        // This thread blocks on the ticket next: catch the writer's answer awake if it comes soon.
+        committed.durable.spin(crate::storage::SPIN);
         futures::executor::block_on(self.0.space.durable_after(committed))?;
         Ok(value)
     }

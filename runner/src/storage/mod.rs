@@ -180,7 +180,33 @@ impl Durable {
     pub fn wait(self) -> Result<(), StorageError> {
         futures::executor::block_on(self)
     }
+
+    /// Watches for the writer's answer on this CPU for up to `limit` before anyone blocks
+    /// on it: a writer that is already at work answers within microseconds, and putting a
+    /// thread to sleep and waking it again costs more than that. For a thread about to
+    /// block on the ticket anyway; not for async tasks.
+    pub fn spin(&mut self, limit: std::time::Duration) {
+        let DurableInner::Waiting(rx) = &mut self.0 else { return };
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            match rx.try_recv() {
+                Ok(Some(result)) => {
+                    self.0 = DurableInner::Ready(Some(result));
+                    return;
+                }
+                Ok(None) => std::hint::spin_loop(),
+                Err(_) => {
+                    self.0 = DurableInner::Ready(Some(Err(StorageError::WriterGone)));
+                    return;
+                }
+            }
+        }
+    }
 }
+
+/// How long a thread that waits for durability, and the writer that waits for work, spin
+/// before they sleep (see [`Durable::spin`]).
+pub const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl std::future::Future for Durable {
     type Output = Result<(), StorageError>;
@@ -194,5 +220,26 @@ impl std::future::Future for Durable {
                 std::pin::Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StorageError::WriterGone)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spinning_ticket_takes_the_answer_that_comes_and_keeps_waiting_for_one_that_does_not() {
+        let (done, mut durable) = Durable::pending();
+        durable.spin(std::time::Duration::from_micros(200));
+        assert!(matches!(durable.0, DurableInner::Waiting(_)), "no answer yet: still waiting");
+        done.send(Ok(())).expect("the ticket is there");
+        durable.spin(SPIN);
+        assert!(matches!(durable.0, DurableInner::Ready(Some(Ok(())))));
+        assert!(durable.wait().is_ok());
+
+        let (done, mut gone) = Durable::pending();
+        drop(done);
+        gone.spin(SPIN);
+        assert!(matches!(gone.wait(), Err(StorageError::WriterGone)), "a writer that went away is said");
     }
 }
