@@ -308,3 +308,15 @@ fn a_plugin_that_came_with_a_space_does_not_run_until_the_user_installs_it() {
     assert!(mine.contains("\"unsigned\": true"), "{mine}");
     assert!(elsewhere.path().join("trellis/plugins.json").is_file());
 }
+
+#[test]
+fn trusting_a_key_touches_the_users_trust_file_not_the_space() {
+    let space = common::space();
+    let shop = Workshop::new(&space.path);
+    ok(&space.path, &["plugin", "trust", &shop.path("author.key.pub")]);
+    assert!(!space.path.exists(), "no space was opened");
+    let trust = std::fs::read_to_string(common::trust_file(&space.path).path()).unwrap();
+    assert!(trust.contains(&shop.public_key), "{trust}");
+    ok(&space.path, &["plugin", "untrust", &shop.public_key]);
+    assert!(!space.path.exists());
+}

@@ -11,4 +11,4 @@ pub mod scripted;
 mod test_rng;
 mod text;
 pub mod tool;
-mod validation;
+pub mod validation;

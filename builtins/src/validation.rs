@@ -1,5 +1,6 @@
-//! Checking JSON against a schema, the one way tool arguments and client outputs are
-//! checked: the schema compiled once, on first use, and what is wrong listed briefly.
+//! Checking JSON against a schema, the one way tool arguments (the catalog's, and client
+//! tools' in `trellis-plugins`) and client outputs are checked: the schema compiled once,
+//! on first use, and what is wrong listed briefly.
 
 use std::sync::{Arc, OnceLock};
 
@@ -29,7 +30,7 @@ impl LazyValidator {
 
 /// What is wrong with `value`, as "at PATH: what" items joined by `; ` (the first
 /// [`MAX_VIOLATIONS`], then "and more"); `None` when it is valid.
-pub(crate) fn violations(validator: &Validator, value: &Value) -> Option<String> {
+pub fn violations(validator: &Validator, value: &Value) -> Option<String> {
     if validator.is_valid(value) {
         return None;
     }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
+use trellis_builtins::validation::violations;
 
 use futures::FutureExt;
 use parking_lot::RwLock;
@@ -19,9 +20,6 @@ use crate::tool::{error_result, ToolCall, ToolDefinition};
 /// How long an executor may run before its call ends with `{"error": ...}`, unless
 /// [`PluginManager::with_timeout`] says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The most validation problems one refusal lists.
-const MAX_VIOLATIONS: usize = 5;
 
 /// Registered plugins and their client tools. Cheap to share behind an `Arc`; every
 /// method takes `&self`.
@@ -279,7 +277,7 @@ fn race(state: &State, plugin: &str, checked: &[CheckedTool]) -> Option<Register
 /// every failure (refusal, error, panic, timeout) into `{"error": ...}`.
 async fn run_executor(tool: Arc<CheckedTool>, call: ToolCall, timeout: Duration) -> Value {
     let name = &tool.definition.name;
-    if let Err(problems) = validate(&tool.validator, &call.arguments) {
+    if let Some(problems) = violations(&tool.validator, &call.arguments) {
         return error_result(format!(
             "invalid arguments for `{name}`: {problems}. Nothing was run; call it again with arguments that match \
              its parameters."
@@ -296,25 +294,4 @@ async fn run_executor(tool: Arc<CheckedTool>, call: ToolCall, timeout: Duration)
         Ok(Err(panic)) => error_result(format!("`{name}` failed: {}", crate::hooks::panic_message(&*panic))),
         Err(_) => error_result(format!("`{name}` did not finish within {} s and was stopped", timeout.as_secs_f64())),
     }
-}
-
-/// Checks `arguments` against a tool's schema; the problems, listed, if any.
-fn validate(validator: &jsonschema::Validator, arguments: &Value) -> Result<(), String> {
-    let problems: Vec<String> = validator
-        .iter_errors(arguments)
-        .take(MAX_VIOLATIONS + 1)
-        .map(|error| {
-            let at = error.instance_path().as_str().to_string();
-            let at = if at.is_empty() { "the top level".to_string() } else { at };
-            format!("at {at}: {error}")
-        })
-        .collect();
-    if problems.is_empty() {
-        return Ok(());
-    }
-    let mut listed = problems.iter().take(MAX_VIOLATIONS).cloned().collect::<Vec<_>>().join("; ");
-    if problems.len() > MAX_VIOLATIONS {
-        listed.push_str("; and more");
-    }
-    Err(listed)
 }

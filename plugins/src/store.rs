@@ -193,7 +193,13 @@ impl<'rt> PluginStore<'rt> {
             let installed: BTreeMap<String, Result<Record, String>> = read_map(tx, "installed");
             if let Some(present) = installed.get(&name) {
                 let same = present.as_ref().is_ok_and(|r| r.manifest == record.manifest && r.module == record.module);
-                return Ok(if same { Ok(()) } else { Err(StoreError::AlreadyInstalled(name.clone())) });
+                if !same {
+                    return Ok(Err(StoreError::AlreadyInstalled(name.clone())));
+                }
+                // The same bundle: the record becomes this install's (its signature,
+                // enabled), so what was verified here is what loads.
+                tx.write(&link(&["installed", &name]), value.clone())?;
+                return Ok(Ok(()));
             }
             // The rules, beside every installed plugin's tools (enabled or not: enabling
             // one later must not conflict).
@@ -279,6 +285,10 @@ impl<'rt> PluginStore<'rt> {
     ) -> Result<(Vec<Loaded>, Failed), StoreError> {
         let installed: BTreeMap<String, Result<Record, String>> = read_map(self.rt, "installed");
         let (mut loaded, mut failed) = (Vec::new(), Vec::new());
+        if installed.values().all(|record| record.as_ref().is_ok_and(|r| !r.enabled)) {
+            // Nothing to load: the user's trust file is not even read.
+            return Ok((loaded, failed));
+        }
         let trust = self.trust.load()?;
         let trusted = trust.trusted_keys();
         for (name, record) in installed {

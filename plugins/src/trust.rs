@@ -159,7 +159,8 @@ impl TrustFile {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let text = serde_json::to_string_pretty(trust).map_err(|e| io(std::io::Error::other(e)))?;
-        let fresh = self.path.with_extension("json.new");
+        // A name of this process's own: two programs saving at once never write one file.
+        let fresh = self.path.with_extension(format!("json.{}.new", std::process::id()));
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         #[cfg(unix)]
@@ -171,7 +172,20 @@ impl TrustFile {
     }
 
     /// Loads the decisions, lets `change` edit them, and saves them; what `change` returned.
+    /// Holds a lock on `PATH.lock` meanwhile, so two programs updating at once do not lose
+    /// each other's change.
     pub fn update<T>(&self, change: impl FnOnce(&mut Decisions) -> T) -> Result<T, TrustError> {
+        let io = |e| TrustError::Io("lock", self.path.clone(), e);
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.path.with_extension("json.lock"))
+            .map_err(io)?;
+        lock.lock().map_err(io)?;
         let mut trust = self.load()?;
         let out = change(&mut trust);
         self.save(&trust)?;
@@ -205,5 +219,22 @@ mod tests {
         let mode = std::fs::metadata(file.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(file.load().unwrap().approval(&[1; 32]).unwrap().name, "p");
+    }
+
+    #[test]
+    fn updates_at_once_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = TrustFile::at(dir.path().join("plugins.json"));
+        std::thread::scope(|s| {
+            for n in 0..8u8 {
+                let file = file.clone();
+                s.spawn(move || {
+                    let approval = Approval { name: format!("p{n}"), granted: vec![], unsigned: false };
+                    file.update(|trust| trust.approve([n; 32], approval)).unwrap();
+                });
+            }
+        });
+        let trust = file.load().unwrap();
+        assert!((0..8u8).all(|n| trust.approval(&[n; 32]).is_some()), "{trust:?}");
     }
 }

@@ -196,3 +196,21 @@ fn a_refused_install_leaves_no_decision_behind() {
     let hash = trellis_plugins::signing::content_hash(&other.manifest_bytes, &other.module);
     assert!(trust.approval(&hash).is_none(), "the refused bundle was not accepted");
 }
+
+#[tokio::test]
+async fn installing_the_bundle_a_space_holds_makes_the_record_the_users() {
+    let rt = Runtime::in_memory();
+    let (someone, me) = (User::new(), User::new());
+    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    someone.store(&rt).install(&example(None), &unsigned).expect("someone installs it unsigned");
+    someone.store(&rt).set_enabled("text-tools", false).expect("and disables it");
+    // The same content, signed by a key I trust.
+    let key = SecretKey::generate().expect("key");
+    let mine = me.store(&rt);
+    mine.trust(&key.public(), "me").expect("trust");
+    let listed = mine.install(&example(Some(&key)), &grant_clock()).expect("install");
+    assert_eq!((listed.signed_by, listed.enabled), (Some(key.public().to_hex()), true));
+    let (manager, failed) = loaded(&mine);
+    assert!(failed.is_empty(), "the stored record is the one I installed: {failed:?}");
+    assert_eq!(manager.execute("count_words", json!({"text": "a b"})).await, json!({"words": 2}));
+}

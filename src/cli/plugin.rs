@@ -10,6 +10,7 @@ use trellis_plugins::bundle::{Bundle, SIGNATURE_FILE};
 use trellis_plugins::manifest::Permission;
 use trellis_plugins::signing::{content_hash, encode_hex, PublicKey, SecretKey};
 use trellis_plugins::store::{InstallOptions, Listed, PluginStore};
+use trellis_plugins::trust::TrustFile;
 use trellis_plugins::PluginManager;
 use trellis_runner::Runtime;
 
@@ -92,13 +93,20 @@ pub enum PluginCommand {
 }
 
 impl PluginCommand {
-    /// Whether the command works on the space (`keygen` and `sign` only touch files).
+    /// Whether the command works on the space (`keygen` and `sign` only touch files,
+    /// `trust` and `untrust` only the user's trust file).
     pub fn needs_space(&self) -> bool {
-        !matches!(self, PluginCommand::Keygen { .. } | PluginCommand::Sign { .. })
+        !matches!(
+            self,
+            PluginCommand::Keygen { .. }
+                | PluginCommand::Sign { .. }
+                | PluginCommand::Trust { .. }
+                | PluginCommand::Untrust { .. }
+        )
     }
 }
 
-/// Runs `keygen` and `sign`, which need no space.
+/// Runs `keygen`, `sign`, `trust` and `untrust`, which need no space.
 pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> {
     match command {
         PluginCommand::Keygen { file } => {
@@ -136,6 +144,20 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
             });
             Ok(())
         }
+        PluginCommand::Trust { key, label } => {
+            let key = read_key(key)?;
+            TrustFile::of_user()?.update(|trust| trust.trust(&key, label))?;
+            print(format, &json!({"trusted": key.to_hex()}), || format!("trusted key {key}"));
+            Ok(())
+        }
+        PluginCommand::Untrust { key } => {
+            let key = read_key(key)?;
+            if !TrustFile::of_user()?.update(|trust| trust.untrust(&key))? {
+                anyhow::bail!("the key {key} was not trusted (`trellis plugin list` shows the trusted keys)");
+            }
+            print(format, &json!({"untrusted": key.to_hex()}), || format!("no longer trusted: {key}"));
+            Ok(())
+        }
         _ => anyhow::bail!("this plugin command needs the space"),
     }
 }
@@ -144,21 +166,10 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
 pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow::Result<()> {
     let store = PluginStore::of_user(rt)?;
     match command {
-        PluginCommand::Keygen { .. } | PluginCommand::Sign { .. } => run_local(&command, format),
-        PluginCommand::Trust { key, label } => {
-            let key = read_key(&key)?;
-            store.trust(&key, &label)?;
-            print(format, &json!({"trusted": key.to_hex()}), || format!("trusted key {key}"));
-            Ok(())
-        }
-        PluginCommand::Untrust { key } => {
-            let key = read_key(&key)?;
-            if !store.untrust(&key)? {
-                anyhow::bail!("the key {key} was not trusted (`trellis plugin list` shows the trusted keys)");
-            }
-            print(format, &json!({"untrusted": key.to_hex()}), || format!("no longer trusted: {key}"));
-            Ok(())
-        }
+        PluginCommand::Keygen { .. }
+        | PluginCommand::Sign { .. }
+        | PluginCommand::Trust { .. }
+        | PluginCommand::Untrust { .. } => run_local(&command, format),
         PluginCommand::Install { path, allow_unsigned, grants } => {
             let granted = grants
                 .iter()

@@ -342,9 +342,10 @@ pub(super) fn resolve(
 }
 
 /// Runs the last server phase of a call that waited for the client, with its `output`,
-/// for at most `timeout`: it runs inside the `resolve` handler, and a phase that hangs
-/// must not hold the engine (nor a panic take the handler down). It runs on a thread of
-/// its own, left to finish alone after a timeout; the call ends with the error.
+/// for at most `timeout`. It runs inside the `resolve` handler, which holds the engine
+/// while it waits: a phase that hangs holds it for `timeout` (the dialog's tool timeout),
+/// not for ever, and a panic is an error, not a failed handler. The phase runs on a thread
+/// of its own, left to finish alone after a timeout; the call ends with the error.
 fn finish(
     call: &HeldCall,
     output: serde_json::Value,

@@ -184,6 +184,13 @@ impl McpServer {
         self.inner.notes.lock().clone()
     }
 
+    /// The version of its tools, changing each time they (or the state) change; the
+    /// receiver does not keep the server alive (its channel closes when the last handle
+    /// goes).
+    pub fn versions(&self) -> watch::Receiver<u64> {
+        self.inner.version.subscribe()
+    }
+
     /// Waits until the tools (or the state) change after version `seen`; the new version.
     pub async fn changed_since(&self, seen: u64) -> u64 {
         let mut versions = self.inner.version.subscribe();

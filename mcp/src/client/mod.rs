@@ -79,25 +79,29 @@ pub enum ConnectError {
 /// That needs a tokio runtime; attached outside one, the catalogs built for requests still
 /// follow, and the derived tool lists catch up at their next change.
 pub fn attach(rt: &Runtime, server: &McpServer) -> Result<(), SourceError> {
-    use sources::ToolSource;
-    let mut seen = server.version();
+    // Subscribed before attaching: a change in between is not missed.
+    let mut versions = server.versions();
     sources::attach(rt, Arc::new(server.clone()))?;
     if let Ok(tokio) = tokio::runtime::Handle::try_current() {
-        let (weak, server) = (rt.downgrade(), server.clone());
+        // Holds neither the server (its last handle going stops the child and ends this
+        // task) nor the runtime.
+        let weak = rt.downgrade();
         tokio.spawn(async move {
-            loop {
-                let now = server.changed_since(seen).await;
-                if now == seen || server.state() == State::Detached {
-                    break;
-                }
-                seen = now;
+            while versions.changed().await.is_ok() {
                 let Some(rt) = weak.upgrade() else { break };
                 sources::announce_change(&rt);
+                drop(rt);
+                // A server that changes its tools without pause costs a commit per
+                // ANNOUNCE_GAP at most: changes meanwhile are one announcement.
+                tokio::time::sleep(ANNOUNCE_GAP).await;
             }
         });
     }
     Ok(())
 }
+
+/// The shortest time between two announcements of one server's tool changes.
+const ANNOUNCE_GAP: Duration = Duration::from_millis(100);
 
 /// Takes `server`'s tools away from `rt` and shuts it down.
 pub async fn detach(rt: &Runtime, server: &McpServer) {

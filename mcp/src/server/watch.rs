@@ -94,57 +94,87 @@ fn signal(hub: &Weak<Signals>, target: &Target) -> bool {
 /// How long a part of the budget set aside for a `subscriptions/listen` stream waits for
 /// the stream to claim it. The stream starts right after its acknowledgement is sent, but
 /// a client that cancels at once can end the request in between (seen over Streamable
-/// HTTP); what it was promised comes back after this.
+/// HTTP); what it was promised is given back once this has passed.
 const RESERVATION_TTL: Duration = Duration::from_secs(2);
 
 /// How many subscriptions may be open at once.
 pub(crate) struct Budget {
     used: AtomicUsize,
     cap: usize,
-    /// Parts set aside when a stream's filter was accepted, claimed when it starts: a
-    /// client may open its next stream as soon as it reads the acknowledgement, before
-    /// the first has started, and must not be told there is room that is already promised.
-    reserved: Mutex<Vec<(Instant, Held)>>,
+    ttl: Duration,
+    /// Parts set aside when a stream's filter was accepted (counted in `used`), claimed
+    /// when it starts: a client may open its next stream as soon as it reads the
+    /// acknowledgement, before the first has started, and must not be told there is room
+    /// that is already promised.
+    reserved: Mutex<Vec<(Instant, usize)>>,
 }
 
 impl Budget {
     /// A budget of `cap` subscriptions.
     pub(crate) fn new(cap: usize) -> Arc<Self> {
-        Arc::new(Budget { used: AtomicUsize::new(0), cap, reserved: Mutex::default() })
+        Self::with_ttl(cap, RESERVATION_TTL)
+    }
+
+    fn with_ttl(cap: usize, ttl: Duration) -> Arc<Self> {
+        Arc::new(Budget { used: AtomicUsize::new(0), cap, ttl, reserved: Mutex::default() })
     }
 
     /// How many more can be opened now (what is set aside for a stream is not).
     pub(crate) fn left(&self) -> usize {
-        self.reserved.lock().retain(|(at, _)| at.elapsed() < RESERVATION_TTL);
+        self.expire();
         self.cap.saturating_sub(self.used.load(Ordering::Acquire))
     }
 
     /// Takes `n` of the budget until the [`Held`] is dropped; `None` if fewer are left.
     pub(crate) fn take(self: &Arc<Self>, n: usize) -> Option<Held> {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= self.cap))
-            .ok()?;
-        Some(Held { budget: Arc::clone(self), n })
+        self.expire();
+        self.add(n).then(|| Held { budget: Arc::clone(self), n })
     }
 
     /// Sets `n` aside for a stream about to start; `false` if fewer are left.
-    pub(crate) fn reserve(self: &Arc<Self>, n: usize) -> bool {
-        let Some(held) = self.take(n) else { return false };
-        self.reserved.lock().push((Instant::now(), held));
-        true
+    pub(crate) fn reserve(&self, n: usize) -> bool {
+        self.expire();
+        let added = self.add(n);
+        if added {
+            self.reserved.lock().push((Instant::now(), n));
+        }
+        added
     }
 
     /// What a starting stream needs: `n` set aside for it by [`Budget::reserve`], or `n`
     /// more taken now; `None` if neither is there.
     pub(crate) fn claim(self: &Arc<Self>, n: usize) -> Option<Held> {
+        self.expire();
         let mut reserved = self.reserved.lock();
-        match reserved.iter().position(|(_, held)| held.n == n) {
-            Some(at) => Some(reserved.swap_remove(at).1),
+        match reserved.iter().position(|(_, part)| *part == n) {
+            Some(at) => {
+                reserved.swap_remove(at);
+                Some(Held { budget: Arc::clone(self), n })
+            }
             None => {
                 drop(reserved);
                 self.take(n)
             }
         }
+    }
+
+    /// Counts `n` more in use, if there is room.
+    fn add(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= self.cap))
+            .is_ok()
+    }
+
+    /// Gives back what was set aside for streams that never claimed it.
+    fn expire(&self) {
+        let mut reserved = self.reserved.lock();
+        reserved.retain(|(at, n)| {
+            let keep = at.elapsed() < self.ttl;
+            if !keep {
+                self.used.fetch_sub(*n, Ordering::AcqRel);
+            }
+            keep
+        });
     }
 }
 
@@ -211,5 +241,18 @@ mod tests {
         assert!(budget.claim(3).is_none(), "nothing set aside, and no room");
         drop(first);
         assert_eq!(budget.left(), 4);
+    }
+
+    #[test]
+    fn a_part_never_claimed_comes_back_on_every_path() {
+        let budget = Budget::with_ttl(2, Duration::from_millis(20));
+        assert!(budget.reserve(2));
+        assert!(budget.take(1).is_none(), "promised");
+        std::thread::sleep(Duration::from_millis(40));
+        // `take` (a legacy subscription) sees the room again, not only `accept`'s `left`.
+        let held = budget.take(2).expect("the unclaimed part expired");
+        drop(held);
+        assert_eq!(budget.left(), 2);
+        assert!(budget.reserved.lock().is_empty());
     }
 }

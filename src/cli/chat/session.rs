@@ -180,10 +180,11 @@ impl Session {
     /// complete (nothing of it waits for the client or a person), with all of it: the
     /// tools called on the way, whichever process ran them, and the final text.
     pub fn after_response(&self) {
-        if !self.waiting().is_empty() {
+        if self.plugins.plugins().is_empty() || !self.waiting().is_empty() {
             return;
         }
         let messages = self.dialog().messages();
+        let flattened = self.dialog().flattened_tools();
         let asked = messages.iter().rposition(|m| m.role == Role::User).map_or(0, |at| at + 1);
         let assistant = messages[asked..].iter().filter(|m| m.role == Role::Assistant);
         let response = Response {
@@ -191,7 +192,7 @@ impl Session {
             tools_called: assistant
                 .flat_map(|m| &m.content)
                 .filter_map(|part| match part {
-                    Part::ToolCall { name, .. } => Some(self.display_name(name)),
+                    Part::ToolCall { name, .. } => Some(display_of(&flattened, name)),
                     _ => None,
                 })
                 .collect(),
@@ -342,16 +343,20 @@ impl Session {
 
     /// The display name of a tool by its wire name (the wire name when unknown).
     pub fn display_name(&self, wire: &str) -> String {
-        let tools = self.dialog().flattened_tools();
-        tools
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["wire"] == wire)
-            .and_then(|t| t["display"].as_str())
-            .unwrap_or(wire)
-            .to_string()
+        display_of(&self.dialog().flattened_tools(), wire)
     }
+}
+
+/// The display name of the tool called `wire` in a dialog's `flattened_tools`, else `wire`.
+fn display_of(flattened: &serde_json::Value, wire: &str) -> String {
+    flattened
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["wire"] == wire)
+        .and_then(|t| t["display"].as_str())
+        .unwrap_or(wire)
+        .to_string()
 }
 
 /// The wire names of the dialog's tools (plugin tools may not take them).
