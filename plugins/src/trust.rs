@@ -123,12 +123,8 @@ impl TrustFile {
     /// The user's trust file: `trellis/plugins.json` in `$XDG_CONFIG_HOME`, or else in
     /// `~/.config`.
     pub fn of_user() -> Result<TrustFile, TrustError> {
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|dir| !dir.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
-            .ok_or(TrustError::NoConfigDir)?;
-        Ok(TrustFile::at(config.join("trellis").join("plugins.json")))
+        let config = trellis_runner::dirs::config_dir().ok_or(TrustError::NoConfigDir)?;
+        Ok(TrustFile::at(config.join("plugins.json")))
     }
 
     /// Where the file is.

@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod cell;
 pub mod charm;
 pub mod depth;
+pub mod dirs;
 pub mod error;
 mod intern;
 pub mod link;

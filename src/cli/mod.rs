@@ -451,9 +451,7 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 fn default_space() -> anyhow::Result<PathBuf> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+    let data = trellis_runner::dirs::data_dir()
         .context("cannot find a data directory (neither XDG_DATA_HOME nor HOME is set); pass --space PATH")?;
-    Ok(data.join("trellis").join("space.sqlite"))
+    Ok(data.join("space.sqlite"))
 }

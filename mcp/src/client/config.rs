@@ -158,10 +158,7 @@ pub fn default_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("TRELLIS_MCP_CONFIG") {
         return Some(PathBuf::from(path));
     }
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(config.join("trellis").join("mcp.json"))
+    Some(trellis_runner::dirs::config_dir()?.join("mcp.json"))
 }
 
 /// The servers of an `mcpServers` document; `${VAR}` is looked up with `var`.
