@@ -376,6 +376,26 @@ mod tests {
     }
 
     #[test]
+    fn wire_names_stay_the_strings_they_were() {
+        // Wire names are stored in conversations: these are the names the catalog gave
+        // before its cold build was rewritten (computed then, at c93d5fb).
+        let long = "L".repeat(70);
+        let pairs: Vec<(&str, &str)> = vec![
+            ("Counter.increment", "charm-1/increment"),
+            ("Counter.increment", "charm-2/increment"),
+            ("Notes.add", "charm-3/add"),
+            ("weird name!.do it", "charm-4/do it"),
+            (long.as_str(), "charm-5/x"),
+            ("grow.t0", "source:grow:t0"),
+        ];
+        let cut = format!("{}-228459", "L".repeat(57));
+        assert_eq!(
+            wire_names(&pairs),
+            ["Counter_increment-c6a82c", "Counter_increment-664f5d", "Notes_add", "weird_name_do_it", &cut, "grow_t0"]
+        );
+    }
+
+    #[test]
     fn simple_and_dotted_names() {
         assert_eq!(sanitize("Counter"), "Counter");
         assert_eq!(sanitize("Counter.increment"), "Counter_increment");
