@@ -29,7 +29,17 @@ impl LazyValidator {
 }
 
 /// What is wrong with `value`, as "at PATH: what" items joined by `; ` (the first
-/// [`MAX_VIOLATIONS`], then "and more"); `None` when it is valid.
+/// ten, then "and more"); `None` when it is valid.
+///
+/// ```
+/// use trellis_builtins::validation::violations;
+///
+/// let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+/// let validator = jsonschema::validator_for(&schema).unwrap();
+/// assert_eq!(violations(&validator, &serde_json::json!({"n": 1})), None);
+/// let wrong = violations(&validator, &serde_json::json!({"n": "one"})).unwrap();
+/// assert!(wrong.starts_with("at /n: "), "{wrong}");
+/// ```
 pub fn violations(validator: &Validator, value: &Value) -> Option<String> {
     if validator.is_valid(value) {
         return None;
