@@ -27,6 +27,11 @@ fn another_of_the_same_name() -> Bundle {
     Bundle::from_parts(text.into_bytes(), original.module, None).expect("a bundle")
 }
 
+/// Installing unsigned, with the `clock` the example asks for.
+fn unsigned_with_clock() -> InstallOptions {
+    InstallOptions { allow_unsigned: true, ..grant_clock() }
+}
+
 fn grant_clock() -> InstallOptions {
     InstallOptions { allow_unsigned: false, granted: vec![Permission::Clock] }
 }
@@ -85,7 +90,7 @@ fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
     let rt = Runtime::in_memory();
     let user = User::new();
     let store = user.store(&rt);
-    let options = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    let options = unsigned_with_clock();
     store.install(&example(None), &options).expect("install");
     let module = Link::new("plugins", Path::new(["installed", "text-tools", "module"]));
     rt.transact(|tx| tx.write(&module, Value::from("not base64!"))).expect("damage");
@@ -106,7 +111,7 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     let rt = Runtime::in_memory();
     let user = User::new();
     let store = user.store(&rt);
-    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    let unsigned = unsigned_with_clock();
     // A plugin whose name breaks the rules is refused before anything is written.
     let dir = tempfile::tempdir().expect("tempdir");
     let wat = common::module("", r#"(func (export "run") (param i32 i32) (result i64) (i64.const 0))"#);
@@ -144,7 +149,7 @@ async fn what_may_run_is_the_users_decision_not_the_spaces() {
     let rt = Runtime::in_memory();
     let (author, someone) = (User::new(), User::new());
     let key = SecretKey::generate().expect("key");
-    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    let unsigned = unsigned_with_clock();
     author.store(&rt).install(&example(None), &unsigned).expect("the author accepts it unsigned");
     assert!(loaded(&author.store(&rt)).1.is_empty());
 
@@ -188,7 +193,7 @@ fn a_refused_install_leaves_no_decision_behind() {
     let rt = Runtime::in_memory();
     let user = User::new();
     let store = user.store(&rt);
-    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    let unsigned = unsigned_with_clock();
     store.install(&example(None), &unsigned).expect("install");
     let other = another_of_the_same_name();
     assert!(matches!(store.install(&other, &unsigned), Err(StoreError::AlreadyInstalled(_))));
@@ -201,7 +206,7 @@ fn a_refused_install_leaves_no_decision_behind() {
 async fn installing_the_bundle_a_space_holds_makes_the_record_the_users() {
     let rt = Runtime::in_memory();
     let (someone, me) = (User::new(), User::new());
-    let unsigned = InstallOptions { allow_unsigned: true, granted: vec![Permission::Clock] };
+    let unsigned = unsigned_with_clock();
     someone.store(&rt).install(&example(None), &unsigned).expect("someone installs it unsigned");
     someone.store(&rt).set_enabled("text-tools", false).expect("and disables it");
     // The same content, signed by a key I trust.
