@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::{APPROVAL_KEY, STREAM_KEY};
+use trellis_runner::link::{is_stream, APPROVAL_KEY, STREAM_KEY};
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
 
 /// What a value is to a catalog: data, or a stream with its marker.
@@ -29,9 +29,10 @@ pub(super) enum Kind {
 impl Kind {
     /// What `value` is.
     pub(super) fn of(value: &Stored) -> Kind {
-        match value.as_object() {
-            Some(map) if map.contains_key(STREAM_KEY) => Kind::Stream(value.clone()),
-            _ => Kind::Data,
+        if is_stream(value) {
+            Kind::Stream(value.clone())
+        } else {
+            Kind::Data
         }
     }
 
