@@ -27,6 +27,13 @@ fn another_of_the_same_name() -> Bundle {
     Bundle::from_parts(text.into_bytes(), original.module, None).expect("a bundle")
 }
 
+/// A space and a user who installed the example in it unsigned.
+fn with_the_example_unsigned() -> (Runtime, User) {
+    let (rt, user) = (Runtime::in_memory(), User::new());
+    user.store(&rt).install(&example(None), &unsigned_with_clock()).expect("install");
+    (rt, user)
+}
+
 /// Installing unsigned, with the `clock` the example asks for.
 fn unsigned_with_clock() -> InstallOptions {
     InstallOptions { allow_unsigned: true, ..grant_clock() }
@@ -87,11 +94,8 @@ async fn installed_plugins_load_until_disabled_or_their_key_is_untrusted() {
 
 #[test]
 fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
-    let rt = Runtime::in_memory();
-    let user = User::new();
+    let (rt, user) = with_the_example_unsigned();
     let store = user.store(&rt);
-    let options = unsigned_with_clock();
-    store.install(&example(None), &options).expect("install");
     let module = Link::new("plugins", Path::new(["installed", "text-tools", "module"]));
     rt.transact(|tx| tx.write(&module, Value::from("not base64!"))).expect("damage");
     let (_, failed) = loaded(&store);
@@ -190,11 +194,9 @@ async fn what_may_run_is_the_users_decision_not_the_spaces() {
 
 #[test]
 fn a_refused_install_leaves_no_decision_behind() {
-    let rt = Runtime::in_memory();
-    let user = User::new();
+    let (rt, user) = with_the_example_unsigned();
     let store = user.store(&rt);
     let unsigned = unsigned_with_clock();
-    store.install(&example(None), &unsigned).expect("install");
     let other = another_of_the_same_name();
     assert!(matches!(store.install(&other, &unsigned), Err(StoreError::AlreadyInstalled(_))));
     let trust = TrustFile::at(user.0.path().join("plugins.json")).load().expect("the trust file");
