@@ -31,7 +31,28 @@ pub struct RunConfig {
     pub progress: bool,
 }
 
+/// The rows `TRELLIS_BENCH_ONLY` selects (`SYSTEM` or `SYSTEM/SCENARIO`, `*` for any
+/// system): for profiling one system or one scenario. Unset: every row.
+static ONLY: std::sync::LazyLock<Option<(String, Option<String>)>> = std::sync::LazyLock::new(|| {
+    let only = std::env::var("TRELLIS_BENCH_ONLY").ok().filter(|s| !s.is_empty())?;
+    let (system, scenario) = match only.split_once('/') {
+        Some((system, scenario)) => (system.to_string(), Some(scenario.to_string())),
+        None => (only, None),
+    };
+    Some((system, scenario))
+});
+
 impl RunConfig {
+    /// Whether the row of `system` in `scenario` is measured (see `TRELLIS_BENCH_ONLY`).
+    pub fn selected(&self, system: &str, scenario: &str) -> bool {
+        match &*ONLY {
+            None => true,
+            Some((only_system, only_scenario)) => {
+                (only_system == "*" || only_system == system) && only_scenario.as_ref().is_none_or(|s| s == scenario)
+            }
+        }
+    }
+
     /// `budget`, or a minimal one when [`RunConfig::quick`] is set.
     pub fn budget(&self, budget: Budget) -> Budget {
         if self.quick {

@@ -84,6 +84,10 @@ fn usage() -> String {
          \x20              failed measurements have null numbers and an \"error\")\n\
          \x20   --quick    a few samples per measurement (smoke test; numbers are rough)\n\
          \x20   -h, --help this text\n\n\
+         ENVIRONMENT:\n\
+         \x20   TRELLIS_BENCH_ONLY=SYSTEM[/SCENARIO]\n\
+         \x20              measure only these propagation rows (`*`: any system), e.g.\n\
+         \x20              `trellis/deepPropagation` under a profiler\n\n\
          The table shows medians per iteration and (Nx) = ratio to the fastest peer;\n\
          \x20throughput scenarios (storage) also list operations per second under it.\n\
          Progress goes to stderr. Exit status 1 if any measurement failed its checks.\n",

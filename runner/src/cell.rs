@@ -82,11 +82,13 @@ impl<T> Cell<T> {
 
     /// The raw value, links followed, schema applied.
     pub fn get_value(&self, r: &(impl Read + ?Sized)) -> Result<Value> {
-        let (at, value) = r.resolve(&self.at.link)?;
-        Ok(match &self.at.schema {
-            Some(schema) => schema.shape(&at, value),
-            None => value,
-        })
+        match &self.at.schema {
+            Some(schema) => {
+                let (at, value) = r.resolve(&self.at.link)?;
+                Ok(schema.shape(&at, value))
+            }
+            None => r.read(&self.at.link),
+        }
     }
 
     /// Writes a raw value.

@@ -45,10 +45,15 @@ pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
 /// runaway cycle.
 pub(crate) const MAX_RUNS_PER_SETTLE: u32 = 100;
 
-pub(crate) struct Computation {
+/// What running a computation takes: shared, so handing it out is one reference count.
+pub(crate) struct Body {
     pub name: Arc<str>,
     pub output: Link,
     pub run: ComputeFn,
+}
+
+pub(crate) struct Computation {
+    body: Arc<Body>,
     pub owner: Option<DocId>,
     deps: Vec<Link>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
@@ -107,9 +112,7 @@ pub(crate) enum Next {
 /// What the runtime needs to run one computation.
 pub(crate) struct Ready {
     pub id: ComputationId,
-    pub name: Arc<str>,
-    pub output: Link,
-    pub run: ComputeFn,
+    pub body: Arc<Body>,
 }
 
 impl Graph {
@@ -131,9 +134,7 @@ impl Graph {
             }
         }
         let c = Computation {
-            name: name.into(),
-            output,
-            run,
+            body: Arc::new(Body { name: name.into(), output, run }),
             owner,
             deps: Vec::new(),
             producers: Vec::new(),
@@ -186,7 +187,7 @@ impl Graph {
                 set.remove(&id);
             }
         }
-        if let Some(list) = self.writers.get_mut(&c.output.doc) {
+        if let Some(list) = self.writers.get_mut(&c.body.output.doc) {
             list.retain(|(_, w)| *w != id);
         }
     }
@@ -259,9 +260,9 @@ impl Graph {
             c.runs += 1;
             let first_run = c.runs == 1;
             let next = if c.runs > MAX_RUNS_PER_SETTLE {
-                Next::Runaway { name: c.name.clone(), runs: c.runs - 1 }
+                Next::Runaway { name: c.body.name.clone(), runs: c.runs - 1 }
             } else {
-                Next::Run(Ready { id, name: c.name.clone(), output: c.output.clone(), run: c.run.clone() })
+                Next::Run(Ready { id, body: c.body.clone() })
             };
             self.dirty_count -= 1;
             if first_run {
@@ -298,16 +299,16 @@ impl Graph {
         })
     }
 
-    /// Records what a computation read on its latest run and recomputes its height.
-    /// `reads` is sorted in place; it is taken only when the dependencies changed.
-    pub fn ran(&mut self, id: ComputationId, reads: &mut Vec<Link>) {
-        reads.sort_unstable_by(|a, b| (&a.doc, &a.path).cmp(&(&b.doc, &b.path)));
-        reads.dedup();
+    /// Records what a computation read on its latest run, as (document, path) in the
+    /// order first read, and recomputes its height.
+    pub fn ran<'r>(&mut self, id: ComputationId, reads: impl ExactSizeIterator<Item = (&'r DocId, &'r Path)> + Clone) {
         let Some(c) = self.get(id) else { return };
-        if c.deps == *reads {
+        if c.deps.len() == reads.len()
+            && c.deps.iter().zip(reads.clone()).all(|(d, (doc, path))| d.doc == *doc && d.path == *path)
+        {
             return; // the common case: same reads as last time, nothing to re-index
         }
-        let deps = std::mem::take(reads);
+        let deps: Vec<Link> = reads.map(|(doc, path)| Link::new(doc.clone(), path.clone())).collect();
         let old = self.get_mut(id).map(|c| std::mem::take(&mut c.deps)).unwrap_or_default();
         for old in &old {
             if let Some(set) = self.readers.get_mut(&old.doc) {
@@ -346,6 +347,10 @@ mod tests {
         Link::new(doc, Path::new([key]))
     }
 
+    fn ran(g: &mut Graph, id: ComputationId, reads: &[Link]) {
+        g.ran(id, reads.iter().map(|l| (&l.doc, &l.path)));
+    }
+
     fn noop() -> ComputeFn {
         Arc::new(|_| Ok(Value::Null))
     }
@@ -356,15 +361,15 @@ mod tests {
         let p = g.add("p", link("d", "p"), None, noop());
         let c = g.add("c", link("d", "c"), None, noop());
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == p));
-        g.ran(p, &mut vec![link("d", "other")]);
+        ran(&mut g, p, &[link("d", "other")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
-        g.ran(c, &mut vec![link("d", "src")]);
+        ran(&mut g, c, &[link("d", "src")]);
         g.changed(&"d".into(), [Path::new(["src"])].iter());
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
         g.changed(&"d".into(), [Path::new(["src"])].iter());
         // ...and this run reads `p`, which raises its height to 1.
-        g.ran(c, &mut vec![link("d", "src"), link("d", "p")]);
+        ran(&mut g, c, &[link("d", "src"), link("d", "p")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
@@ -389,7 +394,7 @@ mod tests {
         let mut g = Graph::default();
         let reader = g.add("reader", link("d", "out"), None, noop());
         assert!(g.next().is_some());
-        g.ran(reader, &mut vec![link("d", "later")]);
+        ran(&mut g, reader, &[link("d", "later")]);
         let producer = g.add("producer", link("d", "later"), None, noop());
         g.changed(&"d".into(), [Path::new(["later"])].iter());
         // Both are dirty; the producer must run first although the reader was queued at

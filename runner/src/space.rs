@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use parking_lot::ReentrantMutex;
+use parking_lot::{ReentrantMutex, RwLock};
 use rustc_hash::FxBuildHasher;
 
 use crate::error::Error;
@@ -33,31 +33,51 @@ pub struct Version(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Seq(pub u64);
 
-struct Doc {
+/// One document in memory. The space's map and every transaction that touched the
+/// document share it, so a commit applies its writes without looking the document up again.
+pub(crate) struct DocEntry {
+    state: RwLock<DocState>,
+}
+
+struct DocState {
     value: Value,
     /// 0 for a document that does not exist (yet): remembered once storage said so, so
     /// that reading a missing document does not ask storage every time.
     version: Version,
-    /// (version, paths written by the commit that created it), oldest first.
-    recent: VecDeque<(Version, Arc<[Path]>)>,
+    /// (version, paths written by the commit that created it), oldest first; at most
+    /// [`RECENT_COMMITS`], and the oldest entry's list is reused for the newest.
+    recent: VecDeque<(Version, Vec<Path>)>,
 }
 
-/// The buffered state of one document inside a transaction.
-#[derive(Debug, Clone)]
+impl DocEntry {
+    fn new(value: Value, version: Version) -> Arc<Self> {
+        Arc::new(DocEntry { state: RwLock::new(DocState { value, version, recent: VecDeque::new() }) })
+    }
+
+    /// The current value and version.
+    pub(crate) fn snapshot(&self) -> (Value, Version) {
+        let state = self.state.read();
+        (state.value.clone(), state.version)
+    }
+}
+
+/// A document a transaction touched: its snapshot, what it read there, what it wrote.
 pub(crate) struct DocWrites {
+    /// The document.
+    pub id: DocId,
+    /// Its entry in the space.
+    pub entry: Arc<DocEntry>,
     /// The version of the snapshot this transaction works on.
     pub read_version: Version,
     /// The snapshot with this transaction's writes applied.
     pub local: Value,
     /// Writes in order, to replay onto a newer version at commit.
     pub ops: Vec<(Path, Value)>,
-    /// Paths read in this document.
-    pub reads: Vec<Path>,
 }
 
 /// A named store of versioned JSON documents.
 pub struct Space {
-    docs: DashMap<DocId, Doc, FxBuildHasher>,
+    docs: DashMap<DocId, Arc<DocEntry>, FxBuildHasher>,
     /// Serialises commits; reentrant so that a transaction running under
     /// [`Space::exclusive`] can commit.
     commit_lock: ReentrantMutex<()>,
@@ -124,28 +144,30 @@ impl Space {
         })
     }
 
-    /// The document `id`, loaded from storage if this is its first read (a missing one
-    /// is remembered as version 0). `None` only if it is missing from memory-only
-    /// storage, or storage failed (recorded: see [`Space::unreadable`]).
-    fn doc(&self, id: &str) -> Option<dashmap::mapref::one::Ref<'_, DocId, Doc>> {
-        if let Some(doc) = self.docs.get(id) {
-            return Some(doc);
+    /// The entry of document `id`, loaded from storage if this is its first read (a
+    /// missing one is remembered as version 0). If storage fails, the failure is recorded
+    /// (commits stop: see [`Space::unreadable`]) and an empty entry outside the space
+    /// stands in for the document.
+    pub(crate) fn entry(&self, id: &str) -> Arc<DocEntry> {
+        if let Some(entry) = self.docs.get(id) {
+            return entry.clone();
         }
-        if !self.lazy {
-            return None;
-        }
-        let loaded = match self.storage.load_doc(id) {
-            Ok(Some(stored)) => Doc { value: stored.value, version: Version(stored.version), recent: VecDeque::new() },
-            Ok(None) => Doc { value: Value::Null, version: Version::default(), recent: VecDeque::new() },
-            Err(error) => {
-                tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
-                self.unreadable.lock().get_or_insert_with(|| (id.to_owned(), error.to_string()));
-                return None;
+        let loaded = if self.lazy {
+            match self.storage.load_doc(id) {
+                Ok(Some(stored)) => DocEntry::new(stored.value, Version(stored.version)),
+                Ok(None) => DocEntry::new(Value::Null, Version::default()),
+                Err(error) => {
+                    tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
+                    self.unreadable.lock().get_or_insert_with(|| (id.to_owned(), error.to_string()));
+                    return DocEntry::new(Value::Null, Version::default());
+                }
             }
+        } else {
+            DocEntry::new(Value::Null, Version::default())
         };
         // Another thread may have loaded (or a commit created) it meanwhile: theirs wins,
         // being at least as new as what storage had.
-        Some(self.docs.entry(DocId::from(id)).or_insert(loaded).downgrade())
+        self.docs.entry(DocId::from(id)).or_insert(loaded).clone()
     }
 
     /// The load failure that stops commits, if any.
@@ -162,15 +184,12 @@ impl Space {
 
     /// The current value and version of a document (`Null`, version 0 when absent).
     pub fn snapshot(&self, doc: &str) -> (Value, Version) {
-        match self.doc(doc) {
-            Some(d) => (d.value.clone(), d.version),
-            None => (Value::Null, Version::default()),
-        }
+        self.entry(doc).snapshot()
     }
 
     /// Whether the document exists.
     pub fn contains(&self, doc: &str) -> bool {
-        self.doc(doc).is_some_and(|d| d.version > Version::default())
+        self.entry(doc).state.read().version > Version::default()
     }
 
     /// Ids of all documents whose id starts with `prefix`, without loading them: those
@@ -186,7 +205,7 @@ impl Space {
         ids.extend(
             self.docs
                 .iter()
-                .filter(|e| e.key().starts_with(prefix) && e.version > Version::default())
+                .filter(|e| e.key().starts_with(prefix) && e.state.read().version > Version::default())
                 .map(|e| e.key().clone()),
         );
         ids.sort();
@@ -225,56 +244,61 @@ impl Space {
         f()
     }
 
-    /// Validates and applies one transaction's writes atomically.
-    pub(crate) fn commit(&self, docs: Vec<(DocId, DocWrites)>) -> Result<Commit, Error> {
+    /// Validates and applies one transaction's writes atomically. `reads` are the
+    /// locations it read, as (position in `docs`, path).
+    pub(crate) fn commit(&self, docs: Vec<DocWrites>, reads: &[(u32, Path)]) -> Result<Commit, Error> {
         let _guard = self.commit_lock.lock();
         if let Some(error) = self.unreadable() {
             return Err(error.into());
         }
         // Validate everything before applying anything, so a conflict leaves no trace.
+        // Commits are serialised here, so what is validated is what gets applied.
         let mut updated = Vec::with_capacity(docs.len());
-        for (id, writes) in docs {
-            let (value, version) = match self.doc(&id) {
-                Some(doc) if doc.version != writes.read_version => {
-                    validate(&id, &writes, doc.version, &doc.recent)?;
-                    let mut value = doc.value.clone();
+        for (index, writes) in docs.into_iter().enumerate() {
+            let rebased = {
+                let state = writes.entry.state.read();
+                if state.version == writes.read_version {
+                    None
+                } else {
+                    let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
+                    validate(&writes, read, state.version, &state.recent)?;
+                    let mut value = state.value.clone();
                     for (path, v) in &writes.ops {
-                        value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: id.clone() })?;
+                        value
+                            .set_at(path.segments(), v.clone())
+                            .map_err(|_| Error::Conflict { doc: writes.id.clone() })?;
                     }
-                    (value, doc.version)
+                    Some(value)
                 }
-                Some(doc) => (writes.local, doc.version),
-                None if writes.read_version != Version::default() => return Err(Error::Conflict { doc: id }),
-                None => (writes.local, Version::default()),
             };
             if !writes.ops.is_empty() {
-                let paths: Vec<Path> = writes.ops.into_iter().map(|(p, _)| p).collect();
-                updated.push((id, value, Version(version.0 + 1), paths));
+                updated.push((rebased, writes));
             }
         }
         let keeps_writes = self.storage.keeps_writes();
         let mut stored = Vec::with_capacity(if keeps_writes { updated.len() } else { 0 });
         let mut changes = Vec::with_capacity(updated.len());
         let wrote = !updated.is_empty();
-        for (id, value, version, paths) in updated {
+        for (rebased, writes) in updated {
+            let DocWrites { id, entry, local, ops, .. } = writes;
+            let value = rebased.unwrap_or(local);
+            let paths: Vec<Path> = ops.into_iter().map(|(p, _)| p).collect();
+            let mut state = entry.state.write();
+            let version = Version(state.version.0 + 1);
             if keeps_writes {
                 stored.push(StoredDoc { id: id.to_string(), version: version.0, value: value.clone() });
             }
-            let mut doc = match self.docs.get_mut(&*id) {
-                Some(doc) => doc,
-                None => self.docs.entry(id.clone()).or_insert_with(|| Doc {
-                    value: Value::Null,
-                    version: Version::default(),
-                    recent: VecDeque::new(),
-                }),
+            // The oldest entry's list is reused: a settle commits every few microseconds.
+            let mut recent = match state.recent.len() {
+                RECENT_COMMITS => state.recent.pop_front().map(|(_, list)| list).unwrap_or_default(),
+                _ => Vec::new(),
             };
-            if doc.recent.len() == RECENT_COMMITS {
-                doc.recent.pop_front();
-            }
-            doc.recent.push_back((version, Arc::from(paths.as_slice())));
-            doc.value = value;
-            doc.version = version;
-            drop(doc);
+            recent.clear();
+            recent.extend_from_slice(&paths);
+            state.recent.push_back((version, recent));
+            state.value = value;
+            state.version = version;
+            drop(state);
             changes.push((id, paths));
         }
         let (durable, seq) = match (wrote, keeps_writes) {
@@ -288,20 +312,20 @@ impl Space {
 
 /// A document changed since the transaction read it: the transaction may still commit
 /// if none of the commits since then wrote a path it read.
-fn validate(
-    id: &DocId,
+fn validate<'p>(
     writes: &DocWrites,
+    read: impl Iterator<Item = &'p Path> + Clone,
     version: Version,
-    recent: &VecDeque<(Version, Arc<[Path]>)>,
+    recent: &VecDeque<(Version, Vec<Path>)>,
 ) -> Result<(), Error> {
-    let conflict = || Error::Conflict { doc: id.clone() };
+    let conflict = || Error::Conflict { doc: writes.id.clone() };
     let oldest_known = recent.front().map_or(u64::MAX, |(v, _)| v.0);
     if writes.read_version.0 + 1 < oldest_known || version < writes.read_version {
         return Err(conflict());
     }
     let touched = recent.iter().filter(|(v, _)| *v > writes.read_version).flat_map(|(_, paths)| paths.iter());
     for written in touched {
-        if writes.reads.iter().any(|read| read.overlaps(written)) {
+        if read.clone().any(|read| read.overlaps(written)) {
             return Err(conflict());
         }
     }
@@ -310,7 +334,9 @@ fn validate(
 
 impl Read for Space {
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
-        self.doc(doc).and_then(|d| d.value.at(path.segments()).cloned()).unwrap_or(Value::Null)
+        let entry = self.entry(doc);
+        let state = entry.state.read();
+        state.value.at(path.segments()).cloned().unwrap_or(Value::Null)
     }
 
     fn note_read(&self, _link: &Link) {}

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocWrites, Space, Version};
+use crate::space::{DocEntry, DocWrites, Space, Version};
 use crate::value::{Path, Value};
 
 /// Work to run once a transaction has committed.
@@ -28,26 +28,53 @@ pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
 /// (a settle's transaction touches every document its computations read and write).
 const SCAN_LIMIT: usize = 8;
 
+/// How many locations a transaction remembers having read since its last write (see
+/// [`Tx::resolve`]).
+const MEMO: usize = 8;
+
 /// The documents a transaction touched, in first-touch order.
 #[derive(Default)]
 struct Docs {
-    list: Vec<(DocId, DocWrites)>,
+    list: Vec<DocWrites>,
+    /// Position in `list` by the address of an id's text, once `list` is longer than
+    /// [`SCAN_LIMIT`]. Handles share their ids, so one address nearly always stands for
+    /// one document; a hit is still checked against the id, since an address is reused
+    /// once the text that had it is dropped.
+    by_address: FxHashMap<usize, usize>,
     /// Position in `list` by id, once `list` is longer than [`SCAN_LIMIT`].
-    index: FxHashMap<DocId, usize>,
+    by_id: FxHashMap<DocId, usize>,
     /// The position found last: reading a location looks its document up twice (value,
     /// then read set), and computations often read one document many times.
     last: usize,
 }
 
+/// The address of an id's text: what [`Docs::by_address`] is keyed by.
+fn address(id: &DocId) -> usize {
+    Arc::as_ptr(id).cast::<u8>() as usize
+}
+
 impl Docs {
     fn position(&mut self, doc: &DocId) -> Option<usize> {
-        if self.list.get(self.last).is_some_and(|(id, _)| Arc::ptr_eq(id, doc)) {
+        if self.list.get(self.last).is_some_and(|d| Arc::ptr_eq(&d.id, doc)) {
             return Some(self.last);
         }
         let found = if self.list.len() <= SCAN_LIMIT {
-            self.list.iter().position(|(id, _)| id == doc)
+            // The same text first: comparing ids that share a long prefix costs more.
+            self.list
+                .iter()
+                .position(|d| Arc::ptr_eq(&d.id, doc))
+                .or_else(|| self.list.iter().position(|d| d.id == *doc))
         } else {
-            self.index.get(doc).copied()
+            match self.by_address.get(&address(doc)) {
+                Some(&at) if self.list[at].id == *doc => Some(at),
+                _ => {
+                    let at = self.by_id.get(doc).copied();
+                    if let Some(at) = at {
+                        self.by_address.insert(address(doc), at);
+                    }
+                    at
+                }
+            }
         };
         if let Some(at) = found {
             self.last = at;
@@ -55,15 +82,21 @@ impl Docs {
         found
     }
 
-    /// Adds a document first touched, with its snapshot.
-    fn push(&mut self, doc: DocId, (local, read_version): (Value, Version)) -> usize {
-        self.list.push((doc, DocWrites { read_version, local, ops: Vec::new(), reads: Vec::new() }));
+    /// Adds a document first touched, with its entry and snapshot.
+    fn push(&mut self, id: DocId, entry: Arc<DocEntry>, (local, read_version): (Value, Version)) -> usize {
+        self.list.push(DocWrites { id, entry, read_version, local, ops: Vec::new() });
         let len = self.list.len();
         if len == SCAN_LIMIT + 1 {
-            self.index = self.list.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
+            for (at, d) in self.list.iter().enumerate() {
+                self.by_id.insert(d.id.clone(), at);
+                self.by_address.insert(address(&d.id), at);
+            }
         } else if len > SCAN_LIMIT + 1 {
-            self.index.insert(self.list[len - 1].0.clone(), len - 1);
+            let id = &self.list[len - 1].id;
+            self.by_id.insert(id.clone(), len - 1);
+            self.by_address.insert(address(id), len - 1);
         }
+        self.last = len - 1;
         len - 1
     }
 }
@@ -89,7 +122,10 @@ pub struct Tx<'s> {
     space: &'s Space,
     docs: RefCell<Docs>,
     after_commit: RefCell<Vec<AfterCommit>>,
-    reads: RefCell<Vec<Link>>,
+    /// Every location read, as (position in `docs`, path), in the order first read: the
+    /// read set that commit validates, and (since a savepoint) a computation's
+    /// dependencies.
+    reads: RefCell<Vec<(u32, Path)>>,
     /// Where the open savepoint's reads start (a read before it is not one of its own).
     reads_floor: std::cell::Cell<usize>,
     /// How to undo the writes made since the open savepoint (kept allocated between
@@ -97,6 +133,9 @@ pub struct Tx<'s> {
     undo: RefCell<Vec<Undo>>,
     /// Whether a savepoint is open.
     open: std::cell::Cell<bool>,
+    /// Locations read since the last write or savepoint, with no link on the way: (its
+    /// entry in `reads`, the value). See [`Tx::read`].
+    memo: RefCell<Vec<(usize, Value)>>,
 }
 
 impl<'s> Tx<'s> {
@@ -109,6 +148,7 @@ impl<'s> Tx<'s> {
             reads_floor: std::cell::Cell::new(0),
             undo: RefCell::new(Vec::new()),
             open: std::cell::Cell::new(false),
+            memo: RefCell::new(Vec::new()),
         }
     }
 
@@ -121,9 +161,43 @@ impl<'s> Tx<'s> {
         let mut docs = self.docs.borrow_mut();
         let index = match docs.position(doc) {
             Some(index) => index,
-            None => docs.push(doc.clone(), self.space.snapshot(doc)),
+            None => {
+                let entry = self.space.entry(doc);
+                let snapshot = entry.snapshot();
+                docs.push(doc.clone(), entry, snapshot)
+            }
         };
-        f(index, &mut docs.list[index].1)
+        f(index, &mut docs.list[index])
+    }
+
+    /// The value read at `link` since the last write, if it was read with no link on the
+    /// way. Handles share their ids and paths, so comparing locations is mostly comparing
+    /// pointers.
+    fn remembered(&self, link: &Link) -> Option<Value> {
+        let memo = self.memo.borrow();
+        if memo.is_empty() {
+            return None;
+        }
+        let reads = self.reads.borrow();
+        let docs = self.docs.borrow();
+        let same = |read: usize| {
+            reads.get(read).is_some_and(|(doc, path)| {
+                *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| d.id == link.doc)
+            })
+        };
+        memo.iter().find(|(read, _)| same(*read)).map(|(_, value)| value.clone())
+    }
+
+    /// Remembers the value just read at `link` (its read is the latest in `reads`).
+    fn remember(&self, value: &Value) {
+        let read = self.reads.borrow().len().saturating_sub(1);
+        let mut memo = self.memo.borrow_mut();
+        if memo.len() == MEMO {
+            // The oldest goes: a computation reading more locations than this is rare.
+            memo.rotate_left(1);
+            memo.pop();
+        }
+        memo.push((read, value.clone()));
     }
 
     /// Writes `value` at `link`. Links along the path are followed; a link stored exactly
@@ -145,17 +219,19 @@ impl<'s> Tx<'s> {
         let index = match docs.position(&target.doc) {
             Some(index) => index,
             None => {
-                let snapshot = self.space.snapshot(&target.doc);
+                let entry = self.space.entry(&target.doc);
+                let snapshot = entry.snapshot();
                 if unchanged(&snapshot.0) {
                     return Ok(());
                 }
-                docs.push(target.doc.clone(), snapshot)
+                docs.push(target.doc.clone(), entry, snapshot)
             }
         };
-        let d = &mut docs.list[index].1;
+        let d = &mut docs.list[index];
         if unchanged(&d.local) {
             return Ok(());
         }
+        self.memo.borrow_mut().clear();
         let mut log = self.undo.borrow_mut();
         let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
         d.local.set_at(target.path.segments(), value.clone())?;
@@ -168,12 +244,17 @@ impl<'s> Tx<'s> {
 
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        self.docs.borrow().list.iter().any(|(_, d)| !d.ops.is_empty())
+        self.docs.borrow().list.iter().any(|d| !d.ops.is_empty())
     }
 
     /// Every location read so far (the dependencies of a computation).
     pub fn reads(&self) -> Vec<Link> {
-        self.reads.borrow().clone()
+        let docs = self.docs.borrow();
+        self.reads
+            .borrow()
+            .iter()
+            .map(|(doc, path)| Link::new(docs.list[*doc as usize].id.clone(), path.clone()))
+            .collect()
     }
 
     /// Runs `f` once this transaction has committed (never if it rolls back or is
@@ -186,30 +267,19 @@ impl<'s> Tx<'s> {
     /// [`Tx::rollback`] or kept with [`Tx::release`]. Savepoints do not nest.
     pub(crate) fn savepoint(&self) -> Savepoint {
         self.undo.borrow_mut().clear();
+        self.memo.borrow_mut().clear();
         self.open.set(true);
         let reads = self.reads.borrow().len();
         self.reads_floor.set(reads);
         Savepoint { reads, hooks: self.after_commit.borrow().len() }
     }
 
-    /// The locations read since `savepoint` (taken out of the list: the reads of each
-    /// computation of a settle are its own dependencies). Hand the list back with
-    /// [`Tx::recycle_reads`] when done, so the next computation reuses it.
-    pub(crate) fn reads_since(&self, savepoint: &Savepoint) -> Vec<Link> {
-        let mut reads = self.reads.borrow_mut();
-        match savepoint.reads {
-            0 => std::mem::take(&mut *reads),
-            at => reads.split_off(at),
-        }
-    }
-
-    /// Gives back a list taken with [`Tx::reads_since`], to be reused.
-    pub(crate) fn recycle_reads(&self, mut list: Vec<Link>) {
-        let mut reads = self.reads.borrow_mut();
-        if reads.is_empty() && list.capacity() > reads.capacity() {
-            list.clear();
-            *reads = list;
-        }
+    /// Calls `f` with the locations read since `savepoint`, as (document, path) in the
+    /// order first read: a computation's dependencies.
+    pub(crate) fn reads_since<T>(&self, savepoint: &Savepoint, f: impl FnOnce(ReadsSince<'_>) -> T) -> T {
+        let reads = self.reads.borrow();
+        let docs = self.docs.borrow();
+        f(ReadsSince { reads: &reads[savepoint.reads.min(reads.len())..], docs: &docs.list })
     }
 
     /// Keeps what was written since `savepoint`; calls `written` with each document
@@ -219,43 +289,69 @@ impl<'s> Tx<'s> {
         let log = self.undo.borrow();
         let docs = self.docs.borrow();
         for u in log.iter() {
-            let (id, d) = &docs.list[u.doc];
-            written(id, d.ops[u.ops..].iter().map(|(p, _)| p));
+            let d = &docs.list[u.doc];
+            written(&d.id, d.ops[u.ops..].iter().map(|(p, _)| p));
         }
     }
 
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);
+        self.memo.borrow_mut().clear();
         let mut docs = self.docs.borrow_mut();
         for u in self.undo.borrow_mut().drain(..) {
-            let d = &mut docs.list[u.doc].1;
+            let d = &mut docs.list[u.doc];
             d.local = u.local;
             d.ops.truncate(u.ops);
         }
         self.after_commit.borrow_mut().truncate(savepoint.hooks);
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<(DocId, DocWrites)>, Vec<AfterCommit>) {
-        (self.docs.into_inner().list, self.after_commit.into_inner())
+    pub(crate) fn into_parts(self) -> (Vec<DocWrites>, Vec<(u32, Path)>, Vec<AfterCommit>) {
+        (self.docs.into_inner().list, self.reads.into_inner(), self.after_commit.into_inner())
+    }
+}
+
+/// The locations a computation read: see [`Tx::reads_since`].
+#[derive(Clone, Copy)]
+pub(crate) struct ReadsSince<'a> {
+    reads: &'a [(u32, Path)],
+    docs: &'a [DocWrites],
+}
+
+impl<'a> ReadsSince<'a> {
+    /// The locations, as (document, path); consecutive reads of one location count once.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a DocId, &'a Path)> + Clone + 'a {
+        let docs = self.docs;
+        self.reads.iter().map(move |(doc, path)| (&docs[*doc as usize].id, path))
     }
 }
 
 impl Read for Tx<'_> {
+    /// The value at `link`. A computation that reads one cell many times resolves it
+    /// once: the value is remembered until this transaction writes (only its own writes
+    /// can change what it sees), and the read was noted the first time.
+    fn read(&self, link: &Link) -> Result<Value> {
+        if let Some(value) = self.remembered(link) {
+            return Ok(value);
+        }
+        let (at, value) = resolve(self, link, true)?;
+        if at == *link {
+            self.remember(&value);
+        }
+        Ok(value)
+    }
+
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
         self.with_doc(doc, |_, d| d.local.at(path.segments()).cloned().unwrap_or(Value::Null))
     }
 
     fn note_read(&self, link: &Link) {
-        self.with_doc(&link.doc, |_, d| {
-            // Computations often read one location many times in a row.
-            if d.reads.last() != Some(&link.path) {
-                d.reads.push(link.path.clone());
-            }
-        });
+        let doc = self.with_doc(&link.doc, |index, _| index as u32);
         let mut reads = self.reads.borrow_mut();
-        if reads.len() <= self.reads_floor.get() || reads.last() != Some(link) {
-            reads.push(link.clone());
+        // Computations often read one location many times in a row.
+        if reads.len() <= self.reads_floor.get() || reads.last().is_none_or(|(d, p)| *d != doc || *p != link.path) {
+            reads.push((doc, link.path.clone()));
         }
     }
 }
@@ -263,5 +359,49 @@ impl Read for Tx<'_> {
 impl std::fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tx").field("documents", &self.docs.borrow().list.len()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+    use crate::{Link, Path, Read};
+
+    #[test]
+    fn a_read_after_a_write_sees_the_write_though_the_first_read_was_remembered() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let other = rt.new_cell("other", 10i64).expect("cell");
+        rt.transact(|tx| {
+            assert_eq!(n.get(tx)?, 1);
+            assert_eq!(n.get(tx)?, 1, "remembered");
+            n.set(tx, 2)?;
+            assert_eq!(n.get(tx)?, 2, "the write is seen, not the remembered value");
+            // The same location through a link made apart from the cell's own.
+            let copy = Link::new(n.link().doc.to_string(), Path::root());
+            assert_eq!(tx.read(&copy)?, Value::from(2));
+            other.set(tx, 11)?;
+            assert_eq!(n.get(tx)?, 2);
+            assert_eq!(other.get(tx)?, 11);
+            Ok(())
+        })
+        .expect("commit");
+        assert_eq!(n.get(&rt).expect("read"), 2);
+    }
+
+    #[test]
+    fn a_location_reached_through_a_link_follows_the_link_as_it_changes() {
+        let rt = Runtime::in_memory();
+        let a = rt.new_cell("a", 1i64).expect("cell");
+        let b = rt.new_cell("b", 2i64).expect("cell");
+        let pointer = Link::new(rt.space().new_doc_id("p"), Path::root());
+        rt.transact(|tx| {
+            tx.write(&pointer, a.link().to_value())?;
+            assert_eq!(tx.read(&pointer)?, Value::from(1));
+            tx.write(&pointer, b.link().to_value())?;
+            assert_eq!(tx.read(&pointer)?, Value::from(2), "the new link is followed");
+            Ok(())
+        })
+        .expect("commit");
     }
 }

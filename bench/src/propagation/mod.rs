@@ -78,6 +78,9 @@ impl SystemVisitor for Runner {
     fn visit<S: ReactiveSystem>(&mut self) {
         let config = self.config;
         let scenario = self.scenario;
+        if !config.selected(S::NAME, &scenario.name()) {
+            return;
+        }
         let measurement = harness::run_guarded(&config, SUITE.name, &scenario.name(), S::NAME, || match scenario {
             Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
             Scenario::Kairo(case) => measure_kairo::<S>(&config, case),

@@ -201,26 +201,22 @@ impl Runtime {
     /// Runs one computation inside the settle's transaction and marks dirty what its
     /// output change affects. A computation that fails or panics leaves no write.
     fn run_computation(&self, tx: &Tx, ready: Ready) -> Result<()> {
-        let span = tracing::trace_span!("computation", name = %ready.name);
+        let body = &*ready.body;
+        let span = tracing::trace_span!("computation", name = %body.name);
         let _enter = span.enter();
         let savepoint = tx.savepoint();
-        let outcome = catch_unwind(AssertUnwindSafe(|| (ready.run)(tx)));
-        let mut deps = tx.reads_since(&savepoint);
+        let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
         let written = match outcome {
-            Ok(Ok(value)) => tx.write(&ready.output, value),
-            Ok(Err(e)) => Err(Error::ComputationFailed { name: ready.name.to_string(), message: e.to_string() }),
-            Err(panic) => {
-                Err(Error::ComputationFailed { name: ready.name.to_string(), message: panic_message(&panic) })
-            }
+            Ok(Ok(value)) => tx.write(&body.output, value),
+            Ok(Err(e)) => Err(Error::ComputationFailed { name: body.name.to_string(), message: e.to_string() }),
+            Err(panic) => Err(Error::ComputationFailed { name: body.name.to_string(), message: panic_message(&panic) }),
         };
         let mut graph = self.0.graph.lock();
-        graph.ran(ready.id, &mut deps);
+        tx.reads_since(&savepoint, |reads| graph.ran(ready.id, reads.iter()));
         match &written {
             Ok(()) => tx.release(savepoint, |doc, paths| graph.changed(doc, paths)),
             Err(_) => tx.rollback(savepoint),
         }
-        drop(graph);
-        tx.recycle_reads(deps);
         written
     }
 

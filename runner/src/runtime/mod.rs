@@ -212,8 +212,8 @@ impl Runtime {
     /// Commits a transaction; `mark`: whether its changes mark computations dirty (a
     /// settle's transaction marked them as each computation wrote).
     pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool) -> Result<Commit> {
-        let (docs, after_commit) = tx.into_parts();
-        let commit = self.0.space.commit(docs)?;
+        let (docs, reads, after_commit) = tx.into_parts();
+        let commit = self.0.space.commit(docs, &reads)?;
         if !commit.changes.is_empty() {
             if mark {
                 let mut graph = self.0.graph.lock();
