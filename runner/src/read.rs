@@ -60,11 +60,11 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: us
             Ok(Value::Object(out))
         }
         Value::Array(items) => {
-            let mut out = items.clone();
-            for (i, v) in items.into_iter().enumerate() {
-                out.set(i, deep(r, &at.child(i.to_string()), v, hops, depth + 1)?);
+            let mut out = (*items).clone();
+            for (i, v) in items.iter().enumerate() {
+                out.set(i, deep(r, &at.child(i.to_string()), v.clone(), hops, depth + 1)?);
             }
-            Ok(Value::Array(out))
+            Ok(Value::Array(std::sync::Arc::new(out)))
         }
         other => Ok(other),
     }

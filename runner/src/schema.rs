@@ -69,6 +69,7 @@ impl Schema {
         }
         if let (Some(items), Value::Array(list)) = (self.0.get("items"), &mut value) {
             let items = Schema(items.clone());
+            let list = std::sync::Arc::make_mut(list);
             for i in 0..list.len() {
                 let shaped = items.shape(&at.child(i.to_string()), list[i].clone());
                 list.set(i, shaped);

@@ -252,36 +252,36 @@ impl Space {
             return Err(error.into());
         }
         // Validate everything before applying anything, so a conflict leaves no trace.
-        // Commits are serialised here, so what is validated is what gets applied.
-        let mut updated = Vec::with_capacity(docs.len());
-        for (index, writes) in docs.into_iter().enumerate() {
-            let rebased = {
-                let state = writes.entry.state.read();
-                if state.version == writes.read_version {
-                    None
-                } else {
-                    let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
-                    validate(&writes, read, state.version, &state.recent)?;
-                    let mut value = state.value.clone();
-                    for (path, v) in &writes.ops {
-                        value
-                            .set_at(path.segments(), v.clone())
-                            .map_err(|_| Error::Conflict { doc: writes.id.clone() })?;
-                    }
-                    Some(value)
-                }
-            };
-            if !writes.ops.is_empty() {
-                updated.push((rebased, writes));
+        // Commits are serialised here, so what is validated is what gets applied. A
+        // document that moved since it was read gets this transaction's writes replayed
+        // onto its newer value (rare: no list is made otherwise).
+        let mut rebased: Vec<(usize, Value)> = Vec::new();
+        for (index, writes) in docs.iter().enumerate() {
+            let state = writes.entry.state.read();
+            if state.version == writes.read_version {
+                continue;
             }
+            let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
+            validate(writes, read, state.version, &state.recent)?;
+            let mut value = state.value.clone();
+            for (path, v) in &writes.ops {
+                value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: writes.id.clone() })?;
+            }
+            rebased.push((index, value));
         }
         let keeps_writes = self.storage.keeps_writes();
-        let mut stored = Vec::with_capacity(if keeps_writes { updated.len() } else { 0 });
-        let mut changes = Vec::with_capacity(updated.len());
-        let wrote = !updated.is_empty();
-        for (rebased, writes) in updated {
+        let wrote = docs.iter().any(|d| !d.ops.is_empty());
+        let mut stored = Vec::new();
+        let mut changes = Vec::new();
+        for (index, writes) in docs.into_iter().enumerate() {
+            if writes.ops.is_empty() {
+                continue;
+            }
             let DocWrites { id, entry, local, ops, .. } = writes;
-            let value = rebased.unwrap_or(local);
+            let value = match rebased.iter().position(|(at, _)| *at == index) {
+                Some(at) => rebased.swap_remove(at).1,
+                None => local,
+            };
             let paths: Vec<Path> = ops.into_iter().map(|(p, _)| p).collect();
             let mut state = entry.state.write();
             let version = Version(state.version.0 + 1);

@@ -24,8 +24,10 @@ pub enum Value {
     Number(serde_json::Number),
     /// JSON string.
     String(Arc<str>),
-    /// JSON array.
-    Array(Vector<Value>),
+    /// JSON array. Behind a reference count: a vector's inline storage would make every
+    /// value, a number too, as large as the vector (64 bytes rather than 32), and values
+    /// are copied on every read.
+    Array(Arc<Vector<Value>>),
     /// JSON object, keys in sorted order.
     Object(OrdMap<Arc<str>, Value>),
 }
@@ -151,6 +153,7 @@ impl Value {
             }
             Value::Array(items) => {
                 let index = seg.parse::<usize>().map_err(|_| error("array"))?;
+                let items = Arc::make_mut(items);
                 if index == items.len() {
                     items.push_back(Value::Null);
                 }
@@ -220,7 +223,7 @@ impl From<serde_json::Value> for Value {
             serde_json::Value::Bool(b) => Value::Bool(b),
             serde_json::Value::Number(n) => Value::Number(n),
             serde_json::Value::String(s) => Value::String(s.into()),
-            serde_json::Value::Array(items) => Value::Array(items.into_iter().map(Value::from).collect()),
+            serde_json::Value::Array(items) => Value::Array(Arc::new(items.into_iter().map(Value::from).collect())),
             serde_json::Value::Object(map) => {
                 Value::Object(map.into_iter().map(|(k, v)| (Arc::from(k), Value::from(v))).collect())
             }
