@@ -14,6 +14,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use parking_lot::{ReentrantMutex, RwLock};
 use rustc_hash::FxBuildHasher;
+use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::link::{DocId, Link};
@@ -72,7 +73,7 @@ pub(crate) struct DocWrites {
     /// The snapshot with this transaction's writes applied.
     pub local: Value,
     /// Writes in order, to replay onto a newer version at commit.
-    pub ops: Vec<(Path, Value)>,
+    pub ops: SmallVec<[(Path, Value); 1]>,
 }
 
 /// A named store of versioned JSON documents.
@@ -98,7 +99,8 @@ pub struct Space {
 
 /// What one commit changed: the written paths of each document, and where it stands.
 pub struct Commit {
-    /// Paths written, per document.
+    /// Paths written, per document (none listed when the commit was not asked to report
+    /// them: a settle's commit that nobody observes).
     pub changes: Vec<(DocId, Vec<Path>)>,
     /// Its place in the order of commits, and its durability ticket.
     pub committed: Committed,
@@ -238,6 +240,17 @@ impl Space {
         }
     }
 
+    /// [`Space::durable_after`] for a thread that may block: a ticket that is already
+    /// resolved (always, in memory) is taken without setting up an executor.
+    pub(crate) fn wait_durable_after(&self, committed: Committed) -> Result<(), StorageError> {
+        use std::future::Future;
+        let mut waiting = std::pin::pin!(self.durable_after(committed));
+        match waiting.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(result) => result,
+            std::task::Poll::Pending => futures::executor::block_on(waiting),
+        }
+    }
+
     /// Runs `f` while no other thread can commit to this space.
     pub(crate) fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
         let _guard = self.commit_lock.lock();
@@ -245,8 +258,9 @@ impl Space {
     }
 
     /// Validates and applies one transaction's writes atomically. `reads` are the
-    /// locations it read, as (position in `docs`, path).
-    pub(crate) fn commit(&self, docs: Vec<DocWrites>, reads: &[(u32, Path)]) -> Result<Commit, Error> {
+    /// locations it read, as (position in `docs`, path). `report`: whether the commit
+    /// lists what it changed (a settle's commit that nobody observes need not).
+    pub(crate) fn commit(&self, docs: Vec<DocWrites>, reads: &[(u32, Path)], report: bool) -> Result<Commit, Error> {
         let _guard = self.commit_lock.lock();
         if let Some(error) = self.unreadable() {
             return Err(error.into());
@@ -282,24 +296,24 @@ impl Space {
                 Some(at) => rebased.swap_remove(at).1,
                 None => local,
             };
-            let paths: Vec<Path> = ops.into_iter().map(|(p, _)| p).collect();
             let mut state = entry.state.write();
             let version = Version(state.version.0 + 1);
             if keeps_writes {
                 stored.push(StoredDoc { id: id.to_string(), version: version.0, value: value.clone() });
             }
             // The oldest entry's list is reused: a settle commits every few microseconds.
-            let mut recent = match state.recent.len() {
+            let mut paths = match state.recent.len() {
                 RECENT_COMMITS => state.recent.pop_front().map(|(_, list)| list).unwrap_or_default(),
                 _ => Vec::new(),
             };
-            recent.clear();
-            recent.extend_from_slice(&paths);
-            state.recent.push_back((version, recent));
+            paths.clear();
+            paths.extend(ops.into_iter().map(|(path, _)| path));
+            if report {
+                changes.push((id, paths.clone()));
+            }
+            state.recent.push_back((version, paths));
             state.value = value;
             state.version = version;
-            drop(state);
-            changes.push((id, paths));
         }
         let (durable, seq) = match (wrote, keeps_writes) {
             (false, _) => (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst)),

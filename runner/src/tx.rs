@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::error::Result;
 use crate::link::{DocId, Link};
@@ -41,8 +42,10 @@ struct Docs {
     /// one document; a hit is still checked against the id, since an address is reused
     /// once the text that had it is dropped.
     by_address: FxHashMap<usize, usize>,
-    /// Position in `list` by id, once `list` is longer than [`SCAN_LIMIT`].
-    by_id: FxHashMap<DocId, usize>,
+    /// Position in `list` by the address of the document's entry in the space, once
+    /// `list` is longer than [`SCAN_LIMIT`]: an id whose text is new to this transaction
+    /// is told apart from one of its documents without comparing or hashing ids.
+    by_entry: FxHashMap<usize, usize>,
     /// The position found last: reading a location looks its document up twice (value,
     /// then read set), and computations often read one document many times.
     last: usize,
@@ -53,28 +56,22 @@ fn address(id: &DocId) -> usize {
     Arc::as_ptr(id).cast::<u8>() as usize
 }
 
+/// A transaction holds the entries it touched, so their addresses name documents.
+fn entry_address(entry: &Arc<DocEntry>) -> usize {
+    Arc::as_ptr(entry) as usize
+}
+
 impl Docs {
+    /// Where `doc` is, if this transaction touched it under this id's text (the quick
+    /// way: [`Docs::locate`] finds it under any text).
     fn position(&mut self, doc: &DocId) -> Option<usize> {
         if self.list.get(self.last).is_some_and(|d| Arc::ptr_eq(&d.id, doc)) {
             return Some(self.last);
         }
         let found = if self.list.len() <= SCAN_LIMIT {
-            // The same text first: comparing ids that share a long prefix costs more.
-            self.list
-                .iter()
-                .position(|d| Arc::ptr_eq(&d.id, doc))
-                .or_else(|| self.list.iter().position(|d| d.id == *doc))
+            self.list.iter().position(|d| Arc::ptr_eq(&d.id, doc))
         } else {
-            match self.by_address.get(&address(doc)) {
-                Some(&at) if self.list[at].id == *doc => Some(at),
-                _ => {
-                    let at = self.by_id.get(doc).copied();
-                    if let Some(at) = at {
-                        self.by_address.insert(address(doc), at);
-                    }
-                    at
-                }
-            }
+            self.by_address.get(&address(doc)).copied().filter(|at| self.list[*at].id == *doc)
         };
         if let Some(at) = found {
             self.last = at;
@@ -82,19 +79,38 @@ impl Docs {
         found
     }
 
+    /// Where the document of `entry` (looked up as `doc`) is, if this transaction touched
+    /// it; remembers `doc`'s text for it.
+    fn position_of_entry(&mut self, doc: &DocId, entry: &Arc<DocEntry>) -> Option<usize> {
+        let at = if self.list.len() <= SCAN_LIMIT {
+            self.list.iter().position(|d| Arc::ptr_eq(&d.entry, entry))
+        } else {
+            let at = self.by_entry.get(&entry_address(entry)).copied();
+            if let Some(at) = at {
+                self.by_address.insert(address(doc), at);
+            }
+            at
+        }?;
+        self.last = at;
+        Some(at)
+    }
+
     /// Adds a document first touched, with its entry and snapshot.
     fn push(&mut self, id: DocId, entry: Arc<DocEntry>, (local, read_version): (Value, Version)) -> usize {
-        self.list.push(DocWrites { id, entry, read_version, local, ops: Vec::new() });
+        self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new() });
         let len = self.list.len();
         if len == SCAN_LIMIT + 1 {
+            // A settle's transaction: room for a chunk's outputs and inputs at once.
+            self.by_address.reserve(4 * SCAN_LIMIT);
+            self.by_entry.reserve(4 * SCAN_LIMIT);
             for (at, d) in self.list.iter().enumerate() {
-                self.by_id.insert(d.id.clone(), at);
                 self.by_address.insert(address(&d.id), at);
+                self.by_entry.insert(entry_address(&d.entry), at);
             }
         } else if len > SCAN_LIMIT + 1 {
-            let id = &self.list[len - 1].id;
-            self.by_id.insert(id.clone(), len - 1);
-            self.by_address.insert(address(id), len - 1);
+            let d = &self.list[len - 1];
+            self.by_address.insert(address(&d.id), len - 1);
+            self.by_entry.insert(entry_address(&d.entry), len - 1);
         }
         self.last = len - 1;
         len - 1
@@ -163,8 +179,13 @@ impl<'s> Tx<'s> {
             Some(index) => index,
             None => {
                 let entry = self.space.entry(doc);
-                let snapshot = entry.snapshot();
-                docs.push(doc.clone(), entry, snapshot)
+                match docs.position_of_entry(doc, &entry) {
+                    Some(index) => index,
+                    None => {
+                        let snapshot = entry.snapshot();
+                        docs.push(doc.clone(), entry, snapshot)
+                    }
+                }
             }
         };
         f(index, &mut docs.list[index])
@@ -220,11 +241,16 @@ impl<'s> Tx<'s> {
             Some(index) => index,
             None => {
                 let entry = self.space.entry(&target.doc);
-                let snapshot = entry.snapshot();
-                if unchanged(&snapshot.0) {
-                    return Ok(());
+                match docs.position_of_entry(&target.doc, &entry) {
+                    Some(index) => index,
+                    None => {
+                        let snapshot = entry.snapshot();
+                        if unchanged(&snapshot.0) {
+                            return Ok(());
+                        }
+                        docs.push(target.doc.clone(), entry, snapshot)
+                    }
                 }
-                docs.push(target.doc.clone(), entry, snapshot)
             }
         };
         let d = &mut docs.list[index];

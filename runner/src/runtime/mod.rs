@@ -181,7 +181,7 @@ impl Runtime {
         self.pump();
         // This thread blocks on the ticket next: catch the writer's answer awake if it comes soon.
         committed.durable.spin(crate::storage::SPIN);
-        futures::executor::block_on(self.0.space.durable_after(committed))?;
+        self.0.space.wait_durable_after(committed)?;
         Ok(value)
     }
 
@@ -213,7 +213,8 @@ impl Runtime {
     /// settle's transaction marked them as each computation wrote).
     pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool) -> Result<Commit> {
         let (docs, reads, after_commit) = tx.into_parts();
-        let commit = self.0.space.commit(docs, &reads)?;
+        let report = mark || self.0.observed.load(Ordering::Acquire);
+        let commit = self.0.space.commit(docs, &reads, report)?;
         if !commit.changes.is_empty() {
             if mark {
                 let mut graph = self.0.graph.lock();
