@@ -90,8 +90,6 @@ pub(crate) struct Graph {
     dirty_count: usize,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
-    /// Scratch space of [`Graph::changed`].
-    hit: Vec<ComputationId>,
     seq: u64,
 }
 
@@ -218,17 +216,18 @@ impl Graph {
 
     /// Marks dirty every computation that read a location overlapping a written path.
     pub fn changed<'p>(&mut self, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
-        let Some(readers) = self.readers.get(doc) else { return };
-        // Reused between calls: marking runs after every computation that wrote.
-        let mut hit = std::mem::take(&mut self.hit);
-        hit.extend(readers.iter().filter(|id| {
-            self.get(**id)
-                .is_some_and(|c| c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))))
-        }));
-        for id in hit.drain(..) {
-            self.mark(id);
+        let Graph { readers, slots, dirty, dirty_count, seq, .. } = self;
+        let Some(readers) = readers.get(doc) else { return };
+        for id in readers {
+            let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
+            let Some(c) = c.computation.as_mut() else { continue };
+            if !c.dirty && c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))) {
+                c.dirty = true;
+                *seq += 1;
+                *dirty_count += 1;
+                dirty.push(Reverse((c.height, *seq, *id)));
+            }
         }
-        self.hit = hit;
     }
 
     /// Whether any computation waits to run.

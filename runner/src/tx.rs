@@ -100,9 +100,9 @@ impl Docs {
         self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new() });
         let len = self.list.len();
         if len == SCAN_LIMIT + 1 {
-            // A settle's transaction: room for a chunk's outputs and inputs at once.
-            self.by_address.reserve(4 * SCAN_LIMIT);
-            self.by_entry.reserve(4 * SCAN_LIMIT);
+            // A settle's transaction, most likely: room for a chunk's outputs and inputs.
+            self.by_address.reserve(16 * SCAN_LIMIT);
+            self.by_entry.reserve(16 * SCAN_LIMIT);
             for (at, d) in self.list.iter().enumerate() {
                 self.by_address.insert(address(&d.id), at);
                 self.by_entry.insert(entry_address(&d.entry), at);
@@ -156,11 +156,18 @@ pub struct Tx<'s> {
 
 impl<'s> Tx<'s> {
     pub(crate) fn new(space: &'s Space) -> Self {
+        Self::with_capacity(space, 0)
+    }
+
+    /// A transaction with room for `documents` documents and as many reads (a settle's
+    /// runs touch about two documents each and read about as many locations).
+    pub(crate) fn with_capacity(space: &'s Space, documents: usize) -> Self {
+        let docs = Docs { list: Vec::with_capacity(documents), ..Docs::default() };
         Tx {
             space,
-            docs: RefCell::new(Docs::default()),
+            docs: RefCell::new(docs),
             after_commit: RefCell::new(Vec::new()),
-            reads: RefCell::new(Vec::new()),
+            reads: RefCell::new(Vec::with_capacity(documents)),
             reads_floor: std::cell::Cell::new(0),
             undo: RefCell::new(Vec::new()),
             open: std::cell::Cell::new(false),

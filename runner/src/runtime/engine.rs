@@ -124,8 +124,8 @@ impl Runtime {
     /// false when none was dirty.
     fn run_chunk(&self) -> bool {
         let result = self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
-            let mut ran = Vec::new();
+            let tx = Tx::with_capacity(&self.0.space, SETTLE_CHUNK / 4);
+            let mut ran = Vec::with_capacity(SETTLE_CHUNK);
             let mut errors = Vec::new();
             while ran.len() < SETTLE_CHUNK {
                 let next = self.0.graph.lock().next();
