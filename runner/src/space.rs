@@ -26,6 +26,9 @@ use crate::value::{Path, Value};
 /// transaction that read a document more than this many commits ago is retried.
 const RECENT_COMMITS: usize = 32;
 
+/// What a commit tells of each document it wrote: its id and the paths written there.
+pub(crate) type Changed<'a> = &'a mut dyn FnMut(&DocId, &[Path]);
+
 /// A document's version: how many commits wrote it (0: it does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Version(pub u64);
@@ -258,9 +261,16 @@ impl Space {
     }
 
     /// Validates and applies one transaction's writes atomically. `reads` are the
-    /// locations it read, as (position in `docs`, path). `report`: whether the commit
-    /// lists what it changed (a settle's commit that nobody observes need not).
-    pub(crate) fn commit(&self, docs: Vec<DocWrites>, reads: &[(u32, Path)], report: bool) -> Result<Commit, Error> {
+    /// locations it read, as (position in `docs`, path). Once everything is applied,
+    /// `changed` (if any) hears each document written and the paths written there;
+    /// `list`: whether the commit also lists them in [`Commit::changes`].
+    pub(crate) fn commit(
+        &self,
+        mut docs: Vec<DocWrites>,
+        reads: &[(u32, Path)],
+        list: bool,
+        mut changed: Option<Changed<'_>>,
+    ) -> Result<Commit, Error> {
         let _guard = self.commit_lock.lock();
         if let Some(error) = self.unreadable() {
             return Err(error.into());
@@ -286,20 +296,22 @@ impl Space {
         let keeps_writes = self.storage.keeps_writes();
         let wrote = docs.iter().any(|d| !d.ops.is_empty());
         let mut stored = Vec::new();
-        let mut changes = Vec::new();
-        for (index, writes) in docs.into_iter().enumerate() {
+        let mut written: SmallVec<[usize; 8]> = SmallVec::new();
+        for (index, writes) in docs.iter_mut().enumerate() {
             if writes.ops.is_empty() {
                 continue;
             }
-            let DocWrites { id, entry, local, ops, .. } = writes;
+            if list || changed.is_some() {
+                written.push(index);
+            }
             let value = match rebased.iter().position(|(at, _)| *at == index) {
                 Some(at) => rebased.swap_remove(at).1,
-                None => local,
+                None => std::mem::take(&mut writes.local),
             };
-            let mut state = entry.state.write();
+            let mut state = writes.entry.state.write();
             let version = Version(state.version.0 + 1);
             if keeps_writes {
-                stored.push(StoredDoc { id: id.to_string(), version: version.0, value: value.clone() });
+                stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
             // The oldest entry's list is reused: a settle commits every few microseconds.
             let mut paths = match state.recent.len() {
@@ -307,13 +319,24 @@ impl Space {
                 _ => Vec::new(),
             };
             paths.clear();
-            paths.extend(ops.into_iter().map(|(path, _)| path));
-            if report {
-                changes.push((id, paths.clone()));
-            }
+            paths.extend(std::mem::take(&mut writes.ops).into_iter().map(|(path, _)| path));
             state.recent.push_back((version, paths));
             state.value = value;
             state.version = version;
+        }
+        // Told only now, so that nobody marked by this commit can see half of it.
+        let mut changes = Vec::new();
+        for at in written {
+            let writes = &docs[at];
+            let state = writes.entry.state.read();
+            if let Some((_, paths)) = state.recent.back() {
+                if let Some(changed) = changed.as_mut() {
+                    changed(&writes.id, paths);
+                }
+                if list {
+                    changes.push((writes.id.clone(), paths.clone()));
+                }
+            }
         }
         let (durable, seq) = match (wrote, keeps_writes) {
             (false, _) => (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst)),

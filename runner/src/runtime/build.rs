@@ -73,7 +73,7 @@ impl Runtime {
                 builder.write(NAME, Value::from(name))?;
             }
             let (tx, wiring) = builder.into_parts();
-            self.commit(tx)?;
+            self.commit_marking(tx, true, false)?;
             Ok(wiring)
         })
     }

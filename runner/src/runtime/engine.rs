@@ -147,7 +147,7 @@ impl Runtime {
             if ran.is_empty() && errors.is_empty() {
                 return Ok(None);
             }
-            match self.commit_marking(tx, false) {
+            match self.commit_marking(tx, false, false) {
                 Ok(_) => Ok(Some(errors)),
                 Err(error) => {
                     if matches!(error, Error::Conflict { .. }) {

@@ -176,7 +176,7 @@ impl Runtime {
         let (value, mut committed) = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            Ok((value, self.commit(tx)?.committed))
+            Ok((value, self.commit_marking(tx, true, false)?.committed))
         })?;
         self.pump();
         // This thread blocks on the ticket next: catch the writer's answer awake if it comes soon.
@@ -204,24 +204,25 @@ impl Runtime {
         Err(Error::TooManyConflicts { attempts: MAX_ATTEMPTS, doc: last.unwrap_or_else(|| "?".into()) })
     }
 
-    /// Commits a transaction and tells the scheduler and observers what changed.
+    /// Commits a transaction and tells the scheduler and observers what changed; the
+    /// commit lists its changes.
     pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
-        self.commit_marking(tx, true)
+        self.commit_marking(tx, true, true)
     }
 
-    /// Commits a transaction; `mark`: whether its changes mark computations dirty (a
-    /// settle's transaction marked them as each computation wrote).
-    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool) -> Result<Commit> {
+    /// Commits a transaction. `mark`: whether its changes mark computations dirty (a
+    /// settle's transaction marked them as each computation wrote); `list`: whether the
+    /// commit lists them (observers hear of them either way).
+    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool, list: bool) -> Result<Commit> {
         let (docs, reads, after_commit) = tx.into_parts();
-        let report = mark || self.0.observed.load(Ordering::Acquire);
-        let commit = self.0.space.commit(docs, &reads, report)?;
-        if !commit.changes.is_empty() {
-            if mark {
-                let mut graph = self.0.graph.lock();
-                for (doc, paths) in &commit.changes {
-                    graph.changed(doc, paths.iter());
-                }
-            }
+        let observed = self.0.observed.load(Ordering::Acquire);
+        let mut graph = None;
+        let mut changed = |doc: &DocId, paths: &[Path]| {
+            graph.get_or_insert_with(|| self.0.graph.lock()).changed(doc, paths.iter());
+        };
+        let commit = self.0.space.commit(docs, &reads, list || observed, mark.then_some(&mut changed as _))?;
+        drop(graph);
+        if observed && !commit.changes.is_empty() {
             self.notify_observers(&commit.changes);
         }
         for hook in after_commit {
