@@ -218,6 +218,11 @@ impl Space {
         ids
     }
 
+    /// How many commits with writes this space has made.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
     /// A ticket that resolves once everything committed so far is durable.
     pub fn barrier(&self) -> Durable {
         self.storage.submit(Vec::new())
@@ -426,16 +431,33 @@ mod tests {
         let fail_next = Arc::new(AtomicBool::new(false));
         let disk = FlakyDisk { fail_next: fail_next.clone(), failed: AtomicU64::new(0) };
         let rt = crate::Runtime::with_storage(Box::new(disk)).expect("open");
-        let n = rt.new_cell("n", 1i64).expect("cell");
+        let n = rt.new_cell("n", 5i64).expect("cell");
+        // The disk fails exactly when this derived value is first written (for n = 5),
+        // in a settle nobody waits for.
         rt.computed("double", move |tx| {
             let n = n.get(tx)?;
-            // The disk fails exactly when this derived value is written for n = 5.
             fail_next.store(n == 5, Ordering::SeqCst);
             Ok(n * 2)
         })
         .expect("computed");
-        let err = rt.transact(|tx| n.set(tx, 5)).expect_err("the lost derived write is reported");
+        let err = rt.transact(|tx| n.set(tx, 6)).expect_err("the lost derived write is reported");
         assert!(err.to_string().contains("1 earlier write(s) of derived values did not reach storage"), "{err}");
-        rt.transact(|tx| n.set(tx, 6)).expect("reported once, then quiet");
+        rt.transact(|tx| n.set(tx, 7)).expect("reported once, then quiet");
+    }
+
+    #[test]
+    fn a_derived_value_that_cannot_be_stored_fails_the_transact_that_caused_it() {
+        let fail_next = Arc::new(AtomicBool::new(false));
+        let disk = FlakyDisk { fail_next: fail_next.clone(), failed: AtomicU64::new(0) };
+        let rt = crate::Runtime::with_storage(Box::new(disk)).expect("open");
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        rt.computed("double", move |tx| {
+            let n = n.get(tx)?;
+            fail_next.store(n == 5, Ordering::SeqCst);
+            Ok(n * 2)
+        })
+        .expect("computed");
+        // The write and its derived value commit together, so the caller hears of it.
+        rt.transact(|tx| n.set(tx, 5)).expect_err("the commit did not reach storage");
     }
 }

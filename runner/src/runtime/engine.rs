@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
 use crate::scheduler::{Next, Ready};
-use crate::space::Committed;
+use crate::space::{Commit, Committed};
 use crate::tx::Tx;
 
 /// How many computation runs share one transaction while settling: enough to spread a
@@ -123,54 +123,71 @@ impl Runtime {
     /// Runs up to [`SETTLE_CHUNK`] dirty computations in one transaction and commits it;
     /// false when none was dirty.
     fn run_chunk(&self) -> bool {
-        let result = self.with_retries(|| {
-            let tx = Tx::with_capacity(&self.0.space, SETTLE_CHUNK / 4);
-            let mut ran = Vec::with_capacity(SETTLE_CHUNK);
-            let mut errors = Vec::new();
-            while ran.len() < SETTLE_CHUNK {
-                let next = self.0.graph.lock().next();
-                match next {
-                    Some(Next::Run(ready)) => {
-                        ran.push(ready.id);
-                        if let Err(error) = self.run_computation(&tx, ready) {
-                            errors.push(error);
-                        }
-                    }
-                    Some(Next::Runaway { name, runs }) => {
-                        let error = Error::Cycle { name: name.to_string(), runs };
-                        tracing::error!(%error, "stopped a runaway computation");
-                        errors.push(error);
-                    }
-                    None => break,
-                }
-            }
-            if ran.is_empty() && errors.is_empty() {
-                return Ok(None);
-            }
-            match self.commit_marking(tx, false, false) {
-                Ok(_) => Ok(Some(errors)),
-                Err(error) => {
-                    if matches!(error, Error::Conflict { .. }) {
-                        // Nothing of this chunk was written: its computations run again.
-                        self.0.graph.lock().mark_all(&ran);
-                    }
-                    Err(error)
-                }
-            }
-        });
+        if !self.0.graph.lock().has_dirty() {
+            return false;
+        }
+        let result = self.with_retries(|| self.settle_into(Tx::with_capacity(&self.0.space, SETTLE_CHUNK / 4)));
         // Nobody waits for a computation's commit; storage logs a failed write, and the
         // next awaited commit (ordered after this one) reports it.
-        match result {
-            Ok(None) => false,
-            Ok(Some(errors)) => {
-                errors.into_iter().for_each(|e| self.report(e));
-                true
-            }
-            Err(error) => {
-                self.report(error);
-                true
+        if let Err(error) = result {
+            self.report(error);
+        }
+        true
+    }
+
+    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it with
+    /// whatever it held already. The errors of the computations are reported (nobody
+    /// waits for them); if the commit conflicts, they are dirty again.
+    fn settle_into(&self, tx: Tx<'_>) -> Result<Commit> {
+        let mut ran = Vec::new();
+        let mut errors = Vec::new();
+        while ran.len() < SETTLE_CHUNK {
+            let next = self.0.graph.lock().next();
+            match next {
+                Some(Next::Run(ready)) => {
+                    ran.push(ready.id);
+                    if let Err(error) = self.run_computation(&tx, ready) {
+                        errors.push(error);
+                    }
+                }
+                Some(Next::Runaway { name, runs }) => {
+                    let error = Error::Cycle { name: name.to_string(), runs };
+                    tracing::error!(%error, "stopped a runaway computation");
+                    errors.push(error);
+                }
+                None => break,
             }
         }
+        match self.commit_marking(tx, false, false) {
+            Ok(commit) => {
+                errors.into_iter().for_each(|e| self.report(e));
+                Ok(commit)
+            }
+            Err(error) => {
+                if matches!(error, Error::Conflict { .. }) {
+                    // Nothing of this chunk was written: its computations run again.
+                    self.0.graph.lock().mark_all(&ran);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Commits a transaction from outside the engine. When this thread can take the
+    /// engine, the computations its writes affect run in the same transaction first, so
+    /// the change and what follows from it commit together (one commit instead of two);
+    /// otherwise it commits alone and whoever runs the engine settles it. Either way the
+    /// caller must [`Runtime::pump`] next: work queued while this held the engine waits
+    /// for that.
+    pub(super) fn commit_settling(&self, tx: Tx<'_>) -> Result<Committed> {
+        let engine = if EngineThread::is_current() { None } else { self.0.engine.try_lock() };
+        let Some(_engine) = engine else { return Ok(self.commit_marking(tx, true, false)?.committed) };
+        let _running = EngineThread::enter();
+        {
+            let mut graph = self.0.graph.lock();
+            tx.written(|doc, paths| graph.changed(doc, paths));
+        }
+        Ok(self.settle_into(tx)?.committed)
     }
 
     fn run_handler(&self, event: &Event) -> Result<(Sent, Committed)> {
@@ -301,9 +318,24 @@ mod tests {
                 Ok(value * 2)
             })
             .expect("computed");
-        rt.transact(|tx| n.set(tx, 5)).expect("commit");
-        rt.settle();
+        // A handler's commit is settled in a transaction of its own (a `transact` would
+        // settle in its own transaction, and be the one to run again).
+        let set = crate::Link::new(rt.space().new_doc_id("set"), crate::Path::root());
+        let run: crate::runtime::HandlerFn = Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)));
+        rt.set_handler(set.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+        futures::executor::block_on(rt.send(&set, serde_json::json!(5))).expect("sent");
         assert_eq!(double.get(&rt).expect("read"), 14, "the stale result was not committed");
         assert!(rt.stats().conflict_retries >= 1);
+    }
+
+    #[test]
+    fn a_transact_and_what_follows_from_it_commit_together() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let double = rt.computed("double", move |tx| Ok(n.get(tx)? * 2)).expect("computed");
+        let before = rt.space().commits();
+        rt.transact(|tx| n.set(tx, 5)).expect("commit");
+        assert_eq!(double.get(&rt).expect("read"), 10);
+        assert_eq!(rt.space().commits(), before + 1, "one commit holds the write and the derived value");
     }
 }

@@ -173,12 +173,13 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let (value, mut committed) = self.with_retries(|| {
+        let result = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            Ok((value, self.commit_marking(tx, true, false)?.committed))
-        })?;
+            Ok((value, self.commit_settling(tx)?))
+        });
         self.pump();
+        let (value, mut committed) = result?;
         // This thread blocks on the ticket next: catch the writer's answer awake if it comes soon.
         committed.durable.spin(crate::storage::SPIN);
         self.0.space.wait_durable_after(committed)?;
