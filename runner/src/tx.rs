@@ -327,13 +327,6 @@ impl<'s> Tx<'s> {
         }
     }
 
-    /// Calls `written` with each document written so far and the paths written there.
-    pub(crate) fn written(&self, mut written: impl FnMut(&DocId, PathsWritten<'_>)) {
-        for d in self.docs.borrow().list.iter().filter(|d| !d.ops.is_empty()) {
-            written(&d.id, d.ops.iter().map(|(p, _)| p));
-        }
-    }
-
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);

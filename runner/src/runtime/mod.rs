@@ -176,7 +176,7 @@ impl Runtime {
         let result = self.with_retries(|| {
             let tx = Tx::new(&self.0.space);
             let value = f(&tx)?;
-            Ok((value, self.commit_settling(tx)?))
+            Ok((value, self.commit_marking(tx, true, false)?.committed))
         });
         self.pump();
         let (value, mut committed) = result?;
