@@ -10,10 +10,11 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::BoxError;
 use crate::link::{DocId, Link};
+use crate::space::DocEntry;
 use crate::tx::Tx;
 use crate::value::{Path, Value};
 
@@ -49,6 +50,8 @@ pub(crate) const MAX_RUNS_PER_SETTLE: u32 = 100;
 pub(crate) struct Body {
     pub name: Arc<str>,
     pub output: Link,
+    /// The entry of the output's document, once the engine looked it up.
+    pub output_entry: OnceLock<Arc<DocEntry>>,
     pub run: ComputeFn,
 }
 
@@ -132,7 +135,7 @@ impl Graph {
             }
         }
         let c = Computation {
-            body: Arc::new(Body { name: name.into(), output, run }),
+            body: Arc::new(Body { name: name.into(), output, output_entry: OnceLock::new(), run }),
             owner,
             deps: Vec::new(),
             producers: Vec::new(),

@@ -371,9 +371,11 @@ fn validate<'p>(
 
 impl Read for Space {
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
-        let entry = self.entry(doc);
-        let state = entry.state.read();
-        state.value.at(path.segments()).cloned().unwrap_or(Value::Null)
+        let at = |entry: &DocEntry| entry.state.read().value.at(path.segments()).cloned().unwrap_or(Value::Null);
+        match self.docs.get(&**doc) {
+            Some(entry) => at(&entry),
+            None => at(&self.entry(doc)),
+        }
     }
 
     fn note_read(&self, _link: &Link) {}

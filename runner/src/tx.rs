@@ -231,6 +231,13 @@ impl<'s> Tx<'s> {
     /// Writes `value` at `link`. Links along the path are followed; a link stored exactly
     /// at `link` is replaced, not written through.
     pub fn write(&self, link: &Link, value: Value) -> Result<()> {
+        self.write_to(link, None, value)
+    }
+
+    /// [`Tx::write`], given the entry of `link`'s document when the caller keeps it (a
+    /// computation writes one output over and over): used when the write lands in that
+    /// document, which then is not looked up in the space.
+    pub(crate) fn write_to(&self, link: &Link, entry: Option<&Arc<DocEntry>>, value: Value) -> Result<()> {
         let target = match link.path.segments().split_last() {
             None => link.clone(),
             Some((last, parent)) => {
@@ -247,7 +254,10 @@ impl<'s> Tx<'s> {
         let index = match docs.position(&target.doc) {
             Some(index) => index,
             None => {
-                let entry = self.space.entry(&target.doc);
+                let entry = match entry {
+                    Some(entry) if target.doc == link.doc => entry.clone(),
+                    _ => self.space.entry(&target.doc),
+                };
                 match docs.position_of_entry(&target.doc, &entry) {
                     Some(index) => index,
                     None => {

@@ -207,7 +207,10 @@ impl Runtime {
         let savepoint = tx.savepoint();
         let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
         let written = match outcome {
-            Ok(Ok(value)) => tx.write(&body.output, value),
+            Ok(Ok(value)) => {
+                let entry = body.output_entry.get_or_init(|| self.0.space.entry(&body.output.doc));
+                tx.write_to(&body.output, Some(entry), value)
+            }
             Ok(Err(e)) => Err(Error::ComputationFailed { name: body.name.to_string(), message: e.to_string() }),
             Err(panic) => Err(Error::ComputationFailed { name: body.name.to_string(), message: panic_message(&panic) }),
         };
