@@ -23,13 +23,19 @@ pub const LINK_KEY: &str = "$link";
 pub const STREAM_KEY: &str = "$stream";
 
 /// A pointer to a location (document + path) in the same space.
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Eq, Hash, Serialize, Deserialize)]
 pub struct Link {
     /// The document.
     pub doc: DocId,
     /// The path inside it.
     #[serde(with = "path_serde")]
     pub path: Path,
+}
+
+impl PartialEq for Link {
+    fn eq(&self, other: &Self) -> bool {
+        crate::value::same_text(&self.doc, &other.doc) && self.path == other.path
+    }
 }
 
 impl std::fmt::Debug for Link {

@@ -16,7 +16,7 @@ use crate::error::BoxError;
 use crate::link::{DocId, Link};
 use crate::space::DocEntry;
 use crate::tx::Tx;
-use crate::value::{Path, Value};
+use crate::value::{same_text, Path, Value};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -224,7 +224,7 @@ impl Graph {
         for id in readers {
             let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
             let Some(c) = c.computation.as_mut() else { continue };
-            if !c.dirty && c.deps.iter().any(|d| &d.doc == doc && paths.clone().any(|p| p.overlaps(&d.path))) {
+            if !c.dirty && c.deps.iter().any(|d| same_text(&d.doc, doc) && paths.clone().any(|p| p.overlaps(&d.path))) {
                 c.dirty = true;
                 *seq += 1;
                 *dirty_count += 1;
@@ -306,7 +306,7 @@ impl Graph {
     pub fn ran<'r>(&mut self, id: ComputationId, reads: impl ExactSizeIterator<Item = (&'r DocId, &'r Path)> + Clone) {
         let Some(c) = self.get(id) else { return };
         if c.deps.len() == reads.len()
-            && c.deps.iter().zip(reads.clone()).all(|(d, (doc, path))| d.doc == *doc && d.path == *path)
+            && c.deps.iter().zip(reads.clone()).all(|(d, (doc, path))| same_text(&d.doc, doc) && d.path == *path)
         {
             return; // the common case: same reads as last time, nothing to re-index
         }

@@ -20,7 +20,7 @@ use crate::link::{DocId, Link};
 use crate::read::{resolve, Read};
 use crate::runtime::Runtime;
 use crate::space::{DocEntry, DocWrites, Space, Version};
-use crate::value::{Path, Value};
+use crate::value::{same_text, Path, Value};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
@@ -71,7 +71,7 @@ impl Docs {
         let found = if self.list.len() <= SCAN_LIMIT {
             self.list.iter().position(|d| Arc::ptr_eq(&d.id, doc))
         } else {
-            self.by_address.get(&address(doc)).copied().filter(|at| self.list[*at].id == *doc)
+            self.by_address.get(&address(doc)).copied().filter(|at| same_text(&self.list[*at].id, doc))
         };
         if let Some(at) = found {
             self.last = at;
@@ -210,7 +210,7 @@ impl<'s> Tx<'s> {
         let docs = self.docs.borrow();
         let same = |read: usize| {
             reads.get(read).is_some_and(|(doc, path)| {
-                *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| d.id == link.doc)
+                *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
             })
         };
         memo.iter().find(|(read, _)| same(*read)).map(|(_, value)| value.clone())
@@ -255,7 +255,7 @@ impl<'s> Tx<'s> {
             Some(index) => index,
             None => {
                 let entry = match entry {
-                    Some(entry) if target.doc == link.doc => entry.clone(),
+                    Some(entry) if same_text(&target.doc, &link.doc) => entry.clone(),
                     _ => self.space.entry(&target.doc),
                 };
                 match docs.position_of_entry(&target.doc, &entry) {

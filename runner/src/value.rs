@@ -36,8 +36,21 @@ pub enum Value {
 pub type Segment = Arc<str>;
 
 /// A location inside a document: the keys to follow from its root.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Path(Arc<[Segment]>);
+
+/// Whether two shared texts are equal: the same text first (handles share their ids and
+/// keys, and comparing `Arc<str>`s compares their bytes even when they are one).
+pub(crate) fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+impl PartialEq for Path {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.len() == other.0.len() && self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b)))
+    }
+}
 
 impl Path {
     /// The document root.
@@ -73,7 +86,7 @@ impl Path {
     /// Whether one path is a prefix of the other, i.e. a write at one can change a read
     /// at the other.
     pub fn overlaps(&self, other: &Path) -> bool {
-        self.0.iter().zip(other.0.iter()).all(|(a, b)| a == b)
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b))
     }
 
     /// Whether this is the document root.
