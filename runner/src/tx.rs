@@ -117,6 +117,15 @@ impl Docs {
     }
 }
 
+/// A value read, and where: the addresses of the id and path kept in [`Docs::list`] and
+/// the transaction's reads, and the read's place there.
+struct Remembered {
+    doc: usize,
+    path: usize,
+    read: usize,
+    value: Value,
+}
+
 /// The state of a document before the first write since the open [`Savepoint`].
 struct Undo {
     doc: usize,
@@ -149,9 +158,9 @@ pub struct Tx<'s> {
     undo: RefCell<Vec<Undo>>,
     /// Whether a savepoint is open.
     open: std::cell::Cell<bool>,
-    /// Locations read since the last write or savepoint, with no link on the way: (its
-    /// entry in `reads`, the value). See [`Tx::read`].
-    memo: RefCell<Vec<(usize, Value)>>,
+    /// Locations read since the last write or savepoint, with no link on the way. See
+    /// [`Tx::read`].
+    memo: RefCell<Vec<Remembered>>,
 }
 
 impl<'s> Tx<'s> {
@@ -199,12 +208,17 @@ impl<'s> Tx<'s> {
     }
 
     /// The value read at `link` since the last write, if it was read with no link on the
-    /// way. Handles share their ids and paths, so comparing locations is mostly comparing
-    /// pointers.
+    /// way. Handles share their ids and paths, so a location is nearly always recognised
+    /// by the addresses of its id and path (which this transaction keeps alive, so no
+    /// other text can have them); another link to it is compared by content.
     fn remembered(&self, link: &Link) -> Option<Value> {
         let memo = self.memo.borrow();
         if memo.is_empty() {
             return None;
+        }
+        let (doc, path) = (address(&link.doc), link.path.address());
+        if let Some(hit) = memo.iter().find(|m| m.doc == doc && m.path == path) {
+            return Some(hit.value.clone());
         }
         let reads = self.reads.borrow();
         let docs = self.docs.borrow();
@@ -213,19 +227,22 @@ impl<'s> Tx<'s> {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
             })
         };
-        memo.iter().find(|(read, _)| same(*read)).map(|(_, value)| value.clone())
+        memo.iter().find(|m| same(m.read)).map(|m| m.value.clone())
     }
 
-    /// Remembers the value just read at `link` (its read is the latest in `reads`).
+    /// Remembers the value just read (its location is the latest in `reads`).
     fn remember(&self, value: &Value) {
-        let read = self.reads.borrow().len().saturating_sub(1);
+        let reads = self.reads.borrow();
+        let Some((doc, path)) = reads.last() else { return };
+        let doc = address(&self.docs.borrow().list[*doc as usize].id);
+        let remembered = Remembered { doc, path: path.address(), read: reads.len() - 1, value: value.clone() };
         let mut memo = self.memo.borrow_mut();
         if memo.len() == MEMO {
             // The oldest goes: a computation reading more locations than this is rare.
             memo.rotate_left(1);
             memo.pop();
         }
-        memo.push((read, value.clone()));
+        memo.push(remembered);
     }
 
     /// Writes `value` at `link`. Links along the path are followed; a link stored exactly

@@ -89,6 +89,11 @@ impl Path {
         self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b))
     }
 
+    /// The address of the segments, shared by the clones of this path.
+    pub(crate) fn address(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
+
     /// Whether this is the document root.
     pub fn is_root(&self) -> bool {
         self.0.is_empty()
