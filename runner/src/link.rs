@@ -23,7 +23,7 @@ pub const LINK_KEY: &str = "$link";
 pub const STREAM_KEY: &str = "$stream";
 
 /// A pointer to a location (document + path) in the same space.
-#[derive(Clone, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Eq, Serialize, Deserialize)]
 pub struct Link {
     /// The document.
     pub doc: DocId,
@@ -35,6 +35,14 @@ pub struct Link {
 impl PartialEq for Link {
     fn eq(&self, other: &Self) -> bool {
         crate::value::same_text(&self.doc, &other.doc) && self.path == other.path
+    }
+}
+
+// By content, as equality is (it only looks at the addresses first).
+impl std::hash::Hash for Link {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.doc.hash(state);
+        self.path.hash(state);
     }
 }
 

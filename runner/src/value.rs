@@ -36,7 +36,7 @@ pub enum Value {
 pub type Segment = Arc<str>;
 
 /// A location inside a document: the keys to follow from its root.
-#[derive(Clone, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Eq, PartialOrd, Ord, Default)]
 pub struct Path(Arc<[Segment]>);
 
 /// Whether two shared texts are equal: the same text first (handles share their ids and
@@ -49,6 +49,13 @@ impl PartialEq for Path {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
             || (self.0.len() == other.0.len() && self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b)))
+    }
+}
+
+// By content, as equality is (it only looks at the addresses first).
+impl std::hash::Hash for Path {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
     }
 }
 
