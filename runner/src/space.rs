@@ -266,7 +266,7 @@ impl Space {
     /// `list`: whether the commit also lists them in [`Commit::changes`].
     pub(crate) fn commit(
         &self,
-        mut docs: Vec<DocWrites>,
+        docs: &mut [DocWrites],
         reads: &[(u32, Path)],
         list: bool,
         mut changed: Option<Changed<'_>>,

@@ -126,6 +126,15 @@ struct Remembered {
     value: Value,
 }
 
+/// The emptied lists of a committed transaction, for the next one: a runtime commits
+/// every few microseconds while it settles, and allocating them anew each time costs more
+/// than the rest of a small commit.
+#[derive(Default)]
+pub(crate) struct Spare {
+    pub docs: Vec<DocWrites>,
+    pub reads: Vec<(u32, Path)>,
+}
+
 /// The state of a document before the first write since the open [`Savepoint`].
 struct Undo {
     doc: usize,
@@ -165,18 +174,20 @@ pub struct Tx<'s> {
 
 impl<'s> Tx<'s> {
     pub(crate) fn new(space: &'s Space) -> Self {
-        Self::with_capacity(space, 0)
+        Self::reusing(space, Spare::default())
     }
 
-    /// A transaction with room for `documents` documents and as many reads (a settle's
-    /// runs touch about two documents each and read about as many locations).
-    pub(crate) fn with_capacity(space: &'s Space, documents: usize) -> Self {
-        let docs = Docs { list: Vec::with_capacity(documents), ..Docs::default() };
+    /// A transaction that keeps its documents and reads in the lists of an earlier one
+    /// (see [`Spare`]).
+    pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
+        let Spare { mut docs, mut reads } = spare;
+        docs.clear();
+        reads.clear();
         Tx {
             space,
-            docs: RefCell::new(docs),
+            docs: RefCell::new(Docs { list: docs, ..Docs::default() }),
             after_commit: RefCell::new(Vec::new()),
-            reads: RefCell::new(Vec::with_capacity(documents)),
+            reads: RefCell::new(reads),
             reads_floor: std::cell::Cell::new(0),
             undo: RefCell::new(Vec::new()),
             open: std::cell::Cell::new(false),

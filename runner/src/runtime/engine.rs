@@ -126,7 +126,7 @@ impl Runtime {
         if !self.0.graph.lock().has_dirty() {
             return false;
         }
-        let result = self.with_retries(|| self.settle_into(Tx::with_capacity(&self.0.space, SETTLE_CHUNK / 4)));
+        let result = self.with_retries(|| self.settle_into(self.tx()));
         // Nobody waits for a computation's commit; storage logs a failed write, and the
         // next awaited commit (ordered after this one) reports it.
         if let Err(error) = result {
@@ -177,7 +177,7 @@ impl Runtime {
         let span = tracing::debug_span!("handler", stream = %event.stream);
         let _enter = span.enter();
         self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
+            let tx = self.tx();
             let outcome = catch_unwind(AssertUnwindSafe(|| (event.handler.run)(&tx, event.event.clone())));
             match outcome {
                 Ok(Ok(())) => {}

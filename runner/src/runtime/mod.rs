@@ -30,7 +30,7 @@ use crate::read::Read;
 use crate::scheduler::{ComputationId, ComputeFn, Graph};
 use crate::space::{Commit, Committed, Space};
 use crate::storage::{SqliteStorage, Storage, StorageError};
-use crate::tx::Tx;
+use crate::tx::{Spare, Tx};
 use crate::value::{Path, Value};
 
 /// How many times a transaction is retried after a conflict before giving up.
@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     errors: Mutex<VecDeque<Error>>,
     /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
     conflict_retries: AtomicU64,
+    /// The lists of the last committed transaction, for the next (see [`Spare`]).
+    spare: Mutex<Option<Spare>>,
 }
 
 /// Counters describing the runtime's work so far; see [`Runtime::stats`].
@@ -153,6 +155,7 @@ impl Runtime {
             idle: Notify::new(),
             errors: Mutex::new(VecDeque::new()),
             conflict_retries: AtomicU64::new(0),
+            spare: Mutex::new(None),
         }))
     }
 
@@ -174,7 +177,7 @@ impl Runtime {
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
         let result = self.with_retries(|| {
-            let tx = Tx::new(&self.0.space);
+            let tx = self.tx();
             let value = f(&tx)?;
             Ok((value, self.commit_marking(tx, true, false)?.committed))
         });
@@ -215,14 +218,20 @@ impl Runtime {
     /// settle's transaction marked them as each computation wrote); `list`: whether the
     /// commit lists them (observers hear of them either way).
     pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool, list: bool) -> Result<Commit> {
-        let (docs, reads, after_commit) = tx.into_parts();
+        let (mut docs, reads, after_commit) = tx.into_parts();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
         let mut changed = |doc: &DocId, paths: &[Path]| {
             graph.get_or_insert_with(|| self.0.graph.lock()).changed(doc, paths.iter());
         };
-        let commit = self.0.space.commit(docs, &reads, list || observed, mark.then_some(&mut changed as _))?;
+        let commit = self.0.space.commit(&mut docs, &reads, list || observed, mark.then_some(&mut changed as _));
         drop(graph);
+        // Emptied now: what the transaction held (snapshots, entries) is not kept alive.
+        let mut reads = reads;
+        docs.clear();
+        reads.clear();
+        *self.0.spare.lock() = Some(Spare { docs, reads });
+        let commit = commit?;
         if observed && !commit.changes.is_empty() {
             self.notify_observers(&commit.changes);
         }
@@ -232,6 +241,12 @@ impl Runtime {
             }
         }
         Ok(commit)
+    }
+
+    /// A new transaction, in the lists the last commit left.
+    pub(crate) fn tx(&self) -> Tx<'_> {
+        let spare = self.0.spare.lock().take().unwrap_or_default();
+        Tx::reusing(&self.0.space, spare)
     }
 
     /// Registers a computation that writes what `run` returns to `output`, and re-runs
