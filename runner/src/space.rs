@@ -92,9 +92,9 @@ pub struct Space {
     commits: AtomicU64,
     /// How many failed storage writes have been reported to a caller.
     reported_failures: AtomicU64,
-    /// Whether documents come from storage on first read (storage that keeps nothing
-    /// has nothing to load).
-    lazy: bool,
+    /// Whether storage keeps what is written. If not (memory), documents have nothing to
+    /// load and commits nothing to wait for.
+    keeps_writes: bool,
     /// The first document storage failed to give: from then on commits are refused,
     /// since a transaction may have worked on the missing value as if it were empty.
     unreadable: parking_lot::Mutex<Option<(String, String)>>,
@@ -140,7 +140,7 @@ impl Space {
             reported_failures: AtomicU64::new(0),
             docs: DashMap::with_hasher(FxBuildHasher),
             commit_lock: ReentrantMutex::new(()),
-            lazy: storage.keeps_writes(),
+            keeps_writes: storage.keeps_writes(),
             storage,
             next_id: AtomicU64::new(0),
             id_prefix,
@@ -157,7 +157,7 @@ impl Space {
         if let Some(entry) = self.docs.get(id) {
             return entry.clone();
         }
-        let loaded = if self.lazy {
+        let loaded = if self.keeps_writes {
             match self.storage.load_doc(id) {
                 Ok(Some(stored)) => DocEntry::new(stored.value, Version(stored.version)),
                 Ok(None) => DocEntry::new(Value::Null, Version::default()),
@@ -230,6 +230,10 @@ impl Space {
     /// A failed write that nobody waited for (a derived value's) is reported here, to the
     /// next caller that waits, so it cannot pass unnoticed.
     pub(crate) async fn durable_after(&self, committed: Committed) -> Result<(), StorageError> {
+        if !self.keeps_writes {
+            // Storage that keeps nothing has nothing to wait for and never fails.
+            return Ok(());
+        }
         let mut result = committed.durable.await;
         if result.is_ok() && self.commits.load(Ordering::SeqCst) != committed.seq.0 {
             result = self.barrier().await;
@@ -293,7 +297,7 @@ impl Space {
             }
             rebased.push((index, value));
         }
-        let keeps_writes = self.storage.keeps_writes();
+        let keeps_writes = self.keeps_writes;
         let wrote = docs.iter().any(|d| !d.ops.is_empty());
         let mut stored = Vec::new();
         let mut written: SmallVec<[usize; 8]> = SmallVec::new();
