@@ -228,7 +228,7 @@ impl Value {
             Value::Bool(b) => serde_json::Value::Bool(*b),
             Value::Number(n) => serde_json::Value::Number(n.clone()),
             Value::String(s) => serde_json::Value::String(s.to_string()),
-            Value::Array(items) => items.iter().map(Value::to_json).collect(),
+            Value::Array(items) => Items::of(items).map(Value::to_json).collect(),
             Value::Object(map) => {
                 serde_json::Value::Object(map.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect())
             }
@@ -240,6 +240,35 @@ impl Value {
         serde_json::to_value(value).map(Value::from)
     }
 }
+
+/// The items of an array, leaf by leaf (a vector's own iterator looks every item up from
+/// the root), with their exact count, so a list built from them is allocated once.
+struct Items<'a> {
+    leaves: std::iter::Flatten<imbl::vector::Chunks<'a, Value, imbl::shared_ptr::DefaultSharedPtr>>,
+    left: usize,
+}
+
+impl<'a> Items<'a> {
+    fn of(items: &'a Vector<Value>) -> Self {
+        Items { leaves: items.leaves().flatten(), left: items.len() }
+    }
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = &'a Value;
+
+    fn next(&mut self) -> Option<&'a Value> {
+        let item = self.leaves.next()?;
+        self.left -= 1;
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Items<'_> {}
 
 impl From<serde_json::Value> for Value {
     fn from(json: serde_json::Value) -> Self {
@@ -287,7 +316,7 @@ impl Serialize for Value {
             Value::Bool(b) => serializer.serialize_bool(*b),
             Value::Number(n) => n.serialize(serializer),
             Value::String(s) => serializer.serialize_str(s),
-            Value::Array(items) => serializer.collect_seq(items.iter()),
+            Value::Array(items) => serializer.collect_seq(Items::of(items)),
             Value::Object(map) => serializer.collect_map(map.iter().map(|(k, v)| (&**k, v))),
         }
     }
@@ -312,7 +341,7 @@ impl<'de> serde::Deserializer<'de> for &'de Value {
             Value::Number(n) => n.deserialize_any(visitor),
             Value::String(s) => visitor.visit_borrowed_str(s),
             Value::Array(items) => {
-                let mut seq = SeqDeserializer::new(items.iter());
+                let mut seq = SeqDeserializer::new(Items::of(items));
                 let value = visitor.visit_seq(&mut seq)?;
                 seq.end()?;
                 Ok(value)
