@@ -374,6 +374,34 @@ fn validate<'p>(
 }
 
 impl Read for Space {
+    /// The value at `link`, found in one look at its document when no link lies on the
+    /// way (the common case); otherwise links are followed as every read follows them.
+    fn read(&self, link: &Link) -> Result<Value, Error> {
+        let may_be_link = |v: &Value| v.as_object().is_some_and(|m| m.contains_key(crate::link::LINK_KEY));
+        let direct = |entry: &DocEntry| {
+            let state = entry.state.read();
+            let mut cur = &state.value;
+            for segment in link.path.segments() {
+                if may_be_link(cur) {
+                    return None;
+                }
+                match cur.child(segment) {
+                    Some(child) => cur = child,
+                    None => return Some(Value::Null),
+                }
+            }
+            (!may_be_link(cur)).then(|| cur.clone())
+        };
+        let found = match self.docs.get(&*link.doc) {
+            Some(entry) => direct(&entry),
+            None => direct(&self.entry(&link.doc)),
+        };
+        match found {
+            Some(value) => Ok(value),
+            None => self.resolve(link).map(|(_, value)| value),
+        }
+    }
+
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
         let at = |entry: &DocEntry| entry.state.read().value.at(path.segments()).cloned().unwrap_or(Value::Null);
         match self.docs.get(&**doc) {
@@ -444,5 +472,21 @@ mod tests {
         let err = rt.transact(|tx| n.set(tx, 6)).expect_err("the lost derived write is reported");
         assert!(err.to_string().contains("1 earlier write(s) of derived values did not reach storage"), "{err}");
         rt.transact(|tx| n.set(tx, 7)).expect("reported once, then quiet");
+    }
+
+    #[test]
+    fn reading_the_space_follows_links_on_the_way_and_at_the_end() {
+        let rt = crate::Runtime::in_memory();
+        let target = rt.new_cell("target", serde_json::json!({"inner": {"n": 7}})).expect("cell");
+        let holder = Link::new(rt.space().new_doc_id("holder"), Path::root());
+        rt.transact(|tx| {
+            tx.write(&holder.child("via"), target.link().child("inner").to_value())?;
+            tx.write(&holder.child("plain"), Value::from(3))
+        })
+        .expect("commit");
+        assert_eq!(rt.read(&holder.child("plain")).expect("read"), Value::from(3));
+        assert_eq!(rt.read(&holder.child("via")).expect("read").to_json(), serde_json::json!({"n": 7}));
+        assert_eq!(rt.read(&holder.child("via").child("n")).expect("read"), Value::from(7), "a link on the way");
+        assert_eq!(rt.read(&holder.child("missing").child("n")).expect("read"), Value::Null);
     }
 }

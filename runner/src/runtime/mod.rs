@@ -345,6 +345,10 @@ impl Runtime {
 }
 
 impl Read for Runtime {
+    fn read(&self, link: &Link) -> Result<Value> {
+        self.0.space.read(link)
+    }
+
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
         self.0.space.read_raw(doc, path)
     }
