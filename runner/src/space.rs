@@ -189,12 +189,28 @@ impl Space {
 
     /// The current value and version of a document (`Null`, version 0 when absent).
     pub fn snapshot(&self, doc: &str) -> (Value, Version) {
-        self.entry(doc).snapshot()
+        self.entry_to_read(doc).map_or((Value::Null, Version::default()), |entry| entry.snapshot())
     }
 
     /// Whether the document exists.
     pub fn contains(&self, doc: &str) -> bool {
-        self.entry(doc).state.read().version > Version::default()
+        self.entry_to_read(doc).is_some_and(|entry| entry.state.read().version > Version::default())
+    }
+
+    /// [`Space::entry`] for a read outside a transaction: in memory, a document never
+    /// written gets no entry (asking about unknown ids must not grow the space).
+    fn entry_to_read(&self, id: &str) -> Option<Arc<DocEntry>> {
+        match self.docs.get(id) {
+            Some(entry) => Some(entry.clone()),
+            None if self.keeps_writes => Some(self.entry(id)),
+            None => None,
+        }
+    }
+
+    /// Whether `entry` is the space's own entry of `id` (not the stand-in given when
+    /// storage failed to load it), so that it may be kept for later transactions.
+    pub(crate) fn holds(&self, id: &str, entry: &Arc<DocEntry>) -> bool {
+        self.docs.get(id).is_some_and(|kept| Arc::ptr_eq(&kept, entry))
     }
 
     /// Ids of all documents whose id starts with `prefix`, without loading them: those
@@ -394,7 +410,10 @@ impl Read for Space {
         };
         let found = match self.docs.get(&*link.doc) {
             Some(entry) => direct(&entry),
-            None => direct(&self.entry(&link.doc)),
+            None => match self.entry_to_read(&link.doc) {
+                Some(entry) => direct(&entry),
+                None => Some(Value::Null),
+            },
         };
         match found {
             Some(value) => Ok(value),
@@ -406,7 +425,7 @@ impl Read for Space {
         let at = |entry: &DocEntry| entry.state.read().value.at(path.segments()).cloned().unwrap_or(Value::Null);
         match self.docs.get(&**doc) {
             Some(entry) => at(&entry),
-            None => at(&self.entry(doc)),
+            None => self.entry_to_read(doc).map_or(Value::Null, |entry| at(&entry)),
         }
     }
 

@@ -30,8 +30,11 @@ pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
 const SCAN_LIMIT: usize = 8;
 
 /// How many locations a transaction remembers having read since its last write (see
-/// [`Tx::resolve`]).
+/// [`Tx::read`]).
 const MEMO: usize = 8;
+
+/// How many of the latest reads a new read is checked against before it is noted.
+const RECENT_READS: usize = 8;
 
 /// The documents a transaction touched, in first-touch order.
 #[derive(Default)]
@@ -117,13 +120,15 @@ impl Docs {
     }
 }
 
-/// A value read, and where: the addresses of the id and path kept in [`Docs::list`] and
-/// the transaction's reads, and the read's place there.
+/// A value read, and where: the addresses of the id and path asked for, kept alive by
+/// [`Docs::list`] and the transaction's reads (`read` is its place there) or, when links
+/// led elsewhere, by `asked`.
 struct Remembered {
     doc: usize,
     path: usize,
     read: usize,
     value: Value,
+    asked: Option<Link>,
 }
 
 /// The emptied lists of a committed transaction, for the next one: a runtime commits
@@ -218,10 +223,10 @@ impl<'s> Tx<'s> {
         f(index, &mut docs.list[index])
     }
 
-    /// The value read at `link` since the last write, if it was read with no link on the
-    /// way. Handles share their ids and paths, so a location is nearly always recognised
-    /// by the addresses of its id and path (which this transaction keeps alive, so no
-    /// other text can have them); another link to it is compared by content.
+    /// The value read at `link` since the last write. Handles share their ids and paths,
+    /// so a location is nearly always recognised by the addresses of its id and path
+    /// (kept alive by this transaction or the memo, so no other text can have them);
+    /// another link to it is compared by content.
     fn remembered(&self, link: &Link) -> Option<Value> {
         let memo = self.memo.borrow();
         if memo.is_empty() {
@@ -233,20 +238,34 @@ impl<'s> Tx<'s> {
         }
         let reads = self.reads.borrow();
         let docs = self.docs.borrow();
-        let same = |read: usize| {
-            reads.get(read).is_some_and(|(doc, path)| {
+        let same = |m: &Remembered| match &m.asked {
+            Some(asked) => asked == link,
+            None => reads.get(m.read).is_some_and(|(doc, path)| {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
-            })
+            }),
         };
-        memo.iter().find(|m| same(m.read)).map(|m| m.value.clone())
+        memo.iter().find(|m| same(m)).map(|m| m.value.clone())
     }
 
-    /// Remembers the value just read (its location is the latest in `reads`).
-    fn remember(&self, value: &Value) {
-        let reads = self.reads.borrow();
-        let Some((doc, path)) = reads.last() else { return };
-        let doc = address(&self.docs.borrow().list[*doc as usize].id);
-        let remembered = Remembered { doc, path: path.address(), read: reads.len() - 1, value: value.clone() };
+    /// Remembers the value just read at `link`, which led to `at`, the latest of `reads`.
+    fn remember(&self, link: &Link, at: &Link, value: &Value) {
+        let remembered = if at == link {
+            // Its read was just noted, or found among the latest (see `note_read`).
+            let reads = self.reads.borrow();
+            let docs = self.docs.borrow();
+            let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS + 1));
+            let noted = reads.iter().enumerate().skip(floor).rev().find(|(_, (doc, path))| {
+                *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
+            });
+            let Some((read, (doc, path))) = noted else { return };
+            let doc = address(&docs.list[*doc as usize].id);
+            Remembered { doc, path: path.address(), read, value: value.clone(), asked: None }
+        } else {
+            // Links on the way: the location asked for is kept, so its addresses stay its.
+            let asked = link.clone();
+            let (doc, path) = (address(&asked.doc), asked.path.address());
+            Remembered { doc, path, read: usize::MAX, value: value.clone(), asked: Some(asked) }
+        };
         let mut memo = self.memo.borrow_mut();
         if memo.len() == MEMO {
             // The oldest goes: a computation reading more locations than this is rare.
@@ -400,15 +419,17 @@ impl<'a> ReadsSince<'a> {
 
 impl Read for Tx<'_> {
     /// The value at `link`. A computation that reads one cell many times resolves it
-    /// once: the value is remembered until this transaction writes (only its own writes
-    /// can change what it sees), and the read was noted the first time.
+    /// twice: read again, the value is remembered until this transaction writes (only its
+    /// own writes can change what it sees), and the read was noted the first time.
     fn read(&self, link: &Link) -> Result<Value> {
         if let Some(value) = self.remembered(link) {
             return Ok(value);
         }
+        let noted = self.reads.borrow().len();
         let (at, value) = resolve(self, link, true)?;
-        if at == *link {
-            self.remember(&value);
+        // Remembered once read again (nothing new noted): most locations are read once.
+        if self.reads.borrow().len() == noted {
+            self.remember(link, &at, &value);
         }
         Ok(value)
     }
@@ -420,8 +441,10 @@ impl Read for Tx<'_> {
     fn note_read(&self, link: &Link) {
         let doc = self.with_doc(&link.doc, |index, _| index as u32);
         let mut reads = self.reads.borrow_mut();
-        // Computations often read one location many times in a row.
-        if reads.len() <= self.reads_floor.get() || reads.last().is_none_or(|(d, p)| *d != doc || *p != link.path) {
+        // A location read again lately (a link and its target, read in turns) is noted
+        // once; the memo answers most repeated reads before they get here.
+        let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS));
+        if !reads[floor.min(reads.len())..].iter().any(|(d, p)| *d == doc && *p == link.path) {
             reads.push((doc, link.path.clone()));
         }
     }
@@ -468,9 +491,21 @@ mod tests {
         let pointer = Link::new(rt.space().new_doc_id("p"), Path::root());
         rt.transact(|tx| {
             tx.write(&pointer, a.link().to_value())?;
-            assert_eq!(tx.read(&pointer)?, Value::from(1));
+            for _ in 0..3 {
+                assert_eq!(tx.read(&pointer)?, Value::from(1));
+            }
             tx.write(&pointer, b.link().to_value())?;
             assert_eq!(tx.read(&pointer)?, Value::from(2), "the new link is followed");
+            Ok(())
+        })
+        .expect("commit");
+        rt.transact(|tx| {
+            for _ in 0..20 {
+                assert_eq!(tx.read(&pointer)?, Value::from(2));
+                assert_eq!(a.get(tx)?, 1);
+            }
+            // The link, its target and `a`, each noted once however often they are read.
+            assert_eq!(tx.reads().len(), 3, "{:?}", tx.reads());
             Ok(())
         })
         .expect("commit");

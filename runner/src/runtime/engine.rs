@@ -208,7 +208,18 @@ impl Runtime {
         let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
         let written = match outcome {
             Ok(Ok(value)) => {
-                let entry = body.output_entry.get_or_init(|| self.0.space.entry(&body.output.doc));
+                let looked_up;
+                let entry = match body.output_entry.get() {
+                    Some(entry) => entry,
+                    None => {
+                        looked_up = self.0.space.entry(&body.output.doc);
+                        // A stand-in for a document storage failed to give is not kept.
+                        if self.0.space.holds(&body.output.doc, &looked_up) {
+                            let _ = body.output_entry.set(looked_up.clone());
+                        }
+                        &looked_up
+                    }
+                };
                 tx.write_to(&body.output, Some(entry), value)
             }
             Ok(Err(e)) => Err(Error::ComputationFailed { name: body.name.to_string(), message: e.to_string() }),
