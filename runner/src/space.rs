@@ -65,7 +65,7 @@ impl DocEntry {
     }
 }
 
-/// A document a transaction touched: its snapshot, what it read there, what it wrote.
+/// A document a transaction touched: its entry, its snapshot and what it wrote there.
 pub(crate) struct DocWrites {
     /// The document.
     pub id: DocId,

@@ -172,22 +172,17 @@ pub struct Tx<'s> {
     undo: RefCell<Vec<Undo>>,
     /// Whether a savepoint is open.
     open: std::cell::Cell<bool>,
-    /// Locations read since the last write or savepoint, with no link on the way. See
+    /// Locations read again since the last write or savepoint, with their values. See
     /// [`Tx::read`].
     memo: RefCell<Vec<Remembered>>,
 }
 
 impl<'s> Tx<'s> {
-    pub(crate) fn new(space: &'s Space) -> Self {
-        Self::reusing(space, Spare::default())
-    }
-
-    /// A transaction that keeps its documents and reads in the lists of an earlier one
-    /// (see [`Spare`]).
+    /// A transaction that keeps its documents and reads in the emptied lists of an
+    /// earlier one (see [`Spare`]; `Spare::default()` for new lists).
     pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
-        let Spare { mut docs, mut reads } = spare;
-        docs.clear();
-        reads.clear();
+        let Spare { docs, reads } = spare;
+        debug_assert!(docs.is_empty() && reads.is_empty(), "spare lists come emptied");
         Tx {
             space,
             docs: RefCell::new(Docs { list: docs, ..Docs::default() }),

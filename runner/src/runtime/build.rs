@@ -64,7 +64,7 @@ impl Runtime {
         name: Option<&str>,
     ) -> Result<Wiring> {
         self.with_retries(|| {
-            let mut builder = Builder::new(self, charm.clone(), Tx::new(self.space()));
+            let mut builder = Builder::new(self, charm.clone(), self.tx());
             (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e {
                 Error::Refused(message) => Error::PatternFailed { pattern: pattern.id().to_string(), message },
                 other => other,

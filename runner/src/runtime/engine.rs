@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
 use crate::scheduler::{Next, Ready};
-use crate::space::{Commit, Committed};
+use crate::space::Committed;
 use crate::tx::Tx;
 
 /// How many computation runs share one transaction while settling: enough to spread a
@@ -135,10 +135,10 @@ impl Runtime {
         true
     }
 
-    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it with
-    /// whatever it held already. The errors of the computations are reported (nobody
-    /// waits for them); if the commit conflicts, they are dirty again.
-    fn settle_into(&self, tx: Tx<'_>) -> Result<Commit> {
+    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it. The errors
+    /// of the computations are reported (nobody waits for them); if the commit
+    /// conflicts, they are dirty again.
+    fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
         let mut ran = Vec::new();
         let mut errors = Vec::new();
         while ran.len() < SETTLE_CHUNK {
@@ -159,9 +159,9 @@ impl Runtime {
             }
         }
         match self.commit_marking(tx, false, false) {
-            Ok(commit) => {
+            Ok(_) => {
                 errors.into_iter().for_each(|e| self.report(e));
-                Ok(commit)
+                Ok(())
             }
             Err(error) => {
                 if matches!(error, Error::Conflict { .. }) {
