@@ -136,8 +136,25 @@ struct Remembered {
 /// than the rest of a small commit.
 #[derive(Default)]
 pub(crate) struct Spare {
-    pub docs: Vec<DocWrites>,
-    pub reads: Vec<(u32, Path)>,
+    docs: Vec<DocWrites>,
+    reads: Vec<(u32, Path)>,
+    undo: Vec<Undo>,
+    memo: Vec<Remembered>,
+}
+
+impl Spare {
+    /// Empties the lists (what they held is not kept alive meanwhile).
+    pub fn clear(&mut self) {
+        self.docs.clear();
+        self.reads.clear();
+        self.undo.clear();
+        self.memo.clear();
+    }
+
+    /// The documents a transaction touched and what it read: what a commit takes.
+    pub fn parts(&mut self) -> (&mut [DocWrites], &[(u32, Path)]) {
+        (&mut self.docs, &self.reads)
+    }
 }
 
 /// The state of a document before the first write since the open [`Savepoint`].
@@ -181,17 +198,20 @@ impl<'s> Tx<'s> {
     /// A transaction that keeps its documents and reads in the emptied lists of an
     /// earlier one (see [`Spare`]; `Spare::default()` for new lists).
     pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
-        let Spare { docs, reads } = spare;
-        debug_assert!(docs.is_empty() && reads.is_empty(), "spare lists come emptied");
+        let Spare { docs, reads, undo, memo } = spare;
+        debug_assert!(
+            docs.is_empty() && reads.is_empty() && undo.is_empty() && memo.is_empty(),
+            "spare lists come emptied"
+        );
         Tx {
             space,
             docs: RefCell::new(Docs { list: docs, ..Docs::default() }),
             after_commit: RefCell::new(Vec::new()),
             reads: RefCell::new(reads),
             reads_floor: std::cell::Cell::new(0),
-            undo: RefCell::new(Vec::new()),
+            undo: RefCell::new(undo),
             open: std::cell::Cell::new(false),
-            memo: RefCell::new(Vec::new()),
+            memo: RefCell::new(memo),
         }
     }
 
@@ -392,8 +412,16 @@ impl<'s> Tx<'s> {
         self.after_commit.borrow_mut().truncate(savepoint.hooks);
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<DocWrites>, Vec<(u32, Path)>, Vec<AfterCommit>) {
-        (self.docs.into_inner().list, self.reads.into_inner(), self.after_commit.into_inner())
+    /// What a commit needs: the lists (documents, reads, and the rest to reuse) and the
+    /// hooks to run after it.
+    pub(crate) fn into_parts(self) -> (Spare, Vec<AfterCommit>) {
+        let spare = Spare {
+            docs: self.docs.into_inner().list,
+            reads: self.reads.into_inner(),
+            undo: self.undo.into_inner(),
+            memo: self.memo.into_inner(),
+        };
+        (spare, self.after_commit.into_inner())
     }
 }
 

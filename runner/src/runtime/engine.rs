@@ -9,9 +9,10 @@ use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
-use crate::scheduler::{Next, Ready};
+use crate::scheduler::{ComputationId, Next, Ready};
 use crate::space::Committed;
 use crate::tx::Tx;
+use smallvec::SmallVec;
 
 /// How many computation runs share one transaction while settling: enough to spread a
 /// commit's fixed cost, few enough that a chunk's documents stay in cache and a conflict
@@ -139,7 +140,7 @@ impl Runtime {
     /// of the computations are reported (nobody waits for them); if the commit
     /// conflicts, they are dirty again.
     fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
-        let mut ran = Vec::new();
+        let mut ran: SmallVec<[ComputationId; SETTLE_CHUNK]> = SmallVec::new();
         let mut errors = Vec::new();
         while ran.len() < SETTLE_CHUNK {
             let next = self.0.graph.lock().next();

@@ -218,19 +218,18 @@ impl Runtime {
     /// settle's transaction marked them as each computation wrote); `list`: whether the
     /// commit lists them (observers hear of them either way).
     pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool, list: bool) -> Result<Commit> {
-        let (mut docs, reads, after_commit) = tx.into_parts();
+        let (mut spare, after_commit) = tx.into_parts();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
         let mut changed = |doc: &DocId, paths: &[Path]| {
             graph.get_or_insert_with(|| self.0.graph.lock()).changed(doc, paths.iter());
         };
-        let commit = self.0.space.commit(&mut docs, &reads, list || observed, mark.then_some(&mut changed as _));
+        let (docs, reads) = spare.parts();
+        let commit = self.0.space.commit(docs, reads, list || observed, mark.then_some(&mut changed as _));
         drop(graph);
         // Emptied now: what the transaction held (snapshots, entries) is not kept alive.
-        let mut reads = reads;
-        docs.clear();
-        reads.clear();
-        *self.0.spare.lock() = Some(Spare { docs, reads });
+        spare.clear();
+        *self.0.spare.lock() = Some(spare);
         let commit = commit?;
         if observed && !commit.changes.is_empty() {
             self.notify_observers(&commit.changes);
