@@ -42,6 +42,11 @@ static ONLY: std::sync::LazyLock<Option<(String, Option<String>)>> = std::sync::
     Some((system, scenario))
 });
 
+/// The rows `TRELLIS_BENCH_ONLY` selects, if it is set: (system or `*`, scenario).
+pub fn only() -> Option<(&'static str, Option<&'static str>)> {
+    ONLY.as_ref().map(|(system, scenario)| (system.as_str(), scenario.as_deref()))
+}
+
 impl RunConfig {
     /// Whether the row of `system` in `scenario` is measured (see `TRELLIS_BENCH_ONLY`).
     pub fn selected(&self, system: &str, scenario: &str) -> bool {

@@ -127,6 +127,10 @@ fn main() -> ExitCode {
         print!("{}", usage());
         return ExitCode::SUCCESS;
     }
+    if let Err(e) = propagation::check_only() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let measurements = match run_suites(&args) {
         Ok(m) => m,
         Err(e) => {

@@ -56,6 +56,38 @@ impl Scenario {
     }
 }
 
+/// Checks that `TRELLIS_BENCH_ONLY`, if set, names a system (or `*`) and, if it names one,
+/// a scenario of this suite; the error lists the names there are.
+pub fn check_only() -> Result<(), String> {
+    check_selection(harness::only())
+}
+
+/// [`check_only`] for a given selection: (system or `*`, scenario).
+fn check_selection(only: Option<(&str, Option<&str>)>) -> Result<(), String> {
+    struct Names(Vec<&'static str>);
+    impl SystemVisitor for Names {
+        fn visit<S: ReactiveSystem>(&mut self) {
+            self.0.push(S::NAME);
+        }
+    }
+    let Some((system, scenario)) = only else { return Ok(()) };
+    let mut systems = Names(Vec::new());
+    visit_systems(&mut systems);
+    let scenarios: Vec<String> = SCENARIOS.iter().map(|s| s.name()).collect();
+    let known_system = system == "*" || systems.0.contains(&system);
+    let known_scenario = scenario.is_none_or(|scenario| scenarios.iter().any(|s| s == scenario));
+    if known_system && known_scenario {
+        return Ok(());
+    }
+    Err(format!(
+        "TRELLIS_BENCH_ONLY={system}{} selects no propagation row: give SYSTEM or SYSTEM/SCENARIO, \
+         where SYSTEM is `*` or one of {} and SCENARIO one of {}",
+        scenario.map(|s| format!("/{s}")).unwrap_or_default(),
+        systems.0.join(", "),
+        scenarios.join(", ")
+    ))
+}
+
 /// Runs every scenario on every registered system (scenario by scenario, so the systems
 /// of one row are measured close together in time).
 fn run(config: &RunConfig) -> Vec<Measurement> {
@@ -142,6 +174,17 @@ mod tests {
             .expect("spawn")
             .join()
             .expect("scenarios pass");
+    }
+
+    #[test]
+    fn a_selection_must_name_a_system_and_a_scenario_of_the_suite() {
+        assert!(check_selection(None).is_ok());
+        assert!(check_selection(Some(("trellis", None))).is_ok());
+        assert!(check_selection(Some(("*", Some("diamond")))).is_ok());
+        let err = check_selection(Some(("trellis", Some("diamonds")))).expect_err("no such scenario");
+        assert!(err.contains("trellis/diamonds") && err.contains("deepPropagation"), "{err}");
+        let err = check_selection(Some(("Trellis", None))).expect_err("no such system");
+        assert!(err.contains("sycamore") && err.contains("`*`"), "{err}");
     }
 
     #[test]
