@@ -66,7 +66,7 @@ fn entry_address(entry: &Arc<DocEntry>) -> usize {
 
 impl Docs {
     /// Where `doc` is, if this transaction touched it under this id's text (the quick
-    /// way: [`Docs::locate`] finds it under any text).
+    /// way: [`Docs::find`] finds it under any text).
     fn position(&mut self, doc: &DocId) -> Option<usize> {
         if self.list.get(self.last).is_some_and(|d| Arc::ptr_eq(&d.id, doc)) {
             return Some(self.last);
@@ -96,6 +96,16 @@ impl Docs {
         }?;
         self.last = at;
         Some(at)
+    }
+
+    /// Where `doc` is, if this transaction touched it under any text; otherwise its entry
+    /// (from `entry`, which looks it up), for the caller to [`Docs::push`] it.
+    fn find(&mut self, doc: &DocId, entry: impl FnOnce() -> Arc<DocEntry>) -> Result<usize, Arc<DocEntry>> {
+        if let Some(at) = self.position(doc) {
+            return Ok(at);
+        }
+        let entry = entry();
+        self.position_of_entry(doc, &entry).ok_or(entry)
     }
 
     /// Adds a document first touched, with its entry and snapshot.
@@ -222,17 +232,11 @@ impl<'s> Tx<'s> {
 
     fn with_doc<T>(&self, doc: &DocId, f: impl FnOnce(usize, &mut DocWrites) -> T) -> T {
         let mut docs = self.docs.borrow_mut();
-        let index = match docs.position(doc) {
-            Some(index) => index,
-            None => {
-                let entry = self.space.entry(doc);
-                match docs.position_of_entry(doc, &entry) {
-                    Some(index) => index,
-                    None => {
-                        let snapshot = entry.snapshot();
-                        docs.push(doc.clone(), entry, snapshot)
-                    }
-                }
+        let index = match docs.find(doc, || self.space.entry(doc)) {
+            Ok(index) => index,
+            Err(entry) => {
+                let snapshot = entry.snapshot();
+                docs.push(doc.clone(), entry, snapshot)
             }
         };
         f(index, &mut docs.list[index])
@@ -313,23 +317,18 @@ impl<'s> Tx<'s> {
         // a document this transaction did not touch yet is not even added to it).
         let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
         let mut docs = self.docs.borrow_mut();
-        let index = match docs.position(&target.doc) {
-            Some(index) => index,
-            None => {
-                let entry = match entry {
-                    Some(entry) if same_text(&target.doc, &link.doc) => entry.clone(),
-                    _ => self.space.entry(&target.doc),
-                };
-                match docs.position_of_entry(&target.doc, &entry) {
-                    Some(index) => index,
-                    None => {
-                        let snapshot = entry.snapshot();
-                        if unchanged(&snapshot.0) {
-                            return Ok(());
-                        }
-                        docs.push(target.doc.clone(), entry, snapshot)
-                    }
+        let known = match entry {
+            Some(entry) if same_text(&target.doc, &link.doc) => Some(entry),
+            _ => None,
+        };
+        let index = match docs.find(&target.doc, || known.cloned().unwrap_or_else(|| self.space.entry(&target.doc))) {
+            Ok(index) => index,
+            Err(entry) => {
+                let snapshot = entry.snapshot();
+                if unchanged(&snapshot.0) {
+                    return Ok(());
                 }
+                docs.push(target.doc.clone(), entry, snapshot)
             }
         };
         let d = &mut docs.list[index];
