@@ -61,7 +61,7 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: us
         }
         Value::Array(items) => {
             let mut out = (*items).clone();
-            for (i, v) in crate::value::Items::of(&items).enumerate() {
+            for (i, v) in items.iter().enumerate() {
                 out.set(i, deep(r, &at.child(i.to_string()), v.clone(), hops, depth + 1)?);
             }
             Ok(Value::Array(std::sync::Arc::new(out)))

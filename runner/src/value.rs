@@ -243,13 +243,13 @@ impl Value {
 
 /// The items of an array, leaf by leaf (a vector's own iterator looks every item up from
 /// the root), with their exact count, so a list built from them is allocated once.
-pub(crate) struct Items<'a> {
+struct Items<'a> {
     leaves: std::iter::Flatten<imbl::vector::Chunks<'a, Value, imbl::shared_ptr::DefaultSharedPtr>>,
     left: usize,
 }
 
 impl<'a> Items<'a> {
-    pub(crate) fn of(items: &'a Vector<Value>) -> Self {
+    fn of(items: &'a Vector<Value>) -> Self {
         Items { leaves: items.leaves().flatten(), left: items.len() }
     }
 }
