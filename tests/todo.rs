@@ -70,7 +70,7 @@ fn reads_and_writes_follow_links() {
 
 #[test]
 fn cells_hold_cells() {
-    #[derive(Serialize, Deserialize)]
+    #[derive(Clone, Serialize, Deserialize)]
     struct Board {
         title: String,
         tasks: Cell<Vec<Task>>,

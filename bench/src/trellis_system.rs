@@ -31,7 +31,7 @@ struct TxInputs<'a, 'tx> {
 /// Reads a typed value as `Cell::get` does: straight from the stored value.
 fn read<T: Value>(r: &(impl Read + ?Sized), link: &Link) -> T {
     let value = r.read(link).unwrap_or_else(|e| panic!("trellis: cannot read {link}: {e}"));
-    T::deserialize(&value).unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}"))
+    value.read_as().unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}"))
 }
 
 /// Stores a typed value as `Cell::set` does.

@@ -122,7 +122,7 @@ impl<'a> Builder<'a> {
     /// A derived value at `key` computed from one cell by a plain function.
     pub fn lift<A, T, F>(&mut self, key: &str, input: Cell<A>, f: F) -> Result<Cell<T>>
     where
-        A: Serialize + DeserializeOwned + 'static,
+        A: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
         T: Serialize,
         F: Fn(A) -> T + Send + Sync + 'static,
     {

@@ -2,8 +2,10 @@
 //!
 //! A [`Cell<T>`] is a link plus a Rust type. It reads through any [`Read`] (a transaction
 //! or the runtime) and writes inside a [`Tx`]. Values cross into Rust through serde, so
-//! any `Serialize + Deserialize` type works; a cell whose value is missing reads the
-//! schema default (see [`crate::schema`]) when it has a schema, else `null`.
+//! any `Serialize + Deserialize` type works (`Clone + Send + Sync` too, to be read: a list
+//! is read into its type once, and its other readers get copies); a cell whose value is
+//! missing reads the schema default (see [`crate::schema`]) when it has a schema, else
+//! `null`.
 //!
 //! A cell serialises as a link, so a struct field of type `Cell<U>` stored in a document
 //! is a live reference, and reading the struct gives back a working cell.
@@ -97,11 +99,12 @@ impl<T> Cell<T> {
     }
 }
 
-impl<T: Serialize + DeserializeOwned> Cell<T> {
-    /// The current value.
+impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Cell<T> {
+    /// The current value. A list is read into `T` once: its next readers get a copy (see
+    /// [`Value::read_as`]).
     pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
         let value = self.get_value(r)?;
-        T::deserialize(&value).map_err(|source| Error::Shape { at: self.at.link.clone(), source })
+        value.read_as().map_err(|source| Error::Shape { at: self.at.link.clone(), source })
     }
 
     /// Replaces the value.

@@ -92,7 +92,7 @@ impl Tree for Value {
     fn children(&self) -> impl Iterator<Item = (Step<'_>, &Self)> {
         let fields = self.as_object().into_iter().flatten().map(|(k, v)| (Step::Key(k), v));
         let items = match self {
-            Value::Array(items) => Some(&**items),
+            Value::Array(items) => Some(&***items),
             _ => None,
         };
         fields.chain(items.into_iter().flatten().enumerate().map(|(i, v)| (Step::Index(i), v)))

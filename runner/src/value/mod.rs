@@ -7,10 +7,16 @@
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use imbl::{OrdMap, Vector};
+use imbl::OrdMap;
 use serde::de::value::{MapDeserializer, SeqDeserializer};
+use serde::de::DeserializeOwned;
 use serde::de::{IntoDeserializer, Visitor};
 use serde::{Serialize, Serializer};
+
+mod array;
+
+pub use array::Array;
+use array::Items;
 
 /// A persistent JSON value.
 #[derive(Clone, PartialEq, Default)]
@@ -27,7 +33,7 @@ pub enum Value {
     /// JSON array. Behind a reference count: a vector's inline storage would make every
     /// value, a number too, as large as the vector (64 bytes rather than 32), and values
     /// are copied on every read.
-    Array(Arc<Vector<Value>>),
+    Array(Arc<Array>),
     /// JSON object, keys in sorted order.
     Object(OrdMap<Arc<str>, Value>),
 }
@@ -235,40 +241,23 @@ impl Value {
         }
     }
 
+    /// `T` read from this value, as `T::deserialize(&value)` reads it; a list already read
+    /// as `T` is copied from that read instead (see [`Array`]).
+    pub fn read_as<T>(&self) -> Result<T, serde_json::Error>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        match self {
+            Value::Array(array) => array.read_as(|| T::deserialize(self)),
+            _ => T::deserialize(self),
+        }
+    }
+
     /// Serialises any `Serialize` value into a `Value`.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
         serde_json::to_value(value).map(Value::from)
     }
 }
-
-/// The items of an array, leaf by leaf (a vector's own iterator looks every item up from
-/// the root), with their exact count, so a list built from them is allocated once.
-struct Items<'a> {
-    leaves: std::iter::Flatten<imbl::vector::Chunks<'a, Value, imbl::shared_ptr::DefaultSharedPtr>>,
-    left: usize,
-}
-
-impl<'a> Items<'a> {
-    fn of(items: &'a Vector<Value>) -> Self {
-        Items { leaves: items.leaves().flatten(), left: items.len() }
-    }
-}
-
-impl<'a> Iterator for Items<'a> {
-    type Item = &'a Value;
-
-    fn next(&mut self) -> Option<&'a Value> {
-        let item = self.leaves.next()?;
-        self.left -= 1;
-        Some(item)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl ExactSizeIterator for Items<'_> {}
 
 impl From<serde_json::Value> for Value {
     fn from(json: serde_json::Value) -> Self {
