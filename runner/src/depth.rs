@@ -41,13 +41,18 @@ pub fn check_depth_of(json: &serde_json::Value, what: impl std::fmt::Display) ->
 
 /// Checks that writing `value` at `path` keeps its document within [`MAX_DOC_DEPTH`].
 pub(crate) fn check_write(value: &Value, path: &Path, what: impl std::fmt::Display) -> Result<()> {
+    let too_deep_at = |at: &Path| Error::TooDeep { what: what.to_string(), at: shown(at), limit: MAX_DOC_DEPTH };
+    if path.segments().len() > MAX_DOC_DEPTH {
+        // The containers on the way are too many already, whatever is written.
+        return Err(too_deep_at(path));
+    }
+    if !value.is_container() {
+        return Ok(()); // most writes: a number or a text, which nests nothing
+    }
     let room = MAX_DOC_DEPTH.saturating_sub(path.segments().len());
     match too_deep(value, room) {
         None => Ok(()),
-        Some(at) => {
-            let at = path.join(at.segments());
-            Err(Error::TooDeep { what: what.to_string(), at: shown(&at), limit: MAX_DOC_DEPTH })
-        }
+        Some(at) => Err(too_deep_at(&path.join(at.segments()))),
     }
 }
 
@@ -164,6 +169,10 @@ mod tests {
         let value = Value::from(nested(10));
         assert!(check_write(&value, &Path::new(["a"; MAX_DOC_DEPTH - 10]), "w").is_ok());
         let err = check_write(&value, &Path::new(["a"; MAX_DOC_DEPTH - 9]), "w").expect_err("document too deep");
+        assert!(matches!(err, Error::TooDeep { limit: MAX_DOC_DEPTH, .. }));
+        let scalar = Value::from(1);
+        assert!(check_write(&scalar, &Path::new(["a"; MAX_DOC_DEPTH]), "w").is_ok());
+        let err = check_write(&scalar, &Path::new(["a"; MAX_DOC_DEPTH + 1]), "w").expect_err("a number, too deep");
         assert!(matches!(err, Error::TooDeep { limit: MAX_DOC_DEPTH, .. }));
     }
 }

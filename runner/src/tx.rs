@@ -321,7 +321,13 @@ impl<'s> Tx<'s> {
             Some(entry) if same_text(&target.doc, &link.doc) => Some(entry),
             _ => None,
         };
-        let index = match docs.find(&target.doc, || known.cloned().unwrap_or_else(|| self.space.entry(&target.doc))) {
+        let found = match known {
+            // Found by its entry straight away (an output is often first touched here).
+            Some(entry) => docs.position_of_entry(&target.doc, entry).ok_or_else(|| entry.clone()),
+            None => docs.find(&target.doc, || self.space.entry(&target.doc)),
+        };
+        let index = match found {
+            Ok(index) if unchanged(&docs.list[index].local) => return Ok(()),
             Ok(index) => index,
             Err(entry) => {
                 let snapshot = entry.snapshot();
@@ -332,9 +338,6 @@ impl<'s> Tx<'s> {
             }
         };
         let d = &mut docs.list[index];
-        if unchanged(&d.local) {
-            return Ok(());
-        }
         self.memo.borrow_mut().clear();
         let mut log = self.undo.borrow_mut();
         let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
