@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::BoxError;
 use crate::link::{DocId, Link};
-use crate::space::DocEntry;
+use crate::space::{DocEntry, DocKey};
 use crate::tx::Tx;
 use crate::value::{same_text, Path, Value};
 
@@ -58,7 +58,8 @@ pub(crate) struct Body {
 pub(crate) struct Computation {
     body: Arc<Body>,
     pub owner: Option<DocId>,
-    deps: Vec<Link>,
+    /// The locations read on the latest run, with their documents' keys.
+    deps: Vec<(DocKey, Link)>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
     producers: Vec<ComputationId>,
     height: u32,
@@ -85,7 +86,7 @@ pub(crate) struct Graph {
     /// How many computations there are.
     len: usize,
     /// For each document, the computations that read something in it.
-    readers: HashMap<DocId, HashSet<ComputationId>>,
+    readers: HashMap<DocKey, HashSet<ComputationId>>,
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
     dirty: BinaryHeap<Reverse<(u32, u64, ComputationId)>>,
@@ -117,8 +118,17 @@ pub(crate) struct Ready {
 }
 
 impl Graph {
-    /// Adds a computation; it is dirty until it first runs.
-    pub fn add(&mut self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
+    /// Adds a computation writing `output` (in the document `key` names, whose entry is
+    /// given when it may be kept); it is dirty until it first runs.
+    pub fn add(
+        &mut self,
+        name: &str,
+        output: Link,
+        key: DocKey,
+        entry: Option<Arc<DocEntry>>,
+        owner: Option<DocId>,
+        run: ComputeFn,
+    ) -> ComputationId {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot::default());
             self.slots.len() - 1
@@ -126,16 +136,20 @@ impl Graph {
         let id = ComputationId::new(slot, self.slots[slot].generation);
         self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
-        let readers: Vec<ComputationId> = self.readers.get(&output.doc).into_iter().flatten().copied().collect();
+        let readers: Vec<ComputationId> = self.readers.get(&key).into_iter().flatten().copied().collect();
         for reader in readers {
             if let Some(c) = self.get_mut(reader) {
-                if c.deps.iter().any(|d| d.doc == output.doc && d.path.overlaps(&output.path)) {
+                if c.deps.iter().any(|(_, d)| d.doc == output.doc && d.path.overlaps(&output.path)) {
                     c.producers.push(id);
                 }
             }
         }
+        let output_entry = OnceLock::new();
+        if let Some(entry) = entry {
+            let _ = output_entry.set(entry);
+        }
         let c = Computation {
-            body: Arc::new(Body { name: name.into(), output, output_entry: OnceLock::new(), run }),
+            body: Arc::new(Body { name: name.into(), output, output_entry, run }),
             owner,
             deps: Vec::new(),
             producers: Vec::new(),
@@ -183,8 +197,8 @@ impl Graph {
         for other in self.slots.iter_mut().filter_map(|s| s.computation.as_mut()) {
             other.producers.retain(|p| *p != id);
         }
-        for dep in &c.deps {
-            if let Some(set) = self.readers.get_mut(&dep.doc) {
+        for (key, _) in &c.deps {
+            if let Some(set) = self.readers.get_mut(key) {
                 set.remove(&id);
             }
         }
@@ -217,14 +231,17 @@ impl Graph {
         }
     }
 
-    /// Marks dirty every computation that read a location overlapping a written path.
-    pub fn changed<'p>(&mut self, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
+    /// Marks dirty every computation that read a location overlapping a path written in
+    /// `doc` (named by `key`).
+    pub fn changed<'p>(&mut self, key: DocKey, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
         let Graph { readers, slots, dirty, dirty_count, seq, .. } = self;
-        let Some(readers) = readers.get(doc) else { return };
+        let Some(readers) = readers.get(&key) else { return };
         for id in readers {
             let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
             let Some(c) = c.computation.as_mut() else { continue };
-            if !c.dirty && c.deps.iter().any(|d| same_text(&d.doc, doc) && paths.clone().any(|p| p.overlaps(&d.path))) {
+            if !c.dirty
+                && c.deps.iter().any(|(_, d)| same_text(&d.doc, doc) && paths.clone().any(|p| p.overlaps(&d.path)))
+            {
                 c.dirty = true;
                 *seq += 1;
                 *dirty_count += 1;
@@ -290,8 +307,8 @@ impl Graph {
         c.producers.iter().filter_map(|p| self.get(*p)).filter(|p| p.dirty).map(|p| p.height).max()
     }
 
-    fn producers_of<'a>(&'a self, deps: &'a [Link]) -> impl Iterator<Item = ComputationId> + 'a {
-        deps.iter().flat_map(move |dep| {
+    fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Link)]) -> impl Iterator<Item = ComputationId> + 'a {
+        deps.iter().flat_map(move |(_, dep)| {
             self.writers
                 .get(&dep.doc)
                 .into_iter()
@@ -303,22 +320,27 @@ impl Graph {
 
     /// Records what a computation read on its latest run, as (document, path) in the
     /// order first read, and recomputes its height.
-    pub fn ran<'r>(&mut self, id: ComputationId, reads: impl ExactSizeIterator<Item = (&'r DocId, &'r Path)> + Clone) {
+    pub fn ran<'r>(
+        &mut self,
+        id: ComputationId,
+        reads: impl ExactSizeIterator<Item = (DocKey, &'r DocId, &'r Path)> + Clone,
+    ) {
         let Some(c) = self.get(id) else { return };
         if c.deps.len() == reads.len()
-            && c.deps.iter().zip(reads.clone()).all(|(d, (doc, path))| same_text(&d.doc, doc) && d.path == *path)
+            && c.deps.iter().zip(reads.clone()).all(|((k, d), (key, _, path))| *k == key && d.path == *path)
         {
             return; // the common case: same reads as last time, nothing to re-index
         }
-        let deps: Vec<Link> = reads.map(|(doc, path)| Link::new(doc.clone(), path.clone())).collect();
+        let deps: Vec<(DocKey, Link)> =
+            reads.map(|(key, doc, path)| (key, Link::new(doc.clone(), path.clone()))).collect();
         let old = self.get_mut(id).map(|c| std::mem::take(&mut c.deps)).unwrap_or_default();
-        for old in &old {
-            if let Some(set) = self.readers.get_mut(&old.doc) {
+        for (key, _) in &old {
+            if let Some(set) = self.readers.get_mut(key) {
                 set.remove(&id);
             }
         }
-        for dep in &deps {
-            self.readers.entry(dep.doc.clone()).or_default().insert(id);
+        for (key, _) in &deps {
+            self.readers.entry(*key).or_default().insert(id);
         }
         let mut producers: Vec<ComputationId> = self.producers_of(&deps).filter(|p| *p != id).collect();
         producers.sort_unstable();
@@ -344,13 +366,29 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::space::Space;
 
     fn link(doc: &str, key: &str) -> Link {
         Link::new(doc, Path::new([key]))
     }
 
-    fn ran(g: &mut Graph, id: ComputationId, reads: &[Link]) {
-        g.ran(id, reads.iter().map(|l| (&l.doc, &l.path)));
+    /// A graph, and the space whose entries name its documents.
+    fn graph() -> (Graph, Space) {
+        (Graph::default(), Space::in_memory())
+    }
+
+    fn add(g: &mut Graph, space: &Space, name: &str, output: Link) -> ComputationId {
+        let key = space.entry(&output.doc).key();
+        g.add(name, output, key, None, None, noop())
+    }
+
+    fn ran(g: &mut Graph, space: &Space, id: ComputationId, reads: &[Link]) {
+        g.ran(id, reads.iter().map(|l| (space.entry(&l.doc).key(), &l.doc, &l.path)));
+    }
+
+    fn changed(g: &mut Graph, space: &Space, doc: &str, key: &str) {
+        let doc: DocId = doc.into();
+        g.changed(space.entry(&doc).key(), &doc, [Path::new([key])].iter());
     }
 
     fn noop() -> ComputeFn {
@@ -359,19 +397,19 @@ mod tests {
 
     #[test]
     fn a_computation_marked_while_its_height_changes_still_runs() {
-        let mut g = Graph::default();
-        let p = g.add("p", link("d", "p"), None, noop());
-        let c = g.add("c", link("d", "c"), None, noop());
+        let (mut g, space) = graph();
+        let p = add(&mut g, &space, "p", link("d", "p"));
+        let c = add(&mut g, &space, "c", link("d", "c"));
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == p));
-        ran(&mut g, p, &[link("d", "other")]);
+        ran(&mut g, &space, p, &[link("d", "other")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
-        ran(&mut g, c, &[link("d", "src")]);
-        g.changed(&"d".into(), [Path::new(["src"])].iter());
+        ran(&mut g, &space, c, &[link("d", "src")]);
+        changed(&mut g, &space, "d", "src");
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
-        g.changed(&"d".into(), [Path::new(["src"])].iter());
+        changed(&mut g, &space, "d", "src");
         // ...and this run reads `p`, which raises its height to 1.
-        ran(&mut g, c, &[link("d", "src"), link("d", "p")]);
+        ran(&mut g, &space, c, &[link("d", "src"), link("d", "p")]);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
@@ -379,11 +417,11 @@ mod tests {
 
     #[test]
     fn a_removed_computations_id_never_names_the_one_in_its_slot() {
-        let mut g = Graph::default();
-        let old = g.add("old", link("d", "old"), None, noop());
+        let (mut g, space) = graph();
+        let old = add(&mut g, &space, "old", link("d", "old"));
         g.remove(old);
         assert!(!g.has_dirty(), "a removed dirty computation is no longer waiting");
-        let new = g.add("new", link("d", "new"), None, noop());
+        let new = add(&mut g, &space, "new", link("d", "new"));
         assert_eq!(old.slot(), new.slot(), "the slot is reused");
         assert_ne!(old, new);
         g.remove(old);
@@ -393,12 +431,12 @@ mod tests {
 
     #[test]
     fn a_producer_added_later_orders_its_readers() {
-        let mut g = Graph::default();
-        let reader = g.add("reader", link("d", "out"), None, noop());
+        let (mut g, space) = graph();
+        let reader = add(&mut g, &space, "reader", link("d", "out"));
         assert!(g.next().is_some());
-        ran(&mut g, reader, &[link("d", "later")]);
-        let producer = g.add("producer", link("d", "later"), None, noop());
-        g.changed(&"d".into(), [Path::new(["later"])].iter());
+        ran(&mut g, &space, reader, &[link("d", "later")]);
+        let producer = add(&mut g, &space, "producer", link("d", "later"));
+        changed(&mut g, &space, "d", "later");
         // Both are dirty; the producer must run first although the reader was queued at
         // height 0 before the producer existed.
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == producer));

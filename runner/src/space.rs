@@ -27,7 +27,13 @@ use crate::value::{Path, Value};
 const RECENT_COMMITS: usize = 32;
 
 /// What a commit tells of each document it wrote: its id and the paths written there.
-pub(crate) type Changed<'a> = &'a mut dyn FnMut(&DocId, &[Path]);
+pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &DocId, &[Path]);
+
+/// Names a document by the address of its entry: the space keeps every entry it made for
+/// as long as it lives, so one document has one key, and the scheduler finds a written
+/// document's readers without hashing its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DocKey(usize);
 
 /// A document's version: how many commits wrote it (0: it does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -56,6 +62,11 @@ struct DocState {
 impl DocEntry {
     fn new(value: Value, version: Version) -> Arc<Self> {
         Arc::new(DocEntry { state: RwLock::new(DocState { value, version, recent: VecDeque::new() }) })
+    }
+
+    /// The key naming this entry's document.
+    pub(crate) fn key(self: &Arc<Self>) -> DocKey {
+        DocKey(Arc::as_ptr(self) as usize)
     }
 
     /// The current value and version.
@@ -351,7 +362,7 @@ impl Space {
             let state = writes.entry.state.read();
             if let Some((_, paths)) = state.recent.back() {
                 if let Some(changed) = changed.as_mut() {
-                    changed(&writes.id, paths);
+                    changed(writes.entry.key(), &writes.id, paths);
                 }
                 if list {
                     changes.push((writes.id.clone(), paths.clone()));

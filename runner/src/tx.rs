@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocEntry, DocWrites, Space, Version};
+use crate::space::{DocEntry, DocKey, DocWrites, Space, Version};
 use crate::value::{same_text, Path, Value};
 
 /// Work to run once a transaction has committed.
@@ -391,13 +391,13 @@ impl<'s> Tx<'s> {
 
     /// Keeps what was written since `savepoint`; calls `written` with each document
     /// written since and the paths written there.
-    pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(&DocId, PathsWritten<'_>)) {
+    pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(DocKey, &DocId, PathsWritten<'_>)) {
         self.open.set(false);
         let log = self.undo.borrow();
         let docs = self.docs.borrow();
         for u in log.iter() {
             let d = &docs.list[u.doc];
-            written(&d.id, d.ops[u.ops..].iter().map(|(p, _)| p));
+            written(d.entry.key(), &d.id, d.ops[u.ops..].iter().map(|(p, _)| p));
         }
     }
 
@@ -436,9 +436,12 @@ pub(crate) struct ReadsSince<'a> {
 
 impl<'a> ReadsSince<'a> {
     /// The locations, as (document, path); consecutive reads of one location count once.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a DocId, &'a Path)> + Clone + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (DocKey, &'a DocId, &'a Path)> + Clone + 'a {
         let docs = self.docs;
-        self.reads.iter().map(move |(doc, path)| (&docs[*doc as usize].id, path))
+        self.reads.iter().map(move |(doc, path)| {
+            let d = &docs[*doc as usize];
+            (d.entry.key(), &d.id, path)
+        })
     }
 }
 

@@ -229,7 +229,7 @@ impl Runtime {
         let mut graph = self.0.graph.lock();
         tx.reads_since(&savepoint, |reads| graph.ran(ready.id, reads.iter()));
         match &written {
-            Ok(()) => tx.release(savepoint, |doc, paths| graph.changed(doc, paths)),
+            Ok(()) => tx.release(savepoint, |key, doc, paths| graph.changed(key, doc, paths)),
             Err(_) => tx.rollback(savepoint),
         }
         written

@@ -221,8 +221,8 @@ impl Runtime {
         let (mut spare, after_commit) = tx.into_parts();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
-        let mut changed = |doc: &DocId, paths: &[Path]| {
-            graph.get_or_insert_with(|| self.0.graph.lock()).changed(doc, paths.iter());
+        let mut changed = |key, doc: &DocId, paths: &[Path]| {
+            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, doc, paths.iter());
         };
         let (docs, reads) = spare.parts();
         let commit = self.0.space.commit(docs, reads, list || observed, mark.then_some(&mut changed as _));
@@ -251,7 +251,10 @@ impl Runtime {
     /// Registers a computation that writes what `run` returns to `output`, and re-runs
     /// whenever something it read changes. It first runs at the next settle.
     pub fn add_computation(&self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
-        self.0.graph.lock().add(name, output, owner, run)
+        let entry = self.0.space.entry(&output.doc);
+        // A stand-in for a document storage failed to give is not kept.
+        let kept = self.0.space.holds(&output.doc, &entry).then_some(entry.clone());
+        self.0.graph.lock().add(name, output, entry.key(), kept, owner, run)
     }
 
     /// Removes a computation.
