@@ -70,6 +70,24 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: us
     }
 }
 
+/// The value at `path` in `root` when no link lies on the way or at the end (the common
+/// case: then the location is found in one look); `None` when links must be followed.
+pub(crate) fn plain_at<'v>(root: &'v Value, path: &Path) -> Option<&'v Value> {
+    static ABSENT: Value = Value::Null;
+    let may_be_link = |v: &Value| v.as_object().is_some_and(|m| m.contains_key(crate::link::LINK_KEY));
+    let mut cur = root;
+    for segment in path.segments() {
+        if may_be_link(cur) {
+            return None;
+        }
+        match cur.child(segment) {
+            Some(child) => cur = child,
+            None => return Some(&ABSENT),
+        }
+    }
+    (!may_be_link(cur)).then_some(cur)
+}
+
 /// Follows links along the path and at its end. The links followed are recorded as
 /// reads; so is the final location when `note_end` (a write target's parent is not a
 /// read: recording it would make writes to sibling fields conflict).

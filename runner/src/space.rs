@@ -18,7 +18,7 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::link::{DocId, Link};
-use crate::read::Read;
+use crate::read::{plain_at, Read};
 use crate::storage::{Durable, MemoryStorage, Storage, StorageError, StoredDoc};
 use crate::value::{Path, Value};
 
@@ -404,21 +404,7 @@ impl Read for Space {
     /// The value at `link`, found in one look at its document when no link lies on the
     /// way (the common case); otherwise links are followed as every read follows them.
     fn read(&self, link: &Link) -> Result<Value, Error> {
-        let may_be_link = |v: &Value| v.as_object().is_some_and(|m| m.contains_key(crate::link::LINK_KEY));
-        let direct = |entry: &DocEntry| {
-            let state = entry.state.read();
-            let mut cur = &state.value;
-            for segment in link.path.segments() {
-                if may_be_link(cur) {
-                    return None;
-                }
-                match cur.child(segment) {
-                    Some(child) => cur = child,
-                    None => return Some(Value::Null),
-                }
-            }
-            (!may_be_link(cur)).then(|| cur.clone())
-        };
+        let direct = |entry: &DocEntry| plain_at(&entry.state.read().value, &link.path).cloned();
         let found = match self.docs.get(&*link.doc) {
             Some(entry) => direct(&entry),
             None => match self.entry_to_read(&link.doc) {

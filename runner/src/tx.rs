@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 
 use crate::error::Result;
 use crate::link::{DocId, Link};
-use crate::read::{resolve, Read};
+use crate::read::{plain_at, resolve, Read};
 use crate::runtime::Runtime;
 use crate::space::{DocEntry, DocKey, DocWrites, Space, Version};
 use crate::value::{same_text, Path, Value};
@@ -266,6 +266,33 @@ impl<'s> Tx<'s> {
         memo.iter().find(|m| same(m)).map(|m| m.value.clone())
     }
 
+    /// Notes a read of `path` in the document at `doc` in [`Docs::list`]; false if it was
+    /// read lately, and noted then.
+    fn note(&self, doc: usize, path: &Path) -> bool {
+        let doc = doc as u32;
+        let mut reads = self.reads.borrow_mut();
+        // A location read again lately (a link and its target, read in turns) is noted
+        // once; the memo answers most repeated reads before they get here.
+        let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS));
+        if reads[floor.min(reads.len())..].iter().any(|(d, p)| *d == doc && p == path) {
+            return false;
+        }
+        reads.push((doc, path.clone()));
+        true
+    }
+
+    /// The value at `link` when no link lies on the way or at its end, found in one look
+    /// at its document and noted as read; `None` when links must be followed.
+    fn read_plain(&self, link: &Link) -> Option<Value> {
+        let (doc, value) =
+            self.with_doc(&link.doc, |index, d| Some((index, plain_at(&d.local, &link.path)?.clone())))?;
+        // Remembered once read again (nothing new noted): most locations are read once.
+        if !self.note(doc, &link.path) {
+            self.remember(link, link, &value);
+        }
+        Some(value)
+    }
+
     /// Remembers the value just read at `link`, which led to `at`, the latest of `reads`.
     fn remember(&self, link: &Link, at: &Link, value: &Value) {
         let remembered = if at == link {
@@ -453,6 +480,9 @@ impl Read for Tx<'_> {
         if let Some(value) = self.remembered(link) {
             return Ok(value);
         }
+        if let Some(value) = self.read_plain(link) {
+            return Ok(value);
+        }
         let noted = self.reads.borrow().len();
         let (at, value) = resolve(self, link, true)?;
         // Remembered once read again (nothing new noted): most locations are read once.
@@ -467,14 +497,8 @@ impl Read for Tx<'_> {
     }
 
     fn note_read(&self, link: &Link) {
-        let doc = self.with_doc(&link.doc, |index, _| index as u32);
-        let mut reads = self.reads.borrow_mut();
-        // A location read again lately (a link and its target, read in turns) is noted
-        // once; the memo answers most repeated reads before they get here.
-        let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS));
-        if !reads[floor.min(reads.len())..].iter().any(|(d, p)| *d == doc && *p == link.path) {
-            reads.push((doc, link.path.clone()));
-        }
+        let doc = self.with_doc(&link.doc, |index, _| index);
+        self.note(doc, &link.path);
     }
 }
 
