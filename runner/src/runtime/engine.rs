@@ -2,6 +2,7 @@
 //! by whichever thread asks for it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 
 use futures::channel::oneshot;
 
@@ -77,7 +78,11 @@ impl Runtime {
             drop(running);
             drop(guard);
             if !self.has_queued_work() {
-                self.0.idle.notify_waiters();
+                // Read after the work is done and the engine unlocked: a waiter that
+                // counted itself later checks for work after that, and finds none.
+                if self.0.waiting.load(Ordering::SeqCst) > 0 {
+                    self.0.idle.notify_waiters();
+                }
                 return;
             }
         }

@@ -89,6 +89,9 @@ pub(crate) struct Inner {
     tasks: AtomicUsize,
     task_docs: DashMap<DocId, usize, FxBuildHasher>,
     idle: Notify,
+    /// How many callers wait on `idle` (see `wait_until`): the engine tells nobody when
+    /// nobody waits, since it goes idle after every change.
+    waiting: AtomicUsize,
     errors: Mutex<VecDeque<Error>>,
     /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
     conflict_retries: AtomicU64,
@@ -153,6 +156,7 @@ impl Runtime {
             tasks: AtomicUsize::new(0),
             task_docs: DashMap::default(),
             idle: Notify::new(),
+            waiting: AtomicUsize::new(0),
             errors: Mutex::new(VecDeque::new()),
             conflict_retries: AtomicU64::new(0),
             spare: Mutex::new(None),

@@ -24,6 +24,7 @@ impl Runtime {
     /// Runs queued work, then waits until the engine is quiet and `tasks_done` holds,
     /// checking again whenever the engine or a tracked task finishes.
     async fn wait_until(&self, tasks_done: impl Fn() -> bool) {
+        let _waiting = Waiting::count(self);
         loop {
             // Pump before listening: pumping notifies waiters itself, which would wake
             // this loop at once and spin it without ever yielding.
@@ -56,6 +57,23 @@ impl Runtime {
             let _guard = guard;
             future.await;
         })
+    }
+}
+
+/// Counts a caller of [`Runtime::wait_until`] among the waiters as long as it waits
+/// (dropped when it returns or is cancelled).
+struct Waiting<'r>(&'r Runtime);
+
+impl<'r> Waiting<'r> {
+    fn count(rt: &'r Runtime) -> Self {
+        rt.0.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(rt)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0 .0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
