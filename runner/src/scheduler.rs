@@ -355,8 +355,12 @@ impl Graph {
     }
 
     fn reset_budgets(&mut self) {
-        for id in std::mem::take(&mut self.ran) {
-            if let Some(c) = self.get_mut(id) {
+        let Graph { ran, slots, .. } = self;
+        // Drained, not taken: the list keeps its room for the next settle.
+        for id in ran.drain(..) {
+            if let Some(Slot { computation: Some(c), .. }) =
+                slots.get_mut(id.slot()).filter(|s| s.generation == id.generation())
+            {
                 c.runs = 0;
             }
         }
