@@ -12,22 +12,19 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
-
 use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{plain_at, resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocEntry, DocKey, DocWrites, Space, Version};
+use crate::space::{DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
+
+mod docs;
+
+use docs::{text_key, Docs};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
-
-/// Up to this many documents a linear search finds a document fastest; beyond, an index
-/// (a settle's transaction touches every document its computations read and write).
-const SCAN_LIMIT: usize = 8;
 
 /// How many locations a transaction remembers having read since its last write (see
 /// [`Tx::read`]).
@@ -35,100 +32,6 @@ const MEMO: usize = 8;
 
 /// How many of the latest reads a new read is checked against before it is noted.
 const RECENT_READS: usize = 8;
-
-/// The documents a transaction touched, in first-touch order.
-#[derive(Default)]
-struct Docs {
-    list: Vec<DocWrites>,
-    /// Position in `list` by the address of an id's text, once `list` is longer than
-    /// [`SCAN_LIMIT`]. Handles share their ids, so one address nearly always stands for
-    /// one document; a hit is still checked against the id, since an address is reused
-    /// once the text that had it is dropped.
-    by_address: FxHashMap<usize, usize>,
-    /// Position in `list` by the address of the document's entry in the space, once
-    /// `list` is longer than [`SCAN_LIMIT`]: an id whose text is new to this transaction
-    /// is told apart from one of its documents without comparing or hashing ids.
-    by_entry: FxHashMap<usize, usize>,
-    /// The position found last: reading a location looks its document up twice (value,
-    /// then read set), and computations often read one document many times.
-    last: usize,
-}
-
-/// The address of an id's text: what [`Docs::by_address`] is keyed by.
-fn address(id: &DocId) -> usize {
-    Arc::as_ptr(id).cast::<u8>() as usize
-}
-
-/// A transaction holds the entries it touched, so their addresses name documents.
-fn entry_address(entry: &Arc<DocEntry>) -> usize {
-    Arc::as_ptr(entry) as usize
-}
-
-impl Docs {
-    /// Where `doc` is, if this transaction touched it under this id's text (the quick
-    /// way: [`Docs::find`] finds it under any text).
-    fn position(&mut self, doc: &DocId) -> Option<usize> {
-        if self.list.get(self.last).is_some_and(|d| Arc::ptr_eq(&d.id, doc)) {
-            return Some(self.last);
-        }
-        let found = if self.list.len() <= SCAN_LIMIT {
-            self.list.iter().position(|d| Arc::ptr_eq(&d.id, doc))
-        } else {
-            self.by_address.get(&address(doc)).copied().filter(|at| same_text(&self.list[*at].id, doc))
-        };
-        if let Some(at) = found {
-            self.last = at;
-        }
-        found
-    }
-
-    /// Where the document of `entry` (looked up as `doc`) is, if this transaction touched
-    /// it; remembers `doc`'s text for it.
-    fn position_of_entry(&mut self, doc: &DocId, entry: &Arc<DocEntry>) -> Option<usize> {
-        let at = if self.list.len() <= SCAN_LIMIT {
-            self.list.iter().position(|d| Arc::ptr_eq(&d.entry, entry))
-        } else {
-            let at = self.by_entry.get(&entry_address(entry)).copied();
-            if let Some(at) = at {
-                self.by_address.insert(address(doc), at);
-            }
-            at
-        }?;
-        self.last = at;
-        Some(at)
-    }
-
-    /// Where `doc` is, if this transaction touched it under any text; otherwise its entry
-    /// (from `entry`, which looks it up), for the caller to [`Docs::push`] it.
-    fn find(&mut self, doc: &DocId, entry: impl FnOnce() -> Arc<DocEntry>) -> Result<usize, Arc<DocEntry>> {
-        if let Some(at) = self.position(doc) {
-            return Ok(at);
-        }
-        let entry = entry();
-        self.position_of_entry(doc, &entry).ok_or(entry)
-    }
-
-    /// Adds a document first touched, with its entry and snapshot.
-    fn push(&mut self, id: DocId, entry: Arc<DocEntry>, (local, read_version): (Value, Version)) -> usize {
-        self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new() });
-        let len = self.list.len();
-        if len == SCAN_LIMIT + 1 {
-            // A settle's transaction, most likely: room for a chunk's outputs and inputs.
-            self.by_address.reserve(16 * SCAN_LIMIT);
-            self.by_entry.reserve(16 * SCAN_LIMIT);
-            for (at, d) in self.list.iter().enumerate() {
-                self.by_address.insert(address(&d.id), at);
-                self.by_entry.insert(entry_address(&d.entry), at);
-            }
-        } else if len > SCAN_LIMIT + 1 {
-            let d = &self.list[len - 1];
-            self.by_address.insert(address(&d.id), len - 1);
-            self.by_entry.insert(entry_address(&d.entry), len - 1);
-        }
-        self.last = len - 1;
-        len - 1
-    }
-}
 
 /// A value read, and where: the addresses of the id and path asked for, kept alive by
 /// [`Docs::list`] and the transaction's reads (`read` is its place there) or, when links
@@ -215,7 +118,7 @@ impl<'s> Tx<'s> {
         );
         Tx {
             space,
-            docs: RefCell::new(Docs { list: docs, ..Docs::default() }),
+            docs: RefCell::new(Docs::new(docs)),
             after_commit: RefCell::new(Vec::new()),
             reads: RefCell::new(reads),
             reads_floor: std::cell::Cell::new(0),
@@ -251,7 +154,7 @@ impl<'s> Tx<'s> {
         if memo.is_empty() {
             return None;
         }
-        let (doc, path) = (address(&link.doc), link.path.address());
+        let (doc, path) = (text_key(&link.doc), link.path.address());
         if let Some(hit) = memo.iter().find(|m| m.doc == doc && m.path == path) {
             return Some(hit.value.clone());
         }
@@ -304,12 +207,12 @@ impl<'s> Tx<'s> {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
             });
             let Some((read, (doc, path))) = noted else { return };
-            let doc = address(&docs.list[*doc as usize].id);
+            let doc = text_key(&docs.list[*doc as usize].id);
             Remembered { doc, path: path.address(), read, value: value.clone(), asked: None }
         } else {
             // Links on the way: the location asked for is kept, so its addresses stay its.
             let asked = link.clone();
-            let (doc, path) = (address(&asked.doc), asked.path.address());
+            let (doc, path) = (text_key(&asked.doc), asked.path.address());
             Remembered { doc, path, read: usize::MAX, value: value.clone(), asked: Some(asked) }
         };
         let mut memo = self.memo.borrow_mut();
