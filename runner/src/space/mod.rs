@@ -22,6 +22,10 @@ use crate::read::{plain_at, Read};
 use crate::storage::{Durable, MemoryStorage, Storage, StorageError, StoredDoc};
 use crate::value::{Path, Value};
 
+mod found;
+
+use found::Found;
+
 /// How many recent commits per document are remembered for path-level validation; a
 /// transaction that read a document more than this many commits ago is retried.
 const RECENT_COMMITS: usize = 32;
@@ -109,6 +113,8 @@ pub struct Space {
     /// The first document storage failed to give: from then on commits are refused,
     /// since a transaction may have worked on the missing value as if it were empty.
     unreadable: parking_lot::Mutex<Option<(String, String)>>,
+    /// The entries found lately, by the id's text they were asked by.
+    found: Found,
 }
 
 /// What one commit changed: the written paths of each document, and where it stands.
@@ -157,6 +163,7 @@ impl Space {
             id_prefix,
             commits: AtomicU64::new(0),
             unreadable: parking_lot::Mutex::new(None),
+            found: Found::default(),
         })
     }
 
@@ -164,9 +171,22 @@ impl Space {
     /// missing one is remembered as version 0). If storage fails, the failure is recorded
     /// (commits stop: see [`Space::unreadable`]) and an empty entry outside the space
     /// stands in for the document.
-    pub(crate) fn entry(&self, id: &str) -> Arc<DocEntry> {
+    pub(crate) fn entry(&self, id: &DocId) -> Arc<DocEntry> {
+        if let Some(entry) = self.found.get(id) {
+            return entry;
+        }
+        let (entry, kept) = self.find_or_load(id);
+        if kept {
+            self.found.put(id, &entry);
+        }
+        entry
+    }
+
+    /// [`Space::entry`] from the map (or storage); false if it is the stand-in for a
+    /// document storage failed to give.
+    fn find_or_load(&self, id: &str) -> (Arc<DocEntry>, bool) {
         if let Some(entry) = self.docs.get(id) {
-            return entry.clone();
+            return (entry.clone(), true);
         }
         let loaded = if self.keeps_writes {
             match self.storage.load_doc(id) {
@@ -175,7 +195,7 @@ impl Space {
                 Err(error) => {
                     tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
                     self.unreadable.lock().get_or_insert_with(|| (id.to_owned(), error.to_string()));
-                    return DocEntry::new(Value::Null, Version::default());
+                    return (DocEntry::new(Value::Null, Version::default()), false);
                 }
             }
         } else {
@@ -183,7 +203,7 @@ impl Space {
         };
         // Another thread may have loaded (or a commit created) it meanwhile: theirs wins,
         // being at least as new as what storage had.
-        self.docs.entry(DocId::from(id)).or_insert(loaded).clone()
+        (self.docs.entry(DocId::from(id)).or_insert(loaded).clone(), true)
     }
 
     /// The load failure that stops commits, if any.
@@ -213,7 +233,7 @@ impl Space {
     fn entry_to_read(&self, id: &str) -> Option<Arc<DocEntry>> {
         match self.docs.get(id) {
             Some(entry) => Some(entry.clone()),
-            None if self.keeps_writes => Some(self.entry(id)),
+            None if self.keeps_writes => Some(self.find_or_load(id).0),
             None => None,
         }
     }
@@ -405,8 +425,16 @@ impl Read for Space {
     /// way (the common case); otherwise links are followed as every read follows them.
     fn read(&self, link: &Link) -> Result<Value, Error> {
         let direct = |entry: &DocEntry| plain_at(&entry.state.read().value, &link.path).cloned();
+        if let Some(entry) = self.found.get(&link.doc) {
+            if let Some(value) = direct(&entry) {
+                return Ok(value);
+            }
+        }
         let found = match self.docs.get(&*link.doc) {
-            Some(entry) => direct(&entry),
+            Some(entry) => {
+                self.found.put(&link.doc, &entry);
+                direct(&entry)
+            }
             None => match self.entry_to_read(&link.doc) {
                 Some(entry) => direct(&entry),
                 None => Some(Value::Null),
