@@ -112,7 +112,7 @@ pub struct Space {
     keeps_writes: bool,
     /// The first document storage failed to give: from then on commits are refused,
     /// since a transaction may have worked on the missing value as if it were empty.
-    unreadable: parking_lot::Mutex<Option<(String, String)>>,
+    unreadable: std::sync::OnceLock<(String, String)>,
     /// The entries found lately, by the id's text they were asked by.
     found: Found,
 }
@@ -162,7 +162,7 @@ impl Space {
             next_id: AtomicU64::new(0),
             id_prefix,
             commits: AtomicU64::new(0),
-            unreadable: parking_lot::Mutex::new(None),
+            unreadable: std::sync::OnceLock::new(),
             found: Found::default(),
         })
     }
@@ -194,7 +194,7 @@ impl Space {
                 Ok(None) => DocEntry::new(Value::Null, Version::default()),
                 Err(error) => {
                     tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
-                    self.unreadable.lock().get_or_insert_with(|| (id.to_owned(), error.to_string()));
+                    let _ = self.unreadable.set((id.to_owned(), error.to_string()));
                     return (DocEntry::new(Value::Null, Version::default()), false);
                 }
             }
@@ -208,8 +208,7 @@ impl Space {
 
     /// The load failure that stops commits, if any.
     fn unreadable(&self) -> Option<StorageError> {
-        let failed = self.unreadable.lock();
-        failed.as_ref().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
+        self.unreadable.get().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.
@@ -298,6 +297,9 @@ impl Space {
     /// resolved (always, in memory) is taken without setting up an executor.
     pub(crate) fn wait_durable_after(&self, committed: Committed) -> Result<(), StorageError> {
         use std::future::Future;
+        if !self.keeps_writes {
+            return Ok(()); // as `durable_after` says, without making its future
+        }
         let mut waiting = std::pin::pin!(self.durable_after(committed));
         match waiting.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
             std::task::Poll::Ready(result) => result,
@@ -370,7 +372,7 @@ impl Space {
                 _ => Vec::new(),
             };
             paths.clear();
-            paths.extend(std::mem::take(&mut writes.ops).into_iter().map(|(path, _)| path));
+            paths.extend(writes.ops.drain(..).map(|(path, _)| path));
             state.recent.push_back((version, paths));
             state.value = value;
             state.version = version;
