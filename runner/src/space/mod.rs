@@ -51,6 +51,10 @@ pub struct Seq(pub u64);
 /// document share it, so a commit applies its writes without looking the document up again.
 pub(crate) struct DocEntry {
     state: RwLock<DocState>,
+    /// The state's version, readable without the lock under the space's commit lock:
+    /// only a commit changes it, and commits hold that lock (validation checks every
+    /// document a transaction touched against it).
+    committed: AtomicU64,
 }
 
 struct DocState {
@@ -65,7 +69,8 @@ struct DocState {
 
 impl DocEntry {
     fn new(value: Value, version: Version) -> Arc<Self> {
-        Arc::new(DocEntry { state: RwLock::new(DocState { value, version, recent: VecDeque::new() }) })
+        let committed = AtomicU64::new(version.0);
+        Arc::new(DocEntry { state: RwLock::new(DocState { value, version, recent: VecDeque::new() }), committed })
     }
 
     /// The key naming this entry's document.
@@ -334,10 +339,10 @@ impl Space {
         // onto its newer value (rare: no list is made otherwise).
         let mut rebased: Vec<(usize, Value)> = Vec::new();
         for (index, writes) in docs.iter().enumerate() {
-            let state = writes.entry.state.read();
-            if state.version == writes.read_version {
+            if writes.entry.committed.load(Ordering::Relaxed) == writes.read_version.0 {
                 continue;
             }
+            let state = writes.entry.state.read();
             let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
             validate(writes, read, state.version, &state.recent)?;
             let mut value = state.value.clone();
@@ -376,6 +381,7 @@ impl Space {
             state.recent.push_back((version, paths));
             state.value = value;
             state.version = version;
+            writes.entry.committed.store(version.0, Ordering::Relaxed);
         }
         // Told only now, so that nobody marked by this commit can see half of it.
         let mut changes = Vec::new();
