@@ -132,7 +132,7 @@ impl Runtime {
         if !self.0.graph.lock().has_dirty() {
             return false;
         }
-        let result = self.with_retries(|| self.settle_into(self.tx()));
+        let result = self.with_retries(|| self.settle_into(self.engine_tx()));
         // Nobody waits for a computation's commit; storage logs a failed write, and the
         // next awaited commit (ordered after this one) reports it.
         if let Err(error) = result {
@@ -346,5 +346,24 @@ mod tests {
             .expect("computed");
         rt.transact(|tx| n.set(tx, 5)).expect("commit");
         assert_eq!(committed.get(&rt).expect("read"), 5);
+    }
+
+    #[test]
+    fn a_settle_works_on_what_others_committed_to_the_documents_it_kept() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 3i64).expect("cell");
+        let parity = rt.computed("parity", move |tx| Ok(n.get(tx)? % 2)).expect("computed");
+        let doubled = rt.computed("doubled", move |tx| Ok(parity.get(tx)? * 2)).expect("computed");
+        assert_eq!(doubled.get(&rt).expect("read"), 2);
+        // Written behind the engine's back: the settles kept these documents as they
+        // left them, and must not take their own copies for what is there now.
+        rt.transact(|tx| {
+            parity.set(tx, 7)?;
+            doubled.set(tx, 99)
+        })
+        .expect("commit");
+        rt.transact(|tx| n.set(tx, 5)).expect("commit");
+        assert_eq!(parity.get(&rt).expect("read"), 1, "1 differs from the 7 there, though not from what it wrote");
+        assert_eq!(doubled.get(&rt).expect("read"), 2, "recomputed from the new parity, not left at 99");
     }
 }

@@ -97,6 +97,8 @@ pub(crate) struct Inner {
     conflict_retries: AtomicU64,
     /// The lists of the last committed transaction, for the next (see [`Spare`]).
     spare: Mutex<Option<Spare>>,
+    /// The lists and documents of the last settle's transaction (see [`Spare::keeping`]).
+    engine_spare: Mutex<Option<Spare>>,
 }
 
 /// Counters describing the runtime's work so far; see [`Runtime::stats`].
@@ -160,6 +162,7 @@ impl Runtime {
             errors: Mutex::new(VecDeque::new()),
             conflict_retries: AtomicU64::new(0),
             spare: Mutex::new(None),
+            engine_spare: Mutex::new(None),
         }))
     }
 
@@ -228,12 +231,16 @@ impl Runtime {
         let mut changed = |key, doc: &DocId, paths: &[Path]| {
             graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, doc, paths.iter());
         };
-        let (docs, reads) = spare.parts();
-        let commit = self.0.space.commit(docs, reads, list || observed, mark.then_some(&mut changed as _));
+        let (docs, touched, reads) = spare.parts();
+        let commit = self.0.space.commit(docs, touched, reads, list || observed, mark.then_some(&mut changed as _));
         drop(graph);
-        // Emptied now: what the transaction held (snapshots, entries) is not kept alive.
-        spare.clear();
-        *self.0.spare.lock() = Some(spare);
+        // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
+        // except the documents an engine's transaction keeps.
+        spare.clear(commit.is_ok());
+        match spare.keeps() {
+            true => *self.0.engine_spare.lock() = Some(spare),
+            false => *self.0.spare.lock() = Some(spare),
+        }
         let commit = commit?;
         if observed && !commit.changes.is_empty() {
             self.notify_observers(&commit.changes);
@@ -249,6 +256,13 @@ impl Runtime {
     /// A new transaction, in the lists the last commit left.
     pub(crate) fn tx(&self) -> Tx<'_> {
         let spare = self.0.spare.lock().take().unwrap_or_default();
+        Tx::reusing(&self.0.space, spare)
+    }
+
+    /// A new transaction for the engine's settle, with the documents the last settle kept
+    /// (see [`Spare::keeping`]). Only the engine (one thread at a time) takes it.
+    pub(super) fn engine_tx(&self) -> Tx<'_> {
+        let spare = self.0.engine_spare.lock().take().unwrap_or_else(Spare::keeping);
         Tx::reusing(&self.0.space, spare)
     }
 

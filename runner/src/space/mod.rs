@@ -43,6 +43,11 @@ pub(crate) struct DocKey(usize);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Version(pub u64);
 
+impl Version {
+    /// No version a document has: what a kept copy of one that may be out of date says.
+    pub(crate) const UNKNOWN: Version = Version(u64::MAX);
+}
+
 /// A commit's place in the space's order of commits with writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Seq(pub u64);
@@ -78,6 +83,12 @@ impl DocEntry {
         DocKey(Arc::as_ptr(self) as usize)
     }
 
+    /// The version last committed, read without the lock: exact under the commit lock, a
+    /// hint outside it (a transaction that works on an older value fails validation).
+    pub(crate) fn version(&self) -> Version {
+        Version(self.committed.load(Ordering::Acquire))
+    }
+
     /// The current value and version.
     pub(crate) fn snapshot(&self) -> (Value, Version) {
         let state = self.state.read();
@@ -97,6 +108,9 @@ pub(crate) struct DocWrites {
     pub local: Value,
     /// Writes in order, to replay onto a newer version at commit.
     pub ops: SmallVec<[(Path, Value); 1]>,
+    /// Whether the transaction holding this touched it (a settle keeps its documents for
+    /// the next settle, untouched until a computation reads or writes them again).
+    pub touched: bool,
 }
 
 /// A named store of versioned JSON documents.
@@ -318,13 +332,16 @@ impl Space {
         f()
     }
 
-    /// Validates and applies one transaction's writes atomically. `reads` are the
-    /// locations it read, as (position in `docs`, path). Once everything is applied,
-    /// `changed` (if any) hears each document written and the paths written there;
-    /// `list`: whether the commit also lists them in [`Commit::changes`].
+    /// Validates and applies one transaction's writes atomically: those in the documents
+    /// at `touched` in `docs`. `reads` are the locations it read, as (position in `docs`,
+    /// path). Once everything is applied, `changed` (if any) hears each document written
+    /// and the paths written there; `list`: whether the commit also lists them in
+    /// [`Commit::changes`]. A written document's `local` and `read_version` are then
+    /// those committed.
     pub(crate) fn commit(
         &self,
         docs: &mut [DocWrites],
+        touched: &[u32],
         reads: &[(u32, Path)],
         list: bool,
         mut changed: Option<Changed<'_>>,
@@ -338,8 +355,9 @@ impl Space {
         // document that moved since it was read gets this transaction's writes replayed
         // onto its newer value (rare: no list is made otherwise).
         let mut rebased: Vec<(usize, Value)> = Vec::new();
-        for (index, writes) in docs.iter().enumerate() {
-            if writes.entry.committed.load(Ordering::Relaxed) == writes.read_version.0 {
+        for index in touched.iter().map(|at| *at as usize) {
+            let writes = &docs[index];
+            if writes.entry.version() == writes.read_version {
                 continue;
             }
             let state = writes.entry.state.read();
@@ -352,20 +370,21 @@ impl Space {
             rebased.push((index, value));
         }
         let keeps_writes = self.keeps_writes;
-        let wrote = docs.iter().any(|d| !d.ops.is_empty());
+        let wrote = touched.iter().any(|at| !docs[*at as usize].ops.is_empty());
         let mut stored = Vec::new();
         let mut written: SmallVec<[usize; 8]> = SmallVec::new();
-        for (index, writes) in docs.iter_mut().enumerate() {
+        for index in touched.iter().map(|at| *at as usize) {
+            let writes = &mut docs[index];
             if writes.ops.is_empty() {
                 continue;
             }
             if list || changed.is_some() {
                 written.push(index);
             }
-            let value = match rebased.iter().position(|(at, _)| *at == index) {
-                Some(at) => rebased.swap_remove(at).1,
-                None => std::mem::take(&mut writes.local),
-            };
+            if let Some(at) = rebased.iter().position(|(at, _)| *at == index) {
+                writes.local = rebased.swap_remove(at).1;
+            }
+            let value = writes.local.clone();
             let mut state = writes.entry.state.write();
             let version = Version(state.version.0 + 1);
             if keeps_writes {
@@ -381,7 +400,8 @@ impl Space {
             state.recent.push_back((version, paths));
             state.value = value;
             state.version = version;
-            writes.entry.committed.store(version.0, Ordering::Relaxed);
+            writes.entry.committed.store(version.0, Ordering::Release);
+            writes.read_version = version;
         }
         // Told only now, so that nobody marked by this commit can see half of it.
         let mut changes = Vec::new();
@@ -416,7 +436,7 @@ fn validate<'p>(
 ) -> Result<(), Error> {
     let conflict = || Error::Conflict { doc: writes.id.clone() };
     let oldest_known = recent.front().map_or(u64::MAX, |(v, _)| v.0);
-    if writes.read_version.0 + 1 < oldest_known || version < writes.read_version {
+    if writes.read_version.0.saturating_add(1) < oldest_known || version < writes.read_version {
         return Err(conflict());
     }
     let touched = recent.iter().filter(|(v, _)| *v > writes.read_version).flat_map(|(_, paths)| paths.iter());

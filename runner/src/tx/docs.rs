@@ -13,10 +13,14 @@ use crate::value::{same_text, Value};
 /// (a settle's transaction touches every document its computations read and write).
 const SCAN_LIMIT: usize = 8;
 
-/// The documents a transaction touched, in first-touch order.
+/// The documents a transaction touched, and (in a settle's transaction) those the
+/// settles before it touched, kept with what they last saw.
 #[derive(Default)]
 pub(super) struct Docs {
     pub list: Vec<DocWrites>,
+    /// Positions in `list` of the documents this transaction touched, in first-touch
+    /// order: what it commits.
+    pub touched: Vec<u32>,
     /// Positions in `list` once it is longer than [`SCAN_LIMIT`], by the address of an
     /// id's text ([`text_key`]) and by the address of an entry ([`entry_key`]).
     ///
@@ -41,15 +45,35 @@ fn entry_key(entry: &Arc<DocEntry>) -> usize {
 }
 
 impl Docs {
-    /// These documents, found by the quick ways from scratch.
-    pub fn new(list: Vec<DocWrites>) -> Self {
-        Docs { list, ..Docs::default() }
+    /// The documents kept by an earlier transaction (none touched yet), found through
+    /// its index.
+    pub fn new(list: Vec<DocWrites>, index: Addresses, touched: Vec<u32>) -> Self {
+        debug_assert!(touched.is_empty() && list.iter().all(|d| !d.touched), "kept documents come untouched");
+        Docs { list, touched, index, last: 0 }
+    }
+
+    /// The lists, for the next transaction.
+    pub fn into_parts(self) -> (Vec<DocWrites>, Addresses, Vec<u32>) {
+        (self.list, self.index, self.touched)
+    }
+
+    /// Marks the document at `at` touched by this transaction. One kept from an earlier
+    /// transaction is brought up to date first, if a commit moved it since.
+    fn touch(&mut self, at: usize) {
+        let d = &mut self.list[at];
+        if !d.touched {
+            d.touched = true;
+            self.touched.push(at as u32);
+            if d.entry.version() != d.read_version {
+                (d.local, d.read_version) = d.entry.snapshot();
+            }
+        }
     }
 
     /// Where `doc` is, if this transaction touched it under this id's text (the quick
     /// way: [`Docs::find`] finds it under any text).
     pub fn position(&mut self, doc: &DocId) -> Option<usize> {
-        if self.list.get(self.last).is_some_and(|d| Arc::ptr_eq(&d.id, doc)) {
+        if self.list.get(self.last).is_some_and(|d| d.touched && Arc::ptr_eq(&d.id, doc)) {
             return Some(self.last);
         }
         let found = if self.list.len() <= SCAN_LIMIT {
@@ -58,6 +82,7 @@ impl Docs {
             self.index.get(text_key(doc)).filter(|at| same_text(&self.list[*at].id, doc))
         };
         if let Some(at) = found {
+            self.touch(at);
             self.last = at;
         }
         found
@@ -75,6 +100,7 @@ impl Docs {
             }
             at
         }?;
+        self.touch(at);
         self.last = at;
         Some(at)
     }
@@ -91,8 +117,9 @@ impl Docs {
 
     /// Adds a document first touched, with its entry and snapshot.
     pub fn push(&mut self, id: DocId, entry: Arc<DocEntry>, (local, read_version): (Value, Version)) -> usize {
-        self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new() });
+        self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new(), touched: true });
         let len = self.list.len();
+        self.touched.push(len as u32 - 1);
         if len == SCAN_LIMIT + 1 {
             for (at, d) in self.list.iter().enumerate() {
                 self.index.insert(text_key(&d.id), at);
@@ -111,7 +138,7 @@ impl Docs {
 /// A table of (address, position) with linear probing: filled and looked up several
 /// times for every computation a settle runs, where a general hash map costs more.
 #[derive(Default)]
-struct Addresses {
+pub(super) struct Addresses {
     /// A power of two of slots (or none); key 0 marks a free slot (no address is 0).
     slots: Vec<(usize, usize)>,
     len: usize,

@@ -16,12 +16,12 @@ use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{plain_at, resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocEntry, DocKey, DocWrites, Space};
+use crate::space::{DocEntry, DocKey, DocWrites, Space, Version};
 use crate::value::{same_text, Path, Value};
 
 mod docs;
 
-use docs::{text_key, Docs};
+use docs::{text_key, Addresses, Docs};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
@@ -44,29 +44,65 @@ struct Remembered {
     asked: Option<Link>,
 }
 
+/// How many documents a settle's transactions keep for the next (see [`Spare::keeping`]):
+/// beyond, they start afresh.
+const KEPT_DOCS: usize = 1 << 16;
+
 /// The emptied lists of a committed transaction, for the next one: a runtime commits
 /// every few microseconds while it settles, and allocating them anew each time costs more
 /// than the rest of a small commit.
 #[derive(Default)]
 pub(crate) struct Spare {
     docs: Vec<DocWrites>,
+    index: Addresses,
+    touched: Vec<u32>,
     reads: Vec<(u32, Path)>,
     undo: Vec<Undo>,
     memo: Vec<Remembered>,
+    /// Whether the documents are kept too (see [`Spare::keeping`]).
+    keep: bool,
 }
 
 impl Spare {
-    /// Empties the lists (what they held is not kept alive meanwhile).
-    pub fn clear(&mut self) {
-        self.docs.clear();
+    /// Lists that also keep the documents, for the engine's transactions: a settle reads
+    /// and writes the documents the last one did, and one it finds kept needs no entry,
+    /// no snapshot (unless a commit moved it) and no place in a new index.
+    pub fn keeping() -> Self {
+        Spare { keep: true, ..Spare::default() }
+    }
+
+    /// Whether these lists keep their documents.
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
+    /// Empties the lists after a commit (`committed`: whether it succeeded); what they
+    /// held is not kept alive meanwhile, except kept documents. A kept document that a
+    /// failed commit touched is marked out of date, to be read again.
+    pub fn clear(&mut self, committed: bool) {
+        if self.keep && self.docs.len() <= KEPT_DOCS {
+            for at in self.touched.iter().map(|at| *at as usize) {
+                let d = &mut self.docs[at];
+                d.touched = false;
+                if !committed {
+                    d.ops.clear();
+                    d.read_version = Version::UNKNOWN;
+                }
+            }
+        } else {
+            self.docs.clear();
+            self.index = Addresses::default();
+        }
+        self.touched.clear();
         self.reads.clear();
         self.undo.clear();
         self.memo.clear();
     }
 
-    /// The documents a transaction touched and what it read: what a commit takes.
-    pub fn parts(&mut self) -> (&mut [DocWrites], &[(u32, Path)]) {
-        (&mut self.docs, &self.reads)
+    /// The documents, those the transaction touched, and what it read: what a commit
+    /// takes.
+    pub fn parts(&mut self) -> (&mut [DocWrites], &[u32], &[(u32, Path)]) {
+        (&mut self.docs, &self.touched, &self.reads)
     }
 }
 
@@ -105,20 +141,20 @@ pub struct Tx<'s> {
     /// Locations read again since the last write or savepoint, with their values. See
     /// [`Tx::read`].
     memo: RefCell<Vec<Remembered>>,
+    /// Whether its documents are kept for the next transaction (see [`Spare::keeping`]).
+    keep: bool,
 }
 
 impl<'s> Tx<'s> {
     /// A transaction that keeps its documents and reads in the emptied lists of an
     /// earlier one (see [`Spare`]; `Spare::default()` for new lists).
     pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
-        let Spare { docs, reads, undo, memo } = spare;
-        debug_assert!(
-            docs.is_empty() && reads.is_empty() && undo.is_empty() && memo.is_empty(),
-            "spare lists come emptied"
-        );
+        let Spare { docs, index, touched, reads, undo, memo, keep } = spare;
+        debug_assert!(reads.is_empty() && undo.is_empty() && memo.is_empty(), "spare lists come emptied");
         Tx {
             space,
-            docs: RefCell::new(Docs::new(docs)),
+            keep,
+            docs: RefCell::new(Docs::new(docs, index, touched)),
             after_commit: RefCell::new(Vec::new()),
             reads: RefCell::new(reads),
             reads_floor: std::cell::Cell::new(0),
@@ -281,7 +317,8 @@ impl<'s> Tx<'s> {
 
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        self.docs.borrow().list.iter().any(|d| !d.ops.is_empty())
+        let docs = self.docs.borrow();
+        docs.touched.iter().any(|at| !docs.list[*at as usize].ops.is_empty())
     }
 
     /// Every location read so far (the dependencies of a computation).
@@ -347,8 +384,12 @@ impl<'s> Tx<'s> {
     /// What a commit needs: the lists (documents, reads, and the rest to reuse) and the
     /// hooks to run after it.
     pub(crate) fn into_parts(self) -> (Spare, Vec<AfterCommit>) {
+        let (docs, index, touched) = self.docs.into_inner().into_parts();
         let spare = Spare {
-            docs: self.docs.into_inner().list,
+            docs,
+            index,
+            touched,
+            keep: self.keep,
             reads: self.reads.into_inner(),
             undo: self.undo.into_inner(),
             memo: self.memo.into_inner(),
