@@ -10,6 +10,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::BoxError;
@@ -90,8 +91,9 @@ pub(crate) struct Graph {
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
     dirty: BinaryHeap<Reverse<(u32, u64, ComputationId)>>,
-    /// How many computations are dirty.
-    dirty_count: usize,
+    /// How many computations are dirty: changed under the graph's lock only, and read
+    /// without it through [`Graph::dirty_counter`].
+    dirty_count: Arc<AtomicUsize>,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
     seq: u64,
@@ -192,7 +194,7 @@ impl Graph {
         self.free.push(id.slot());
         self.len -= 1;
         if c.dirty {
-            self.dirty_count -= 1;
+            count(&self.dirty_count, -1);
         }
         for other in self.slots.iter_mut().filter_map(|s| s.computation.as_mut()) {
             other.producers.retain(|p| *p != id);
@@ -219,7 +221,7 @@ impl Graph {
             c.dirty = true;
             let height = c.height;
             self.seq = seq;
-            self.dirty_count += 1;
+            count(&self.dirty_count, 1);
             self.dirty.push(Reverse((height, seq, id)));
         }
     }
@@ -244,7 +246,7 @@ impl Graph {
             {
                 c.dirty = true;
                 *seq += 1;
-                *dirty_count += 1;
+                count(dirty_count, 1);
                 dirty.push(Reverse((c.height, *seq, *id)));
             }
         }
@@ -252,7 +254,13 @@ impl Graph {
 
     /// Whether any computation waits to run.
     pub fn has_dirty(&self) -> bool {
-        self.dirty_count > 0
+        self.dirty_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// How many computations are dirty, readable without the graph's lock: a hint there
+    /// (a commit on another thread may be marking some as it is read).
+    pub fn dirty_counter(&self) -> Arc<AtomicUsize> {
+        self.dirty_count.clone()
     }
 
     /// Takes the lowest dirty computation whose producers are all clean, or reports one
@@ -283,7 +291,7 @@ impl Graph {
             } else {
                 Next::Run(Ready { id, body: c.body.clone() })
             };
-            self.dirty_count -= 1;
+            count(&self.dirty_count, -1);
             if first_run {
                 self.ran.push(id);
             }
@@ -365,6 +373,12 @@ impl Graph {
             }
         }
     }
+}
+
+/// Changes the count of dirty computations by `by`. Only done under the graph's lock, so
+/// a load and a store are enough (no read-modify-write).
+fn count(dirty: &AtomicUsize, by: isize) {
+    dirty.store(dirty.load(Ordering::Relaxed).wrapping_add_signed(by), Ordering::Release);
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@ use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
-use crate::scheduler::{ComputationId, Next, Ready};
+use crate::scheduler::{ComputationId, Graph, Next, Ready};
 use crate::space::Committed;
 use crate::tx::Tx;
+use parking_lot::MutexGuard;
 use smallvec::SmallVec;
 
 /// How many computation runs share one transaction while settling: enough to spread a
@@ -119,17 +120,24 @@ impl Runtime {
     /// one per run: a chunk commits once. If a concurrent commit wrote something a chunk
     /// read, the chunk's computations run again (as one computation's transaction would).
     fn run_computations(&self) -> bool {
-        if !self.0.graph.lock().has_dirty() {
+        if !self.has_dirty() {
             return false;
         }
         while self.run_chunk() {}
         true
     }
 
+    /// Whether computations wait to run, without taking the graph's lock: one that a
+    /// commit on another thread marks meanwhile is found by `pump`'s last look, which
+    /// takes the lock.
+    fn has_dirty(&self) -> bool {
+        self.0.dirty.load(Ordering::Acquire) > 0
+    }
+
     /// Runs up to [`SETTLE_CHUNK`] dirty computations in one transaction and commits it;
     /// false when none was dirty.
     fn run_chunk(&self) -> bool {
-        if !self.0.graph.lock().has_dirty() {
+        if !self.has_dirty() {
             return false;
         }
         let result = self.with_retries(|| self.settle_into(self.engine_tx()));
@@ -147,12 +155,18 @@ impl Runtime {
     fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
         let mut ran: SmallVec<[ComputationId; SETTLE_CHUNK]> = SmallVec::new();
         let mut errors = Vec::new();
+        // Held between runs (what a run did and what runs next take it once), not while
+        // a computation runs: it may add computations.
+        let mut graph = self.0.graph.lock();
         while ran.len() < SETTLE_CHUNK {
-            let next = self.0.graph.lock().next();
+            let next = graph.next();
             match next {
                 Some(Next::Run(ready)) => {
+                    drop(graph);
                     ran.push(ready.id);
-                    if let Err(error) = self.run_computation(&tx, ready) {
+                    let (result, relocked) = self.run_computation(&tx, ready);
+                    graph = relocked;
+                    if let Err(error) = result {
                         errors.push(error);
                     }
                 }
@@ -164,6 +178,7 @@ impl Runtime {
                 None => break,
             }
         }
+        drop(graph);
         match self.commit_marking(tx, false, false) {
             Ok(_) => {
                 errors.into_iter().for_each(|e| self.report(e));
@@ -205,8 +220,9 @@ impl Runtime {
     }
 
     /// Runs one computation inside the settle's transaction and marks dirty what its
-    /// output change affects. A computation that fails or panics leaves no write.
-    fn run_computation(&self, tx: &Tx, ready: Ready) -> Result<()> {
+    /// output change affects. A computation that fails or panics leaves no write. Returns
+    /// with the graph locked (the settle asks it for the next computation).
+    fn run_computation(&self, tx: &Tx, ready: Ready) -> (Result<()>, MutexGuard<'_, Graph>) {
         let body = &*ready.body;
         let span = tracing::trace_span!("computation", name = %body.name);
         let _enter = span.enter();
@@ -237,7 +253,7 @@ impl Runtime {
             Ok(()) => tx.release(savepoint, |key, doc, paths| graph.changed(key, doc, paths)),
             Err(_) => tx.rollback(savepoint),
         }
-        written
+        (written, graph)
     }
 
     /// Runs queued work on this thread; returns once nothing is queued (unless another

@@ -76,6 +76,9 @@ type Observer = Arc<dyn Fn(&Runtime) -> bool + Send + Sync>;
 pub(crate) struct Inner {
     pub space: Space,
     graph: Mutex<Graph>,
+    /// How many computations are dirty, read without the graph's lock (see
+    /// `Graph::dirty_counter`).
+    dirty: Arc<AtomicUsize>,
     events: Mutex<VecDeque<Event>>,
     engine: Mutex<()>,
     handlers: DashMap<Link, Handler, FxBuildHasher>,
@@ -144,9 +147,11 @@ impl Runtime {
     }
 
     fn with_space(space: Space) -> Self {
+        let graph = Graph::default();
         Runtime(Arc::new(Inner {
             space,
-            graph: Mutex::new(Graph::default()),
+            dirty: graph.dirty_counter(),
+            graph: Mutex::new(graph),
             events: Mutex::new(VecDeque::new()),
             engine: Mutex::new(()),
             handlers: DashMap::default(),
