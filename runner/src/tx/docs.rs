@@ -95,7 +95,8 @@ impl Docs {
             self.list.iter().position(|d| Arc::ptr_eq(&d.entry, entry))
         } else {
             let at = self.index.get(entry_key(entry));
-            if let Some(at) = at {
+            // Another text of its id is remembered too (its own was, when it came).
+            if let Some(at) = at.filter(|at| !Arc::ptr_eq(&self.list[*at].id, doc)) {
                 self.index.insert(text_key(doc), at);
             }
             at
