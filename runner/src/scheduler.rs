@@ -8,8 +8,7 @@
 //! `d` runs once, after both `b` and `c`. Heights are rechecked when a computation is
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -90,13 +89,50 @@ pub(crate) struct Graph {
     readers: HashMap<DocKey, HashSet<ComputationId>>,
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
-    dirty: BinaryHeap<Reverse<(u32, u64, ComputationId)>>,
+    dirty: Queue,
     /// How many computations are dirty: changed under the graph's lock only, and read
     /// without it through [`Graph::dirty_counter`].
     dirty_count: Arc<AtomicUsize>,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
-    seq: u64,
+}
+
+/// Dirty computations by the height they were queued at, each height in the order
+/// queued: taking the next is finding the lowest height with one (heights are small
+/// numbers, and a settle queues and takes a computation for every run).
+#[derive(Default)]
+struct Queue {
+    heights: Vec<VecDeque<ComputationId>>,
+    /// No height below this one holds a computation.
+    lowest: usize,
+    len: usize,
+}
+
+impl Queue {
+    fn push(&mut self, height: u32, id: ComputationId) {
+        let height = height as usize;
+        if height >= self.heights.len() {
+            self.heights.resize_with(height + 1, VecDeque::new);
+        }
+        self.heights[height].push_back(id);
+        if self.len == 0 || height < self.lowest {
+            self.lowest = height;
+        }
+        self.len += 1;
+    }
+
+    /// The computation queued first at the lowest height, and that height.
+    fn pop(&mut self) -> Option<(u32, ComputationId)> {
+        if self.len == 0 {
+            return None;
+        }
+        while self.heights[self.lowest].is_empty() {
+            self.lowest += 1;
+        }
+        let id = self.heights[self.lowest].pop_front()?;
+        self.len -= 1;
+        Some((self.lowest as u32, id))
+    }
 }
 
 /// What [`Graph::next`] hands out.
@@ -215,14 +251,12 @@ impl Graph {
     }
 
     fn mark(&mut self, id: ComputationId) {
-        let seq = self.seq + 1;
         let Some(c) = self.get_mut(id) else { return };
         if !c.dirty {
             c.dirty = true;
             let height = c.height;
-            self.seq = seq;
             count(&self.dirty_count, 1);
-            self.dirty.push(Reverse((height, seq, id)));
+            self.dirty.push(height, id);
         }
     }
 
@@ -236,7 +270,7 @@ impl Graph {
     /// Marks dirty every computation that read a location overlapping a path written in
     /// `doc` (named by `key`).
     pub fn changed<'p>(&mut self, key: DocKey, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
-        let Graph { readers, slots, dirty, dirty_count, seq, .. } = self;
+        let Graph { readers, slots, dirty, dirty_count, .. } = self;
         let Some(readers) = readers.get(&key) else { return };
         for id in readers {
             let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
@@ -245,9 +279,8 @@ impl Graph {
                 && c.deps.iter().any(|(_, d)| same_text(&d.doc, doc) && paths.clone().any(|p| p.overlaps(&d.path)))
             {
                 c.dirty = true;
-                *seq += 1;
                 count(dirty_count, 1);
-                dirty.push(Reverse((c.height, *seq, *id)));
+                dirty.push(c.height, *id);
             }
         }
     }
@@ -267,14 +300,13 @@ impl Graph {
     /// that ran too often.
     pub fn next(&mut self) -> Option<Next> {
         let limit = self.len as u32 + 1;
-        while let Some(Reverse((height, _, id))) = self.dirty.pop() {
+        while let Some((height, id)) = self.dirty.pop() {
             let Some(c) = self.get(id).filter(|c| c.dirty) else { continue };
             if height != c.height {
                 // Its height changed after it was queued (it ran again meanwhile): queue
                 // it again at its current height rather than lose it.
                 let current = c.height;
-                self.seq += 1;
-                self.dirty.push(Reverse((current, self.seq, id)));
+                self.dirty.push(current, id);
                 continue;
             }
             let needed = self.producer_height(c).map_or(0, |h| h + 1);
@@ -305,8 +337,7 @@ impl Graph {
     fn raise(&mut self, id: ComputationId, height: u32) {
         if let Some(c) = self.get_mut(id) {
             c.height = height;
-            self.seq += 1;
-            self.dirty.push(Reverse((height, self.seq, id)));
+            self.dirty.push(height, id);
         }
     }
 
@@ -445,6 +476,21 @@ mod tests {
         g.remove(old);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == new), "removing the old id left the new one");
         assert!(g.next().is_none());
+    }
+
+    #[test]
+    fn the_queue_gives_the_lowest_height_first_in_the_order_queued() {
+        let mut q = Queue::default();
+        let id = |n| ComputationId::new(n, 0);
+        q.push(2, id(1));
+        q.push(1, id(2));
+        q.push(2, id(3));
+        assert_eq!(q.pop(), Some((1, id(2))));
+        assert_eq!(q.pop(), Some((2, id(1))), "queued first at its height");
+        q.push(0, id(4));
+        assert_eq!(q.pop(), Some((0, id(4))), "a lower height queued later comes first");
+        assert_eq!(q.pop(), Some((2, id(3))));
+        assert_eq!(q.pop(), None);
     }
 
     #[test]
