@@ -45,16 +45,27 @@ fn entry_key(entry: &Arc<DocEntry>) -> usize {
 }
 
 impl Docs {
-    /// The documents kept by an earlier transaction (none touched yet), found through
-    /// its index.
-    pub fn new(list: Vec<DocWrites>, index: Addresses, touched: Vec<u32>) -> Self {
-        debug_assert!(touched.is_empty() && list.iter().all(|d| !d.touched), "kept documents come untouched");
-        Docs { list, touched, index, last: 0 }
+    /// After a commit (`committed`: whether it succeeded), keeps the documents for the
+    /// next transaction, untouched. One a failed commit touched is marked out of date,
+    /// to be read again.
+    pub fn untouch(&mut self, committed: bool) {
+        for at in self.touched.drain(..).map(|at| at as usize) {
+            let d = &mut self.list[at];
+            d.touched = false;
+            if !committed {
+                d.ops.clear();
+                d.read_version = Version::UNKNOWN;
+            }
+        }
+        self.last = 0;
     }
 
-    /// The lists, for the next transaction.
-    pub fn into_parts(self) -> (Vec<DocWrites>, Addresses, Vec<u32>) {
-        (self.list, self.index, self.touched)
+    /// Forgets every document (keeping the list's room; the index starts afresh).
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.touched.clear();
+        self.index = Addresses::default();
+        self.last = 0;
     }
 
     /// Marks the document at `at` touched by this transaction. One kept from an earlier
@@ -139,7 +150,7 @@ impl Docs {
 /// A table of (address, position) with linear probing: filled and looked up several
 /// times for every computation a settle runs, where a general hash map costs more.
 #[derive(Default)]
-pub(super) struct Addresses {
+struct Addresses {
     /// A power of two of slots (or none); key 0 marks a free slot (no address is 0).
     slots: Vec<(usize, usize)>,
     len: usize,

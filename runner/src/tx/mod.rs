@@ -16,12 +16,12 @@ use crate::error::Result;
 use crate::link::{DocId, Link};
 use crate::read::{plain_at, resolve, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocEntry, DocKey, DocWrites, Space, Version};
+use crate::space::{DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
 
 mod docs;
 
-use docs::{text_key, Addresses, Docs};
+use docs::{text_key, Docs};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
@@ -48,17 +48,27 @@ struct Remembered {
 /// beyond, they start afresh.
 const KEPT_DOCS: usize = 1 << 16;
 
-/// The emptied lists of a committed transaction, for the next one: a runtime commits
-/// every few microseconds while it settles, and allocating them anew each time costs more
-/// than the rest of a small commit.
+/// The lists of a transaction, emptied after its commit for the next one: a runtime
+/// commits every few microseconds while it settles, and allocating them anew each time
+/// costs more than the rest of a small commit. Behind one box, so that a transaction
+/// moves as a few words.
 #[derive(Default)]
-pub(crate) struct Spare {
-    docs: Vec<DocWrites>,
-    index: Addresses,
-    touched: Vec<u32>,
-    reads: Vec<(u32, Path)>,
-    undo: Vec<Undo>,
-    memo: Vec<Remembered>,
+pub(crate) struct Spare(Box<Lists>);
+
+/// What a [`Tx`] reads and writes through, kept from one transaction to the next.
+#[derive(Default)]
+struct Lists {
+    docs: RefCell<Docs>,
+    /// Every location read, as (position in `docs`, path), in the order first read: the
+    /// read set that commit validates, and (since a savepoint) a computation's
+    /// dependencies.
+    reads: RefCell<Vec<(u32, Path)>>,
+    /// How to undo the writes made since the open savepoint (kept allocated between
+    /// savepoints: a settle opens one per computation).
+    undo: RefCell<Vec<Undo>>,
+    /// Locations read again since the last write or savepoint, with their values. See
+    /// [`Tx::read`].
+    memo: RefCell<Vec<Remembered>>,
     /// Whether the documents are kept too (see [`Spare::keeping`]).
     keep: bool,
 }
@@ -68,41 +78,35 @@ impl Spare {
     /// and writes the documents the last one did, and one it finds kept needs no entry,
     /// no snapshot (unless a commit moved it) and no place in a new index.
     pub fn keeping() -> Self {
-        Spare { keep: true, ..Spare::default() }
+        Spare(Box::new(Lists { keep: true, ..Lists::default() }))
     }
 
     /// Whether these lists keep their documents.
     pub fn keeps(&self) -> bool {
-        self.keep
+        self.0.keep
     }
 
     /// Empties the lists after a commit (`committed`: whether it succeeded); what they
-    /// held is not kept alive meanwhile, except kept documents. A kept document that a
-    /// failed commit touched is marked out of date, to be read again.
+    /// held is not kept alive meanwhile, except kept documents (see [`Docs::untouch`]).
     pub fn clear(&mut self, committed: bool) {
-        if self.keep && self.docs.len() <= KEPT_DOCS {
-            for at in self.touched.iter().map(|at| *at as usize) {
-                let d = &mut self.docs[at];
-                d.touched = false;
-                if !committed {
-                    d.ops.clear();
-                    d.read_version = Version::UNKNOWN;
-                }
-            }
+        let lists = &mut *self.0;
+        let docs = lists.docs.get_mut();
+        if lists.keep && docs.list.len() <= KEPT_DOCS {
+            docs.untouch(committed);
         } else {
-            self.docs.clear();
-            self.index = Addresses::default();
+            docs.clear();
         }
-        self.touched.clear();
-        self.reads.clear();
-        self.undo.clear();
-        self.memo.clear();
+        lists.reads.get_mut().clear();
+        lists.undo.get_mut().clear();
+        lists.memo.get_mut().clear();
     }
 
     /// The documents, those the transaction touched, and what it read: what a commit
     /// takes.
     pub fn parts(&mut self) -> (&mut [DocWrites], &[u32], &[(u32, Path)]) {
-        (&mut self.docs, &self.touched, &self.reads)
+        let lists = &mut *self.0;
+        let Docs { list, touched, .. } = lists.docs.get_mut();
+        (list, touched, lists.reads.get_mut())
     }
 }
 
@@ -125,42 +129,29 @@ pub(crate) struct Savepoint {
 /// A transaction against one space.
 pub struct Tx<'s> {
     space: &'s Space,
-    docs: RefCell<Docs>,
+    lists: Box<Lists>,
     after_commit: RefCell<Vec<AfterCommit>>,
-    /// Every location read, as (position in `docs`, path), in the order first read: the
-    /// read set that commit validates, and (since a savepoint) a computation's
-    /// dependencies.
-    reads: RefCell<Vec<(u32, Path)>>,
     /// Where the open savepoint's reads start (a read before it is not one of its own).
     reads_floor: std::cell::Cell<usize>,
-    /// How to undo the writes made since the open savepoint (kept allocated between
-    /// savepoints: a settle opens one per computation).
-    undo: RefCell<Vec<Undo>>,
     /// Whether a savepoint is open.
     open: std::cell::Cell<bool>,
-    /// Locations read again since the last write or savepoint, with their values. See
-    /// [`Tx::read`].
-    memo: RefCell<Vec<Remembered>>,
-    /// Whether its documents are kept for the next transaction (see [`Spare::keeping`]).
-    keep: bool,
 }
 
 impl<'s> Tx<'s> {
     /// A transaction that keeps its documents and reads in the emptied lists of an
     /// earlier one (see [`Spare`]; `Spare::default()` for new lists).
     pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
-        let Spare { docs, index, touched, reads, undo, memo, keep } = spare;
-        debug_assert!(reads.is_empty() && undo.is_empty() && memo.is_empty(), "spare lists come emptied");
+        let lists = spare.0;
+        debug_assert!(
+            lists.reads.borrow().is_empty() && lists.undo.borrow().is_empty() && lists.memo.borrow().is_empty(),
+            "spare lists come emptied"
+        );
         Tx {
             space,
-            keep,
-            docs: RefCell::new(Docs::new(docs, index, touched)),
+            lists,
             after_commit: RefCell::new(Vec::new()),
-            reads: RefCell::new(reads),
             reads_floor: std::cell::Cell::new(0),
-            undo: RefCell::new(undo),
             open: std::cell::Cell::new(false),
-            memo: RefCell::new(memo),
         }
     }
 
@@ -170,7 +161,7 @@ impl<'s> Tx<'s> {
     }
 
     fn with_doc<T>(&self, doc: &DocId, f: impl FnOnce(usize, &mut DocWrites) -> T) -> T {
-        let mut docs = self.docs.borrow_mut();
+        let mut docs = self.lists.docs.borrow_mut();
         let index = match docs.find(doc, || self.space.entry(doc)) {
             Ok(index) => index,
             Err(entry) => {
@@ -186,7 +177,7 @@ impl<'s> Tx<'s> {
     /// (kept alive by this transaction or the memo, so no other text can have them);
     /// another link to it is compared by content.
     fn remembered(&self, link: &Link) -> Option<Value> {
-        let memo = self.memo.borrow();
+        let memo = self.lists.memo.borrow();
         if memo.is_empty() {
             return None;
         }
@@ -194,8 +185,8 @@ impl<'s> Tx<'s> {
         if let Some(hit) = memo.iter().find(|m| m.doc == doc && m.path == path) {
             return Some(hit.value.clone());
         }
-        let reads = self.reads.borrow();
-        let docs = self.docs.borrow();
+        let reads = self.lists.reads.borrow();
+        let docs = self.lists.docs.borrow();
         let same = |m: &Remembered| match &m.asked {
             Some(asked) => asked == link,
             None => reads.get(m.read).is_some_and(|(doc, path)| {
@@ -209,7 +200,7 @@ impl<'s> Tx<'s> {
     /// read lately, and noted then.
     fn note(&self, doc: usize, path: &Path) -> bool {
         let doc = doc as u32;
-        let mut reads = self.reads.borrow_mut();
+        let mut reads = self.lists.reads.borrow_mut();
         // A location read again lately (a link and its target, read in turns) is noted
         // once; the memo answers most repeated reads before they get here.
         let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS));
@@ -236,8 +227,8 @@ impl<'s> Tx<'s> {
     fn remember(&self, link: &Link, at: &Link, value: &Value) {
         let remembered = if at == link {
             // Its read was just noted, or found among the latest (see `note_read`).
-            let reads = self.reads.borrow();
-            let docs = self.docs.borrow();
+            let reads = self.lists.reads.borrow();
+            let docs = self.lists.docs.borrow();
             let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS + 1));
             let noted = reads.iter().enumerate().skip(floor).rev().find(|(_, (doc, path))| {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
@@ -251,7 +242,7 @@ impl<'s> Tx<'s> {
             let (doc, path) = (text_key(&asked.doc), asked.path.address());
             Remembered { doc, path, read: usize::MAX, value: value.clone(), asked: Some(asked) }
         };
-        let mut memo = self.memo.borrow_mut();
+        let mut memo = self.lists.memo.borrow_mut();
         if memo.len() == MEMO {
             // The oldest goes: a computation reading more locations than this is rare.
             memo.rotate_left(1);
@@ -282,7 +273,7 @@ impl<'s> Tx<'s> {
         // Writing what is already there changes nothing: no commit entry, no re-runs (and
         // a document this transaction did not touch yet is not even added to it).
         let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
-        let mut docs = self.docs.borrow_mut();
+        let mut docs = self.lists.docs.borrow_mut();
         let known = match entry {
             Some(entry) if same_text(&target.doc, &link.doc) => Some(entry),
             _ => None,
@@ -304,8 +295,8 @@ impl<'s> Tx<'s> {
             }
         };
         let d = &mut docs.list[index];
-        self.memo.borrow_mut().clear();
-        let mut log = self.undo.borrow_mut();
+        self.lists.memo.borrow_mut().clear();
+        let mut log = self.lists.undo.borrow_mut();
         let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
         d.local.set_at(target.path.segments(), value.clone())?;
         if let Some(local) = before {
@@ -317,14 +308,15 @@ impl<'s> Tx<'s> {
 
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        let docs = self.docs.borrow();
+        let docs = self.lists.docs.borrow();
         docs.touched.iter().any(|at| !docs.list[*at as usize].ops.is_empty())
     }
 
     /// Every location read so far (the dependencies of a computation).
     pub fn reads(&self) -> Vec<Link> {
-        let docs = self.docs.borrow();
-        self.reads
+        let docs = self.lists.docs.borrow();
+        self.lists
+            .reads
             .borrow()
             .iter()
             .map(|(doc, path)| Link::new(docs.list[*doc as usize].id.clone(), path.clone()))
@@ -340,10 +332,10 @@ impl<'s> Tx<'s> {
     /// Opens a savepoint: what is written from now on can be undone with
     /// [`Tx::rollback`] or kept with [`Tx::release`]. Savepoints do not nest.
     pub(crate) fn savepoint(&self) -> Savepoint {
-        self.undo.borrow_mut().clear();
-        self.memo.borrow_mut().clear();
+        self.lists.undo.borrow_mut().clear();
+        self.lists.memo.borrow_mut().clear();
         self.open.set(true);
-        let reads = self.reads.borrow().len();
+        let reads = self.lists.reads.borrow().len();
         self.reads_floor.set(reads);
         Savepoint { reads, hooks: self.after_commit.borrow().len() }
     }
@@ -351,8 +343,8 @@ impl<'s> Tx<'s> {
     /// Calls `f` with the locations read since `savepoint`, as (document, path) in the
     /// order first read: a computation's dependencies.
     pub(crate) fn reads_since<T>(&self, savepoint: &Savepoint, f: impl FnOnce(ReadsSince<'_>) -> T) -> T {
-        let reads = self.reads.borrow();
-        let docs = self.docs.borrow();
+        let reads = self.lists.reads.borrow();
+        let docs = self.lists.docs.borrow();
         f(ReadsSince { reads: &reads[savepoint.reads.min(reads.len())..], docs: &docs.list })
     }
 
@@ -360,8 +352,8 @@ impl<'s> Tx<'s> {
     /// written since and the paths written there.
     pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(DocKey, &DocId, PathsWritten<'_>)) {
         self.open.set(false);
-        let log = self.undo.borrow();
-        let docs = self.docs.borrow();
+        let log = self.lists.undo.borrow();
+        let docs = self.lists.docs.borrow();
         for u in log.iter() {
             let d = &docs.list[u.doc];
             written(d.entry.key(), &d.id, d.ops[u.ops..].iter().map(|(p, _)| p));
@@ -371,9 +363,9 @@ impl<'s> Tx<'s> {
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);
-        self.memo.borrow_mut().clear();
-        let mut docs = self.docs.borrow_mut();
-        for u in self.undo.borrow_mut().drain(..) {
+        self.lists.memo.borrow_mut().clear();
+        let mut docs = self.lists.docs.borrow_mut();
+        for u in self.lists.undo.borrow_mut().drain(..) {
             let d = &mut docs.list[u.doc];
             d.local = u.local;
             d.ops.truncate(u.ops);
@@ -384,17 +376,7 @@ impl<'s> Tx<'s> {
     /// What a commit needs: the lists (documents, reads, and the rest to reuse) and the
     /// hooks to run after it.
     pub(crate) fn into_parts(self) -> (Spare, Vec<AfterCommit>) {
-        let (docs, index, touched) = self.docs.into_inner().into_parts();
-        let spare = Spare {
-            docs,
-            index,
-            touched,
-            keep: self.keep,
-            reads: self.reads.into_inner(),
-            undo: self.undo.into_inner(),
-            memo: self.memo.into_inner(),
-        };
-        (spare, self.after_commit.into_inner())
+        (Spare(self.lists), self.after_commit.into_inner())
     }
 }
 
@@ -427,10 +409,10 @@ impl Read for Tx<'_> {
         if let Some(value) = self.read_plain(link) {
             return Ok(value);
         }
-        let noted = self.reads.borrow().len();
+        let noted = self.lists.reads.borrow().len();
         let (at, value) = resolve(self, link, true)?;
         // Remembered once read again (nothing new noted): most locations are read once.
-        if self.reads.borrow().len() == noted {
+        if self.lists.reads.borrow().len() == noted {
             self.remember(link, &at, &value);
         }
         Ok(value)
@@ -448,7 +430,7 @@ impl Read for Tx<'_> {
 
 impl std::fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tx").field("documents", &self.docs.borrow().list.len()).finish()
+        f.debug_struct("Tx").field("documents", &self.lists.docs.borrow().list.len()).finish()
     }
 }
 
