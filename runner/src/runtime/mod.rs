@@ -283,6 +283,9 @@ impl Runtime {
     /// Removes a computation.
     pub fn remove_computation(&self, id: ComputationId) {
         self.0.graph.lock().remove(id);
+        // The documents the engine kept may be those of the computations going (a charm
+        // stopping): let go of them, and of the values they still hold.
+        self.0.engine_spare.lock().take();
     }
 
     pub(crate) fn computations_of(&self, owner: &DocId) -> Vec<ComputationId> {
