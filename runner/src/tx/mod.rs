@@ -7,7 +7,9 @@
 //!
 //! The engine runs all the computations of one settle in a single transaction; each
 //! runs between a `Savepoint` and `Tx::release` (keep its writes) or
-//! `Tx::rollback` (it failed: forget them).
+//! `Tx::rollback` (it failed: forget them). The engine's transactions keep their
+//! documents for the next settle (`Spare::keeping`): a kept document is snapshotted
+//! again only when a commit moved it.
 
 use std::cell::RefCell;
 use std::sync::Arc;
