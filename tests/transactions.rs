@@ -177,3 +177,52 @@ async fn a_handler_that_awaits_send_fails_instead_of_hanging() {
     assert!(err.to_string().contains("would wait forever"), "{err}");
     assert_eq!(rt.charms().get(&target).unwrap()["count"], 0);
 }
+
+#[test]
+fn derived_values_end_right_while_threads_write_their_inputs_and_outputs() {
+    const THREADS: usize = 4;
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let inputs: Vec<Cell<i64>> = (0..THREADS).map(|_| rt.new_cell("in", 0i64).unwrap()).collect();
+        let pairs: Vec<Cell<i64>> = (0..THREADS)
+            .map(|i| {
+                let (a, b) = (inputs[i], inputs[(i + 1) % THREADS]);
+                rt.computed("pair", move |tx| Ok(a.get(tx)? + b.get(tx)?)).unwrap()
+            })
+            .collect();
+        let all = pairs.clone();
+        let total = rt.computed("total", move |tx| all.iter().map(|p| p.get(tx)).sum::<Result<i64, _>>()).unwrap();
+        // Each thread flips its input between 0 and 1, and now and then writes nonsense
+        // straight into a derived value, as another writer may: the settles that keep
+        // those documents must work on what is there, not on what they last wrote.
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (rt, input, pair) = (rt.clone(), inputs[t], pairs[t]);
+                std::thread::spawn(move || {
+                    for i in 0..200i64 {
+                        rt.transact(|tx| input.set(tx, i % 2)).unwrap();
+                        if i % 7 == 0 {
+                            rt.transact(|tx| pair.set(tx, 99)).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // Then: every input 0 (so every pair computes 0 and keeps it), nonsense written
+        // into every pair, and a change that leaves pair 0's sum at the 0 it computed
+        // before. Only a settle that sees the 99 there writes its 0 again.
+        rt.transact(|tx| inputs.iter().try_for_each(|input| input.set(tx, 0))).unwrap();
+        assert_eq!(total.get(&rt).unwrap(), 0, "{kind}: every pair settled at 0");
+        rt.transact(|tx| pairs.iter().try_for_each(|pair| pair.set(tx, 99))).unwrap();
+        rt.transact(|tx| {
+            inputs[0].set(tx, 1)?;
+            inputs[1].set(tx, -1)
+        })
+        .unwrap();
+        let read: Vec<i64> = pairs.iter().map(|p| p.get(&rt).unwrap()).collect();
+        assert_eq!(read, [0, -1, 99, 1], "{kind}: the pairs that read a changed input ran again; the third did not");
+        assert_eq!(total.get(&rt).unwrap(), 99, "{kind}: the total follows the pairs");
+    }
+}
