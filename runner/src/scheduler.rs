@@ -182,10 +182,7 @@ impl Graph {
                 }
             }
         }
-        let output_entry = OnceLock::new();
-        if let Some(entry) = entry {
-            let _ = output_entry.set(entry);
-        }
+        let output_entry = entry.map(OnceLock::from).unwrap_or_default();
         let c = Computation {
             body: Arc::new(Body { name: name.into(), output, output_entry, run }),
             owner,
@@ -394,15 +391,14 @@ impl Graph {
     }
 
     fn reset_budgets(&mut self) {
-        let Graph { ran, slots, .. } = self;
-        // Drained, not taken: the list keeps its room for the next settle.
+        let mut ran = std::mem::take(&mut self.ran);
         for id in ran.drain(..) {
-            if let Some(Slot { computation: Some(c), .. }) =
-                slots.get_mut(id.slot()).filter(|s| s.generation == id.generation())
-            {
+            if let Some(c) = self.get_mut(id) {
                 c.runs = 0;
             }
         }
+        // Given back emptied: the list keeps its room for the next settle.
+        self.ran = ran;
     }
 }
 
