@@ -42,6 +42,23 @@ static ONLY: std::sync::LazyLock<Option<(String, Option<String>)>> = std::sync::
     Some((system, scenario))
 });
 
+/// The number of samples `TRELLIS_BENCH_SAMPLES` fixes (no warm-up, no time budget): a
+/// run whose work does not depend on the clock, so that an instruction counter such as
+/// callgrind gives the same count every time, and two counts give the cost of a sample.
+static SAMPLES: std::sync::LazyLock<Result<Option<usize>, String>> = std::sync::LazyLock::new(|| {
+    let Some(text) = std::env::var("TRELLIS_BENCH_SAMPLES").ok().filter(|s| !s.is_empty()) else { return Ok(None) };
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(format!("TRELLIS_BENCH_SAMPLES must be a whole number of samples above 0, not `{text}`")),
+    }
+});
+
+/// Whether `TRELLIS_BENCH_SAMPLES` is unset or a valid count (checked before any suite
+/// runs, so that a typo is not a long run with the usual budget).
+pub fn check_samples() -> Result<(), String> {
+    SAMPLES.as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
 /// The rows `TRELLIS_BENCH_ONLY` selects, if it is set: (system or `*`, scenario).
 pub fn only() -> Option<(&'static str, Option<&'static str>)> {
     ONLY.as_ref().map(|(system, scenario)| (system.as_str(), scenario.as_deref()))
@@ -58,8 +75,12 @@ impl RunConfig {
         }
     }
 
-    /// `budget`, or a minimal one when [`RunConfig::quick`] is set.
+    /// `budget`; exactly the samples `TRELLIS_BENCH_SAMPLES` asks for, with no warm-up,
+    /// when it is set; or a minimal one when [`RunConfig::quick`] is set.
     pub fn budget(&self, budget: Budget) -> Budget {
+        if let Ok(Some(samples)) = *SAMPLES {
+            return Budget { warmup: 0, min_samples: samples, max_samples: samples, max_time: Duration::ZERO };
+        }
         if self.quick {
             Budget {
                 warmup: budget.warmup.min(1),

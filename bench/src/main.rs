@@ -87,7 +87,11 @@ fn usage() -> String {
          ENVIRONMENT:\n\
          \x20   TRELLIS_BENCH_ONLY=SYSTEM[/SCENARIO]\n\
          \x20              measure only these propagation rows (`*`: any system), e.g.\n\
-         \x20              `trellis/deepPropagation` under a profiler\n\n\
+         \x20              `trellis/deepPropagation` under a profiler\n\
+         \x20   TRELLIS_BENCH_SAMPLES=N\n\
+         \x20              exactly N samples per measurement, no warm-up, no time budget:\n\
+         \x20              instruction counts (callgrind) that repeat from run to run; the\n\
+         \x20              difference of two counts over their samples is one sample's\n\n\
          The table shows medians per iteration and (Nx) = ratio to the fastest peer;\n\
          \x20throughput scenarios (storage) also list operations per second under it.\n\
          Progress goes to stderr. Exit status 1 if any measurement failed its checks.\n",
@@ -127,7 +131,7 @@ fn main() -> ExitCode {
         print!("{}", usage());
         return ExitCode::SUCCESS;
     }
-    if let Err(e) = propagation::check_only() {
+    if let Err(e) = propagation::check_only().and_then(|()| harness::check_samples()) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }

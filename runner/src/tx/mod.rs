@@ -174,18 +174,24 @@ impl<'s> Tx<'s> {
         f(index, &mut docs.list[index])
     }
 
-    /// The value read at `link` since the last write. Handles share their ids and paths,
-    /// so a location is nearly always recognised by the addresses of its id and path
-    /// (kept alive by this transaction or the memo, so no other text can have them);
-    /// another link to it is compared by content.
+    /// The value read at `link` since the last write, if `link` shares its id's and
+    /// path's texts with the read (handles share them, so this is nearly always how a
+    /// location read again is recognised; the memo and this transaction keep those texts
+    /// alive, so no other text can have their addresses). Small and inlined: a computation
+    /// reads its inputs many times, and most of those reads end here.
+    #[inline]
+    fn remembered_here(&self, link: &Link) -> Option<Value> {
+        let memo = self.lists.memo.borrow();
+        let (doc, path) = (text_key(&link.doc), link.path.address());
+        memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.clone())
+    }
+
+    /// The value read at `link` since the last write, found by content (another link to
+    /// a location read; see [`Tx::remembered_here`] for the usual way).
     fn remembered(&self, link: &Link) -> Option<Value> {
         let memo = self.lists.memo.borrow();
         if memo.is_empty() {
             return None;
-        }
-        let (doc, path) = (text_key(&link.doc), link.path.address());
-        if let Some(hit) = memo.iter().find(|m| m.doc == doc && m.path == path) {
-            return Some(hit.value.clone());
         }
         let reads = self.lists.reads.borrow();
         let docs = self.lists.docs.borrow();
@@ -404,7 +410,28 @@ impl Read for Tx<'_> {
     /// The value at `link`. A computation that reads one cell many times resolves it
     /// twice: read again, the value is remembered until this transaction writes (only its
     /// own writes can change what it sees), and the read was noted the first time.
+    #[inline]
     fn read(&self, link: &Link) -> Result<Value> {
+        match self.remembered_here(link) {
+            Some(value) => Ok(value),
+            None => self.read_uncached(link),
+        }
+    }
+
+    fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
+        self.with_doc(doc, |_, d| d.local.at(path.segments()).cloned().unwrap_or(Value::Null))
+    }
+
+    fn note_read(&self, link: &Link) {
+        let doc = self.with_doc(&link.doc, |index, _| index);
+        self.note(doc, &link.path);
+    }
+}
+
+impl Tx<'_> {
+    /// [`Read::read`] of a location not remembered under `link`'s texts.
+    #[inline(never)]
+    fn read_uncached(&self, link: &Link) -> Result<Value> {
         if let Some(value) = self.remembered(link) {
             return Ok(value);
         }
@@ -418,15 +445,6 @@ impl Read for Tx<'_> {
             self.remember(link, &at, &value);
         }
         Ok(value)
-    }
-
-    fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
-        self.with_doc(doc, |_, d| d.local.at(path.segments()).cloned().unwrap_or(Value::Null))
-    }
-
-    fn note_read(&self, link: &Link) {
-        let doc = self.with_doc(&link.doc, |index, _| index);
-        self.note(doc, &link.path);
     }
 }
 

@@ -249,6 +249,7 @@ impl Value {
     {
         match self {
             Value::Array(array) => array.read_as(|| T::deserialize(self)),
+            Value::Number(n) => number_as(n).map_or_else(|| T::deserialize(self), Ok),
             _ => T::deserialize(self),
         }
     }
@@ -257,6 +258,24 @@ impl Value {
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
         serde_json::to_value(value).map(Value::from)
     }
+}
+
+/// `n` as `T` when `T` is `i64` or `f64` and `n` is one, without going through serde:
+/// counters and sums are read many times per settle. The type test is a constant once
+/// `T` is known, so for other types this is nothing.
+fn number_as<T: Clone + 'static>(n: &serde_json::Number) -> Option<T> {
+    use std::any::{Any, TypeId};
+    let (int, float);
+    let number: &dyn Any = if TypeId::of::<T>() == TypeId::of::<i64>() {
+        int = n.as_i64()?;
+        &int
+    } else if TypeId::of::<T>() == TypeId::of::<f64>() {
+        float = n.as_f64()?;
+        &float
+    } else {
+        return None;
+    };
+    number.downcast_ref::<T>().cloned()
 }
 
 impl From<serde_json::Value> for Value {
@@ -406,6 +425,22 @@ mod tests {
 
     fn path(s: &[&str]) -> Vec<Segment> {
         s.iter().map(|s| Arc::from(*s)).collect()
+    }
+
+    #[test]
+    fn numbers_read_as_serde_reads_them() {
+        let number = |j: serde_json::Value| Value::from(j);
+        assert_eq!(number(json!(-7)).read_as::<i64>().expect("i64"), -7);
+        assert_eq!(number(json!(7)).read_as::<f64>().expect("f64"), 7.0);
+        assert_eq!(number(json!(1.5)).read_as::<f64>().expect("f64"), 1.5);
+        assert_eq!(number(json!(7)).read_as::<u8>().expect("u8"), 7, "other types go through serde");
+        // What the quick way cannot read, serde refuses with its own words.
+        for (value, expected) in [(json!(1.5), "floating point"), (json!(u64::MAX), "18446744073709551615")] {
+            let error = number(value.clone()).read_as::<i64>().expect_err("not an i64").to_string();
+            let serde = serde_json::from_value::<i64>(value).expect_err("serde too");
+            assert!(error.contains(expected), "{error}");
+            assert_eq!(error, serde.to_string());
+        }
     }
 
     #[test]
