@@ -40,7 +40,16 @@ pub fn check_depth_of(json: &serde_json::Value, what: impl std::fmt::Display) ->
 }
 
 /// Checks that writing `value` at `path` keeps its document within [`MAX_DOC_DEPTH`].
+#[inline]
 pub(crate) fn check_write(value: &Value, path: &Path, what: impl std::fmt::Display) -> Result<()> {
+    if !value.is_container() && path.segments().len() <= MAX_DOC_DEPTH {
+        return Ok(()); // most writes: a number or a text, which nests nothing
+    }
+    check_nesting(value, path, what)
+}
+
+/// [`check_write`] of a container, or at a path too deep already.
+fn check_nesting(value: &Value, path: &Path, what: impl std::fmt::Display) -> Result<()> {
     let too_deep_at = |at: &Path| Error::TooDeep { what: what.to_string(), at: shown(at), limit: MAX_DOC_DEPTH };
     if path.segments().len() > MAX_DOC_DEPTH {
         // The containers on the way are too many already, whatever is written.

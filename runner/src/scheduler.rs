@@ -9,14 +9,14 @@
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::BoxError;
 use crate::link::{DocId, Link};
 use crate::space::{DocEntry, DocKey};
 use crate::tx::Tx;
-use crate::value::{same_text, Path, Value};
+use crate::value::{Path, Value};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -39,6 +39,10 @@ impl ComputationId {
     }
 }
 
+/// Up to how many reads [`Graph::ran`] re-indexes only the documents whose reading
+/// changed (comparing each read with each), rather than every document read.
+const FEW_READS: usize = 16;
+
 /// The body of a computation: reads through the transaction, returns the output value.
 pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
 
@@ -52,12 +56,17 @@ pub(crate) struct Body {
     pub output: Link,
     /// The entry of the output's document, once the engine looked it up.
     pub output_entry: OnceLock<Arc<DocEntry>>,
+    /// Where the output's document was among the documents the engine's transactions
+    /// keep, when it was last written (a hint: checked against the entry).
+    pub output_at: AtomicU32,
     pub run: ComputeFn,
 }
 
 pub(crate) struct Computation {
     body: Arc<Body>,
     pub owner: Option<DocId>,
+    /// The key of the output's document.
+    output_key: DocKey,
     /// The locations read on the latest run, with their documents' keys.
     deps: Vec<(DocKey, Link)>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
@@ -88,13 +97,16 @@ pub(crate) struct Graph {
     /// For each document, the computations that read something in it.
     readers: HashMap<DocKey, HashSet<ComputationId>>,
     /// For each document, the outputs written by computations into it.
-    writers: HashMap<DocId, Vec<(Path, ComputationId)>>,
+    writers: HashMap<DocKey, Vec<(Path, ComputationId)>>,
     dirty: Queue,
     /// How many computations are dirty: changed under the graph's lock only, and read
     /// without it through [`Graph::dirty_counter`].
     dirty_count: Arc<AtomicUsize>,
     /// Computations that ran since the queue was last empty (their run budgets to reset).
     ran: Vec<ComputationId>,
+    /// An emptied list of reads, for the next computation whose reads change (see
+    /// [`Graph::ran`]).
+    spare_deps: Vec<(DocKey, Link)>,
 }
 
 /// Dirty computations by the height they were queued at, each height in the order
@@ -172,20 +184,21 @@ impl Graph {
             self.slots.len() - 1
         });
         let id = ComputationId::new(slot, self.slots[slot].generation);
-        self.writers.entry(output.doc.clone()).or_default().push((output.path.clone(), id));
+        self.writers.entry(key).or_default().push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
         let readers: Vec<ComputationId> = self.readers.get(&key).into_iter().flatten().copied().collect();
         for reader in readers {
             if let Some(c) = self.get_mut(reader) {
-                if c.deps.iter().any(|(_, d)| d.doc == output.doc && d.path.overlaps(&output.path)) {
+                if c.deps.iter().any(|(k, d)| *k == key && d.path.overlaps(&output.path)) {
                     c.producers.push(id);
                 }
             }
         }
         let output_entry = entry.map(OnceLock::from).unwrap_or_default();
         let c = Computation {
-            body: Arc::new(Body { name: name.into(), output, output_entry, run }),
+            body: Arc::new(Body { name: name.into(), output, output_entry, output_at: AtomicU32::new(u32::MAX), run }),
             owner,
+            output_key: key,
             deps: Vec::new(),
             producers: Vec::new(),
             height: 0,
@@ -237,7 +250,7 @@ impl Graph {
                 set.remove(&id);
             }
         }
-        if let Some(list) = self.writers.get_mut(&c.body.output.doc) {
+        if let Some(list) = self.writers.get_mut(&c.output_key) {
             list.retain(|(_, w)| *w != id);
         }
     }
@@ -266,15 +279,13 @@ impl Graph {
 
     /// Marks dirty every computation that read a location overlapping a path written in
     /// `doc` (named by `key`).
-    pub fn changed<'p>(&mut self, key: DocKey, doc: &DocId, paths: impl Iterator<Item = &'p Path> + Clone) {
+    pub fn changed<'p>(&mut self, key: DocKey, paths: impl Iterator<Item = &'p Path> + Clone) {
         let Graph { readers, slots, dirty, dirty_count, .. } = self;
         let Some(readers) = readers.get(&key) else { return };
         for id in readers {
             let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
             let Some(c) = c.computation.as_mut() else { continue };
-            if !c.dirty
-                && c.deps.iter().any(|(_, d)| same_text(&d.doc, doc) && paths.clone().any(|p| p.overlaps(&d.path)))
-            {
+            if !c.dirty && c.deps.iter().any(|(k, d)| *k == key && paths.clone().any(|p| p.overlaps(&d.path))) {
                 c.dirty = true;
                 count(dirty_count, 1);
                 dirty.push(c.height, *id);
@@ -344,9 +355,9 @@ impl Graph {
     }
 
     fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Link)]) -> impl Iterator<Item = ComputationId> + 'a {
-        deps.iter().flat_map(move |(_, dep)| {
+        deps.iter().flat_map(move |(key, dep)| {
             self.writers
-                .get(&dep.doc)
+                .get(key)
                 .into_iter()
                 .flatten()
                 .filter(move |(path, _)| path.overlaps(&dep.path))
@@ -367,18 +378,29 @@ impl Graph {
         {
             return; // the common case: same reads as last time, nothing to re-index
         }
-        let deps: Vec<(DocKey, Link)> =
-            reads.map(|(key, doc, path)| (key, Link::new(doc.clone(), path.clone()))).collect();
-        let old = self.get_mut(id).map(|c| std::mem::take(&mut c.deps)).unwrap_or_default();
-        for (key, _) in &old {
+        // The lists are built in the room of the lists they replace: a computation whose
+        // reads change does so on every run.
+        let mut deps = std::mem::take(&mut self.spare_deps);
+        deps.extend(reads.map(|(key, doc, path)| (key, Link::new(doc.clone(), path.clone()))));
+        let (mut old, mut producers) = self
+            .get_mut(id)
+            .map(|c| (std::mem::take(&mut c.deps), std::mem::take(&mut c.producers)))
+            .unwrap_or_default();
+        // Only the documents read before and not now (or the reverse) change readers: a
+        // computation whose reads flip between two inputs keeps the rest. Beyond a few
+        // reads, comparing the lists costs more than re-indexing them.
+        let few = old.len() <= FEW_READS && deps.len() <= FEW_READS;
+        let kept = |list: &[(DocKey, Link)], key: &DocKey| few && list.iter().any(|(k, _)| k == key);
+        for (key, _) in old.iter().filter(|(key, _)| !kept(&deps, key)) {
             if let Some(set) = self.readers.get_mut(key) {
                 set.remove(&id);
             }
         }
-        for (key, _) in &deps {
+        for (key, _) in deps.iter().filter(|(key, _)| !kept(&old, key)) {
             self.readers.entry(*key).or_default().insert(id);
         }
-        let mut producers: Vec<ComputationId> = self.producers_of(&deps).filter(|p| *p != id).collect();
+        producers.clear();
+        producers.extend(self.producers_of(&deps).filter(|p| *p != id));
         producers.sort_unstable();
         producers.dedup();
         let limit = self.len as u32 + 1;
@@ -388,6 +410,8 @@ impl Graph {
             c.producers = producers;
             c.height = height;
         }
+        old.clear();
+        self.spare_deps = old;
     }
 
     fn reset_budgets(&mut self) {
@@ -433,7 +457,7 @@ mod tests {
 
     fn changed(g: &mut Graph, space: &Space, doc: &str, key: &str) {
         let doc: DocId = doc.into();
-        g.changed(space.entry(&doc).key(), &doc, [Path::new([key])].iter());
+        g.changed(space.entry(&doc).key(), [Path::new([key])].iter());
     }
 
     fn noop() -> ComputeFn {

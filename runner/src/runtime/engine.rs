@@ -12,7 +12,7 @@ use crate::link::Link;
 use crate::read::Read;
 use crate::scheduler::{ComputationId, Graph, Next, Ready};
 use crate::space::Committed;
-use crate::tx::Tx;
+use crate::tx::{Known, Tx};
 use parking_lot::MutexGuard;
 use smallvec::SmallVec;
 
@@ -242,7 +242,7 @@ impl Runtime {
                         &looked_up
                     }
                 };
-                tx.write_to(&body.output, Some(entry), value)
+                tx.write_to(&body.output, Some(Known { entry, at: &body.output_at }), value)
             }
             Ok(Err(e)) => Err(Error::ComputationFailed { name: body.name.to_string(), message: e.to_string() }),
             Err(panic) => Err(Error::ComputationFailed { name: body.name.to_string(), message: panic_message(&panic) }),
@@ -250,7 +250,7 @@ impl Runtime {
         let mut graph = self.0.graph.lock();
         tx.reads_since(&savepoint, |reads| graph.ran(ready.id, reads.iter()));
         match &written {
-            Ok(()) => tx.release(savepoint, |key, doc, paths| graph.changed(key, doc, paths)),
+            Ok(()) => tx.release(savepoint, |key, paths| graph.changed(key, paths)),
             Err(_) => tx.rollback(savepoint),
         }
         (written, graph)
@@ -294,6 +294,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::prelude::*;
+    use crate::{Link, Path, Value};
 
     #[test]
     fn a_failing_computation_leaves_no_write_in_its_settle() {
@@ -362,6 +363,26 @@ mod tests {
             .expect("computed");
         rt.transact(|tx| n.set(tx, 5)).expect("commit");
         assert_eq!(committed.get(&rt).expect("read"), 5);
+    }
+
+    #[test]
+    fn an_output_is_written_to_its_own_document_after_the_kept_documents_moved() {
+        let rt = Runtime::in_memory();
+        let (x, y) = (rt.new_cell("x", 1i64).expect("cell"), rt.new_cell("y", 2i64).expect("cell"));
+        let a = rt.computed("a", move |tx| Ok(x.get(tx)? + 100)).expect("computed");
+        let b = rt.computed("b", move |tx| Ok(y.get(tx)? + 200)).expect("computed");
+        // Removing a computation lets go of the kept documents: the next settles keep
+        // them in another order, so where `a` and `b` last wrote is now someone else's.
+        let gone = rt.add_computation("gone", Link::new(rt.space().new_doc_id("gone"), Path::root()), None, {
+            Arc::new(|_| Ok(Value::Null))
+        });
+        rt.settle();
+        rt.remove_computation(gone);
+        rt.transact(|tx| y.set(tx, 3)).expect("commit");
+        rt.transact(|tx| x.set(tx, 4)).expect("commit");
+        assert_eq!((a.get(&rt).expect("read"), b.get(&rt).expect("read")), (104, 203));
+        rt.transact(|tx| x.set(tx, 5)).expect("commit");
+        assert_eq!((a.get(&rt).expect("read"), b.get(&rt).expect("read")), (105, 203));
     }
 
     #[test]

@@ -233,8 +233,8 @@ impl Runtime {
         let (mut spare, after_commit) = tx.into_parts();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
-        let mut changed = |key, doc: &DocId, paths: &[Path]| {
-            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, doc, paths.iter());
+        let mut changed = |key, paths: &[Path]| {
+            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, paths.iter());
         };
         let (docs, touched, reads) = spare.parts();
         let commit = self.0.space.commit(docs, touched, reads, list || observed, mark.then_some(&mut changed as _));

@@ -30,8 +30,8 @@ use found::Found;
 /// transaction that read a document more than this many commits ago is retried.
 const RECENT_COMMITS: usize = 32;
 
-/// What a commit tells of each document it wrote: its id and the paths written there.
-pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &DocId, &[Path]);
+/// What a commit tells of each document it wrote: its key and the paths written there.
+pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &[Path]);
 
 /// Names a document by the address of its entry: the space keeps every entry it made for
 /// as long as it lives, so one document has one key, and the scheduler finds a written
@@ -410,7 +410,7 @@ impl Space {
             let state = writes.entry.state.read();
             if let Some((_, paths)) = state.recent.back() {
                 if let Some(changed) = changed.as_mut() {
-                    changed(writes.entry.key(), &writes.id, paths);
+                    changed(writes.entry.key(), paths);
                 }
                 if list {
                     changes.push((writes.id.clone(), paths.clone()));

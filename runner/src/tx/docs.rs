@@ -117,6 +117,17 @@ impl Docs {
         Some(at)
     }
 
+    /// [`Docs::position_of_entry`], looking first at `hint`, where the caller found it
+    /// last time.
+    pub fn position_hinted(&mut self, doc: &DocId, entry: &Arc<DocEntry>, hint: usize) -> Option<usize> {
+        if self.list.get(hint).is_some_and(|d| Arc::ptr_eq(&d.entry, entry)) {
+            self.touch(hint);
+            self.last = hint;
+            return Some(hint);
+        }
+        self.position_of_entry(doc, entry)
+    }
+
     /// Where `doc` is, if this transaction touched it under any text; otherwise its entry
     /// (from `entry`, which looks it up), for the caller to [`Docs::push`] it.
     pub fn find(&mut self, doc: &DocId, entry: impl FnOnce() -> Arc<DocEntry>) -> Result<usize, Arc<DocEntry>> {

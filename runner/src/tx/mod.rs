@@ -12,6 +12,7 @@
 //! again only when a commit moved it.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -110,6 +111,14 @@ impl Spare {
         let Docs { list, touched, .. } = lists.docs.get_mut();
         (list, touched, lists.reads.get_mut())
     }
+}
+
+/// What a writer knows of the document it writes (see [`Tx::write_to`]): its entry, and
+/// where it was among the transaction's documents when last written (checked before it
+/// is trusted; kept documents keep their places from one settle to the next).
+pub(crate) struct Known<'a> {
+    pub entry: &'a Arc<DocEntry>,
+    pub at: &'a AtomicU32,
 }
 
 /// The state of a document before the first write since the open [`Savepoint`].
@@ -265,16 +274,18 @@ impl<'s> Tx<'s> {
         self.write_to(link, None, value)
     }
 
-    /// [`Tx::write`], given the entry of `link`'s document when the caller keeps it (a
-    /// computation writes one output over and over): used when the write lands in that
-    /// document, which then is not looked up in the space.
-    pub(crate) fn write_to(&self, link: &Link, entry: Option<&Arc<DocEntry>>, value: Value) -> Result<()> {
+    /// [`Tx::write`], given what the caller knows of `link`'s document (a computation
+    /// writes one output over and over): used when the write lands in that document,
+    /// which then is not looked up in the space.
+    pub(crate) fn write_to(&self, link: &Link, known: Option<Known<'_>>, value: Value) -> Result<()> {
+        let beyond_links;
         let target = match link.path.segments().split_last() {
-            None => link.clone(),
+            None => link,
             Some((last, parent)) => {
                 let parent = Link::new(link.doc.clone(), Path::new(parent.iter().cloned()));
                 let (parent_at, _) = resolve(self, &parent, false)?;
-                parent_at.child(last.clone())
+                beyond_links = parent_at.child(last.clone());
+                &beyond_links
             }
         };
         crate::depth::check_write(&value, &target.path, format_args!("the value written at {target}"))?;
@@ -282,17 +293,16 @@ impl<'s> Tx<'s> {
         // a document this transaction did not touch yet is not even added to it).
         let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
         let mut docs = self.lists.docs.borrow_mut();
-        let known = match entry {
-            Some(entry) if same_text(&target.doc, &link.doc) => Some(entry),
-            _ => None,
-        };
-        let found = match known {
-            // Found by its entry straight away (an output is often first touched here).
-            Some(entry) => docs.position_of_entry(&target.doc, entry).ok_or_else(|| entry.clone()),
+        let known = known.filter(|_| same_text(&target.doc, &link.doc));
+        let found = match &known {
+            // Found where it was last time, or by its entry (an output is often first
+            // touched here).
+            Some(Known { entry, at }) => docs
+                .position_hinted(&target.doc, entry, at.load(Ordering::Relaxed) as usize)
+                .ok_or_else(|| Arc::clone(entry)),
             None => docs.find(&target.doc, || self.space.entry(&target.doc)),
         };
         let index = match found {
-            Ok(index) if unchanged(&docs.list[index].local) => return Ok(()),
             Ok(index) => index,
             Err(entry) => {
                 let snapshot = entry.snapshot();
@@ -302,6 +312,12 @@ impl<'s> Tx<'s> {
                 docs.push(target.doc.clone(), entry, snapshot)
             }
         };
+        if let Some(Known { at, .. }) = known {
+            at.store(index as u32, Ordering::Relaxed);
+        }
+        if unchanged(&docs.list[index].local) {
+            return Ok(());
+        }
         let d = &mut docs.list[index];
         self.lists.memo.borrow_mut().clear();
         let mut log = self.lists.undo.borrow_mut();
@@ -310,7 +326,7 @@ impl<'s> Tx<'s> {
         if let Some(local) = before {
             log.push(Undo { doc: index, local, ops: d.ops.len() });
         }
-        d.ops.push((target.path, value));
+        d.ops.push((target.path.clone(), value));
         Ok(())
     }
 
@@ -358,13 +374,13 @@ impl<'s> Tx<'s> {
 
     /// Keeps what was written since `savepoint`; calls `written` with each document
     /// written since and the paths written there.
-    pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(DocKey, &DocId, PathsWritten<'_>)) {
+    pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(DocKey, PathsWritten<'_>)) {
         self.open.set(false);
         let log = self.lists.undo.borrow();
         let docs = self.lists.docs.borrow();
         for u in log.iter() {
             let d = &docs.list[u.doc];
-            written(d.entry.key(), &d.id, d.ops[u.ops..].iter().map(|(p, _)| p));
+            written(d.entry.key(), d.ops[u.ops..].iter().map(|(p, _)| p));
         }
     }
 
