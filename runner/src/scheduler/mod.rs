@@ -8,7 +8,6 @@
 //! `d` runs once, after both `b` and `c`. Heights are rechecked when a computation is
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -18,7 +17,13 @@ use crate::space::{DocEntry, DocKey};
 use crate::tx::Tx;
 use crate::value::{Path, Value};
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
+
+mod queue;
+mod readers;
+
+use queue::Queue;
+use readers::Readers;
 
 /// Identifies a computation inside one runtime: its slot in the graph and the generation
 /// of that slot, so an id of a removed computation never names the one reusing its slot.
@@ -95,7 +100,7 @@ pub(crate) struct Graph {
     /// How many computations there are.
     len: usize,
     /// For each document, the computations that read something in it.
-    readers: HashMap<DocKey, HashSet<ComputationId>>,
+    readers: HashMap<DocKey, Readers>,
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocKey, Vec<(Path, ComputationId)>>,
     dirty: Queue,
@@ -107,44 +112,6 @@ pub(crate) struct Graph {
     /// An emptied list of reads, for the next computation whose reads change (see
     /// [`Graph::ran`]).
     spare_deps: Vec<(DocKey, Link)>,
-}
-
-/// Dirty computations by the height they were queued at, each height in the order
-/// queued: taking the next is finding the lowest height with one (heights are small
-/// numbers, and a settle queues and takes a computation for every run).
-#[derive(Default)]
-struct Queue {
-    heights: Vec<VecDeque<ComputationId>>,
-    /// No height below this one holds a computation.
-    lowest: usize,
-    len: usize,
-}
-
-impl Queue {
-    fn push(&mut self, height: u32, id: ComputationId) {
-        let height = height as usize;
-        if height >= self.heights.len() {
-            self.heights.resize_with(height + 1, VecDeque::new);
-        }
-        self.heights[height].push_back(id);
-        if self.len == 0 || height < self.lowest {
-            self.lowest = height;
-        }
-        self.len += 1;
-    }
-
-    /// The computation queued first at the lowest height, and that height.
-    fn pop(&mut self) -> Option<(u32, ComputationId)> {
-        if self.len == 0 {
-            return None;
-        }
-        while self.heights[self.lowest].is_empty() {
-            self.lowest += 1;
-        }
-        let id = self.heights[self.lowest].pop_front()?;
-        self.len -= 1;
-        Some((self.lowest as u32, id))
-    }
 }
 
 /// What [`Graph::next`] hands out.
@@ -186,7 +153,7 @@ impl Graph {
         let id = ComputationId::new(slot, self.slots[slot].generation);
         self.writers.entry(key).or_default().push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
-        let readers: Vec<ComputationId> = self.readers.get(&key).into_iter().flatten().copied().collect();
+        let readers = self.readers.get(&key).map(Readers::to_vec).unwrap_or_default();
         for reader in readers {
             if let Some(c) = self.get_mut(reader) {
                 if c.deps.iter().any(|(k, d)| *k == key && d.path.overlaps(&output.path)) {
@@ -246,8 +213,8 @@ impl Graph {
             other.producers.retain(|p| *p != id);
         }
         for (key, _) in &c.deps {
-            if let Some(set) = self.readers.get_mut(key) {
-                set.remove(&id);
+            if let Some(readers) = self.readers.get_mut(key) {
+                readers.remove(id);
             }
         }
         if let Some(list) = self.writers.get_mut(&c.output_key) {
@@ -282,15 +249,15 @@ impl Graph {
     pub fn changed<'p>(&mut self, key: DocKey, paths: impl Iterator<Item = &'p Path> + Clone) {
         let Graph { readers, slots, dirty, dirty_count, .. } = self;
         let Some(readers) = readers.get(&key) else { return };
-        for id in readers {
-            let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { continue };
-            let Some(c) = c.computation.as_mut() else { continue };
+        readers.for_each(|id| {
+            let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { return };
+            let Some(c) = c.computation.as_mut() else { return };
             if !c.dirty && c.deps.iter().any(|(k, d)| *k == key && paths.clone().any(|p| p.overlaps(&d.path))) {
                 c.dirty = true;
                 count(dirty_count, 1);
-                dirty.push(c.height, *id);
+                dirty.push(c.height, id);
             }
-        }
+        });
     }
 
     /// Whether any computation waits to run.
@@ -392,8 +359,8 @@ impl Graph {
         let few = old.len() <= FEW_READS && deps.len() <= FEW_READS;
         let kept = |list: &[(DocKey, Link)], key: &DocKey| few && list.iter().any(|(k, _)| k == key);
         for (key, _) in old.iter().filter(|(key, _)| !kept(&deps, key)) {
-            if let Some(set) = self.readers.get_mut(key) {
-                set.remove(&id);
+            if let Some(readers) = self.readers.get_mut(key) {
+                readers.remove(id);
             }
         }
         for (key, _) in deps.iter().filter(|(key, _)| !kept(&old, key)) {
@@ -496,21 +463,6 @@ mod tests {
         g.remove(old);
         assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == new), "removing the old id left the new one");
         assert!(g.next().is_none());
-    }
-
-    #[test]
-    fn the_queue_gives_the_lowest_height_first_in_the_order_queued() {
-        let mut q = Queue::default();
-        let id = |n| ComputationId::new(n, 0);
-        q.push(2, id(1));
-        q.push(1, id(2));
-        q.push(2, id(3));
-        assert_eq!(q.pop(), Some((1, id(2))));
-        assert_eq!(q.pop(), Some((2, id(1))), "queued first at its height");
-        q.push(0, id(4));
-        assert_eq!(q.pop(), Some((0, id(4))), "a lower height queued later comes first");
-        assert_eq!(q.pop(), Some((2, id(3))));
-        assert_eq!(q.pop(), None);
     }
 
     #[test]

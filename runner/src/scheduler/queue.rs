@@ -1,0 +1,63 @@
+//! The queue of dirty computations.
+
+use std::collections::VecDeque;
+
+use super::ComputationId;
+
+/// Dirty computations by the height they were queued at, each height in the order
+/// queued: taking the next is finding the lowest height with one (heights are small
+/// numbers, and a settle queues and takes a computation for every run).
+#[derive(Default)]
+pub(super) struct Queue {
+    heights: Vec<VecDeque<ComputationId>>,
+    /// No height below this one holds a computation.
+    lowest: usize,
+    len: usize,
+}
+
+impl Queue {
+    pub fn push(&mut self, height: u32, id: ComputationId) {
+        let height = height as usize;
+        if height >= self.heights.len() {
+            self.heights.resize_with(height + 1, VecDeque::new);
+        }
+        self.heights[height].push_back(id);
+        if self.len == 0 || height < self.lowest {
+            self.lowest = height;
+        }
+        self.len += 1;
+    }
+
+    /// The computation queued first at the lowest height, and that height.
+    pub fn pop(&mut self) -> Option<(u32, ComputationId)> {
+        if self.len == 0 {
+            return None;
+        }
+        while self.heights[self.lowest].is_empty() {
+            self.lowest += 1;
+        }
+        let id = self.heights[self.lowest].pop_front()?;
+        self.len -= 1;
+        Some((self.lowest as u32, id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_gives_the_lowest_height_first_in_the_order_queued() {
+        let mut q = Queue::default();
+        let id = |n| ComputationId::new(n, 0);
+        q.push(2, id(1));
+        q.push(1, id(2));
+        q.push(2, id(3));
+        assert_eq!(q.pop(), Some((1, id(2))));
+        assert_eq!(q.pop(), Some((2, id(1))), "queued first at its height");
+        q.push(0, id(4));
+        assert_eq!(q.pop(), Some((0, id(4))), "a lower height queued later comes first");
+        assert_eq!(q.pop(), Some((2, id(3))));
+        assert_eq!(q.pop(), None);
+    }
+}
