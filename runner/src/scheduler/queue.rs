@@ -16,6 +16,7 @@ pub(super) struct Queue {
 }
 
 impl Queue {
+    #[inline]
     pub fn push(&mut self, height: u32, id: ComputationId) {
         let height = height as usize;
         if height >= self.heights.len() {
@@ -29,6 +30,7 @@ impl Queue {
     }
 
     /// The computation queued first at the lowest height, and that height.
+    #[inline]
     pub fn pop(&mut self) -> Option<(u32, ComputationId)> {
         if self.len == 0 {
             return None;

@@ -56,6 +56,7 @@ impl Readers {
 
     /// Calls `f` with each reader, in no particular order (a loop over each kind of list
     /// rather than an iterator over either: this runs for every document a settle writes).
+    #[inline]
     pub fn for_each(&self, mut f: impl FnMut(ComputationId)) {
         match self {
             Readers::Few(few) => few.iter().for_each(|id| f(*id)),

@@ -5,7 +5,7 @@
 //! path. Convert to and from `serde_json::Value` at the edges (storage, CLI, models).
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use imbl::OrdMap;
 use serde::de::value::{MapDeserializer, SeqDeserializer};
@@ -42,8 +42,11 @@ pub enum Value {
 pub type Segment = Arc<str>;
 
 /// A location inside a document: the keys to follow from its root.
+///
+/// The root holds no shared slice: it is the most common path (whole-document cells), and
+/// copying it then touches no reference count.
 #[derive(Clone, Eq, PartialOrd, Ord, Default)]
-pub struct Path(Arc<[Segment]>);
+pub struct Path(Option<Arc<[Segment]>>);
 
 /// Whether two shared texts are equal: the same text first (handles share their ids and
 /// keys, and comparing `Arc<str>`s compares their bytes even when they are one).
@@ -52,64 +55,78 @@ pub(crate) fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
 }
 
 impl PartialEq for Path {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-            || (self.0.len() == other.0.len() && self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b)))
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                Arc::ptr_eq(a, b) || (a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| same_text(a, b)))
+            }
+            _ => false,
+        }
     }
 }
 
 // By content, as equality is (it only looks at the addresses first).
 impl std::hash::Hash for Path {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
+        self.segments().hash(state);
     }
 }
 
 impl Path {
     /// The document root.
     pub fn root() -> Self {
-        // Shared, so that the reads of every computation do not allocate it anew.
-        static ROOT: LazyLock<Path> = LazyLock::new(|| Path(Arc::from(Vec::new())));
-        ROOT.clone()
+        Path(None)
     }
 
     /// A path from its segments.
     pub fn new<S: Into<Segment>>(segments: impl IntoIterator<Item = S>) -> Self {
-        Path(segments.into_iter().map(Into::into).collect::<Vec<_>>().into())
+        Path::of(segments.into_iter().map(Into::into).collect())
+    }
+
+    /// The path of `segments` (the root holds none; see [`Path`]).
+    fn of(segments: Vec<Segment>) -> Self {
+        Path((!segments.is_empty()).then(|| segments.into()))
     }
 
     /// This path with one more segment.
     pub fn child(&self, segment: impl Into<Segment>) -> Self {
         // Collected straight into the shared slice: one allocation, not a Vec and a copy.
-        Path(self.0.iter().cloned().chain(std::iter::once(segment.into())).collect())
+        Path(Some(self.segments().iter().cloned().chain(std::iter::once(segment.into())).collect()))
     }
 
     /// This path followed by `rest`.
     pub fn join(&self, rest: &[Segment]) -> Self {
-        let mut v = self.0.to_vec();
+        let mut v = self.segments().to_vec();
         v.extend_from_slice(rest);
-        Path(v.into())
+        Path::of(v)
     }
 
     /// The segments.
+    #[inline]
     pub fn segments(&self) -> &[Segment] {
-        &self.0
+        self.0.as_deref().unwrap_or_default()
     }
 
     /// Whether one path is a prefix of the other, i.e. a write at one can change a read
     /// at the other.
+    #[inline]
     pub fn overlaps(&self, other: &Path) -> bool {
-        self.0.iter().zip(other.0.iter()).all(|(a, b)| same_text(a, b))
+        self.segments().iter().zip(other.segments()).all(|(a, b)| same_text(a, b))
     }
 
-    /// The address of the segments, shared by the clones of this path.
+    /// The address of the segments, shared by the clones of this path (0 for the root,
+    /// which is one path however it was made).
+    #[inline]
     pub(crate) fn address(&self) -> usize {
-        Arc::as_ptr(&self.0).cast::<u8>() as usize
+        self.0.as_ref().map_or(0, |segments| Arc::as_ptr(segments).cast::<u8>() as usize)
     }
 
     /// Whether this is the document root.
+    #[inline]
     pub fn is_root(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 }
 
@@ -121,10 +138,10 @@ impl fmt::Debug for Path {
 
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
+        if self.is_root() {
             return f.write_str("/");
         }
-        for s in self.0.iter() {
+        for s in self.segments() {
             write!(f, "/{s}")?;
         }
         Ok(())
