@@ -10,7 +10,7 @@ use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
-use crate::scheduler::{ComputationId, Graph, Next, Ready};
+use crate::scheduler::{Body, ComputationId, Graph, Next};
 use crate::space::Committed;
 use crate::tx::{Known, Tx};
 use parking_lot::MutexGuard;
@@ -158,13 +158,15 @@ impl Runtime {
         // Held between runs (what a run did and what runs next take it once), not while
         // a computation runs: it may add computations.
         let mut graph = self.0.graph.lock();
+        let mut bodies = graph.take_bodies();
         while ran.len() < SETTLE_CHUNK {
             let next = graph.next();
             match next {
-                Some(Next::Run(ready)) => {
+                Some(Next::Run(id)) => {
+                    let Some(body) = bodies.get_or_look_up(id, || graph.body(id)) else { continue };
                     drop(graph);
-                    ran.push(ready.id);
-                    let (result, relocked) = self.run_computation(&tx, ready);
+                    ran.push(id);
+                    let (result, relocked) = self.run_computation(&tx, id, body);
                     graph = relocked;
                     if let Err(error) = result {
                         errors.push(error);
@@ -178,6 +180,7 @@ impl Runtime {
                 None => break,
             }
         }
+        graph.give_back_bodies(bodies);
         drop(graph);
         match self.commit_marking(tx, false, false) {
             Ok(_) => {
@@ -222,8 +225,7 @@ impl Runtime {
     /// Runs one computation inside the settle's transaction and marks dirty what its
     /// output change affects. A computation that fails or panics leaves no write. Returns
     /// with the graph locked (the settle asks it for the next computation).
-    fn run_computation(&self, tx: &Tx, ready: Ready) -> (Result<()>, MutexGuard<'_, Graph>) {
-        let body = &*ready.body;
+    fn run_computation(&self, tx: &Tx, id: ComputationId, body: &Body) -> (Result<()>, MutexGuard<'_, Graph>) {
         let span = tracing::trace_span!("computation", name = %body.name);
         let _enter = span.enter();
         let savepoint = tx.savepoint();
@@ -248,7 +250,7 @@ impl Runtime {
             Err(panic) => Err(Error::ComputationFailed { name: body.name.to_string(), message: panic_message(&panic) }),
         };
         let mut graph = self.0.graph.lock();
-        tx.reads_since(&savepoint, |reads| graph.ran(ready.id, reads.iter()));
+        tx.reads_since(&savepoint, |reads| graph.ran(id, reads.iter()));
         match &written {
             Ok(()) => tx.release(savepoint, |key, paths| graph.changed(key, paths)),
             Err(_) => tx.rollback(savepoint),
@@ -383,6 +385,34 @@ mod tests {
         assert_eq!((a.get(&rt).expect("read"), b.get(&rt).expect("read")), (104, 203));
         rt.transact(|tx| x.set(tx, 5)).expect("commit");
         assert_eq!((a.get(&rt).expect("read"), b.get(&rt).expect("read")), (105, 203));
+    }
+
+    #[test]
+    fn a_removed_computation_is_let_go_though_the_engine_ran_it() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let held = Arc::new(());
+        let output = |name| Link::new(rt.space().new_doc_id(name), Path::root());
+        let holder = rt.add_computation("holder", output("holder"), None, {
+            let held = held.clone();
+            Arc::new(move |tx| Ok(Value::from(n.get(tx)? + Arc::strong_count(&held) as i64)))
+        });
+        // Removes the holder from inside a settle, while the engine holds the bodies it
+        // ran computations through.
+        let weak = rt.downgrade();
+        rt.add_computation("remover", output("remover"), None, {
+            Arc::new(move |tx| {
+                if n.get(tx)? == 3 {
+                    weak.upgrade().ok_or("runtime gone")?.remove_computation(holder);
+                }
+                Ok(Value::Null)
+            })
+        });
+        rt.settle();
+        rt.transact(|tx| n.set(tx, 2)).expect("commit");
+        assert_eq!(Arc::strong_count(&held), 2, "the holder lives while it is a computation");
+        rt.transact(|tx| n.set(tx, 3)).expect("commit");
+        assert_eq!(Arc::strong_count(&held), 1, "its body was let go, in the graph and in the engine");
     }
 
     #[test]

@@ -19,9 +19,11 @@ use crate::value::{Path, Value};
 
 use rustc_hash::FxHashMap as HashMap;
 
+mod bodies;
 mod queue;
 mod readers;
 
+pub(crate) use bodies::Bodies;
 use queue::Queue;
 use readers::Readers;
 
@@ -112,12 +114,19 @@ pub(crate) struct Graph {
     /// An emptied list of reads, for the next computation whose reads change (see
     /// [`Graph::ran`]).
     spare_deps: Vec<(DocKey, Link)>,
+    /// The engine's bodies, while it does not hold them (see [`Graph::take_bodies`]).
+    bodies: Bodies,
+    /// Whether the engine holds its bodies now.
+    bodies_taken: bool,
+    /// Computations removed while the engine held its bodies: it lets go of theirs when
+    /// it gives them back.
+    removed: Vec<ComputationId>,
 }
 
 /// What [`Graph::next`] hands out.
 pub(crate) enum Next {
-    /// A computation to run now.
-    Run(Ready),
+    /// A computation to run now (its body: [`Graph::body`]).
+    Run(ComputationId),
     /// A computation that ran more than [`MAX_RUNS_PER_SETTLE`] times in one settle: a
     /// cycle. It is not run again until the next change.
     Runaway {
@@ -126,12 +135,6 @@ pub(crate) enum Next {
         /// How often it ran.
         runs: u32,
     },
-}
-
-/// What the runtime needs to run one computation.
-pub(crate) struct Ready {
-    pub id: ComputationId,
-    pub body: Arc<Body>,
 }
 
 impl Graph {
@@ -202,6 +205,10 @@ impl Graph {
         }
         let slot = &mut self.slots[id.slot()];
         let Some(c) = slot.computation.take() else { return };
+        self.bodies.forget(id);
+        if self.bodies_taken {
+            self.removed.push(id);
+        }
         // The next computation in this slot gets another id.
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(id.slot());
@@ -296,7 +303,7 @@ impl Graph {
             let next = if c.runs > MAX_RUNS_PER_SETTLE {
                 Next::Runaway { name: c.body.name.clone(), runs: c.runs - 1 }
             } else {
-                Next::Run(Ready { id, body: c.body.clone() })
+                Next::Run(id)
             };
             count(&self.dirty_count, -1);
             if first_run {
@@ -307,6 +314,28 @@ impl Graph {
         // Nothing is dirty: the next change starts with a fresh run budget.
         self.reset_budgets();
         None
+    }
+
+    /// The body of a computation, to run it.
+    pub fn body(&self, id: ComputationId) -> Option<Arc<Body>> {
+        self.get(id).map(|c| c.body.clone())
+    }
+
+    /// The bodies the engine ran computations through, for it to keep while it runs a
+    /// chunk of a settle; given back with [`Graph::give_back_bodies`].
+    pub fn take_bodies(&mut self) -> Bodies {
+        self.bodies_taken = true;
+        std::mem::take(&mut self.bodies)
+    }
+
+    /// Gives back the bodies [`Graph::take_bodies`] took, letting go of those of the
+    /// computations removed meanwhile.
+    pub fn give_back_bodies(&mut self, mut bodies: Bodies) {
+        for id in self.removed.drain(..) {
+            bodies.forget(id);
+        }
+        self.bodies = bodies;
+        self.bodies_taken = false;
     }
 
     fn raise(&mut self, id: ComputationId, height: u32) {
@@ -436,17 +465,17 @@ mod tests {
         let (mut g, space) = graph();
         let p = add(&mut g, &space, "p", link("d", "p"));
         let c = add(&mut g, &space, "c", link("d", "c"));
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == p));
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == p));
         ran(&mut g, &space, p, &[link("d", "other")]);
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c));
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == c));
         ran(&mut g, &space, c, &[link("d", "src")]);
         changed(&mut g, &space, "d", "src");
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "c runs again");
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == c), "c runs again");
         // While it runs, a commit marks it dirty again (queued at its height 0)...
         changed(&mut g, &space, "d", "src");
         // ...and this run reads `p`, which raises its height to 1.
         ran(&mut g, &space, c, &[link("d", "src"), link("d", "p")]);
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == c), "the stale entry is requeued, not dropped");
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == c), "the stale entry is requeued, not dropped");
         assert!(g.next().is_none());
         assert!(!g.has_dirty());
     }
@@ -461,7 +490,7 @@ mod tests {
         assert_eq!(old.slot(), new.slot(), "the slot is reused");
         assert_ne!(old, new);
         g.remove(old);
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == new), "removing the old id left the new one");
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == new), "removing the old id left the new one");
         assert!(g.next().is_none());
     }
 
@@ -475,6 +504,6 @@ mod tests {
         changed(&mut g, &space, "d", "later");
         // Both are dirty; the producer must run first although the reader was queued at
         // height 0 before the producer existed.
-        assert!(matches!(g.next(), Some(Next::Run(r)) if r.id == producer));
+        assert!(matches!(g.next(), Some(Next::Run(id)) if id == producer));
     }
 }
