@@ -20,7 +20,7 @@ impl Bodies {
             self.0.resize_with(slot + 1, || None);
         }
         let kept = &mut self.0[slot];
-        if !kept.as_ref().is_some_and(|(kept_id, _)| *kept_id == id) {
+        if kept.as_ref().is_none_or(|(kept_id, _)| *kept_id != id) {
             // Empty, or another computation's that held this slot before.
             *kept = Some((id, look_up()?));
         }
