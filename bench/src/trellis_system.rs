@@ -28,10 +28,15 @@ struct TxInputs<'a, 'tx> {
     deps: &'a [Link],
 }
 
-/// Reads a typed value as `Cell::get` does: straight from the stored value.
+/// Reads a typed value as `Cell::get` does: straight from the stored value, where the
+/// read left it.
 fn read<T: Value>(r: &(impl Read + ?Sized), link: &Link) -> T {
-    let value = r.read(link).unwrap_or_else(|e| panic!("trellis: cannot read {link}: {e}"));
-    value.read_as().unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}"))
+    match r.read(link) {
+        Ok(ref value) => value
+            .read_as()
+            .unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}")),
+        Err(e) => panic!("trellis: cannot read {link}: {e}"),
+    }
 }
 
 /// Stores a typed value as `Cell::set` does.

@@ -103,8 +103,13 @@ impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Cell<T> {
     /// The current value. A list is read into `T` once: its next readers get a copy (see
     /// [`Value::read_as`]).
     pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
-        let value = self.get_value(r)?;
-        value.read_as().map_err(|source| Error::Shape { at: self.at.link.clone(), source })
+        // Read where the read left it, not moved out first: a value just written as two
+        // halves and loaded again whole waits for the writes to land (cells are read
+        // many times per settle).
+        match self.get_value(r) {
+            Ok(ref value) => value.read_as().map_err(|source| Error::Shape { at: self.at.link.clone(), source }),
+            Err(error) => Err(error),
+        }
     }
 
     /// Replaces the value.
