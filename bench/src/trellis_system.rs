@@ -28,15 +28,9 @@ struct TxInputs<'a, 'tx> {
     deps: &'a [Link],
 }
 
-/// Reads a typed value as `Cell::get` does: straight from the stored value, where the
-/// read left it.
-fn read<T: Value>(r: &(impl Read + ?Sized), link: &Link) -> T {
-    match r.read(link) {
-        Ok(ref value) => value
-            .read_as()
-            .unwrap_or_else(|e| panic!("trellis: {link} holds {value}, not the expected type: {e}")),
-        Err(e) => panic!("trellis: cannot read {link}: {e}"),
-    }
+/// Reads a typed value as `Cell::get` does (`Read::read_as`).
+fn read<T: Value>(r: &impl Read, link: &Link) -> T {
+    r.read_as(link).unwrap_or_else(|e| panic!("trellis: cannot read {link} as the expected type: {e}"))
 }
 
 /// Stores a typed value as `Cell::set` does.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::intern::{self, Location};
 use crate::link::Link;
-use crate::read::Read;
+use crate::read::{shaped, Read};
 use crate::schema::Schema;
 use crate::tx::Tx;
 use crate::value::{Segment, Value};
@@ -102,13 +102,13 @@ impl<T> Cell<T> {
 impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Cell<T> {
     /// The current value. A list is read into `T` once: its next readers get a copy (see
     /// [`Value::read_as`]).
-    pub fn get(&self, r: &(impl Read + ?Sized)) -> Result<T> {
-        // Read where the read left it, not moved out first: a value just written as two
-        // halves and loaded again whole waits for the writes to land (cells are read
-        // many times per settle).
-        match self.get_value(r) {
-            Ok(ref value) => value.read_as().map_err(|source| Error::Shape { at: self.at.link.clone(), source }),
-            Err(error) => Err(error),
+    pub fn get(&self, r: &impl Read) -> Result<T> {
+        match &self.at.schema {
+            None => r.read_as(&self.at.link),
+            Some(_) => match self.get_value(r) {
+                Ok(ref value) => shaped(&self.at.link, value.read_as()),
+                Err(error) => Err(error),
+            },
         }
     }
 

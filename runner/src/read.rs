@@ -1,6 +1,8 @@
 //! Reading a space: following links, and deep reads that replace every link by what it
 //! points to. Transactions, the space and the runtime all read through [`Read`].
 
+use serde::de::DeserializeOwned;
+
 use crate::depth::MAX_DOC_DEPTH;
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
@@ -28,12 +30,33 @@ pub trait Read {
         self.resolve(link).map(|(_, v)| v)
     }
 
+    /// The value at `link` (links followed) read as `T`, as [`Value::read_as`] reads it:
+    /// what [`Cell::get`](crate::Cell::get) does. A transaction reads a location it read
+    /// before straight from what it remembers, without copying the value.
+    fn read_as<T>(&self, link: &Link) -> Result<T>
+    where
+        Self: Sized,
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        // Read where the read left it, not moved out first: a value just written as two
+        // halves and loaded again whole waits for the writes to land.
+        match self.read(link) {
+            Ok(ref value) => shaped(link, value.read_as()),
+            Err(error) => Err(error),
+        }
+    }
+
     /// The value at `link` with every nested link replaced by what it points to: a plain
     /// JSON snapshot (stream markers stay markers).
     fn read_deep(&self, link: &Link) -> Result<Value> {
         let (at, value) = self.resolve(link)?;
         deep(self, &at, value, 0, 0)
     }
+}
+
+/// A value read as a type, or why it is not of that type.
+pub(crate) fn shaped<T>(link: &Link, read: std::result::Result<T, serde_json::Error>) -> Result<T> {
+    read.map_err(|source| Error::Shape { at: link.clone(), source })
 }
 
 /// Replaces the links inside `value` (found at `at`) by what they point to. `hops` counts

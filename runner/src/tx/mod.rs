@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::link::{DocId, Link};
-use crate::read::{plain_at, resolve, Read};
+use serde::de::DeserializeOwned;
+
+use crate::read::{plain_at, resolve, shaped, Read};
 use crate::runtime::Runtime;
 use crate::space::{DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
@@ -193,6 +195,17 @@ impl<'s> Tx<'s> {
         let memo = self.lists.memo.borrow();
         let (doc, path) = (text_key(&link.doc), link.path.address());
         memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.clone())
+    }
+
+    /// [`Tx::remembered_here`] read as `T`, from the value remembered (not a copy).
+    #[inline]
+    fn remembered_as<T>(&self, link: &Link) -> Option<std::result::Result<T, serde_json::Error>>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        let memo = self.lists.memo.borrow();
+        let (doc, path) = (text_key(&link.doc), link.path.address());
+        memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.read_as())
     }
 
     /// The value read at `link` since the last write, found by content (another link to
@@ -434,6 +447,20 @@ impl Read for Tx<'_> {
         }
     }
 
+    #[inline]
+    fn read_as<T>(&self, link: &Link) -> Result<T>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        match self.remembered_as(link) {
+            Some(read) => shaped(link, read),
+            None => match self.read_uncached(link) {
+                Ok(ref value) => shaped(link, value.read_as()),
+                Err(error) => Err(error),
+            },
+        }
+    }
+
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
         self.with_doc(doc, |_, d| d.local.at(path.segments()).cloned().unwrap_or(Value::Null))
     }
@@ -495,6 +522,22 @@ mod tests {
         })
         .expect("commit");
         assert_eq!(n.get(&rt).expect("read"), 2);
+    }
+
+    #[test]
+    fn a_remembered_value_read_as_another_type_is_refused_with_where_it_is() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        rt.transact(|tx| {
+            for _ in 0..3 {
+                assert_eq!(n.get(tx)?, 1, "read, then remembered");
+            }
+            let error = tx.read_as::<String>(n.link()).expect_err("a number is not a text");
+            assert!(matches!(&error, crate::Error::Shape { at, .. } if at == n.link()), "{error}");
+            assert_eq!(tx.read_as::<f64>(n.link())?, 1.0);
+            Ok(())
+        })
+        .expect("commit");
     }
 
     #[test]
