@@ -390,14 +390,18 @@ impl Space {
             if keeps_writes {
                 stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
-            // The oldest entry's list is reused: a settle commits every few microseconds.
-            let mut paths = match state.recent.len() {
-                RECENT_COMMITS => state.recent.pop_front().map(|(_, list)| list).unwrap_or_default(),
-                _ => Vec::new(),
-            };
-            paths.clear();
-            paths.extend(writes.ops.drain(..).map(|(path, _)| path));
-            state.recent.push_back((version, paths));
+            // The oldest entry is reused in place (a settle commits every few microseconds):
+            // moving its list out and back in would copy what was just written to it.
+            if state.recent.len() == RECENT_COMMITS {
+                state.recent.rotate_left(1);
+            } else {
+                state.recent.push_back((version, Vec::new()));
+            }
+            if let Some((newest, paths)) = state.recent.back_mut() {
+                *newest = version;
+                paths.clear();
+                paths.extend(writes.ops.drain(..).map(|(path, _)| path));
+            }
             state.value = value;
             state.version = version;
             writes.entry.committed.store(version.0, Ordering::Release);
@@ -405,7 +409,7 @@ impl Space {
         }
         // Told only now, so that nobody marked by this commit can see half of it.
         let mut changes = Vec::new();
-        for at in written {
+        for &at in written.iter() {
             let writes = &docs[at];
             let state = writes.entry.state.read();
             if let Some((_, paths)) = state.recent.back() {
@@ -417,10 +421,12 @@ impl Space {
                 }
             }
         }
-        let (durable, seq) = match (wrote, keeps_writes) {
-            (false, _) => (Durable::ready(Ok(())), self.commits.load(Ordering::SeqCst)),
-            (true, false) => (Durable::ready(Ok(())), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
-            (true, true) => (self.storage.submit(stored), self.commits.fetch_add(1, Ordering::SeqCst) + 1),
+        // Submitted before it is counted: whoever sees the count and waits for a barrier
+        // then waits for these writes too.
+        let durable = if wrote && keeps_writes { self.storage.submit(stored) } else { Durable::ready(Ok(())) };
+        let seq = match wrote {
+            true => self.commits.fetch_add(1, Ordering::SeqCst) + 1,
+            false => self.commits.load(Ordering::SeqCst),
         };
         Ok(Commit { changes, committed: Committed { seq: Seq(seq), durable } })
     }
