@@ -3,8 +3,9 @@
 //! * A signal is a cell in its own document (`Runtime::new_cell`); a computed is a
 //!   runtime computation whose output is a fresh document; an effect is a computation
 //!   that calls the closure and writes nothing (an unchanged output commits nothing).
-//! * `set` buffers writes; `settle` commits them in one transaction and runs the engine
-//!   synchronously on this thread, so a batch is one transaction, like a handler.
+//! * `set` buffers writes; `settle` commits them in one transaction, which runs the
+//!   engine synchronously on this thread before it returns (`Runtime::transact`), so a
+//!   batch is one transaction, like a handler.
 //! * Dependencies are tracked dynamically: a computation depends on what it read.
 //!
 //! Every read and write goes through the real transaction, commit and scheduler path
@@ -118,18 +119,22 @@ impl ReactiveSystem for Trellis {
     }
 
     fn settle(&mut self) {
-        if !self.pending.is_empty() {
-            let writes = std::mem::take(&mut self.pending);
-            self.rt
-                .transact(|tx| {
-                    for (link, value) in &writes {
-                        tx.write(link, value.clone())?;
-                    }
-                    Ok(())
-                })
-                .expect("trellis: commit");
+        if self.pending.is_empty() {
+            // New computations wait for their first run.
+            self.rt.settle();
+            return;
         }
-        self.rt.settle();
+        // A transaction runs the computations its commit made dirty before it returns,
+        // on this thread, as a pattern's caller sees it.
+        let writes = std::mem::take(&mut self.pending);
+        self.rt
+            .transact(|tx| {
+                for (link, value) in &writes {
+                    tx.write(link, value.clone())?;
+                }
+                Ok(())
+            })
+            .expect("trellis: commit");
     }
 
     fn get<T: Value>(&mut self, node: &Link) -> T {

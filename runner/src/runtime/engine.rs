@@ -65,7 +65,9 @@ impl Runtime {
         } else {
             (None, None)
         };
-        self.0.events.lock().push_back(Event { stream: at, handler, event, reply });
+        let mut events = self.0.events.lock();
+        events.push_back(Event { stream: at, handler, event, reply });
+        self.0.queued_events.store(events.len(), Ordering::Release);
         Ok(rx)
     }
 
@@ -98,7 +100,19 @@ impl Runtime {
         if self.run_computations() {
             return true;
         }
-        let Some(event) = self.0.events.lock().pop_front() else { return false };
+        // Asked without the lock first: the engine looks for events after every change,
+        // and nearly always there is none (one queued meanwhile is found by `pump`'s last
+        // look, which takes the lock).
+        if self.0.queued_events.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let next = {
+            let mut events = self.0.events.lock();
+            let next = events.pop_front();
+            self.0.queued_events.store(events.len(), Ordering::Release);
+            next
+        };
+        let Some(event) = next else { return false };
         let result = self.run_handler(&event);
         // Let the computations the handler affected settle before answering, so the
         // sender observes derived values consistent with its change.

@@ -80,6 +80,9 @@ pub(crate) struct Inner {
     /// `Graph::dirty_counter`).
     dirty: Arc<AtomicUsize>,
     events: Mutex<VecDeque<Event>>,
+    /// How many events are queued: changed under the events' lock, read without it as a
+    /// hint (see `step`).
+    queued_events: AtomicUsize,
     engine: Mutex<()>,
     handlers: DashMap<Link, Handler, FxBuildHasher>,
     /// Looked up after every commit: a fast hash (keys are ids this space made).
@@ -153,6 +156,7 @@ impl Runtime {
             dirty: graph.dirty_counter(),
             graph: Mutex::new(graph),
             events: Mutex::new(VecDeque::new()),
+            queued_events: AtomicUsize::new(0),
             engine: Mutex::new(()),
             handlers: DashMap::default(),
             observers: DashMap::default(),
