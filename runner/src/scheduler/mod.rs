@@ -78,8 +78,17 @@ pub(crate) struct Computation {
     deps: Vec<(DocKey, Link)>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
     producers: Vec<ComputationId>,
-    height: u32,
     runs: u32,
+}
+
+/// What marking and ordering need of a computation, kept apart from the rest in one dense
+/// list by slot: a commit marks the readers of what it wrote, and taking the next checks
+/// the heights of producers, without touching each computation's other memory.
+#[derive(Default, Clone, Copy)]
+struct Mark {
+    /// The generation of the slot, as in [`Slot`]: an id of another matches no mark.
+    generation: u32,
+    height: u32,
     /// Whether it waits in the queue to run.
     dirty: bool,
 }
@@ -98,11 +107,13 @@ struct Slot {
 #[derive(Default)]
 pub(crate) struct Graph {
     slots: Vec<Slot>,
+    /// By slot, as `slots`.
+    marks: Vec<Mark>,
     free: Vec<usize>,
     /// How many computations there are.
     len: usize,
     /// For each document, the computations that read something in it.
-    readers: HashMap<DocKey, Readers>,
+    readers: Vec<Readers>,
     /// For each document, the outputs written by computations into it.
     writers: HashMap<DocKey, Vec<(Path, ComputationId)>>,
     dirty: Queue,
@@ -151,12 +162,13 @@ impl Graph {
     ) -> ComputationId {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot::default());
+            self.marks.push(Mark::default());
             self.slots.len() - 1
         });
         let id = ComputationId::new(slot, self.slots[slot].generation);
         self.writers.entry(key).or_default().push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
-        let readers = self.readers.get(&key).map(Readers::to_vec).unwrap_or_default();
+        let readers = self.readers.get(key.0).map(Readers::to_vec).unwrap_or_default();
         for reader in readers {
             if let Some(c) = self.get_mut(reader) {
                 if c.deps.iter().any(|(k, d)| *k == key && d.path.overlaps(&output.path)) {
@@ -171,11 +183,10 @@ impl Graph {
             output_key: key,
             deps: Vec::new(),
             producers: Vec::new(),
-            height: 0,
             runs: 0,
-            dirty: false,
         };
         self.slots[slot].computation = Some(c);
+        self.marks[slot] = Mark { generation: self.slots[slot].generation, height: 0, dirty: false };
         self.len += 1;
         self.mark(id);
         id
@@ -189,6 +200,22 @@ impl Graph {
     fn get_mut(&mut self, id: ComputationId) -> Option<&mut Computation> {
         let slot = self.slots.get_mut(id.slot())?;
         (slot.generation == id.generation()).then_some(slot.computation.as_mut()).flatten()
+    }
+
+    /// The readers of the document `key` names (an empty list the first time).
+    fn readers_of(&mut self, key: DocKey) -> &mut Readers {
+        if key.0 >= self.readers.len() {
+            self.readers.resize_with(key.0 + 1, Readers::default);
+        }
+        &mut self.readers[key.0]
+    }
+
+    fn mark_of(&self, id: ComputationId) -> Option<&Mark> {
+        self.marks.get(id.slot()).filter(|m| m.generation == id.generation())
+    }
+
+    fn mark_of_mut(&mut self, id: ComputationId) -> Option<&mut Mark> {
+        self.marks.get_mut(id.slot()).filter(|m| m.generation == id.generation())
     }
 
     fn computations(&self) -> impl Iterator<Item = (ComputationId, &Computation)> {
@@ -211,16 +238,18 @@ impl Graph {
         }
         // The next computation in this slot gets another id.
         slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(id.slot());
-        self.len -= 1;
-        if c.dirty {
+        let mark = &mut self.marks[id.slot()];
+        if mark.dirty {
             count(&self.dirty_count, -1);
         }
+        *mark = Mark { generation: slot.generation, ..Mark::default() };
+        self.free.push(id.slot());
+        self.len -= 1;
         for other in self.slots.iter_mut().filter_map(|s| s.computation.as_mut()) {
             other.producers.retain(|p| *p != id);
         }
         for (key, _) in &c.deps {
-            if let Some(readers) = self.readers.get_mut(key) {
+            if let Some(readers) = self.readers.get_mut(key.0) {
                 readers.remove(id);
             }
         }
@@ -235,10 +264,10 @@ impl Graph {
     }
 
     fn mark(&mut self, id: ComputationId) {
-        let Some(c) = self.get_mut(id) else { return };
-        if !c.dirty {
-            c.dirty = true;
-            let height = c.height;
+        let Some(m) = self.mark_of_mut(id) else { return };
+        if !m.dirty {
+            m.dirty = true;
+            let height = m.height;
             count(&self.dirty_count, 1);
             self.dirty.push(height, id);
         }
@@ -254,15 +283,22 @@ impl Graph {
     /// Marks dirty every computation that read a location overlapping a path written in
     /// `doc` (named by `key`).
     pub fn changed<'p>(&mut self, key: DocKey, paths: impl Iterator<Item = &'p Path> + Clone) {
-        let Graph { readers, slots, dirty, dirty_count, .. } = self;
-        let Some(readers) = readers.get(&key) else { return };
-        readers.for_each(|id| {
-            let Some(c) = slots.get_mut(id.slot()).filter(|s| s.generation == id.generation()) else { return };
-            let Some(c) = c.computation.as_mut() else { return };
-            if !c.dirty && c.deps.iter().any(|(k, d)| *k == key && paths.clone().any(|p| p.overlaps(&d.path))) {
-                c.dirty = true;
+        let Graph { readers, slots, marks, dirty, dirty_count, .. } = self;
+        let Some(readers) = readers.get(key.0) else { return };
+        readers.for_each(|id, whole| {
+            let Some(m) = marks.get_mut(id.slot()).filter(|m| m.generation == id.generation()) else { return };
+            if m.dirty {
+                return;
+            }
+            // A reader of the whole document reads whatever was written there.
+            let read_what_changed = whole
+                || slots[id.slot()].computation.as_ref().is_some_and(|c| {
+                    c.deps.iter().any(|(k, d)| *k == key && paths.clone().any(|p| p.overlaps(&d.path)))
+                });
+            if read_what_changed {
+                m.dirty = true;
                 count(dirty_count, 1);
-                dirty.push(c.height, id);
+                dirty.push(m.height, id);
             }
         });
     }
@@ -283,21 +319,22 @@ impl Graph {
     pub fn next(&mut self) -> Option<Next> {
         let limit = self.len as u32 + 1;
         while let Some((height, id)) = self.dirty.pop() {
-            let Some(c) = self.get(id).filter(|c| c.dirty) else { continue };
-            if height != c.height {
+            let Some(&Mark { height: current, .. }) = self.mark_of(id).filter(|m| m.dirty) else { continue };
+            if height != current {
                 // Its height changed after it was queued (it ran again meanwhile): queue
                 // it again at its current height rather than lose it.
-                let current = c.height;
                 self.dirty.push(current, id);
                 continue;
             }
+            let Some(c) = self.get(id) else { continue };
             let needed = self.producer_height(c).map_or(0, |h| h + 1);
-            if needed > c.height && needed <= limit {
+            if needed > current && needed <= limit {
                 self.raise(id, needed);
                 continue;
             }
+            let Some(m) = self.mark_of_mut(id) else { continue };
+            m.dirty = false;
             let Some(c) = self.get_mut(id) else { continue };
-            c.dirty = false;
             c.runs += 1;
             let first_run = c.runs == 1;
             let next = if c.runs > MAX_RUNS_PER_SETTLE {
@@ -339,15 +376,15 @@ impl Graph {
     }
 
     fn raise(&mut self, id: ComputationId, height: u32) {
-        if let Some(c) = self.get_mut(id) {
-            c.height = height;
+        if let Some(m) = self.mark_of_mut(id) {
+            m.height = height;
             self.dirty.push(height, id);
         }
     }
 
     /// The greatest height among dirty computations whose output this one reads.
     fn producer_height(&self, c: &Computation) -> Option<u32> {
-        c.producers.iter().filter_map(|p| self.get(*p)).filter(|p| p.dirty).map(|p| p.height).max()
+        c.producers.iter().filter_map(|p| self.mark_of(*p)).filter(|p| p.dirty).map(|p| p.height).max()
     }
 
     fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Link)]) -> impl Iterator<Item = ComputationId> + 'a {
@@ -388,23 +425,36 @@ impl Graph {
         let few = old.len() <= FEW_READS && deps.len() <= FEW_READS;
         let kept = |list: &[(DocKey, Link)], key: &DocKey| few && list.iter().any(|(k, _)| k == key);
         for (key, _) in old.iter().filter(|(key, _)| !kept(&deps, key)) {
-            if let Some(readers) = self.readers.get_mut(key) {
+            if let Some(readers) = self.readers.get_mut(key.0) {
                 readers.remove(id);
             }
         }
-        for (key, _) in deps.iter().filter(|(key, _)| !kept(&old, key)) {
-            self.readers.entry(*key).or_default().insert(id);
+        if few {
+            // Each document once, with whether any read of it was of the whole.
+            for (at, (key, _)) in deps.iter().enumerate() {
+                if !deps[..at].iter().any(|(k, _)| k == key) {
+                    let whole = deps[at..].iter().any(|(k, read)| k == key && read.path.is_root());
+                    self.readers_of(*key).set(id, whole);
+                }
+            }
+        } else {
+            for (key, read) in &deps {
+                self.readers_of(*key).add(id, read.path.is_root());
+            }
         }
         producers.clear();
         producers.extend(self.producers_of(&deps).filter(|p| *p != id));
         producers.sort_unstable();
         producers.dedup();
         let limit = self.len as u32 + 1;
-        let height = producers.iter().filter_map(|p| self.get(*p)).map(|p| p.height + 1).max().unwrap_or(0).min(limit);
+        let height =
+            producers.iter().filter_map(|p| self.mark_of(*p)).map(|p| p.height + 1).max().unwrap_or(0).min(limit);
         if let Some(c) = self.get_mut(id) {
             c.deps = deps;
             c.producers = producers;
-            c.height = height;
+        }
+        if let Some(m) = self.mark_of_mut(id) {
+            m.height = height;
         }
         old.clear();
         self.spare_deps = old;

@@ -8,7 +8,7 @@
 //! transactions that touch different fields of one document both commit.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -33,11 +33,13 @@ const RECENT_COMMITS: usize = 32;
 /// What a commit tells of each document it wrote: its key and the paths written there.
 pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &[Path]);
 
-/// Names a document by the address of its entry: the space keeps every entry it made for
-/// as long as it lives, so one document has one key, and the scheduler finds a written
-/// document's readers without hashing its id.
+/// Names a document by the number the space gave its entry: the space keeps every entry
+/// it made for as long as it lives, so one document has one key; and the numbers count up
+/// from 0, so the scheduler keeps what it knows of each document (its readers) in a list
+/// indexed by it, where documents made one after the other sit side by side, rather than
+/// hashing anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DocKey(usize);
+pub(crate) struct DocKey(pub usize);
 
 /// A document's version: how many commits wrote it (0: it does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -55,6 +57,8 @@ pub struct Seq(pub u64);
 /// One document in memory. The space's map and every transaction that touched the
 /// document share it, so a commit applies its writes without looking the document up again.
 pub(crate) struct DocEntry {
+    /// Its number in the space (see [`DocKey`]).
+    number: usize,
     state: RwLock<DocState>,
     /// The state's version, readable without the lock under the space's commit lock:
     /// only a commit changes it, and commits hold that lock (validation checks every
@@ -73,14 +77,15 @@ struct DocState {
 }
 
 impl DocEntry {
-    fn new(value: Value, version: Version) -> Arc<Self> {
+    fn new(number: usize, value: Value, version: Version) -> Arc<Self> {
         let committed = AtomicU64::new(version.0);
-        Arc::new(DocEntry { state: RwLock::new(DocState { value, version, recent: VecDeque::new() }), committed })
+        let state = RwLock::new(DocState { value, version, recent: VecDeque::new() });
+        Arc::new(DocEntry { number, state, committed })
     }
 
     /// The key naming this entry's document.
-    pub(crate) fn key(self: &Arc<Self>) -> DocKey {
-        DocKey(Arc::as_ptr(self) as usize)
+    pub(crate) fn key(&self) -> DocKey {
+        DocKey(self.number)
     }
 
     /// The version last committed, read without the lock: exact under the commit lock, a
@@ -134,6 +139,8 @@ pub struct Space {
     unreadable: std::sync::OnceLock<(String, String)>,
     /// The entries found lately, by the id's text they were asked by.
     found: Found,
+    /// How many entries the space made (the number of the next: see [`DocKey`]).
+    entries_made: AtomicUsize,
 }
 
 /// What one commit changed: the written paths of each document, and where it stands.
@@ -183,6 +190,7 @@ impl Space {
             commits: AtomicU64::new(0),
             unreadable: std::sync::OnceLock::new(),
             found: Found::default(),
+            entries_made: AtomicUsize::new(0),
         })
     }
 
@@ -209,20 +217,25 @@ impl Space {
         }
         let loaded = if self.keeps_writes {
             match self.storage.load_doc(id) {
-                Ok(Some(stored)) => DocEntry::new(stored.value, Version(stored.version)),
-                Ok(None) => DocEntry::new(Value::Null, Version::default()),
+                Ok(Some(stored)) => self.new_entry(stored.value, Version(stored.version)),
+                Ok(None) => self.new_entry(Value::Null, Version::default()),
                 Err(error) => {
                     tracing::error!(doc = id, %error, "a document could not be loaded; the space refuses changes now");
                     let _ = self.unreadable.set((id.to_owned(), error.to_string()));
-                    return (DocEntry::new(Value::Null, Version::default()), false);
+                    return (self.new_entry(Value::Null, Version::default()), false);
                 }
             }
         } else {
-            DocEntry::new(Value::Null, Version::default())
+            self.new_entry(Value::Null, Version::default())
         };
         // Another thread may have loaded (or a commit created) it meanwhile: theirs wins,
         // being at least as new as what storage had.
         (self.docs.entry(DocId::from(id)).or_insert(loaded).clone(), true)
+    }
+
+    /// A new entry, with the next number.
+    fn new_entry(&self, value: Value, version: Version) -> Arc<DocEntry> {
+        DocEntry::new(self.entries_made.fetch_add(1, Ordering::Relaxed), value, version)
     }
 
     /// The load failure that stops commits, if any.
