@@ -55,8 +55,17 @@ pub trait Read {
 }
 
 /// A value read as a type, or why it is not of that type.
+#[inline]
 pub(crate) fn shaped<T>(link: &Link, read: std::result::Result<T, serde_json::Error>) -> Result<T> {
-    read.map_err(|source| Error::Shape { at: link.clone(), source })
+    read.map_err(|source| shape_error(link, source))
+}
+
+/// Out of line: a value of the wrong shape is rare, and building the error inline would
+/// widen every reader's frame.
+#[cold]
+#[inline(never)]
+fn shape_error(link: &Link, source: serde_json::Error) -> Error {
+    Error::Shape { at: link.clone(), source }
 }
 
 /// Replaces the links inside `value` (found at `at`) by what they point to. `hops` counts

@@ -453,11 +453,9 @@ impl Read for Tx<'_> {
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
         match self.remembered_as(link) {
+            Some(Ok(value)) => Ok(value),
             Some(read) => shaped(link, read),
-            None => match self.read_uncached(link) {
-                Ok(ref value) => shaped(link, value.read_as()),
-                Err(error) => Err(error),
-            },
+            None => self.read_as_uncached(link),
         }
     }
 
@@ -472,6 +470,19 @@ impl Read for Tx<'_> {
 }
 
 impl Tx<'_> {
+    /// [`Read::read_as`] of a location not remembered under `link`'s texts: out of line,
+    /// so that the inlined look at the memo keeps a small frame.
+    #[inline(never)]
+    fn read_as_uncached<T>(&self, link: &Link) -> Result<T>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        match self.read_uncached(link) {
+            Ok(ref value) => shaped(link, value.read_as()),
+            Err(error) => Err(error),
+        }
+    }
+
     /// [`Read::read`] of a location not remembered under `link`'s texts.
     #[inline(never)]
     fn read_uncached(&self, link: &Link) -> Result<Value> {
