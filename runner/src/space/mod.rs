@@ -7,7 +7,6 @@
 //! hands them to storage in commit order. Conflicts are detected per path: two
 //! transactions that touch different fields of one document both commit.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -23,12 +22,10 @@ use crate::storage::{Durable, MemoryStorage, Storage, StorageError, StoredDoc};
 use crate::value::{Path, Value};
 
 mod found;
+mod recent;
 
 use found::Found;
-
-/// How many recent commits per document are remembered for path-level validation; a
-/// transaction that read a document more than this many commits ago is retried.
-const RECENT_COMMITS: usize = 32;
+use recent::Recent;
 
 /// What a commit tells of each document it wrote: its key and the paths written there.
 pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &[Path]);
@@ -71,15 +68,14 @@ struct DocState {
     /// 0 for a document that does not exist (yet): remembered once storage said so, so
     /// that reading a missing document does not ask storage every time.
     version: Version,
-    /// (version, paths written by the commit that created it), oldest first; at most
-    /// [`RECENT_COMMITS`], and the oldest entry's list is reused for the newest.
-    recent: VecDeque<(Version, Vec<Path>)>,
+    /// The paths its latest commits wrote.
+    recent: Recent,
 }
 
 impl DocEntry {
     fn new(number: usize, value: Value, version: Version) -> Arc<Self> {
         let committed = AtomicU64::new(version.0);
-        let state = RwLock::new(DocState { value, version, recent: VecDeque::new() });
+        let state = RwLock::new(DocState { value, version, recent: Recent::default() });
         Arc::new(DocEntry { number, state, committed })
     }
 
@@ -403,18 +399,7 @@ impl Space {
             if keeps_writes {
                 stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
-            // The oldest entry is reused in place (a settle commits every few microseconds):
-            // moving its list out and back in would copy what was just written to it.
-            if state.recent.len() == RECENT_COMMITS {
-                state.recent.rotate_left(1);
-            } else {
-                state.recent.push_back((version, Vec::new()));
-            }
-            if let Some((newest, paths)) = state.recent.back_mut() {
-                *newest = version;
-                paths.clear();
-                paths.extend(writes.ops.drain(..).map(|(path, _)| path));
-            }
+            state.recent.record(version, writes.ops.drain(..).map(|(path, _)| path));
             state.value = value;
             state.version = version;
             writes.entry.committed.store(version.0, Ordering::Release);
@@ -425,13 +410,12 @@ impl Space {
         for &at in written.iter() {
             let writes = &docs[at];
             let state = writes.entry.state.read();
-            if let Some((_, paths)) = state.recent.back() {
-                if let Some(changed) = changed.as_mut() {
-                    changed(writes.entry.key(), paths);
-                }
-                if list {
-                    changes.push((writes.id.clone(), paths.clone()));
-                }
+            let paths = state.recent.newest();
+            if let Some(changed) = changed.as_mut() {
+                changed(writes.entry.key(), paths);
+            }
+            if list {
+                changes.push((writes.id.clone(), paths.to_vec()));
             }
         }
         // Submitted before it is counted: whoever sees the count and waits for a barrier
@@ -451,15 +435,14 @@ fn validate<'p>(
     writes: &DocWrites,
     read: impl Iterator<Item = &'p Path> + Clone,
     version: Version,
-    recent: &VecDeque<(Version, Vec<Path>)>,
+    recent: &Recent,
 ) -> Result<(), Error> {
     let conflict = || Error::Conflict { doc: writes.id.clone() };
-    let oldest_known = recent.front().map_or(u64::MAX, |(v, _)| v.0);
+    let oldest_known = recent.oldest().map_or(u64::MAX, |v| v.0);
     if writes.read_version.0.saturating_add(1) < oldest_known || version < writes.read_version {
         return Err(conflict());
     }
-    let touched = recent.iter().filter(|(v, _)| *v > writes.read_version).flat_map(|(_, paths)| paths.iter());
-    for written in touched {
+    for written in recent.written_after(writes.read_version) {
         if read.clone().any(|read| read.overlaps(written)) {
             return Err(conflict());
         }

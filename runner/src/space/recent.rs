@@ -1,0 +1,84 @@
+//! The paths a document's latest commits wrote: what validation checks a transaction's
+//! reads against when the document moved after it was read.
+
+use super::Version;
+use crate::value::Path;
+
+/// How many recent commits per document are remembered for path-level validation; a
+/// transaction that read a document more than this many commits ago is retried.
+pub(super) const RECENT_COMMITS: usize = 32;
+
+/// The latest commits of one document (at most [`RECENT_COMMITS`]), each with the paths
+/// it wrote. A ring: once full, the oldest commit's place (and its list's room) is taken
+/// by the newest, so a commit allocates nothing and moves nothing to remember itself
+/// (a settle commits every few microseconds).
+#[derive(Default)]
+pub(super) struct Recent {
+    commits: Vec<(Version, Vec<Path>)>,
+    /// Where the next commit goes: the oldest once the ring is full.
+    next: usize,
+}
+
+impl Recent {
+    /// Remembers that the commit of `version` wrote `paths`, forgetting the oldest once
+    /// there are [`RECENT_COMMITS`]; returns the paths as remembered.
+    pub fn record(&mut self, version: Version, paths: impl Iterator<Item = Path>) -> &[Path] {
+        if self.commits.len() < RECENT_COMMITS {
+            self.commits.push((version, Vec::new()));
+            self.next = self.commits.len() % RECENT_COMMITS;
+        } else {
+            self.next = (self.next + 1) % RECENT_COMMITS;
+        }
+        let newest = (self.next + RECENT_COMMITS - 1) % RECENT_COMMITS;
+        let (at, written) = &mut self.commits[newest];
+        *at = version;
+        written.clear();
+        written.extend(paths);
+        written
+    }
+
+    /// The paths the newest commit wrote (none before the first).
+    pub fn newest(&self) -> &[Path] {
+        match self.commits.len() {
+            0 => &[],
+            n => &self.commits[(self.next + n - 1) % n].1,
+        }
+    }
+
+    /// The version of the oldest commit remembered, if any.
+    pub fn oldest(&self) -> Option<Version> {
+        // Before the ring fills, `next` is its length (0 once full): the oldest is first.
+        let at = if self.commits.len() < RECENT_COMMITS { 0 } else { self.next };
+        self.commits.get(at).map(|(version, _)| *version)
+    }
+
+    /// The paths written by the commits after `version`, in no particular order.
+    pub fn written_after(&self, version: Version) -> impl Iterator<Item = &Path> + '_ {
+        self.commits.iter().filter(move |(v, _)| *v > version).flat_map(|(_, paths)| paths.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_commits_are_kept_and_the_oldest_forgotten() {
+        let mut recent = Recent::default();
+        assert_eq!(recent.oldest(), None);
+        assert!(recent.newest().is_empty());
+        let path = |n: u64| Path::new([n.to_string()]);
+        for n in 1..=(RECENT_COMMITS as u64 + 5) {
+            let recorded = recent.record(Version(n), [path(n)].into_iter()).to_vec();
+            assert_eq!(recorded, vec![path(n)]);
+            assert_eq!(recent.newest(), &[path(n)][..], "after commit {n}");
+            let oldest = n.saturating_sub(RECENT_COMMITS as u64 - 1).max(1);
+            assert_eq!(recent.oldest(), Some(Version(oldest)), "after commit {n}");
+            let mut after: Vec<_> = recent.written_after(Version(n - 1)).cloned().collect();
+            after.sort();
+            assert_eq!(after, vec![path(n)]);
+        }
+        let kept = recent.written_after(Version(0)).count();
+        assert_eq!(kept, RECENT_COMMITS, "only the latest are remembered");
+    }
+}
