@@ -49,6 +49,14 @@ struct Remembered {
     asked: Option<Link>,
 }
 
+impl Remembered {
+    /// `value`, read at the location the transaction noted as its `read`th read: `path`
+    /// in the document of `id`.
+    fn noted(id: &DocId, read: usize, path: &Path, value: &Value) -> Self {
+        Remembered { doc: text_key(id), path: path.address(), read, value: value.clone(), asked: None }
+    }
+}
+
 /// How many documents a settle's transactions keep for the next (see [`Spare::keeping`]):
 /// beyond, they start afresh.
 const KEPT_DOCS: usize = 1 << 16;
@@ -226,19 +234,19 @@ impl<'s> Tx<'s> {
         memo.iter().find(|m| same(m)).map(|m| m.value.clone())
     }
 
-    /// Notes a read of `path` in the document at `doc` in [`Docs::list`]; false if it was
-    /// read lately, and noted then.
-    fn note(&self, doc: usize, path: &Path) -> bool {
+    /// Notes a read of `path` in the document at `doc` in [`Docs::list`], unless it was
+    /// read lately and noted then: then where among the reads.
+    fn note(&self, doc: usize, path: &Path) -> Option<usize> {
         let doc = doc as u32;
         let mut reads = self.lists.reads.borrow_mut();
         // A location read again lately (a link and its target, read in turns) is noted
         // once; the memo answers most repeated reads before they get here.
-        let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS));
-        if reads[floor.min(reads.len())..].iter().any(|(d, p)| *d == doc && p == path) {
-            return false;
+        let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS)).min(reads.len());
+        if let Some(at) = reads[floor..].iter().position(|(d, p)| *d == doc && p == path) {
+            return Some(floor + at);
         }
         reads.push((doc, path.clone()));
-        true
+        None
     }
 
     /// The value at `link` when no link lies on the way or at its end, found in one look
@@ -247,8 +255,10 @@ impl<'s> Tx<'s> {
         let (doc, value) =
             self.with_doc(&link.doc, |index, d| Some((index, plain_at(&d.local, &link.path)?.clone())))?;
         // Remembered once read again (nothing new noted): most locations are read once.
-        if !self.note(doc, &link.path) {
-            self.remember(link, link, &value);
+        if let Some(read) = self.note(doc, &link.path) {
+            let reads = self.lists.reads.borrow();
+            let docs = self.lists.docs.borrow();
+            self.memorise(Remembered::noted(&docs.list[doc].id, read, &reads[read].1, &value));
         }
         Some(value)
     }
@@ -264,14 +274,17 @@ impl<'s> Tx<'s> {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
             });
             let Some((read, (doc, path))) = noted else { return };
-            let doc = text_key(&docs.list[*doc as usize].id);
-            Remembered { doc, path: path.address(), read, value: value.clone(), asked: None }
+            Remembered::noted(&docs.list[*doc as usize].id, read, path, value)
         } else {
             // Links on the way: the location asked for is kept, so its addresses stay its.
             let asked = link.clone();
             let (doc, path) = (text_key(&asked.doc), asked.path.address());
             Remembered { doc, path, read: usize::MAX, value: value.clone(), asked: Some(asked) }
         };
+        self.memorise(remembered);
+    }
+
+    fn memorise(&self, remembered: Remembered) {
         let mut memo = self.lists.memo.borrow_mut();
         if memo.len() == MEMO {
             // The oldest goes: a computation reading more locations than this is rare.
