@@ -399,7 +399,8 @@ impl Space {
             if keeps_writes {
                 stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
-            state.recent.record(version, writes.ops.drain(..).map(|(path, _)| path));
+            state.recent.record(version, writes.ops.iter().map(|(path, _)| path.clone()));
+            writes.ops.clear();
             state.value = value;
             state.version = version;
             writes.entry.committed.store(version.0, Ordering::Release);

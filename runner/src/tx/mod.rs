@@ -249,18 +249,20 @@ impl<'s> Tx<'s> {
         None
     }
 
-    /// The value at `link` when no link lies on the way or at its end, found in one look
-    /// at its document and noted as read; `None` when links must be followed.
-    fn read_plain(&self, link: &Link) -> Option<Value> {
-        let (doc, value) =
-            self.with_doc(&link.doc, |index, d| Some((index, plain_at(&d.local, &link.path)?.clone())))?;
-        // Remembered once read again (nothing new noted): most locations are read once.
-        if let Some(read) = self.note(doc, &link.path) {
-            let reads = self.lists.reads.borrow();
-            let docs = self.lists.docs.borrow();
-            self.memorise(Remembered::noted(&docs.list[doc].id, read, &reads[read].1, &value));
-        }
-        Some(value)
+    /// `take` of the value at `link` when no link lies on the way or at its end, found in
+    /// one look at its document (where it is taken from: a first read copies nothing it
+    /// need not) and noted as read; `None` when links must be followed.
+    #[inline(always)]
+    fn read_plain<R>(&self, link: &Link, take: impl FnOnce(&Value) -> R) -> Option<R> {
+        self.with_doc(&link.doc, |doc, d| {
+            let value = plain_at(&d.local, &link.path)?;
+            // Remembered once read again (nothing new noted): most locations are read once.
+            if let Some(read) = self.note(doc, &link.path) {
+                let reads = self.lists.reads.borrow();
+                self.memorise(Remembered::noted(&d.id, read, &reads[read].1, value));
+            }
+            Some(take(value))
+        })
     }
 
     /// Remembers the value just read at `link`, which led to `at`, the latest of `reads`.
@@ -490,10 +492,16 @@ impl Tx<'_> {
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
-        match self.read_uncached(link) {
-            Ok(ref value) => shaped(link, value.read_as()),
-            Err(error) => Err(error),
+        // The document is looked at before the memo is searched by content: a plain
+        // location reads the same from either (the memo forgets at every write).
+        if let Some(read) = self.read_plain(link, |value| shaped(link, value.read_as())) {
+            return read;
         }
+        let value = match self.remembered(link) {
+            Some(value) => value,
+            None => self.read_through_links(link)?,
+        };
+        shaped(link, value.read_as())
     }
 
     /// [`Read::read`] of a location not remembered under `link`'s texts.
@@ -502,9 +510,14 @@ impl Tx<'_> {
         if let Some(value) = self.remembered(link) {
             return Ok(value);
         }
-        if let Some(value) = self.read_plain(link) {
+        if let Some(value) = self.read_plain(link, Value::clone) {
             return Ok(value);
         }
+        self.read_through_links(link)
+    }
+
+    /// The value at `link`, which has links on the way or at its end.
+    fn read_through_links(&self, link: &Link) -> Result<Value> {
         let noted = self.lists.reads.borrow().len();
         let (at, value) = resolve(self, link, true)?;
         // Remembered once read again (nothing new noted): most locations are read once.
@@ -559,6 +572,26 @@ mod tests {
             let error = tx.read_as::<String>(n.link()).expect_err("a number is not a text");
             assert!(matches!(&error, crate::Error::Shape { at, .. } if at == n.link()), "{error}");
             assert_eq!(tx.read_as::<f64>(n.link())?, 1.0);
+            Ok(())
+        })
+        .expect("commit");
+    }
+
+    #[test]
+    fn a_typed_read_through_a_link_is_noted_once_and_sees_writes() {
+        let rt = Runtime::in_memory();
+        let a = rt.new_cell("a", 1i64).expect("cell");
+        let pointer = Link::new(rt.space().new_doc_id("p"), Path::root());
+        rt.transact(|tx| tx.write(&pointer, a.link().to_value())).expect("commit");
+        rt.transact(|tx| {
+            for _ in 0..5 {
+                assert_eq!(tx.read_as::<i64>(&pointer)?, 1, "through the link");
+                assert_eq!(tx.read_as::<i64>(a.link())?, 1, "plainly");
+            }
+            assert_eq!(tx.reads().len(), 2, "the link and its target, once each: {:?}", tx.reads());
+            a.set(tx, 2)?;
+            assert_eq!(tx.read_as::<i64>(&pointer)?, 2, "the write is seen through the link");
+            assert!(tx.read_as::<String>(&pointer).is_err(), "a number is not a text");
             Ok(())
         })
         .expect("commit");
