@@ -29,6 +29,9 @@ pub struct RunConfig {
     pub quick: bool,
     /// Print one progress line per scenario × system to stderr.
     pub progress: bool,
+    /// In how many rounds a scenario's samples are taken (0 counts as 1): each round gets
+    /// this share of the budget (see [`RunConfig::budget`]).
+    pub rounds: usize,
 }
 
 /// The rows `TRELLIS_BENCH_ONLY` selects (`SYSTEM` or `SYSTEM/SCENARIO`, `*` for any
@@ -52,6 +55,12 @@ static SAMPLES: std::sync::LazyLock<Result<Option<usize>, String>> = std::sync::
         _ => Err(format!("TRELLIS_BENCH_SAMPLES must be a whole number of samples above 0, not `{text}`")),
     }
 });
+
+/// Whether `TRELLIS_BENCH_SAMPLES` fixes the samples (then a scenario is measured in one
+/// go, so that its instruction count repeats).
+pub fn fixed_samples() -> bool {
+    matches!(*SAMPLES, Ok(Some(_)))
+}
 
 /// Whether `TRELLIS_BENCH_SAMPLES` is unset or a valid count (checked before any suite
 /// runs, so that a typo is not a long run with the usual budget).
@@ -89,7 +98,13 @@ impl RunConfig {
                 max_time: Duration::ZERO,
             }
         } else {
-            budget
+            let rounds = self.rounds.max(1);
+            Budget {
+                warmup: budget.warmup,
+                min_samples: budget.min_samples.div_ceil(rounds),
+                max_samples: budget.max_samples.div_ceil(rounds),
+                max_time: budget.max_time / rounds as u32,
+            }
         }
     }
 }
@@ -137,6 +152,11 @@ impl Stats {
         Stats { median_ns: median_ns(durations), samples: durations.len(), p99_ns: Some(p99), ..Stats::default() }
     }
 
+    /// The median of `durations` (and how many there are), nothing else.
+    pub fn median_of(durations: &mut [Duration]) -> Self {
+        Stats { median_ns: median_ns(durations), samples: durations.len(), ..Stats::default() }
+    }
+
     /// These stats with the memory the scenario added at its peak.
     pub fn with_peak(self, bytes: u64) -> Self {
         Stats { peak_bytes: Some(bytes), ..self }
@@ -161,7 +181,12 @@ impl Default for Stats {
 
 /// Runs `sample` per `budget`; each call returns the duration of its timed part, so a
 /// sample can exclude its own setup and teardown (use [`time`]).
-pub fn measure(budget: Budget, mut sample: impl FnMut() -> Duration) -> Stats {
+pub fn measure(budget: Budget, sample: impl FnMut() -> Duration) -> Stats {
+    Stats::median_of(&mut durations(budget, sample))
+}
+
+/// [`measure`]'s samples, unsummarised (for a scenario measured in rounds).
+pub fn durations(budget: Budget, mut sample: impl FnMut() -> Duration) -> Vec<Duration> {
     for _ in 0..budget.warmup {
         sample();
     }
@@ -172,7 +197,7 @@ pub fn measure(budget: Budget, mut sample: impl FnMut() -> Duration) -> Stats {
     {
         durations.push(sample());
     }
-    Stats { median_ns: median_ns(&mut durations), samples: durations.len(), ..Stats::default() }
+    durations
 }
 
 /// Times `f`, returning its result and how long it took.
@@ -267,7 +292,12 @@ pub fn run_guarded(
     system: &str,
     f: impl FnOnce() -> Stats,
 ) -> Measurement {
-    let outcome = panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+    measurement(config, suite, scenario, system, guarded(f))
+}
+
+/// What `f` returned, or what it panicked with (a failed check panics).
+pub fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         if let Some(s) = payload.downcast_ref::<&str>() {
             (*s).to_string()
         } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -275,7 +305,18 @@ pub fn run_guarded(
         } else {
             "panicked (non-string payload)".to_string()
         }
-    });
+    })
+}
+
+/// The measurement of one row from what measuring it gave (see [`guarded`]), with its
+/// progress line when the config asks for one.
+pub fn measurement(
+    config: &RunConfig,
+    suite: &str,
+    scenario: &str,
+    system: &str,
+    outcome: Result<Stats, String>,
+) -> Measurement {
     if config.progress {
         match &outcome {
             Ok(stats) => eprintln!(

@@ -101,7 +101,7 @@ fn usage() -> String {
 
 /// Runs the selected suites on a big-stack thread.
 fn run_suites(args: &Args) -> Result<Vec<Measurement>, String> {
-    let config = RunConfig { quick: args.quick, progress: true };
+    let config = RunConfig { quick: args.quick, progress: true, rounds: 1 };
     let selected: Vec<Suite> =
         SUITES.iter().filter(|s| args.suite.as_deref().is_none_or(|name| s.name == name)).copied().collect();
     let worker = std::thread::Builder::new()

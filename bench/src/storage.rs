@@ -349,7 +349,7 @@ mod tests {
     use super::*;
 
     fn quick() -> RunConfig {
-        RunConfig { quick: true, progress: false }
+        RunConfig { quick: true, ..RunConfig::default() }
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! with the benchmark, and the number of effect runs against a plain simulation (exactly
 //! one per cell whose value changed).
 
+use std::time::Duration;
+
 use super::{calc, check, count_effect};
-use crate::harness::{self, Budget, RunConfig, Stats};
+use crate::harness::{self, Budget, RunConfig};
 use crate::reactive::{Counter, ReactiveSystem};
 
 /// Budget for one cellx size on one system (a sample builds a whole graph).
@@ -42,7 +44,7 @@ fn cellx_simulate(layers: usize, sources: [i64; 4]) -> Vec<[i64; 4]> {
 }
 
 /// Measures the cellx graph of `layers` layers on `S`.
-pub(super) fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Stats {
+pub(super) fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize) -> Vec<Duration> {
     let name = format!("cellx{layers}");
     let before = cellx_simulate(layers, [1, 2, 3, 4]);
     let after = cellx_simulate(layers, [4, 3, 2, 1]);
@@ -56,7 +58,7 @@ pub(super) fn measure_cellx<S: ReactiveSystem>(config: &RunConfig, layers: usize
     let changed_cells: u64 =
         before.iter().zip(&after).map(|(b, a)| b.iter().zip(a).filter(|(x, y)| x != y).count() as u64).sum();
 
-    harness::measure(config.budget(CELLX_BUDGET), || {
+    harness::durations(config.budget(CELLX_BUDGET), || {
         let mut sys = S::new();
         let sources = [1, 2, 3, 4].map(|v| sys.signal(v));
         let mut prev: [S::Node<i64>; 4] = [0, 1, 2, 3].map(|i| sys.node(&sources[i]));

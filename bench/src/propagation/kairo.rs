@@ -4,9 +4,10 @@
 //! number of effect runs (and of computation runs where the case is about them).
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use super::{calc, check, count_effect};
-use crate::harness::{self, Budget, RunConfig, Stats};
+use crate::harness::{self, Budget, RunConfig};
 use crate::reactive::{Counter, Inputs, ReactiveSystem, Row};
 
 /// Budget for one kairo case on one system (a sample is one iteration, ~µs to ~ms).
@@ -60,13 +61,13 @@ impl Kairo {
 type Iteration<S> = Box<dyn FnMut(&mut S)>;
 
 /// Measures one kairo case on `S`.
-pub(super) fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Stats {
+pub(super) fn measure_kairo<S: ReactiveSystem>(config: &RunConfig, case: Kairo) -> Vec<Duration> {
     let mut sys = S::new();
     let mut iteration = case.build(&mut sys);
-    let stats = harness::measure(config.budget(KAIRO_BUDGET), || harness::time(|| iteration(&mut sys)).1);
+    let samples = harness::durations(config.budget(KAIRO_BUDGET), || harness::time(|| iteration(&mut sys)).1);
     drop(iteration);
     drop(sys);
-    stats
+    samples
 }
 
 /// The `head` source of a case (starting at 0) and its readable node.

@@ -11,8 +11,9 @@ mod cellx;
 mod kairo;
 
 use std::fmt::{Debug, Display};
+use std::time::Duration;
 
-use crate::harness::{self, Measurement, RunConfig, Suite};
+use crate::harness::{self, Measurement, RunConfig, Stats, Suite};
 use crate::reactive::{visit_systems, Counter, Inputs, ReactiveSystem, SystemVisitor};
 
 use self::cellx::measure_cellx;
@@ -88,22 +89,37 @@ fn check_selection(only: Option<(&str, Option<&str>)>) -> Result<(), String> {
     ))
 }
 
+/// In how many rounds a row is measured: each round measures every system in turn with
+/// this share of the budget, so that the machine slowing down for a second (another
+/// tenant of the host) falls on every system of the row alike rather than on whichever
+/// was being measured then. The median is over the samples of all rounds.
+const ROUNDS: usize = 4;
+
 /// Runs every scenario on every registered system (scenario by scenario, so the systems
-/// of one row are measured close together in time).
+/// of one row are measured close together in time, in [`ROUNDS`] interleaved rounds).
 fn run(config: &RunConfig) -> Vec<Measurement> {
-    let mut runner = Runner { config: *config, scenario: SCENARIOS[0], out: Vec::new() };
+    // Fixed samples are taken in one go, so that an instruction count repeats.
+    let rounds = if config.quick || harness::fixed_samples() { 1 } else { ROUNDS };
+    let mut out = Vec::new();
     for scenario in SCENARIOS {
-        runner.scenario = scenario;
-        visit_systems(&mut runner);
+        let mut runner = Runner { config: RunConfig { rounds, ..*config }, scenario, rows: Vec::new() };
+        for _ in 0..rounds {
+            visit_systems(&mut runner);
+        }
+        out.extend(runner.rows.into_iter().map(|(system, samples)| {
+            let stats = samples.map(|mut samples| Stats::median_of(&mut samples));
+            harness::measurement(config, SUITE.name, &scenario.name(), system, stats)
+        }));
     }
-    runner.out
+    out
 }
 
-/// Measures the current scenario on each system it visits.
+/// Measures one scenario on each system it visits, adding to the samples of its row.
 struct Runner {
     config: RunConfig,
     scenario: Scenario,
-    out: Vec<Measurement>,
+    /// The samples of each system so far, or why its row failed.
+    rows: Vec<(&'static str, Result<Vec<Duration>, String>)>,
 }
 
 impl SystemVisitor for Runner {
@@ -113,11 +129,23 @@ impl SystemVisitor for Runner {
         if !config.selected(S::NAME, &scenario.name()) {
             return;
         }
-        let measurement = harness::run_guarded(&config, SUITE.name, &scenario.name(), S::NAME, || match scenario {
+        let at = match self.rows.iter().position(|(system, _)| *system == S::NAME) {
+            Some(at) => at,
+            None => {
+                self.rows.push((S::NAME, Ok(Vec::new())));
+                self.rows.len() - 1
+            }
+        };
+        // A row that failed a check is not measured again.
+        let Ok(samples) = &mut self.rows[at].1 else { return };
+        let round = harness::guarded(|| match scenario {
             Scenario::Cellx(layers) => measure_cellx::<S>(&config, layers),
             Scenario::Kairo(case) => measure_kairo::<S>(&config, case),
         });
-        self.out.push(measurement);
+        match round {
+            Ok(round) => samples.extend(round),
+            Err(failed) => self.rows[at].1 = Err(failed),
+        }
     }
 }
 
@@ -152,7 +180,7 @@ mod tests {
 
     /// Runs every scenario once per peer with tiny budgets: the verifications must pass.
     fn smoke<S: ReactiveSystem>() {
-        let config = RunConfig { quick: true, progress: false };
+        let config = RunConfig { quick: true, ..RunConfig::default() };
         for scenario in SCENARIOS {
             match scenario {
                 Scenario::Cellx(layers) => {
@@ -205,12 +233,26 @@ mod tests {
     /// A system that computes wrong values must fail verification, not win.
     #[test]
     fn a_broken_system_fails_verification() {
-        let config = RunConfig { quick: true, progress: false };
-        let m = harness::run_guarded(&config, "propagation", "deepPropagation", "broken", || {
-            measure_kairo::<broken::OffByOne>(&config, Kairo::Deep)
-        });
-        let err = m.median_ns.expect_err("must fail");
+        let config = RunConfig { quick: true, ..RunConfig::default() };
+        let err = harness::guarded(|| measure_kairo::<broken::OffByOne>(&config, Kairo::Deep)).expect_err("must fail");
         assert!(err.contains("deepPropagation"), "{err}");
+    }
+
+    /// A row's samples are those of all its rounds; a round that fails fails the row.
+    #[test]
+    fn a_row_adds_up_its_rounds_and_fails_with_a_failed_round() {
+        let config = RunConfig { quick: true, ..RunConfig::default() };
+        let mut runner = Runner { config, scenario: Scenario::Kairo(Kairo::Deep), rows: Vec::new() };
+        for _ in 0..3 {
+            runner.visit::<Sycamore>();
+            runner.visit::<broken::OffByOne>();
+        }
+        let row = |name: &str| runner.rows.iter().find(|(system, _)| *system == name).map(|(_, row)| row.clone());
+        let one_round = measure_kairo::<Sycamore>(&config, Kairo::Deep).len();
+        assert_eq!(row(Sycamore::NAME).map(|samples| samples.map(|s| s.len())), Some(Ok(3 * one_round)));
+        let failed = row(broken::OffByOne::NAME).expect("a row").expect_err("a wrong value fails the row");
+        assert!(failed.contains("deepPropagation"), "{failed}");
+        assert_eq!(runner.rows.len(), 2, "one row per system");
     }
 
     mod broken {
