@@ -14,6 +14,7 @@ use serde::de::{IntoDeserializer, Visitor};
 use serde::{Serialize, Serializer};
 
 mod array;
+mod parse;
 
 pub use array::Array;
 use array::Items;
@@ -344,12 +345,6 @@ impl Serialize for Value {
             Value::Array(items) => serializer.collect_seq(Items::of(items)),
             Value::Object(map) => serializer.collect_map(map.iter().map(|(k, v)| (&**k, v))),
         }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Value {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        serde_json::Value::deserialize(d).map(Value::from)
     }
 }
 
