@@ -2,7 +2,8 @@
 //!
 //! A [`Value`] is JSON whose arrays and objects are `imbl` persistent collections, so
 //! cloning a whole document is O(1) and writing at a path copies only the nodes on that
-//! path. Convert to and from `serde_json::Value` at the edges (storage, CLI, models).
+//! path. Convert to and from `serde_json::Value` at the edges (CLI, models); JSON text
+//! (a stored document) reads straight into a `Value` (`parse`).
 
 use std::fmt;
 use std::sync::Arc;
