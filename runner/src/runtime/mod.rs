@@ -103,7 +103,7 @@ pub(crate) struct Inner {
     conflict_retries: AtomicU64,
     /// The lists of the last committed transaction, for the next (see [`Spare`]).
     spare: Mutex<Option<Spare>>,
-    /// The lists and documents of the last settle's transaction (see [`Spare::keeping`]).
+    /// The lists and documents of the last settle's transaction (see [`Spare`]).
     engine_spare: Mutex<Option<Spare>>,
 }
 
@@ -246,7 +246,7 @@ impl Runtime {
         // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
         // except the documents an engine's transaction keeps.
         spare.clear(commit.is_ok());
-        match spare.keeps() {
+        match spare.is_engine() {
             true => *self.0.engine_spare.lock() = Some(spare),
             false => *self.0.spare.lock() = Some(spare),
         }
@@ -262,16 +262,16 @@ impl Runtime {
         Ok(commit)
     }
 
-    /// A new transaction, in the lists the last commit left.
+    /// A new transaction, in the lists (and with the documents) the last commit left.
     pub(crate) fn tx(&self) -> Tx<'_> {
         let spare = self.0.spare.lock().take().unwrap_or_default();
         Tx::reusing(&self.0.space, spare)
     }
 
     /// A new transaction for the engine's settle, with the documents the last settle kept
-    /// (see [`Spare::keeping`]). Only the engine (one thread at a time) takes it.
+    /// (see [`Spare`]). Only the engine (one thread at a time) takes it.
     pub(super) fn engine_tx(&self) -> Tx<'_> {
-        let spare = self.0.engine_spare.lock().take().unwrap_or_else(Spare::keeping);
+        let spare = self.0.engine_spare.lock().take().unwrap_or_else(Spare::for_engine);
         Tx::reusing(&self.0.space, spare)
     }
 
@@ -287,9 +287,10 @@ impl Runtime {
     /// Removes a computation.
     pub fn remove_computation(&self, id: ComputationId) {
         self.0.graph.lock().remove(id);
-        // The documents the engine kept may be those of the computations going (a charm
-        // stopping): let go of them, and of the values they still hold.
+        // The documents the transactions kept may be those of the computations going (a
+        // charm stopping): let go of them, and of the values they still hold.
         self.0.engine_spare.lock().take();
+        self.0.spare.lock().take();
     }
 
     pub(crate) fn computations_of(&self, owner: &DocId) -> Vec<ComputationId> {

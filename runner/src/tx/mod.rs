@@ -7,9 +7,9 @@
 //!
 //! The engine runs all the computations of one settle in a single transaction; each
 //! runs between a `Savepoint` and `Tx::release` (keep its writes) or
-//! `Tx::rollback` (it failed: forget them). The engine's transactions keep their
-//! documents for the next settle (`Spare::keeping`): a kept document is snapshotted
-//! again only when a commit moved it.
+//! `Tx::rollback` (it failed: forget them). Transactions keep their documents for the
+//! next one in their lists ([`Spare`]): a kept document is snapshotted again only when
+//! a commit moved it.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -57,14 +57,17 @@ impl Remembered {
     }
 }
 
-/// How many documents a settle's transactions keep for the next (see [`Spare::keeping`]):
-/// beyond, they start afresh.
+/// How many documents a transaction's lists keep for the next transaction (see
+/// [`Spare`]): beyond, they start afresh.
 const KEPT_DOCS: usize = 1 << 16;
 
 /// The lists of a transaction, emptied after its commit for the next one: a runtime
 /// commits every few microseconds while it settles, and allocating them anew each time
-/// costs more than the rest of a small commit. Behind one box, so that a transaction
-/// moves as a few words.
+/// costs more than the rest of a small commit. They keep the documents too: the next
+/// transaction mostly touches the documents the last one did (a settle those of the same
+/// computations, a handler its charm's), and one it finds kept needs no entry, no
+/// snapshot (unless a commit moved it) and no place in a new index. Behind one box, so
+/// that a transaction moves as a few words.
 #[derive(Default)]
 pub(crate) struct Spare(Box<Lists>);
 
@@ -82,21 +85,20 @@ struct Lists {
     /// Locations read again since the last write or savepoint, with their values. See
     /// [`Tx::read`].
     memo: RefCell<Vec<Remembered>>,
-    /// Whether the documents are kept too (see [`Spare::keeping`]).
-    keep: bool,
+    /// Whether these are the engine's lists (a settle's documents are kept for the next
+    /// settle, a handler's for the next handler).
+    engine: bool,
 }
 
 impl Spare {
-    /// Lists that also keep the documents, for the engine's transactions: a settle reads
-    /// and writes the documents the last one did, and one it finds kept needs no entry,
-    /// no snapshot (unless a commit moved it) and no place in a new index.
-    pub fn keeping() -> Self {
-        Spare(Box::new(Lists { keep: true, ..Lists::default() }))
+    /// Lists for the engine's transactions.
+    pub fn for_engine() -> Self {
+        Spare(Box::new(Lists { engine: true, ..Lists::default() }))
     }
 
-    /// Whether these lists keep their documents.
-    pub fn keeps(&self) -> bool {
-        self.0.keep
+    /// Whether these are the engine's lists.
+    pub fn is_engine(&self) -> bool {
+        self.0.engine
     }
 
     /// Empties the lists after a commit (`committed`: whether it succeeded); what they
@@ -104,7 +106,7 @@ impl Spare {
     pub fn clear(&mut self, committed: bool) {
         let lists = &mut *self.0;
         let docs = lists.docs.get_mut();
-        if lists.keep && docs.list.len() <= KEPT_DOCS {
+        if docs.list.len() <= KEPT_DOCS {
             docs.untouch(committed);
         } else {
             docs.clear();
@@ -572,6 +574,37 @@ mod tests {
             let error = tx.read_as::<String>(n.link()).expect_err("a number is not a text");
             assert!(matches!(&error, crate::Error::Shape { at, .. } if at == n.link()), "{error}");
             assert_eq!(tx.read_as::<f64>(n.link())?, 1.0);
+            Ok(())
+        })
+        .expect("commit");
+    }
+
+    #[test]
+    fn a_transaction_sees_what_others_committed_to_the_documents_the_last_one_kept() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let m = rt.new_cell("m", 0i64).expect("cell");
+        rt.transact(|tx| n.set(tx, n.get(tx)? + 1)).expect("commit");
+        // `kept` gets the lists the last commit left, with n's document as it left it;
+        // `other` gets lists of its own and moves that document meanwhile.
+        let kept = rt.tx();
+        let other = rt.tx();
+        n.set(&other, 3).expect("write");
+        rt.commit(other).expect("commit");
+        assert_eq!(n.get(&kept).expect("read"), 3, "the kept document is brought up to date");
+        m.set(&kept, 30).expect("write");
+        rt.commit(kept).expect("commit");
+
+        // A transaction that read a document another then moved conflicts, and the next
+        // reads the document afresh.
+        let (stale, other) = (rt.tx(), rt.tx());
+        assert_eq!(n.get(&stale).expect("read"), 3);
+        n.set(&other, 4).expect("write");
+        rt.commit(other).expect("commit");
+        m.set(&stale, 40).expect("write");
+        assert!(matches!(rt.commit(stale), Err(crate::Error::Conflict { .. })), "n moved after it was read");
+        rt.transact(|tx| {
+            assert_eq!((n.get(tx)?, m.get(tx)?), (4, 30), "nothing of the failed commit, n as committed");
             Ok(())
         })
         .expect("commit");
