@@ -75,7 +75,7 @@ pub(crate) struct Computation {
     /// The key of the output's document.
     output_key: DocKey,
     /// The locations read on the latest run, with their documents' keys.
-    deps: Vec<(DocKey, Link)>,
+    deps: Vec<(DocKey, Path)>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
     producers: Vec<ComputationId>,
     runs: u32,
@@ -124,7 +124,7 @@ pub(crate) struct Graph {
     ran: Vec<ComputationId>,
     /// An emptied list of reads, for the next computation whose reads change (see
     /// [`Graph::ran`]).
-    spare_deps: Vec<(DocKey, Link)>,
+    spare_deps: Vec<(DocKey, Path)>,
     /// The engine's bodies, while it does not hold them (see [`Graph::take_bodies`]).
     bodies: Bodies,
     /// Whether the engine holds its bodies now.
@@ -171,7 +171,7 @@ impl Graph {
         let readers = self.readers.get(key.0).map(Readers::to_vec).unwrap_or_default();
         for reader in readers {
             if let Some(c) = self.get_mut(reader) {
-                if c.deps.iter().any(|(k, d)| *k == key && d.path.overlaps(&output.path)) {
+                if c.deps.iter().any(|(k, read)| *k == key && read.overlaps(&output.path)) {
                     c.producers.push(id);
                 }
             }
@@ -293,7 +293,7 @@ impl Graph {
             // A reader of the whole document reads whatever was written there.
             let read_what_changed = whole
                 || slots[id.slot()].computation.as_ref().is_some_and(|c| {
-                    c.deps.iter().any(|(k, d)| *k == key && paths.clone().any(|p| p.overlaps(&d.path)))
+                    c.deps.iter().any(|(k, read)| *k == key && paths.clone().any(|p| p.overlaps(read)))
                 });
             if read_what_changed {
                 m.dirty = true;
@@ -387,34 +387,25 @@ impl Graph {
         c.producers.iter().filter_map(|p| self.mark_of(*p)).filter(|p| p.dirty).map(|p| p.height).max()
     }
 
-    fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Link)]) -> impl Iterator<Item = ComputationId> + 'a {
+    fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Path)]) -> impl Iterator<Item = ComputationId> + 'a {
         deps.iter().flat_map(move |(key, dep)| {
-            self.writers
-                .get(key)
-                .into_iter()
-                .flatten()
-                .filter(move |(path, _)| path.overlaps(&dep.path))
-                .map(|(_, id)| *id)
+            self.writers.get(key).into_iter().flatten().filter(move |(path, _)| path.overlaps(dep)).map(|(_, id)| *id)
         })
     }
 
     /// Records what a computation read on its latest run, as (document, path) in the
     /// order first read, and recomputes its height.
-    pub fn ran<'r>(
-        &mut self,
-        id: ComputationId,
-        reads: impl ExactSizeIterator<Item = (DocKey, &'r DocId, &'r Path)> + Clone,
-    ) {
+    pub fn ran<'r>(&mut self, id: ComputationId, reads: impl ExactSizeIterator<Item = (DocKey, &'r Path)> + Clone) {
         let Some(c) = self.get(id) else { return };
         if c.deps.len() == reads.len()
-            && c.deps.iter().zip(reads.clone()).all(|((k, d), (key, _, path))| *k == key && d.path == *path)
+            && c.deps.iter().zip(reads.clone()).all(|((k, read), (key, path))| *k == key && read == path)
         {
             return; // the common case: same reads as last time, nothing to re-index
         }
         // The lists are built in the room of the lists they replace: a computation whose
         // reads change does so on every run.
         let mut deps = std::mem::take(&mut self.spare_deps);
-        deps.extend(reads.map(|(key, doc, path)| (key, Link::new(doc.clone(), path.clone()))));
+        deps.extend(reads.map(|(key, path)| (key, path.clone())));
         let (mut old, mut producers) = self
             .get_mut(id)
             .map(|c| (std::mem::take(&mut c.deps), std::mem::take(&mut c.producers)))
@@ -423,7 +414,7 @@ impl Graph {
         // computation whose reads flip between two inputs keeps the rest. Beyond a few
         // reads, comparing the lists costs more than re-indexing them.
         let few = old.len() <= FEW_READS && deps.len() <= FEW_READS;
-        let kept = |list: &[(DocKey, Link)], key: &DocKey| few && list.iter().any(|(k, _)| k == key);
+        let kept = |list: &[(DocKey, Path)], key: &DocKey| few && list.iter().any(|(k, _)| k == key);
         for (key, _) in old.iter().filter(|(key, _)| !kept(&deps, key)) {
             if let Some(readers) = self.readers.get_mut(key.0) {
                 readers.remove(id);
@@ -433,13 +424,13 @@ impl Graph {
             // Each document once, with whether any read of it was of the whole.
             for (at, (key, _)) in deps.iter().enumerate() {
                 if !deps[..at].iter().any(|(k, _)| k == key) {
-                    let whole = deps[at..].iter().any(|(k, read)| k == key && read.path.is_root());
+                    let whole = deps[at..].iter().any(|(k, read)| k == key && read.is_root());
                     self.readers_of(*key).set(id, whole);
                 }
             }
         } else {
             for (key, read) in &deps {
-                self.readers_of(*key).add(id, read.path.is_root());
+                self.readers_of(*key).add(id, read.is_root());
             }
         }
         producers.clear();
@@ -498,7 +489,7 @@ mod tests {
     }
 
     fn ran(g: &mut Graph, space: &Space, id: ComputationId, reads: &[Link]) {
-        g.ran(id, reads.iter().map(|l| (space.entry(&l.doc).key(), &l.doc, &l.path)));
+        g.ran(id, reads.iter().map(|l| (space.entry(&l.doc).key(), &l.path)));
     }
 
     fn changed(g: &mut Graph, space: &Space, doc: &str, key: &str) {

@@ -8,7 +8,7 @@
 //! The engine runs all the computations of one settle in a single transaction; each
 //! runs between a `Savepoint` and `Tx::release` (keep its writes) or
 //! `Tx::rollback` (it failed: forget them). Transactions keep their documents for the
-//! next one in their lists ([`Spare`]): a kept document is snapshotted again only when
+//! next one in their lists (`Spare`): a kept document is snapshotted again only when
 //! a commit moved it.
 
 use std::cell::RefCell;
@@ -443,12 +443,9 @@ pub(crate) struct ReadsSince<'a> {
 
 impl<'a> ReadsSince<'a> {
     /// The locations, as (document, path); consecutive reads of one location count once.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (DocKey, &'a DocId, &'a Path)> + Clone + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (DocKey, &'a Path)> + Clone + 'a {
         let docs = self.docs;
-        self.reads.iter().map(move |(doc, path)| {
-            let d = &docs[*doc as usize];
-            (d.entry.key(), &d.id, path)
-        })
+        self.reads.iter().map(move |(doc, path)| (docs[*doc as usize].entry.key(), path))
     }
 }
 
