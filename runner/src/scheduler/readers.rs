@@ -46,11 +46,14 @@ impl Readers {
 
     /// Adds `id`, reading the whole document if `whole` or if it was added so before.
     pub fn add(&mut self, id: ComputationId, whole: bool) {
-        let before = match self {
-            Readers::Few(few) => few.iter().find(|(reader, _)| *reader == id).is_some_and(|(_, w)| *w),
-            Readers::Many(many) => many.get(&id).copied().unwrap_or(false),
+        let there = match self {
+            Readers::Few(few) => few.iter_mut().find(|(reader, _)| *reader == id).map(|(_, w)| w),
+            Readers::Many(many) => many.get_mut(&id),
         };
-        self.set(id, whole || before);
+        match there {
+            Some(read_whole) => *read_whole |= whole,
+            None => self.set(id, whole),
+        }
     }
 
     /// Removes `id`, if it is there.

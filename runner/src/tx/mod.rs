@@ -491,28 +491,29 @@ impl Tx<'_> {
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
-        // The document is looked at before the memo is searched by content: a plain
-        // location reads the same from either (the memo forgets at every write).
-        if let Some(read) = self.read_plain(link, |value| shaped(link, value.read_as())) {
-            return read;
-        }
-        let value = match self.remembered(link) {
-            Some(value) => value,
-            None => self.read_through_links(link)?,
-        };
-        shaped(link, value.read_as())
+        self.uncached(link, |value| shaped(link, value.read_as()))
     }
 
     /// [`Read::read`] of a location not remembered under `link`'s texts.
     #[inline(never)]
     fn read_uncached(&self, link: &Link) -> Result<Value> {
-        if let Some(value) = self.remembered(link) {
-            return Ok(value);
+        self.uncached(link, |value| Ok(value.clone()))
+    }
+
+    /// `take` of the value at a location not remembered under `link`'s texts. The
+    /// document is looked at before the memo is searched by content: a plain location
+    /// reads the same from either (the memo forgets at every write), and a first typed
+    /// read then takes its type from the value where it lies.
+    #[inline(always)]
+    fn uncached<R>(&self, link: &Link, take: impl Fn(&Value) -> Result<R>) -> Result<R> {
+        if let Some(taken) = self.read_plain(link, &take) {
+            return taken;
         }
-        if let Some(value) = self.read_plain(link, Value::clone) {
-            return Ok(value);
-        }
-        self.read_through_links(link)
+        let value = match self.remembered(link) {
+            Some(value) => value,
+            None => self.read_through_links(link)?,
+        };
+        take(&value)
     }
 
     /// The value at `link`, which has links on the way or at its end.
