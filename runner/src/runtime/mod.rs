@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_utils::atomic::AtomicCell;
 use dashmap::DashMap;
 use futures::channel::oneshot;
 use parking_lot::Mutex;
@@ -101,11 +102,15 @@ pub(crate) struct Inner {
     errors: Mutex<VecDeque<Error>>,
     /// Transaction attempts that conflicted (see [`Stats::conflict_retries`]).
     conflict_retries: AtomicU64,
-    /// The lists of the last committed transaction, for the next (see [`Spare`]).
-    spare: Mutex<Option<Spare>>,
+    /// The lists of the last committed transaction, for the next (see [`Spare`]): taken
+    /// and given back in one atomic swap each, where a lock would take two.
+    spare: AtomicCell<Option<Spare>>,
     /// The lists and documents of the last settle's transaction (see [`Spare`]).
-    engine_spare: Mutex<Option<Spare>>,
+    engine_spare: AtomicCell<Option<Spare>>,
 }
+
+// A transaction's lists are one pointer, so the cells holding them swap without a lock.
+const _: () = assert!(AtomicCell::<Option<Spare>>::is_lock_free());
 
 /// Counters describing the runtime's work so far; see [`Runtime::stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -170,8 +175,8 @@ impl Runtime {
             waiting: AtomicUsize::new(0),
             errors: Mutex::new(VecDeque::new()),
             conflict_retries: AtomicU64::new(0),
-            spare: Mutex::new(None),
-            engine_spare: Mutex::new(None),
+            spare: AtomicCell::new(None),
+            engine_spare: AtomicCell::new(None),
         }))
     }
 
@@ -237,8 +242,8 @@ impl Runtime {
         let (mut spare, after_commit) = tx.into_parts();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
-        let mut changed = |key, paths: &[Path]| {
-            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, paths.iter());
+        let mut changed = |key, writes: &[(Path, Value)]| {
+            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, writes.iter().map(|(path, _)| path));
         };
         let (docs, touched, reads) = spare.parts();
         let commit = self.0.space.commit(docs, touched, reads, list || observed, mark.then_some(&mut changed as _));
@@ -247,8 +252,8 @@ impl Runtime {
         // except the documents an engine's transaction keeps.
         spare.clear(commit.is_ok());
         match spare.is_engine() {
-            true => *self.0.engine_spare.lock() = Some(spare),
-            false => *self.0.spare.lock() = Some(spare),
+            true => self.0.engine_spare.store(Some(spare)),
+            false => self.0.spare.store(Some(spare)),
         }
         let commit = commit?;
         if observed && !commit.changes.is_empty() {
@@ -264,14 +269,14 @@ impl Runtime {
 
     /// A new transaction, in the lists (and with the documents) the last commit left.
     pub(crate) fn tx(&self) -> Tx<'_> {
-        let spare = self.0.spare.lock().take().unwrap_or_default();
+        let spare = self.0.spare.take().unwrap_or_default();
         Tx::reusing(&self.0.space, spare)
     }
 
     /// A new transaction for the engine's settle, with the documents the last settle kept
     /// (see [`Spare`]). Only the engine (one thread at a time) takes it.
     pub(super) fn engine_tx(&self) -> Tx<'_> {
-        let spare = self.0.engine_spare.lock().take().unwrap_or_else(Spare::for_engine);
+        let spare = self.0.engine_spare.take().unwrap_or_else(Spare::for_engine);
         Tx::reusing(&self.0.space, spare)
     }
 
@@ -289,8 +294,8 @@ impl Runtime {
         self.0.graph.lock().remove(id);
         // The documents the transactions kept may be those of the computations going (a
         // charm stopping): let go of them, and of the values they still hold.
-        self.0.engine_spare.lock().take();
-        self.0.spare.lock().take();
+        self.0.engine_spare.take();
+        self.0.spare.take();
     }
 
     pub(crate) fn computations_of(&self, owner: &DocId) -> Vec<ComputationId> {

@@ -14,17 +14,25 @@ pub(crate) struct Bodies(Vec<Option<(ComputationId, Arc<Body>)>>);
 
 impl Bodies {
     /// The body of `id`, from `look_up` (the graph's) the first time it is asked for.
+    /// Inlined: the engine asks once per computation run, and nearly always finds it.
+    #[inline]
     pub fn get_or_look_up(&mut self, id: ComputationId, look_up: impl FnOnce() -> Option<Arc<Body>>) -> Option<&Body> {
+        let slot = id.slot();
+        if !matches!(self.0.get(slot), Some(Some((kept_id, _))) if *kept_id == id) {
+            self.keep(id, look_up()?);
+        }
+        self.0[slot].as_ref().map(|(_, body)| &**body)
+    }
+
+    /// Keeps `body` as the body of `id`, in place of whatever its slot held (nothing, or
+    /// the body of a computation that held the slot before).
+    #[cold]
+    fn keep(&mut self, id: ComputationId, body: Arc<Body>) {
         let slot = id.slot();
         if slot >= self.0.len() {
             self.0.resize_with(slot + 1, || None);
         }
-        let kept = &mut self.0[slot];
-        if kept.as_ref().is_none_or(|(kept_id, _)| *kept_id != id) {
-            // Empty, or another computation's that held this slot before.
-            *kept = Some((id, look_up()?));
-        }
-        kept.as_ref().map(|(_, body)| &**body)
+        self.0[slot] = Some((id, body));
     }
 
     /// Lets go of the body of `id` (a removed computation), if it is kept.

@@ -27,8 +27,9 @@ mod recent;
 use found::Found;
 use recent::Recent;
 
-/// What a commit tells of each document it wrote: its key and the paths written there.
-pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &[Path]);
+/// What a commit tells of each document it wrote: its key and the writes made there, as
+/// (path, value) in the order made.
+pub(crate) type Changed<'a> = &'a mut dyn FnMut(DocKey, &[(Path, Value)]);
 
 /// Names a document by the number the space gave its entry: the space keeps every entry
 /// it made for as long as it lives, so one document has one key; and the numbers count up
@@ -309,7 +310,7 @@ impl Space {
             return Ok(());
         }
         let mut result = committed.durable.await;
-        if result.is_ok() && self.commits.load(Ordering::SeqCst) != committed.seq.0 {
+        if result.is_ok() && self.commits.load(Ordering::Acquire) != committed.seq.0 {
             result = self.barrier().await;
         }
         let failed = self.storage.failed_writes();
@@ -380,15 +381,13 @@ impl Space {
         }
         let keeps_writes = self.keeps_writes;
         let wrote = touched.iter().any(|at| !docs[*at as usize].ops.is_empty());
+        // Whether the writes are told below (else they are let go of as they are applied).
+        let tells = list || changed.is_some();
         let mut stored = Vec::new();
-        let mut written: SmallVec<[usize; 8]> = SmallVec::new();
         for index in touched.iter().map(|at| *at as usize) {
             let writes = &mut docs[index];
             if writes.ops.is_empty() {
                 continue;
-            }
-            if list || changed.is_some() {
-                written.push(index);
             }
             if let Some(at) = rebased.iter().position(|(at, _)| *at == index) {
                 writes.local = rebased.swap_remove(at).1;
@@ -400,32 +399,38 @@ impl Space {
                 stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
             state.recent.record(version, writes.ops.iter().map(|(path, _)| path.clone()));
-            writes.ops.clear();
             state.value = value;
             state.version = version;
             writes.entry.committed.store(version.0, Ordering::Release);
             writes.read_version = version;
+            if !tells {
+                writes.ops.clear();
+            }
         }
-        // Told only now, so that nobody marked by this commit can see half of it.
+        // Told only now, so that nobody marked by this commit can see half of it; from
+        // the transaction's own list of writes, so no document is locked again.
         let mut changes = Vec::new();
-        for &at in written.iter() {
-            let writes = &docs[at];
-            let state = writes.entry.state.read();
-            let paths = state.recent.newest();
+        for index in touched.iter().map(|at| *at as usize).filter(|_| tells) {
+            let writes = &mut docs[index];
+            if writes.ops.is_empty() {
+                continue;
+            }
             if let Some(changed) = changed.as_mut() {
-                changed(writes.entry.key(), paths);
+                changed(writes.entry.key(), &writes.ops);
             }
             if list {
-                changes.push((writes.id.clone(), paths.to_vec()));
+                changes.push((writes.id.clone(), writes.ops.iter().map(|(path, _)| path.clone()).collect()));
             }
+            writes.ops.clear();
         }
         // Submitted before it is counted: whoever sees the count and waits for a barrier
         // then waits for these writes too.
         let durable = if wrote && keeps_writes { self.storage.submit(stored) } else { Durable::ready(Ok(())) };
-        let seq = match wrote {
-            true => self.commits.fetch_add(1, Ordering::SeqCst) + 1,
-            false => self.commits.load(Ordering::SeqCst),
-        };
+        // Only a commit, under the commit lock, changes the count: no atomic sum needed.
+        let seq = self.commits.load(Ordering::Relaxed) + u64::from(wrote);
+        if wrote {
+            self.commits.store(seq, Ordering::Release);
+        }
         Ok(Commit { changes, committed: Committed { seq: Seq(seq), durable } })
     }
 }

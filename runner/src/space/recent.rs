@@ -21,8 +21,8 @@ pub(super) struct Recent {
 
 impl Recent {
     /// Remembers that the commit of `version` wrote `paths`, forgetting the oldest once
-    /// there are [`RECENT_COMMITS`]; returns the paths as remembered.
-    pub fn record(&mut self, version: Version, paths: impl Iterator<Item = Path>) -> &[Path] {
+    /// there are [`RECENT_COMMITS`].
+    pub fn record(&mut self, version: Version, paths: impl Iterator<Item = Path>) {
         if self.commits.len() < RECENT_COMMITS {
             self.commits.push((version, Vec::new()));
             self.next = self.commits.len() % RECENT_COMMITS;
@@ -34,15 +34,6 @@ impl Recent {
         *at = version;
         written.clear();
         written.extend(paths);
-        written
-    }
-
-    /// The paths the newest commit wrote (none before the first).
-    pub fn newest(&self) -> &[Path] {
-        match self.commits.len() {
-            0 => &[],
-            n => &self.commits[(self.next + n - 1) % n].1,
-        }
     }
 
     /// The version of the oldest commit remembered, if any.
@@ -66,12 +57,10 @@ mod tests {
     fn the_newest_commits_are_kept_and_the_oldest_forgotten() {
         let mut recent = Recent::default();
         assert_eq!(recent.oldest(), None);
-        assert!(recent.newest().is_empty());
+        assert_eq!(recent.written_after(Version(0)).count(), 0);
         let path = |n: u64| Path::new([n.to_string()]);
         for n in 1..=(RECENT_COMMITS as u64 + 5) {
-            let recorded = recent.record(Version(n), [path(n)].into_iter()).to_vec();
-            assert_eq!(recorded, vec![path(n)]);
-            assert_eq!(recent.newest(), &[path(n)][..], "after commit {n}");
+            recent.record(Version(n), [path(n)].into_iter());
             let oldest = n.saturating_sub(RECENT_COMMITS as u64 - 1).max(1);
             assert_eq!(recent.oldest(), Some(Version(oldest)), "after commit {n}");
             let mut after: Vec<_> = recent.written_after(Version(n - 1)).cloned().collect();

@@ -319,8 +319,9 @@ impl<'s> Tx<'s> {
             }
         };
         crate::depth::check_write(&value, &target.path, format_args!("the value written at {target}"))?;
-        // Writing what is already there changes nothing: no commit entry, no re-runs (and
-        // a document this transaction did not touch yet is not even added to it).
+        // Writing what is already there changes nothing: no commit entry, no re-runs. The
+        // document is still kept among the touched: an effect writes the same nothing
+        // every run, and finds it there again without a snapshot.
         let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
         let mut docs = self.lists.docs.borrow_mut();
         let known = known.filter(|_| same_text(&target.doc, &link.doc));
@@ -336,9 +337,6 @@ impl<'s> Tx<'s> {
             Ok(index) => index,
             Err(entry) => {
                 let snapshot = entry.snapshot();
-                if unchanged(&snapshot.0) {
-                    return Ok(());
-                }
                 docs.push(target.doc.clone(), entry, snapshot)
             }
         };
