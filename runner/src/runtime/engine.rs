@@ -2,7 +2,7 @@
 //! by whichever thread asks for it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 
 use futures::channel::oneshot;
 
@@ -73,14 +73,27 @@ impl Runtime {
 
     /// Runs queued work (dirty computations first, then events) on this thread until
     /// nothing is left. If another thread is already running work, it picks ours up.
+    ///
+    /// Work queued by a thread that finds the engine busy is never left behind: that
+    /// thread queued it (marked computations, pushed an event) before it looked at the
+    /// engine lock, and the engine's thread looks for work after unlocking, with a
+    /// sequentially consistent fence on both sides between the two. The queuing side
+    /// needs its fence only when the engine is busy, so a thread that runs its own
+    /// work takes one fence, not the graph's and the queue's locks.
     pub(crate) fn pump(&self) {
         loop {
-            let Some(guard) = self.0.engine.try_lock() else { return };
+            let Some(guard) = self.0.engine.try_lock().or_else(|| {
+                fence(Ordering::SeqCst);
+                self.0.engine.try_lock()
+            }) else {
+                return;
+            };
             let running = EngineThread::enter();
             while self.step() {}
             drop(running);
             drop(guard);
-            if !self.has_queued_work() {
+            fence(Ordering::SeqCst);
+            if !self.has_dirty() && self.0.queued_events.load(Ordering::Acquire) == 0 {
                 // Read after the work is done and the engine unlocked: a waiter that
                 // counted itself later checks for work after that, and finds none.
                 if self.0.waiting.load(Ordering::SeqCst) > 0 {
@@ -335,6 +348,39 @@ mod tests {
         assert_eq!(fine.get(&rt).expect("read"), 3, "the other computation committed");
         assert_eq!(side.get(&rt).expect("read"), 1, "the failed computation's write was undone");
         assert_eq!(rt.take_errors().len(), 1);
+    }
+
+    #[test]
+    fn a_commit_that_finds_the_engine_busy_leaves_its_computations_to_the_thread_running_it() {
+        use std::sync::mpsc;
+        let rt = Runtime::in_memory();
+        let (a, b) = (rt.new_cell("a", 0i64).expect("cell"), rt.new_cell("b", 0i64).expect("cell"));
+        let (running_tx, running) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let go_rx = std::sync::Mutex::new(go_rx);
+        // Holds the engine, once `a` is 1, until told to go on.
+        rt.computed("holds", move |tx| {
+            if a.get(tx)? == 1 {
+                running_tx.send(()).map_err(|_| "test gone")?;
+                go_rx.lock().map_err(|_| "poisoned")?.recv().map_err(|_| "test gone")?;
+            }
+            Ok(0)
+        })
+        .expect("computed");
+        let doubled = rt.computed("doubled", move |tx| Ok(b.get(tx)? * 2)).expect("computed");
+        let holder = {
+            let rt = rt.clone();
+            std::thread::spawn(move || rt.transact(|tx| a.set(tx, 1)))
+        };
+        running.recv().expect("the engine runs `holds`");
+        // The engine is busy: this commit's computation is left to the thread running it.
+        rt.transact(|tx| b.set(tx, 5)).expect("commit");
+        assert_eq!(doubled.get(&rt).expect("read"), 0, "not run here: the engine was busy");
+        go.send(()).expect("go on");
+        holder.join().expect("holder").expect("commit");
+        // Read from the space, with nothing run on this thread since.
+        assert_eq!(doubled.get(&rt).expect("read"), 10, "run by the thread that held the engine");
+        assert!(!rt.has_queued_work());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::tx::Tx;
 use crate::value::{Path, Value};
 
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 
 mod bodies;
 mod queue;
@@ -74,10 +75,12 @@ pub(crate) struct Computation {
     pub owner: Option<DocId>,
     /// The key of the output's document.
     output_key: DocKey,
-    /// The locations read on the latest run, with their documents' keys.
-    deps: Vec<(DocKey, Path)>,
+    /// The locations read on the latest run, with their documents' keys. Most
+    /// computations read one or two, kept inline: every run compares them, and taking
+    /// the next looks at the producers, without a trip to memory elsewhere.
+    deps: SmallVec<[(DocKey, Path); 2]>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
-    producers: Vec<ComputationId>,
+    producers: SmallVec<[ComputationId; 2]>,
     runs: u32,
 }
 
@@ -124,7 +127,7 @@ pub(crate) struct Graph {
     ran: Vec<ComputationId>,
     /// An emptied list of reads, for the next computation whose reads change (see
     /// [`Graph::ran`]).
-    spare_deps: Vec<(DocKey, Path)>,
+    spare_deps: SmallVec<[(DocKey, Path); 2]>,
     /// The engine's bodies, while it does not hold them (see [`Graph::take_bodies`]).
     bodies: Bodies,
     /// Whether the engine holds its bodies now.
@@ -181,8 +184,8 @@ impl Graph {
             body: Arc::new(Body { name: name.into(), output, output_entry, output_at: AtomicU32::new(u32::MAX), run }),
             owner,
             output_key: key,
-            deps: Vec::new(),
-            producers: Vec::new(),
+            deps: SmallVec::new(),
+            producers: SmallVec::new(),
             runs: 0,
         };
         self.slots[slot].computation = Some(c);

@@ -40,9 +40,15 @@ impl Found {
     /// The entry found lately by this very text, if it is still kept. A slot another
     /// thread holds counts as a miss: the space's map answers instead.
     pub fn get(&self, id: &DocId) -> Option<Arc<DocEntry>> {
+        self.with(id, Arc::clone)
+    }
+
+    /// `f` of the entry found lately by this very text, if it is still kept, without a
+    /// handle of its own (for a short look, with the slot held).
+    pub fn with<R>(&self, id: &DocId, f: impl FnOnce(&Arc<DocEntry>) -> R) -> Option<R> {
         let kept = self.slots[slot(id)].try_lock()?;
         match &*kept {
-            Some((text, entry)) if Arc::ptr_eq(text, id) => Some(entry.clone()),
+            Some((text, entry)) if Arc::ptr_eq(text, id) => Some(f(entry)),
             _ => None,
         }
     }

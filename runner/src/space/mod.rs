@@ -104,6 +104,9 @@ pub(crate) struct DocWrites {
     pub id: DocId,
     /// Its entry in the space.
     pub entry: Arc<DocEntry>,
+    /// Its entry's key, kept beside it: the scheduler asks for it at every computation
+    /// run, and the entry itself is often out of cache.
+    pub key: DocKey,
     /// The version of the snapshot this transaction works on.
     pub read_version: Version,
     /// The snapshot with this transaction's writes applied.
@@ -416,7 +419,7 @@ impl Space {
                 continue;
             }
             if let Some(changed) = changed.as_mut() {
-                changed(writes.entry.key(), &writes.ops);
+                changed(writes.key, &writes.ops);
             }
             if list {
                 changes.push((writes.id.clone(), writes.ops.iter().map(|(path, _)| path.clone()).collect()));
@@ -461,10 +464,8 @@ impl Read for Space {
     /// way (the common case); otherwise links are followed as every read follows them.
     fn read(&self, link: &Link) -> Result<Value, Error> {
         let direct = |entry: &DocEntry| plain_at(&entry.state.read().value, &link.path).cloned();
-        if let Some(entry) = self.found.get(&link.doc) {
-            if let Some(value) = direct(&entry) {
-                return Ok(value);
-            }
+        if let Some(Some(value)) = self.found.with(&link.doc, |entry| direct(entry)) {
+            return Ok(value);
         }
         let found = match self.docs.get(&*link.doc) {
             Some(entry) => {

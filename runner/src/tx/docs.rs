@@ -140,7 +140,15 @@ impl Docs {
 
     /// Adds a document first touched, with its entry and snapshot.
     pub fn push(&mut self, id: DocId, entry: Arc<DocEntry>, (local, read_version): (Value, Version)) -> usize {
-        self.list.push(DocWrites { id, entry, read_version, local, ops: SmallVec::new(), touched: true });
+        self.list.push(DocWrites {
+            id,
+            key: entry.key(),
+            entry,
+            read_version,
+            local,
+            ops: SmallVec::new(),
+            touched: true,
+        });
         let len = self.list.len();
         self.touched.push(len as u32 - 1);
         if len == SCAN_LIMIT + 1 {

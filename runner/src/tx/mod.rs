@@ -408,7 +408,7 @@ impl<'s> Tx<'s> {
         let docs = self.lists.docs.borrow();
         for u in log.iter() {
             let d = &docs.list[u.doc];
-            written(d.entry.key(), d.ops[u.ops..].iter().map(|(p, _)| p));
+            written(d.key, d.ops[u.ops..].iter().map(|(p, _)| p));
         }
     }
 
@@ -443,7 +443,7 @@ impl<'a> ReadsSince<'a> {
     /// The locations, as (document, path); consecutive reads of one location count once.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (DocKey, &'a Path)> + Clone + 'a {
         let docs = self.docs;
-        self.reads.iter().map(move |(doc, path)| (docs[*doc as usize].entry.key(), path))
+        self.reads.iter().map(move |(doc, path)| (docs[*doc as usize].key, path))
     }
 }
 
