@@ -11,41 +11,55 @@ pub(super) const RECENT_COMMITS: usize = 32;
 /// The latest commits of one document (at most [`RECENT_COMMITS`]), each with the paths
 /// it wrote. A ring: once full, the oldest commit's place (and its list's room) is taken
 /// by the newest, so a commit allocates nothing and moves nothing to remember itself
-/// (a settle commits every few microseconds).
+/// (a settle commits every few microseconds). A commit's first path is kept apart from
+/// the rest: most commits write one, so a document's first commits allocate only the
+/// ring (documents are new where a charm starts, and each keeps a ring of its own).
 #[derive(Default)]
 pub(super) struct Recent {
-    commits: Vec<(Version, Vec<Path>)>,
+    commits: Vec<Commit>,
     /// Where the next commit goes: the oldest once the ring is full.
     next: usize,
+}
+
+/// One commit remembered: its version, and the paths it wrote (at least one).
+struct Commit {
+    version: Version,
+    first: Path,
+    rest: Vec<Path>,
 }
 
 impl Recent {
     /// Remembers that the commit of `version` wrote `paths`, forgetting the oldest once
     /// there are [`RECENT_COMMITS`].
-    pub fn record(&mut self, version: Version, paths: impl Iterator<Item = Path>) {
+    pub fn record(&mut self, version: Version, mut paths: impl Iterator<Item = Path>) {
+        // A commit that wrote nothing here made no version of this document.
+        let Some(first) = paths.next() else { return };
         if self.commits.len() < RECENT_COMMITS {
-            self.commits.push((version, Vec::new()));
+            self.commits.push(Commit { version, first, rest: paths.collect() });
             self.next = self.commits.len() % RECENT_COMMITS;
-        } else {
-            self.next = (self.next + 1) % RECENT_COMMITS;
+            return;
         }
-        let newest = (self.next + RECENT_COMMITS - 1) % RECENT_COMMITS;
-        let (at, written) = &mut self.commits[newest];
-        *at = version;
-        written.clear();
-        written.extend(paths);
+        let oldest = &mut self.commits[self.next];
+        self.next = (self.next + 1) % RECENT_COMMITS;
+        oldest.version = version;
+        oldest.first = first;
+        oldest.rest.clear();
+        oldest.rest.extend(paths);
     }
 
     /// The version of the oldest commit remembered, if any.
     pub fn oldest(&self) -> Option<Version> {
         // Before the ring fills, `next` is its length (0 once full): the oldest is first.
         let at = if self.commits.len() < RECENT_COMMITS { 0 } else { self.next };
-        self.commits.get(at).map(|(version, _)| *version)
+        self.commits.get(at).map(|commit| commit.version)
     }
 
     /// The paths written by the commits after `version`, in no particular order.
     pub fn written_after(&self, version: Version) -> impl Iterator<Item = &Path> + '_ {
-        self.commits.iter().filter(move |(v, _)| *v > version).flat_map(|(_, paths)| paths.iter())
+        self.commits
+            .iter()
+            .filter(move |commit| commit.version > version)
+            .flat_map(|commit| std::iter::once(&commit.first).chain(&commit.rest))
     }
 }
 
@@ -69,5 +83,23 @@ mod tests {
         }
         let kept = recent.written_after(Version(0)).count();
         assert_eq!(kept, RECENT_COMMITS, "only the latest are remembered");
+    }
+
+    #[test]
+    fn a_commit_of_several_paths_is_remembered_whole_and_one_of_none_not_at_all() {
+        let mut recent = Recent::default();
+        let path = |key: &str| Path::new([key]);
+        for n in 1..=(RECENT_COMMITS as u64 + 3) {
+            recent.record(Version(n), [path("a"), path("b"), path(&n.to_string())].into_iter());
+        }
+        let newest = RECENT_COMMITS as u64 + 3;
+        let mut after: Vec<_> = recent.written_after(Version(newest - 1)).cloned().collect();
+        after.sort();
+        let mut expected = vec![path("a"), path("b"), path(&newest.to_string())];
+        expected.sort();
+        assert_eq!(after, expected);
+        recent.record(Version(newest + 1), std::iter::empty());
+        assert_eq!(recent.written_after(Version(newest)).count(), 0);
+        assert_eq!(recent.oldest(), Some(Version(4)), "the ring moved for commits only");
     }
 }
