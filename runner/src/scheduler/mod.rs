@@ -17,7 +17,6 @@ use crate::space::{DocEntry, DocKey};
 use crate::tx::Tx;
 use crate::value::{Path, Value};
 
-use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 
 mod bodies;
@@ -117,8 +116,10 @@ pub(crate) struct Graph {
     len: usize,
     /// For each document, the computations that read something in it.
     readers: Vec<Readers>,
-    /// For each document, the outputs written by computations into it.
-    writers: HashMap<DocKey, Vec<(Path, ComputationId)>>,
+    /// For each document (indexed by its key, as `readers`), the outputs written by
+    /// computations into it: a computation whose reads change looks up its producers
+    /// here on every run.
+    writers: Vec<Vec<(Path, ComputationId)>>,
     dirty: Queue,
     /// How many computations are dirty: changed under the graph's lock only, and read
     /// without it through [`Graph::dirty_counter`].
@@ -169,7 +170,10 @@ impl Graph {
             self.slots.len() - 1
         });
         let id = ComputationId::new(slot, self.slots[slot].generation);
-        self.writers.entry(key).or_default().push((output.path.clone(), id));
+        if key.0 >= self.writers.len() {
+            self.writers.resize_with(key.0 + 1, Vec::new);
+        }
+        self.writers[key.0].push((output.path.clone(), id));
         // Computations that already read where this one writes now depend on it.
         let readers = self.readers.get(key.0).map(Readers::to_vec).unwrap_or_default();
         for reader in readers {
@@ -256,7 +260,7 @@ impl Graph {
                 readers.remove(id);
             }
         }
-        if let Some(list) = self.writers.get_mut(&c.output_key) {
+        if let Some(list) = self.writers.get_mut(c.output_key.0) {
             list.retain(|(_, w)| *w != id);
         }
     }
@@ -390,10 +394,21 @@ impl Graph {
         c.producers.iter().filter_map(|p| self.mark_of(*p)).filter(|p| p.dirty).map(|p| p.height).max()
     }
 
-    fn producers_of<'a>(&'a self, deps: &'a [(DocKey, Path)]) -> impl Iterator<Item = ComputationId> + 'a {
-        deps.iter().flat_map(move |(key, dep)| {
-            self.writers.get(key).into_iter().flatten().filter(move |(path, _)| path.overlaps(dep)).map(|(_, id)| *id)
-        })
+    /// Puts in `producers` the computations (other than `id`) whose outputs overlap
+    /// `deps`, each once.
+    fn find_producers(&self, id: ComputationId, deps: &[(DocKey, Path)], producers: &mut SmallVec<[ComputationId; 2]>) {
+        producers.clear();
+        for (key, dep) in deps {
+            for (path, writer) in self.writers.get(key.0).into_iter().flatten() {
+                if *writer != id && path.overlaps(dep) {
+                    producers.push(*writer);
+                }
+            }
+        }
+        if producers.len() > 1 {
+            producers.sort_unstable();
+            producers.dedup();
+        }
     }
 
     /// Records what a computation read on its latest run, as (document, path) in the
@@ -436,10 +451,7 @@ impl Graph {
                 self.readers_of(*key).add(id, read.is_root());
             }
         }
-        producers.clear();
-        producers.extend(self.producers_of(&deps).filter(|p| *p != id));
-        producers.sort_unstable();
-        producers.dedup();
+        self.find_producers(id, &deps, &mut producers);
         let limit = self.len as u32 + 1;
         let height =
             producers.iter().filter_map(|p| self.mark_of(*p)).map(|p| p.height + 1).max().unwrap_or(0).min(limit);
