@@ -80,7 +80,6 @@ pub(crate) struct Computation {
     deps: SmallVec<[(DocKey, Path); 2]>,
     /// The computations whose outputs `deps` overlap, as of the latest run.
     producers: SmallVec<[ComputationId; 2]>,
-    runs: u32,
 }
 
 /// What marking and ordering need of a computation, kept apart from the rest in one dense
@@ -91,6 +90,8 @@ struct Mark {
     /// The generation of the slot, as in [`Slot`]: an id of another matches no mark.
     generation: u32,
     height: u32,
+    /// How many times it ran since the queue was last empty (its run budget).
+    runs: u32,
     /// Whether it waits in the queue to run.
     dirty: bool,
 }
@@ -190,10 +191,9 @@ impl Graph {
             output_key: key,
             deps: SmallVec::new(),
             producers: SmallVec::new(),
-            runs: 0,
         };
         self.slots[slot].computation = Some(c);
-        self.marks[slot] = Mark { generation: self.slots[slot].generation, height: 0, dirty: false };
+        self.marks[slot] = Mark { generation: self.slots[slot].generation, ..Mark::default() };
         self.len += 1;
         self.mark(id);
         id
@@ -341,13 +341,13 @@ impl Graph {
             }
             let Some(m) = self.mark_of_mut(id) else { continue };
             m.dirty = false;
-            let Some(c) = self.get_mut(id) else { continue };
-            c.runs += 1;
-            let first_run = c.runs == 1;
-            let next = if c.runs > MAX_RUNS_PER_SETTLE {
-                Next::Runaway { name: c.body.name.clone(), runs: c.runs - 1 }
-            } else {
-                Next::Run(id)
+            m.runs += 1;
+            let runs = m.runs;
+            let first_run = runs == 1;
+            let runaway = (runs > MAX_RUNS_PER_SETTLE).then(|| self.get(id)).flatten();
+            let next = match runaway {
+                Some(c) => Next::Runaway { name: c.body.name.clone(), runs: runs - 1 },
+                None => Next::Run(id),
             };
             count(&self.dirty_count, -1);
             if first_run {
@@ -469,8 +469,8 @@ impl Graph {
     fn reset_budgets(&mut self) {
         let mut ran = std::mem::take(&mut self.ran);
         for id in ran.drain(..) {
-            if let Some(c) = self.get_mut(id) {
-                c.runs = 0;
+            if let Some(m) = self.mark_of_mut(id) {
+                m.runs = 0;
             }
         }
         // Given back emptied: the list keeps its room for the next settle.
