@@ -125,16 +125,18 @@ impl ReactiveSystem for Trellis {
             return;
         }
         // A transaction runs the computations its commit made dirty before it returns,
-        // on this thread, as a pattern's caller sees it.
-        let writes = std::mem::take(&mut self.pending);
+        // on this thread, as a pattern's caller sees it. The list keeps its room for the
+        // next batch: the adapter allocates nothing per write.
+        let writes = &self.pending;
         self.rt
             .transact(|tx| {
-                for (link, value) in &writes {
+                for (link, value) in writes {
                     tx.write(link, value.clone())?;
                 }
                 Ok(())
             })
             .expect("trellis: commit");
+        self.pending.clear();
     }
 
     fn get<T: Value>(&mut self, node: &Link) -> T {
