@@ -255,8 +255,11 @@ impl Runtime {
     fn run_computation(&self, tx: &Tx, id: ComputationId, body: &Body) -> (Result<()>, MutexGuard<'_, Graph>) {
         let span = tracing::trace_span!("computation", name = %body.name);
         let _enter = span.enter();
-        let savepoint = tx.savepoint();
+        let savepoint = tx.savepoint(body.rereads.load(Ordering::Relaxed));
         let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
+        if tx.reread() {
+            body.rereads.store(true, Ordering::Relaxed);
+        }
         let written = match outcome {
             Ok(Ok(value)) => {
                 let looked_up;
@@ -348,6 +351,22 @@ mod tests {
         assert_eq!(fine.get(&rt).expect("read"), 3, "the other computation committed");
         assert_eq!(side.get(&rt).expect("read"), 1, "the failed computation's write was undone");
         assert_eq!(rt.take_errors().len(), 1);
+    }
+
+    #[test]
+    fn a_computation_that_reads_again_sees_every_change_from_its_second_run_on() {
+        let rt = Runtime::in_memory();
+        let (n, m) = (rt.new_cell("n", 1i64).expect("cell"), rt.new_cell("m", 100i64).expect("cell"));
+        // Reads `n` again: from its second run on, each location is remembered at its
+        // first read, which must not outlive the run.
+        let sum =
+            rt.computed("sum", move |tx| Ok(n.get(tx)? + m.get(tx)? + n.get(tx)? + m.get(tx)?)).expect("computed");
+        for i in 2..6 {
+            rt.transact(|tx| n.set(tx, i)).expect("commit");
+            assert_eq!(sum.get(&rt).expect("read"), 2 * i + 200);
+        }
+        rt.transact(|tx| m.set(tx, 7)).expect("commit");
+        assert_eq!(sum.get(&rt).expect("read"), 10 + 14);
     }
 
     #[test]

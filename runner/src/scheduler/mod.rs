@@ -8,7 +8,7 @@
 //! `d` runs once, after both `b` and `c`. Heights are rechecked when a computation is
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::BoxError;
@@ -66,6 +66,11 @@ pub(crate) struct Body {
     /// Where the output's document was among the documents the engine's transactions
     /// keep, when it was last written (a hint: checked against the entry).
     pub output_at: AtomicU32,
+    /// Whether a run of it read a location again (then its next runs remember each
+    /// location at its first read, so that the second is answered from the memo; see
+    /// [`Tx::savepoint`]). Once set, it stays: a run that reads from the memo no longer
+    /// tells.
+    pub rereads: AtomicBool,
     pub run: ComputeFn,
 }
 
@@ -186,7 +191,14 @@ impl Graph {
         }
         let output_entry = entry.map(OnceLock::from).unwrap_or_default();
         let c = Computation {
-            body: Arc::new(Body { name: name.into(), output, output_entry, output_at: AtomicU32::new(u32::MAX), run }),
+            body: Arc::new(Body {
+                name: name.into(),
+                output,
+                output_entry,
+                output_at: AtomicU32::new(u32::MAX),
+                rereads: AtomicBool::new(false),
+                run,
+            }),
             owner,
             output_key: key,
             deps: SmallVec::new(),

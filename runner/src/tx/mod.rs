@@ -158,6 +158,12 @@ pub struct Tx<'s> {
     reads_floor: std::cell::Cell<usize>,
     /// Whether a savepoint is open.
     open: std::cell::Cell<bool>,
+    /// Whether a location is remembered at its first read, not only once read again
+    /// (see [`Tx::savepoint`]).
+    memorise_first: std::cell::Cell<bool>,
+    /// Whether a location was read again since the open savepoint, and found among the
+    /// latest reads (not in the memo).
+    reread: std::cell::Cell<bool>,
 }
 
 impl<'s> Tx<'s> {
@@ -175,6 +181,8 @@ impl<'s> Tx<'s> {
             after_commit: RefCell::new(Vec::new()),
             reads_floor: std::cell::Cell::new(0),
             open: std::cell::Cell::new(false),
+            memorise_first: std::cell::Cell::new(false),
+            reread: std::cell::Cell::new(false),
         }
     }
 
@@ -245,6 +253,7 @@ impl<'s> Tx<'s> {
         // once; the memo answers most repeated reads before they get here.
         let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS)).min(reads.len());
         if let Some(at) = reads[floor..].iter().position(|(d, p)| *d == doc && p == path) {
+            self.reread.set(true);
             return Some(floor + at);
         }
         reads.push((doc, path.clone()));
@@ -258,8 +267,13 @@ impl<'s> Tx<'s> {
     fn read_plain<R>(&self, link: &Link, take: impl FnOnce(&Value) -> R) -> Option<R> {
         self.with_doc(&link.doc, |doc, d| {
             let value = plain_at(&d.local, &link.path)?;
-            // Remembered once read again (nothing new noted): most locations are read once.
-            if let Some(read) = self.note(doc, &link.path) {
+            // Remembered once read again (nothing new noted): most locations are read
+            // once. In a computation known to read locations again, at the first read.
+            let read = match self.note(doc, &link.path) {
+                Some(read) => Some(read),
+                None => self.memorise_first.get().then(|| self.lists.reads.borrow().len() - 1),
+            };
+            if let Some(read) = read {
                 let reads = self.lists.reads.borrow();
                 self.memorise(Remembered::noted(&d.id, read, &reads[read].1, value));
             }
@@ -383,9 +397,14 @@ impl<'s> Tx<'s> {
 
     /// Opens a savepoint: what is written from now on can be undone with
     /// [`Tx::rollback`] or kept with [`Tx::release`]. Savepoints do not nest.
-    pub(crate) fn savepoint(&self) -> Savepoint {
+    /// `rereads`: whether the code about to run is known to read locations again (then
+    /// each location is remembered at its first read, where remembering it costs more
+    /// than it saves for code that reads each once).
+    pub(crate) fn savepoint(&self, rereads: bool) -> Savepoint {
         self.lists.undo.borrow_mut().clear();
         self.lists.memo.borrow_mut().clear();
+        self.memorise_first.set(rereads);
+        self.reread.set(false);
         self.open.set(true);
         let reads = self.lists.reads.borrow().len();
         self.reads_floor.set(reads);
@@ -398,6 +417,12 @@ impl<'s> Tx<'s> {
         let reads = self.lists.reads.borrow();
         let docs = self.lists.docs.borrow();
         f(ReadsSince { reads: &reads[savepoint.reads.min(reads.len())..], docs: &docs.list })
+    }
+
+    /// Whether a location was read again since the open savepoint without the memo
+    /// answering (so the code that ran reads locations again).
+    pub(crate) fn reread(&self) -> bool {
+        self.reread.get()
     }
 
     /// Keeps what was written since `savepoint`; calls `written` with each document
@@ -556,6 +581,33 @@ mod tests {
             Ok(())
         })
         .expect("commit");
+        assert_eq!(n.get(&rt).expect("read"), 2);
+    }
+
+    #[test]
+    fn code_known_to_read_again_has_each_location_remembered_at_its_first_read() {
+        let rt = Runtime::in_memory();
+        let (n, other) = (rt.new_cell("n", 1i64).expect("cell"), rt.new_cell("other", 10i64).expect("cell"));
+        let tx = rt.tx();
+        let savepoint = tx.savepoint(true);
+        assert_eq!(n.get(&tx).expect("read"), 1);
+        assert_eq!(tx.lists.memo.borrow().len(), 1, "remembered at its first read");
+        assert_eq!(n.get(&tx).expect("read"), 1);
+        assert!(!tx.reread(), "the second read was the memo's: nothing read again was noted");
+        n.set(&tx, 2).expect("write");
+        assert!(tx.lists.memo.borrow().is_empty(), "a write forgets what was remembered");
+        assert_eq!(n.get(&tx).expect("read"), 2, "the write is seen");
+        assert_eq!(other.get(&tx).expect("read"), 10);
+        assert_eq!(n.get(&tx).expect("read"), 2);
+        tx.release(savepoint, |_, _| {});
+        // Without the hint, a location is remembered once read again, and that is told.
+        let savepoint = tx.savepoint(false);
+        assert_eq!(other.get(&tx).expect("read"), 10);
+        assert!(tx.lists.memo.borrow().is_empty());
+        assert_eq!(other.get(&tx).expect("read"), 10);
+        assert!(tx.reread() && tx.lists.memo.borrow().len() == 1);
+        tx.release(savepoint, |_, _| {});
+        rt.commit(tx).expect("commit");
         assert_eq!(n.get(&rt).expect("read"), 2);
     }
 
