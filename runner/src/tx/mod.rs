@@ -245,8 +245,9 @@ impl<'s> Tx<'s> {
     }
 
     /// Notes a read of `path` in the document at `doc` in [`Docs::list`], unless it was
-    /// read lately and noted then: then where among the reads.
-    fn note(&self, doc: usize, path: &Path) -> Option<usize> {
+    /// read lately and noted then; returns where among the reads it is noted, and whether
+    /// it was noted before (a read again).
+    fn note(&self, doc: usize, path: &Path) -> (usize, bool) {
         let doc = doc as u32;
         let mut reads = self.lists.reads.borrow_mut();
         // A location read again lately (a link and its target, read in turns) is noted
@@ -254,10 +255,10 @@ impl<'s> Tx<'s> {
         let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS)).min(reads.len());
         if let Some(at) = reads[floor..].iter().position(|(d, p)| *d == doc && p == path) {
             self.reread.set(true);
-            return Some(floor + at);
+            return (floor + at, true);
         }
         reads.push((doc, path.clone()));
-        None
+        (reads.len() - 1, false)
     }
 
     /// `take` of the value at `link` when no link lies on the way or at its end, found in
@@ -269,11 +270,8 @@ impl<'s> Tx<'s> {
             let value = plain_at(&d.local, &link.path)?;
             // Remembered once read again (nothing new noted): most locations are read
             // once. In a computation known to read locations again, at the first read.
-            let read = match self.note(doc, &link.path) {
-                Some(read) => Some(read),
-                None => self.memorise_first.get().then(|| self.lists.reads.borrow().len() - 1),
-            };
-            if let Some(read) = read {
+            let (read, again) = self.note(doc, &link.path);
+            if again || self.memorise_first.get() {
                 let reads = self.lists.reads.borrow();
                 self.memorise(Remembered::noted(&d.id, read, &reads[read].1, value));
             }
