@@ -245,8 +245,7 @@ impl Runtime {
         let mut changed = |key, writes: &[(Path, Value)]| {
             graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, writes.iter().map(|(path, _)| path));
         };
-        let (docs, touched, reads) = spare.parts();
-        let commit = self.0.space.commit(docs, touched, reads, list || observed, mark.then_some(&mut changed as _));
+        let commit = self.0.space.commit(spare.committing(), list || observed, mark.then_some(&mut changed as _));
         drop(graph);
         // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
         // except the documents an engine's transaction keeps.

@@ -98,6 +98,20 @@ impl DocEntry {
     }
 }
 
+/// What [`Space::commit`] takes of a transaction.
+pub(crate) struct Committing<'a> {
+    /// The documents it holds (touched, or kept from an earlier transaction).
+    pub docs: &'a mut [DocWrites],
+    /// The positions in `docs` of those it touched.
+    pub touched: &'a [u32],
+    /// The locations it read, as (position in `docs`, path).
+    pub reads: &'a [(u32, Path)],
+    /// [`Space::commit_count`] when it began, before it touched a document: if no commit
+    /// came since, every document it touched is as it saw it (a transaction brings a
+    /// document up to date when it first touches it), so nothing is validated.
+    pub began: u64,
+}
+
 /// A document a transaction touched: its entry, its snapshot and what it wrote there.
 pub(crate) struct DocWrites {
     /// The document.
@@ -339,6 +353,11 @@ impl Space {
         }
     }
 
+    /// How many commits with writes this space has made.
+    pub(crate) fn commit_count(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
+    }
+
     /// Runs `f` while no other thread can commit to this space.
     pub(crate) fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
         let _guard = self.commit_lock.lock();
@@ -346,19 +365,17 @@ impl Space {
     }
 
     /// Validates and applies one transaction's writes atomically: those in the documents
-    /// at `touched` in `docs`. `reads` are the locations it read, as (position in `docs`,
-    /// path). Once everything is applied, `changed` (if any) hears each document written
-    /// and the paths written there; `list`: whether the commit also lists them in
+    /// it touched. Once everything is applied, `changed` (if any) hears each document
+    /// written and the paths written there; `list`: whether the commit also lists them in
     /// [`Commit::changes`]. A written document's `local` and `read_version` are then
     /// those committed.
     pub(crate) fn commit(
         &self,
-        docs: &mut [DocWrites],
-        touched: &[u32],
-        reads: &[(u32, Path)],
+        tx: Committing<'_>,
         list: bool,
         mut changed: Option<Changed<'_>>,
     ) -> Result<Commit, Error> {
+        let Committing { docs, touched, reads, began } = tx;
         let _guard = self.commit_lock.lock();
         if let Some(error) = self.unreadable() {
             return Err(error.into());
@@ -368,7 +385,8 @@ impl Space {
         // document that moved since it was read gets this transaction's writes replayed
         // onto its newer value (rare: no list is made otherwise).
         let mut rebased: Vec<(usize, Value)> = Vec::new();
-        for index in touched.iter().map(|at| *at as usize) {
+        let none_since = self.commits.load(Ordering::Relaxed) == began;
+        for index in touched.iter().map(|at| *at as usize).filter(|_| !none_since) {
             let writes = &docs[index];
             if writes.entry.version() == writes.read_version {
                 continue;

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 use crate::read::{plain_at, resolve, shaped, Read};
 use crate::runtime::Runtime;
-use crate::space::{DocEntry, DocKey, DocWrites, Space};
+use crate::space::{Committing, DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
 
 mod docs;
@@ -88,6 +88,9 @@ struct Lists {
     /// Whether these are the engine's lists (a settle's documents are kept for the next
     /// settle, a handler's for the next handler).
     engine: bool,
+    /// How many commits the space had made when the transaction began (see
+    /// [`Space::commit`]).
+    began: u64,
 }
 
 impl Spare {
@@ -116,12 +119,12 @@ impl Spare {
         lists.memo.get_mut().clear();
     }
 
-    /// The documents, those the transaction touched, and what it read: what a commit
-    /// takes.
-    pub fn parts(&mut self) -> (&mut [DocWrites], &[u32], &[(u32, Path)]) {
+    /// What a commit takes: the documents, those the transaction touched, what it read,
+    /// and how many commits the space had made when it began.
+    pub fn committing(&mut self) -> Committing<'_> {
         let lists = &mut *self.0;
         let Docs { list, touched, .. } = lists.docs.get_mut();
-        (list, touched, lists.reads.get_mut())
+        Committing { docs: list, touched, reads: lists.reads.get_mut(), began: lists.began }
     }
 }
 
@@ -170,7 +173,9 @@ impl<'s> Tx<'s> {
     /// A transaction that keeps its documents and reads in the emptied lists of an
     /// earlier one (see [`Spare`]; `Spare::default()` for new lists).
     pub(crate) fn reusing(space: &'s Space, spare: Spare) -> Self {
-        let lists = spare.0;
+        let mut lists = spare.0;
+        // Before any document is touched: each is then at least as new as this count.
+        lists.began = space.commit_count();
         debug_assert!(
             lists.reads.borrow().is_empty() && lists.undo.borrow().is_empty() && lists.memo.borrow().is_empty(),
             "spare lists come emptied"
