@@ -211,7 +211,9 @@ impl Runtime {
         drop(graph);
         match self.commit_marking(tx, false, false) {
             Ok(_) => {
-                errors.into_iter().for_each(|e| self.report(e));
+                if !errors.is_empty() {
+                    errors.into_iter().for_each(|e| self.report(e));
+                }
                 Ok(())
             }
             Err(error) => {
@@ -350,6 +352,78 @@ mod tests {
         rt.transact(|tx| n.set(tx, 2)).expect("commit");
         assert_eq!(fine.get(&rt).expect("read"), 3, "the other computation committed");
         assert_eq!(side.get(&rt).expect("read"), 1, "the failed computation's write was undone");
+        assert_eq!(rt.take_errors().len(), 1);
+    }
+
+    #[test]
+    fn after_commit_hooks_run_once_for_what_committed_and_never_for_what_did_not() {
+        use std::sync::atomic::AtomicUsize;
+        let rt = Runtime::in_memory();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let hook = |tx: &Tx, by: usize| {
+            let ran = ran.clone();
+            tx.after_commit(move |_| {
+                ran.fetch_add(by, Ordering::SeqCst);
+            });
+        };
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        // A transaction that fails runs none of its hooks, and leaves none to the next.
+        let refused = rt.transact(|tx| {
+            hook(tx, 1000);
+            n.set(tx, 5)?;
+            Err::<(), _>("refused".into())
+        });
+        assert!(refused.is_err());
+        rt.transact(|tx| {
+            hook(tx, 1);
+            n.set(tx, 2)
+        })
+        .expect("commit");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "only the committed transaction's hook ran");
+        // An attempt that conflicts (another thread wrote what it read) is retried: only
+        // the hook of the attempt that committed runs.
+        let attempts = AtomicUsize::new(0);
+        rt.transact(|tx| {
+            hook(tx, 1);
+            let read = n.get(tx)?;
+            if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::thread::scope(|s| s.spawn(|| rt.transact(|other| n.set(other, 7))).join())
+                    .expect("the other thread")?;
+            }
+            n.set(tx, read + 1)
+        })
+        .expect("commit");
+        assert_eq!(attempts.load(Ordering::SeqCst), 2, "the first attempt conflicted");
+        assert_eq!(n.get(&rt).expect("read"), 8);
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "one hook ran for the retried transaction");
+        rt.transact(|tx| n.set(tx, 2)).expect("commit");
+
+        // In a settle, the hook of a computation that fails is undone with its writes; the
+        // other computation's runs once its chunk committed.
+        let fine_hook = ran.clone();
+        rt.computed("fine", move |tx| {
+            let fine_hook = fine_hook.clone();
+            tx.after_commit(move |_| {
+                fine_hook.fetch_add(10, Ordering::SeqCst);
+            });
+            n.get(tx)
+        })
+        .expect("computed");
+        let failing_hook = ran.clone();
+        rt.computed("fails", move |tx| {
+            let failing_hook = failing_hook.clone();
+            tx.after_commit(move |_| {
+                failing_hook.fetch_add(100, Ordering::SeqCst);
+            });
+            match n.get(tx)? {
+                3 => Err("refused".into()),
+                n => Ok(n),
+            }
+        })
+        .expect("computed");
+        assert_eq!(ran.load(Ordering::SeqCst), 2 + 10 + 100, "both computations' first runs committed");
+        rt.transact(|tx| n.set(tx, 3)).expect("commit");
+        assert_eq!(ran.load(Ordering::SeqCst), 2 + 10 + 100 + 10, "the failed run's hook did not run");
         assert_eq!(rt.take_errors().len(), 1);
     }
 

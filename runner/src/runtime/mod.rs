@@ -239,7 +239,7 @@ impl Runtime {
     /// settle's transaction marked them as each computation wrote); `list`: whether the
     /// commit lists them (observers hear of them either way).
     pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool, list: bool) -> Result<Commit> {
-        let (mut spare, after_commit) = tx.into_parts();
+        let mut spare = tx.into_spare();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
         let mut changed = |key, writes: &[(Path, Value)]| {
@@ -249,7 +249,7 @@ impl Runtime {
         drop(graph);
         // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
         // except the documents an engine's transaction keeps.
-        spare.clear(commit.is_ok());
+        let hooks = spare.clear(commit.is_ok());
         match spare.is_engine() {
             true => self.0.engine_spare.store(Some(spare)),
             false => self.0.spare.store(Some(spare)),
@@ -258,12 +258,20 @@ impl Runtime {
         if observed && !commit.changes.is_empty() {
             self.notify_observers(&commit.changes);
         }
-        for hook in after_commit {
+        if let Some(hooks) = hooks {
+            self.run_hooks(hooks);
+        }
+        Ok(commit)
+    }
+
+    /// Runs a committed transaction's after-commit hooks (out of line: most have none).
+    #[inline(never)]
+    fn run_hooks(&self, hooks: Vec<crate::tx::AfterCommit>) {
+        for hook in hooks {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(self))) {
                 self.report(Error::HookPanicked(panic_message(&panic)));
             }
         }
-        Ok(commit)
     }
 
     /// A new transaction, in the lists (and with the documents) the last commit left.

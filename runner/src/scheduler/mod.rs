@@ -135,10 +135,9 @@ pub(crate) struct Graph {
     /// An emptied list of reads, for the next computation whose reads change (see
     /// [`Graph::ran`]).
     spare_deps: SmallVec<[(DocKey, Path); 2]>,
-    /// The engine's bodies, while it does not hold them (see [`Graph::take_bodies`]).
-    bodies: Bodies,
-    /// Whether the engine holds its bodies now.
-    bodies_taken: bool,
+    /// The engine's bodies, while it does not hold them (see [`Graph::take_bodies`]);
+    /// `None` while it does.
+    bodies: Option<Bodies>,
     /// Computations removed while the engine held its bodies: it lets go of theirs when
     /// it gives them back.
     removed: Vec<ComputationId>,
@@ -251,9 +250,9 @@ impl Graph {
         }
         let slot = &mut self.slots[id.slot()];
         let Some(c) = slot.computation.take() else { return };
-        self.bodies.forget(id);
-        if self.bodies_taken {
-            self.removed.push(id);
+        match &mut self.bodies {
+            Some(bodies) => bodies.forget(id),
+            None => self.removed.push(id),
         }
         // The next computation in this slot gets another id.
         slot.generation = slot.generation.wrapping_add(1);
@@ -380,8 +379,7 @@ impl Graph {
     /// The bodies the engine ran computations through, for it to keep while it runs a
     /// chunk of a settle; given back with [`Graph::give_back_bodies`].
     pub fn take_bodies(&mut self) -> Bodies {
-        self.bodies_taken = true;
-        std::mem::take(&mut self.bodies)
+        self.bodies.take().unwrap_or_default()
     }
 
     /// Gives back the bodies [`Graph::take_bodies`] took, letting go of those of the
@@ -390,8 +388,7 @@ impl Graph {
         for id in self.removed.drain(..) {
             bodies.forget(id);
         }
-        self.bodies = bodies;
-        self.bodies_taken = false;
+        self.bodies = Some(bodies);
     }
 
     fn raise(&mut self, id: ComputationId, height: u32) {

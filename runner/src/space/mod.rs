@@ -400,11 +400,11 @@ impl Space {
             }
             rebased.push((index, value));
         }
-        let keeps_writes = self.keeps_writes;
         let wrote = touched.iter().any(|at| !docs[*at as usize].ops.is_empty());
         // Whether the writes are told below (else they are let go of as they are applied).
         let tells = list || changed.is_some();
-        let mut stored = Vec::new();
+        // Made only for storage that keeps writes (and then handed to it whole).
+        let mut stored = self.keeps_writes.then(Vec::new);
         for index in touched.iter().map(|at| *at as usize) {
             let writes = &mut docs[index];
             if writes.ops.is_empty() {
@@ -416,7 +416,7 @@ impl Space {
             let value = writes.local.clone();
             let mut state = writes.entry.state.write();
             let version = Version(state.version.0 + 1);
-            if keeps_writes {
+            if let Some(stored) = &mut stored {
                 stored.push(StoredDoc { id: writes.id.to_string(), version: version.0, value: value.clone() });
             }
             state.recent.record(version, writes.ops.iter().map(|(path, _)| path.clone()));
@@ -446,7 +446,10 @@ impl Space {
         }
         // Submitted before it is counted: whoever sees the count and waits for a barrier
         // then waits for these writes too.
-        let durable = if wrote && keeps_writes { self.storage.submit(stored) } else { Durable::ready(Ok(())) };
+        let durable = match stored {
+            Some(stored) if wrote => self.storage.submit(stored),
+            _ => Durable::ready(Ok(())),
+        };
         // Only a commit, under the commit lock, changes the count: no atomic sum needed.
         let seq = self.commits.load(Ordering::Relaxed) + u64::from(wrote);
         if wrote {

@@ -85,6 +85,8 @@ struct Lists {
     /// Locations read again since the last write or savepoint, with their values. See
     /// [`Tx::read`].
     memo: RefCell<Vec<Remembered>>,
+    /// What to run once the transaction committed ([`Tx::after_commit`]).
+    hooks: RefCell<Vec<AfterCommit>>,
     /// Whether these are the engine's lists (a settle's documents are kept for the next
     /// settle, a handler's for the next handler).
     engine: bool,
@@ -106,8 +108,18 @@ impl Spare {
 
     /// Empties the lists after a commit (`committed`: whether it succeeded); what they
     /// held is not kept alive meanwhile, except kept documents (see [`Docs::untouch`]).
-    pub fn clear(&mut self, committed: bool) {
+    /// Returns the after-commit hooks to run, if it committed and there are any.
+    pub fn clear(&mut self, committed: bool) -> Option<Vec<AfterCommit>> {
         let lists = &mut *self.0;
+        let hooks = lists.hooks.get_mut();
+        let to_run = match hooks.is_empty() {
+            true => None,
+            false if committed => Some(std::mem::take(hooks)),
+            false => {
+                hooks.clear();
+                None
+            }
+        };
         let docs = lists.docs.get_mut();
         if docs.list.len() <= KEPT_DOCS {
             docs.untouch(committed);
@@ -117,6 +129,7 @@ impl Spare {
         lists.reads.get_mut().clear();
         lists.undo.get_mut().clear();
         lists.memo.get_mut().clear();
+        to_run
     }
 
     /// What a commit takes: the documents, those the transaction touched, what it read,
@@ -156,7 +169,6 @@ pub(crate) struct Savepoint {
 pub struct Tx<'s> {
     space: &'s Space,
     lists: Box<Lists>,
-    after_commit: RefCell<Vec<AfterCommit>>,
     /// Where the open savepoint's reads start (a read before it is not one of its own).
     reads_floor: std::cell::Cell<usize>,
     /// Whether a savepoint is open.
@@ -177,13 +189,15 @@ impl<'s> Tx<'s> {
         // Before any document is touched: each is then at least as new as this count.
         lists.began = space.commit_count();
         debug_assert!(
-            lists.reads.borrow().is_empty() && lists.undo.borrow().is_empty() && lists.memo.borrow().is_empty(),
+            lists.reads.borrow().is_empty()
+                && lists.undo.borrow().is_empty()
+                && lists.memo.borrow().is_empty()
+                && lists.hooks.borrow().is_empty(),
             "spare lists come emptied"
         );
         Tx {
             space,
             lists,
-            after_commit: RefCell::new(Vec::new()),
             reads_floor: std::cell::Cell::new(0),
             open: std::cell::Cell::new(false),
             memorise_first: std::cell::Cell::new(false),
@@ -395,7 +409,7 @@ impl<'s> Tx<'s> {
     /// Runs `f` once this transaction has committed (never if it rolls back or is
     /// retried): the place to start async work that must see the transaction's writes.
     pub fn after_commit(&self, f: impl FnOnce(&Runtime) + Send + 'static) {
-        self.after_commit.borrow_mut().push(Box::new(f));
+        self.lists.hooks.borrow_mut().push(Box::new(f));
     }
 
     /// Opens a savepoint: what is written from now on can be undone with
@@ -411,7 +425,7 @@ impl<'s> Tx<'s> {
         self.open.set(true);
         let reads = self.lists.reads.borrow().len();
         self.reads_floor.set(reads);
-        Savepoint { reads, hooks: self.after_commit.borrow().len() }
+        Savepoint { reads, hooks: self.lists.hooks.borrow().len() }
     }
 
     /// Calls `f` with the locations read since `savepoint`, as (document, path) in the
@@ -450,13 +464,12 @@ impl<'s> Tx<'s> {
             d.local = u.local;
             d.ops.truncate(u.ops);
         }
-        self.after_commit.borrow_mut().truncate(savepoint.hooks);
+        self.lists.hooks.borrow_mut().truncate(savepoint.hooks);
     }
 
-    /// What a commit needs: the lists (documents, reads, and the rest to reuse) and the
-    /// hooks to run after it.
-    pub(crate) fn into_parts(self) -> (Spare, Vec<AfterCommit>) {
-        (Spare(self.lists), self.after_commit.into_inner())
+    /// What a commit needs: the lists (documents, reads, hooks, and the rest to reuse).
+    pub(crate) fn into_spare(self) -> Spare {
+        Spare(self.lists)
     }
 }
 
