@@ -190,10 +190,12 @@ impl Runtime {
             let next = graph.next();
             match next {
                 Some(Next::Run(id)) => {
-                    let Some(body) = bodies.get_or_look_up(id, || graph.body(id)) else { continue };
+                    let Some(body) = bodies.get_or_make(id, || graph.body(id)) else { continue };
+                    // Named only for a subscriber that traces computations.
+                    let span = tracing::trace_span!("computation", name = %graph.name(id).unwrap_or_default());
                     drop(graph);
                     ran.push(id);
-                    let (result, relocked) = self.run_computation(&tx, id, body);
+                    let (result, relocked) = self.run_computation(&tx, id, body, span);
                     graph = relocked;
                     if let Err(error) = result {
                         errors.push(error);
@@ -254,39 +256,60 @@ impl Runtime {
     /// Runs one computation inside the settle's transaction and marks dirty what its
     /// output change affects. A computation that fails or panics leaves no write. Returns
     /// with the graph locked (the settle asks it for the next computation).
-    fn run_computation(&self, tx: &Tx, id: ComputationId, body: &Body) -> (Result<()>, MutexGuard<'_, Graph>) {
-        let span = tracing::trace_span!("computation", name = %body.name);
+    fn run_computation(
+        &self,
+        tx: &Tx,
+        id: ComputationId,
+        body: &mut Body,
+        span: tracing::Span,
+    ) -> (Result<()>, MutexGuard<'_, Graph>) {
         let _enter = span.enter();
-        let savepoint = tx.savepoint(body.rereads.load(Ordering::Relaxed));
+        let savepoint = tx.savepoint(body.rereads);
         let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
-        if tx.reread() {
-            body.rereads.store(true, Ordering::Relaxed);
+        body.rereads |= tx.reread();
+        // Why nothing was written, if so: the code's failure is told with the
+        // computation's name, which the graph has.
+        enum Failed {
+            Write(Error),
+            Code(String),
         }
         let written = match outcome {
             Ok(Ok(value)) => {
+                let Body { output, output_entry, output_at, .. } = body;
                 let looked_up;
-                let entry = match body.output_entry.get() {
-                    Some(entry) => entry,
+                let entry = match output_entry {
+                    Some(entry) => &*entry,
                     None => {
-                        looked_up = self.0.space.entry(&body.output.doc);
+                        looked_up = self.0.space.entry(&output.doc);
                         // A stand-in for a document storage failed to give is not kept.
-                        if self.0.space.holds(&body.output.doc, &looked_up) {
-                            let _ = body.output_entry.set(looked_up.clone());
+                        if self.0.space.holds(&output.doc, &looked_up) {
+                            *output_entry = Some(looked_up.clone());
                         }
                         &looked_up
                     }
                 };
-                tx.write_to(&body.output, Some(Known { entry, at: &body.output_at }), value)
+                tx.write_to(output, Some(Known { entry, at: output_at }), value).map_err(Failed::Write)
             }
-            Ok(Err(e)) => Err(Error::ComputationFailed { name: body.name.to_string(), message: e.to_string() }),
-            Err(panic) => Err(Error::ComputationFailed { name: body.name.to_string(), message: panic_message(&panic) }),
+            Ok(Err(e)) => Err(Failed::Code(e.to_string())),
+            Err(panic) => Err(Failed::Code(panic_message(&panic))),
         };
         let mut graph = self.0.graph.lock();
         tx.reads_since(&savepoint, |reads| graph.ran(id, reads.iter()));
-        match &written {
-            Ok(()) => tx.release(savepoint, |key, paths| graph.changed(key, paths)),
-            Err(_) => tx.rollback(savepoint),
-        }
+        let written = match written {
+            Ok(()) => {
+                tx.release(savepoint, |key, paths| graph.changed(key, paths));
+                Ok(())
+            }
+            Err(failed) => {
+                tx.rollback(savepoint);
+                Err(match failed {
+                    Failed::Write(error) => error,
+                    Failed::Code(message) => {
+                        Error::ComputationFailed { name: graph.name(id).unwrap_or_default().to_string(), message }
+                    }
+                })
+            }
+        };
         (written, graph)
     }
 
@@ -352,7 +375,12 @@ mod tests {
         rt.transact(|tx| n.set(tx, 2)).expect("commit");
         assert_eq!(fine.get(&rt).expect("read"), 3, "the other computation committed");
         assert_eq!(side.get(&rt).expect("read"), 1, "the failed computation's write was undone");
-        assert_eq!(rt.take_errors().len(), 1);
+        let errors = rt.take_errors();
+        assert!(
+            matches!(&errors[..], [crate::Error::ComputationFailed { name, message }]
+                if name == "fails" && message.contains("refused")),
+            "the error names the computation and says why: {errors:?}"
+        );
     }
 
     #[test]

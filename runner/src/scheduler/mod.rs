@@ -8,8 +8,8 @@
 //! `d` runs once, after both `b` and `c`. Heights are rechecked when a computation is
 //! taken from the queue, so graphs whose shape changes at run time stay glitch-free.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::error::BoxError;
 use crate::link::{DocId, Link};
@@ -57,25 +57,38 @@ pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
 /// runaway cycle.
 pub(crate) const MAX_RUNS_PER_SETTLE: u32 = 100;
 
-/// What running a computation takes: shared, so handing it out is one reference count.
+/// What a computation is, as added: the engine makes its [`Body`] from it.
+struct Definition {
+    name: Arc<str>,
+    output: Link,
+    /// The entry of the output's document, when it was given (one storage could give).
+    output_entry: Option<Arc<DocEntry>>,
+    run: ComputeFn,
+}
+
+/// What the engine keeps of a computation to run it, in a list of its own by slot
+/// ([`Bodies`]): a settle running computations in order reads one after the other there,
+/// not each through a pointer to memory of its own. Only the engine (one thread at a
+/// time) holds it, so what it learns of a computation is kept in plain fields.
 pub(crate) struct Body {
-    pub name: Arc<str>,
+    pub run: ComputeFn,
     pub output: Link,
-    /// The entry of the output's document, once the engine looked it up.
-    pub output_entry: OnceLock<Arc<DocEntry>>,
+    /// The entry of the output's document, once the engine has it.
+    pub output_entry: Option<Arc<DocEntry>>,
     /// Where the output's document was among the documents the engine's transactions
     /// keep, when it was last written (a hint: checked against the entry).
-    pub output_at: AtomicU32,
+    pub output_at: u32,
+    /// The generation of the slot it was made for (see [`ComputationId`]).
+    generation: u32,
     /// Whether a run of it read a location again (then its next runs remember each
     /// location at its first read, so that the second is answered from the memo; see
     /// [`Tx::savepoint`]). Once set, it stays: a run that reads from the memo no longer
     /// tells.
-    pub rereads: AtomicBool,
-    pub run: ComputeFn,
+    pub rereads: bool,
 }
 
 pub(crate) struct Computation {
-    body: Arc<Body>,
+    definition: Arc<Definition>,
     pub owner: Option<DocId>,
     /// The key of the output's document.
     output_key: DocKey,
@@ -188,16 +201,8 @@ impl Graph {
                 }
             }
         }
-        let output_entry = entry.map(OnceLock::from).unwrap_or_default();
         let c = Computation {
-            body: Arc::new(Body {
-                name: name.into(),
-                output,
-                output_entry,
-                output_at: AtomicU32::new(u32::MAX),
-                rereads: AtomicBool::new(false),
-                run,
-            }),
+            definition: Arc::new(Definition { name: name.into(), output, output_entry: entry, run }),
             owner,
             output_key: key,
             deps: SmallVec::new(),
@@ -357,7 +362,7 @@ impl Graph {
             let first_run = runs == 1;
             let runaway = (runs > MAX_RUNS_PER_SETTLE).then(|| self.get(id)).flatten();
             let next = match runaway {
-                Some(c) => Next::Runaway { name: c.body.name.clone(), runs: runs - 1 },
+                Some(c) => Next::Runaway { name: c.definition.name.clone(), runs: runs - 1 },
                 None => Next::Run(id),
             };
             count(&self.dirty_count, -1);
@@ -371,9 +376,22 @@ impl Graph {
         None
     }
 
-    /// The body of a computation, to run it.
-    pub fn body(&self, id: ComputationId) -> Option<Arc<Body>> {
-        self.get(id).map(|c| c.body.clone())
+    /// A new body for a computation, to run it (the engine keeps it: see [`Bodies`]).
+    pub fn body(&self, id: ComputationId) -> Option<Body> {
+        let d = &self.get(id)?.definition;
+        Some(Body {
+            run: d.run.clone(),
+            output: d.output.clone(),
+            output_entry: d.output_entry.clone(),
+            output_at: u32::MAX,
+            generation: id.generation(),
+            rereads: false,
+        })
+    }
+
+    /// The name of a computation.
+    pub fn name(&self, id: ComputationId) -> Option<Arc<str>> {
+        self.get(id).map(|c| c.definition.name.clone())
     }
 
     /// The bodies the engine ran computations through, for it to keep while it runs a

@@ -12,7 +12,6 @@
 //! a commit moved it.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -146,7 +145,7 @@ impl Spare {
 /// is trusted; kept documents keep their places from one settle to the next).
 pub(crate) struct Known<'a> {
     pub entry: &'a Arc<DocEntry>,
-    pub at: &'a AtomicU32,
+    pub at: &'a mut u32,
 }
 
 /// The state of a document before the first write since the open [`Savepoint`].
@@ -359,9 +358,9 @@ impl<'s> Tx<'s> {
         let found = match &known {
             // Found where it was last time, or by its entry (an output is often first
             // touched here).
-            Some(Known { entry, at }) => docs
-                .position_hinted(&target.doc, entry, at.load(Ordering::Relaxed) as usize)
-                .ok_or_else(|| Arc::clone(entry)),
+            Some(Known { entry, at }) => {
+                docs.position_hinted(&target.doc, entry, **at as usize).ok_or_else(|| Arc::clone(entry))
+            }
             None => docs.find(&target.doc, || self.space.entry(&target.doc)),
         };
         let index = match found {
@@ -372,7 +371,7 @@ impl<'s> Tx<'s> {
             }
         };
         if let Some(Known { at, .. }) = known {
-            at.store(index as u32, Ordering::Relaxed);
+            *at = index as u32;
         }
         if unchanged(&docs.list[index].local) {
             return Ok(());
