@@ -56,6 +56,16 @@ impl Remembered {
     }
 }
 
+/// What a look at the memo for a number found (see [`Tx::remembered_number`]).
+enum MemoLook<T> {
+    /// The number remembered, as `T`.
+    Found(T),
+    /// Nothing is remembered under the link's texts.
+    Absent,
+    /// Not looked at (`T` is no number type), or what is remembered is not a `T`.
+    NotLooked,
+}
+
 /// How many documents a transaction's lists keep for the next transaction (see
 /// [`Spare`]): beyond, they start afresh.
 const KEPT_DOCS: usize = 1 << 16;
@@ -234,7 +244,6 @@ impl<'s> Tx<'s> {
     }
 
     /// [`Tx::remembered_here`] read as `T`, from the value remembered (not a copy).
-    #[inline]
     fn remembered_as<T>(&self, link: &Link) -> Option<std::result::Result<T, serde_json::Error>>
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
@@ -242,6 +251,22 @@ impl<'s> Tx<'s> {
         let memo = self.lists.memo.borrow();
         let (doc, path) = (text_key(&link.doc), link.path.address());
         memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.read_as())
+    }
+
+    /// [`Tx::remembered_here`] as `T` when `T` is a number type ([`Value::number_as`]):
+    /// no call on the way, so the inlined look at the memo needs no frame of its own.
+    #[inline]
+    fn remembered_number<T: Clone + 'static>(&self, link: &Link) -> MemoLook<T> {
+        use std::any::TypeId;
+        if TypeId::of::<T>() != TypeId::of::<i64>() && TypeId::of::<T>() != TypeId::of::<f64>() {
+            return MemoLook::NotLooked;
+        }
+        let memo = self.lists.memo.borrow();
+        let (doc, path) = (text_key(&link.doc), link.path.address());
+        match memo.iter().find(|m| m.doc == doc && m.path == path) {
+            None => MemoLook::Absent,
+            Some(hit) => hit.value.number_as().map_or(MemoLook::NotLooked, MemoLook::Found),
+        }
     }
 
     /// The value read at `link` since the last write, found by content (another link to
@@ -504,10 +529,12 @@ impl Read for Tx<'_> {
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
-        match self.remembered_as(link) {
-            Some(Ok(value)) => Ok(value),
-            Some(read) => shaped(link, read),
-            None => self.read_as_uncached(link),
+        // Counters and sums remembered are answered here, inlined; any other read is one
+        // call in tail position.
+        match self.remembered_number(link) {
+            MemoLook::Found(value) => Ok(value),
+            MemoLook::Absent => self.read_as_uncached(link),
+            MemoLook::NotLooked => self.read_as_remembered(link),
         }
     }
 
@@ -522,8 +549,21 @@ impl Read for Tx<'_> {
 }
 
 impl Tx<'_> {
+    /// [`Read::read_as`] of what [`Tx::remembered_number`] did not answer: from the memo
+    /// if remembered under `link`'s texts, else [`Tx::read_as_uncached`].
+    #[inline(never)]
+    fn read_as_remembered<T>(&self, link: &Link) -> Result<T>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        match self.remembered_as(link) {
+            Some(read) => shaped(link, read),
+            None => self.read_as_uncached(link),
+        }
+    }
+
     /// [`Read::read_as`] of a location not remembered under `link`'s texts: out of line,
-    /// so that the inlined look at the memo keeps a small frame.
+    /// so that the inlined look at the memo needs no frame.
     #[inline(never)]
     fn read_as_uncached<T>(&self, link: &Link) -> Result<T>
     where
@@ -637,6 +677,24 @@ mod tests {
             let error = tx.read_as::<String>(n.link()).expect_err("a number is not a text");
             assert!(matches!(&error, crate::Error::Shape { at, .. } if at == n.link()), "{error}");
             assert_eq!(tx.read_as::<f64>(n.link())?, 1.0);
+            Ok(())
+        })
+        .expect("commit");
+        // The other way round: numbers are answered from the memo without serde, but a
+        // remembered text or fraction read as a whole number is still refused, and a
+        // remembered text still reads as itself.
+        let (text, half) =
+            (rt.new_cell("text", "1".to_string()).expect("cell"), rt.new_cell("half", 0.5).expect("cell"));
+        rt.transact(|tx| {
+            for _ in 0..3 {
+                assert_eq!(text.get(tx)?, "1");
+                assert_eq!(half.get(tx)?, 0.5);
+            }
+            for link in [text.link(), half.link()] {
+                let error = tx.read_as::<i64>(link).expect_err("not a whole number");
+                assert!(matches!(&error, crate::Error::Shape { at, .. } if at == link), "{error}");
+            }
+            assert_eq!(tx.read_as::<String>(text.link())?, "1");
             Ok(())
         })
         .expect("commit");

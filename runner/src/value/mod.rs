@@ -273,6 +273,16 @@ impl Value {
         }
     }
 
+    /// `T` read from this value when `T` is `i64` or `f64` and this is such a number,
+    /// without serde and without a call (see [`Value::read_as`] for every other read).
+    #[inline]
+    pub(crate) fn number_as<T: Clone + 'static>(&self) -> Option<T> {
+        match self {
+            Value::Number(n) => number_as(n),
+            _ => None,
+        }
+    }
+
     /// Serialises any `Serialize` value into a `Value`.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
         serde_json::to_value(value).map(Value::from)
