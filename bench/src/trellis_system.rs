@@ -36,7 +36,7 @@ fn read<T: Value>(r: &impl Read, link: &Link) -> T {
 
 /// Stores a typed value as `Cell::set` does.
 fn stored<T: Value>(value: &T) -> trellis_runner::Value {
-    trellis_runner::Value::from_serialize(value).expect("trellis: a number or a row of numbers is JSON")
+    trellis_runner::Value::from_typed(value).expect("trellis: a number or a row of numbers is JSON")
 }
 
 impl<A: Value> Inputs<A> for TxInputs<'_, '_> {

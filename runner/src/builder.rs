@@ -110,11 +110,11 @@ impl<'a> Builder<'a> {
     /// A derived value at `key`: `compute` re-runs whenever a cell it read changes.
     pub fn derive<T, F>(&mut self, key: &str, compute: F) -> Result<Cell<T>>
     where
-        T: Serialize,
+        T: Serialize + 'static,
         F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
     {
         let at = self.at(key);
-        let run: ComputeFn = Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?));
+        let run: ComputeFn = Arc::new(move |tx| Ok(Value::from_typed(&compute(tx)?)?));
         self.wiring.computations.push((key.to_string(), at.clone(), run));
         Ok(Cell::from_link(at))
     }
@@ -123,7 +123,7 @@ impl<'a> Builder<'a> {
     pub fn lift<A, T, F>(&mut self, key: &str, input: Cell<A>, f: F) -> Result<Cell<T>>
     where
         A: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
-        T: Serialize,
+        T: Serialize + 'static,
         F: Fn(A) -> T + Send + Sync + 'static,
     {
         self.derive(key, move |tx| Ok(f(input.get(tx)?)))

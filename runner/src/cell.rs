@@ -114,7 +114,7 @@ impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Cell<T> {
 
     /// Replaces the value.
     pub fn set(&self, tx: &Tx, value: T) -> Result<()> {
-        let value = Value::from_serialize(&value).map_err(Error::Serialize)?;
+        let value = Value::from_typed(&value).map_err(Error::Serialize)?;
         tx.write(&self.at.link, value)
     }
 

@@ -30,11 +30,11 @@ impl Runtime {
     /// the engine at that moment (then await [`Runtime::idle`]).
     pub fn computed<T, F>(&self, name: &str, compute: F) -> Result<Cell<T>>
     where
-        T: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned + 'static,
         F: Fn(&Tx) -> Result<T> + Send + Sync + 'static,
     {
         let link = Link::new(self.space().new_doc_id(name), crate::value::Path::root());
-        self.add_computation(name, link.clone(), None, Arc::new(move |tx| Ok(Value::from_serialize(&compute(tx)?)?)));
+        self.add_computation(name, link.clone(), None, Arc::new(move |tx| Ok(Value::from_typed(&compute(tx)?)?)));
         self.settle();
         Ok(Cell::from_link(link))
     }
