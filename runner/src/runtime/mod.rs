@@ -216,7 +216,9 @@ impl Runtime {
     pub(crate) fn with_retries<T>(&self, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
         let mut last = None;
         for n in 0..MAX_ATTEMPTS {
-            backoff(n);
+            if n > 0 {
+                backoff(n);
+            }
             let result = if n + 1 == MAX_ATTEMPTS { self.0.space.exclusive(&mut attempt) } else { attempt() };
             match result {
                 Err(Error::Conflict { doc }) => {

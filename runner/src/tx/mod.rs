@@ -377,7 +377,7 @@ impl<'s> Tx<'s> {
         // Writing what is already there changes nothing: no commit entry, no re-runs. The
         // document is still kept among the touched: an effect writes the same nothing
         // every run, and finds it there again without a snapshot.
-        let unchanged = |local: &Value| local.at(target.path.segments()) == Some(&value);
+        let unchanged = |local: &Value| local.at(target.path.segments()).is_some_and(|there| there.same_as(&value));
         let mut docs = self.lists.docs.borrow_mut();
         let known = known.filter(|_| same_text(&target.doc, &link.doc));
         let found = match &known {

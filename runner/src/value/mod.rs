@@ -273,6 +273,20 @@ impl Value {
         }
     }
 
+    /// Whether this equals `other`: as `==`, with the scalars (what an output or a
+    /// counter mostly is) compared inline rather than in a call.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Number(a), Value::Number(b)) => a == b,
+            (Value::Null | Value::Bool(_) | Value::Number(_), _)
+            | (_, Value::Null | Value::Bool(_) | Value::Number(_)) => false,
+            _ => self == other,
+        }
+    }
+
     /// `T` read from this value when `T` is `i64` or `f64` and this is such a number,
     /// without serde and without a call (see [`Value::read_as`] for every other read).
     #[inline]
@@ -538,6 +552,31 @@ mod tests {
         assert!(Path::new(["a", "b"]).overlaps(&a));
         assert!(Path::root().overlaps(&a));
         assert!(!a.overlaps(&Path::new(["b"])));
+    }
+
+    #[test]
+    fn the_inline_comparison_agrees_with_equality() {
+        let values: Vec<Value> = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(1),
+            json!(1.0),
+            json!(-1),
+            json!("1"),
+            json!([1]),
+            json!({"n": 1}),
+            json!({"n": 1.0}),
+        ]
+        .into_iter()
+        .map(Value::from)
+        .collect();
+        for a in &values {
+            for b in &values {
+                assert_eq!(a.same_as(b), a == b, "{} and {}", a.to_json(), b.to_json());
+            }
+        }
+        assert!(!Value::from(json!(1)).same_as(&Value::from(json!(1.0))), "as JSON numbers, 1 and 1.0 differ");
     }
 }
 
