@@ -203,9 +203,7 @@ impl Runtime {
             Ok((value, self.commit_marking(tx, true, false)?.committed))
         });
         self.pump();
-        let (value, mut committed) = result?;
-        // This thread blocks on the ticket next: catch the writer's answer awake if it comes soon.
-        committed.durable.spin(crate::storage::SPIN);
+        let (value, committed) = result?;
         self.0.space.wait_durable_after(committed)?;
         Ok(value)
     }

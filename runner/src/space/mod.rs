@@ -339,13 +339,20 @@ impl Space {
         }
     }
 
-    /// [`Space::durable_after`] for a thread that may block: a ticket that is already
-    /// resolved (always, in memory) is taken without setting up an executor.
+    /// [`Space::durable_after`] for a thread that may block: in memory there is nothing
+    /// to wait for (answered inline), and a ticket resolved while this thread spins
+    /// briefly (the writer's answer often comes soon) is taken without an executor.
+    #[inline]
     pub(crate) fn wait_durable_after(&self, committed: Committed) -> Result<(), StorageError> {
-        use std::future::Future;
         if !self.keeps_writes {
             return Ok(()); // as `durable_after` says, without making its future
         }
+        self.wait_stored_after(committed)
+    }
+
+    fn wait_stored_after(&self, mut committed: Committed) -> Result<(), StorageError> {
+        use std::future::Future;
+        committed.durable.spin(crate::storage::SPIN);
         let mut waiting = std::pin::pin!(self.durable_after(committed));
         match waiting.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
             std::task::Poll::Ready(result) => result,
