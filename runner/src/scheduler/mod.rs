@@ -88,7 +88,7 @@ pub(crate) struct Body {
 }
 
 pub(crate) struct Computation {
-    definition: Arc<Definition>,
+    definition: Box<Definition>,
     pub owner: Option<DocId>,
     /// The key of the output's document.
     output_key: DocKey,
@@ -202,7 +202,7 @@ impl Graph {
             }
         }
         let c = Computation {
-            definition: Arc::new(Definition { name: name.into(), output, output_entry: entry, run }),
+            definition: Box::new(Definition { name: name.into(), output, output_entry: entry, run }),
             owner,
             output_key: key,
             deps: SmallVec::new(),
