@@ -3,6 +3,8 @@
 //! a short list, not a read of its document. Only the transaction's own writes change
 //! what it sees, so every write forgets the memo.
 
+use std::cell::{Cell, Ref, RefCell};
+
 use serde::de::DeserializeOwned;
 
 use super::docs::text_key;
@@ -33,14 +35,108 @@ impl Remembered {
     }
 }
 
-/// What a look at the memo for a number found (see [`Tx::remembered_number`]).
-pub(super) enum MemoLook<T> {
-    /// The number remembered, as `T`.
-    Found(T),
-    /// Nothing is remembered under the link's texts.
-    Absent,
-    /// Not looked at (`T` is no number type), or what is remembered is not a `T`.
-    NotLooked,
+/// What a transaction remembers having read since its last write or savepoint: the
+/// values ([`Remembered`]), and the two numbers among them remembered last once more, in
+/// a form looked at without borrowing the list. A computation that reads a counter or a
+/// sum (or two) many times finds them there in a few instructions, with no call.
+#[derive(Default)]
+pub(super) struct Memo {
+    list: RefCell<Vec<Remembered>>,
+    numbers: [Cell<Number>; 2],
+    /// Where in `numbers` the next number remembered goes (the older of the two).
+    next: Cell<usize>,
+    /// Whether `list` holds anything, told without a borrow: most reads find it empty.
+    any: Cell<bool>,
+}
+
+/// A number remembered, as the two number types a typed read may ask for it as.
+#[derive(Clone, Copy, Default)]
+struct Number {
+    /// The [`text_key`] of its id (0, which no key is, when the place holds no number)
+    /// and the address of its path, as in [`Remembered`].
+    doc: usize,
+    path: usize,
+    int: Option<i64>,
+    float: f64,
+}
+
+impl Number {
+    /// As `T`, if `T` is `i64` or `f64` and this fits it ([`Value::number_as`]).
+    #[inline(always)]
+    fn read_as<T: Clone + 'static>(self) -> Option<T> {
+        use std::any::{Any, TypeId};
+        let int;
+        let number: &dyn Any = match TypeId::of::<T>() == TypeId::of::<i64>() {
+            true => {
+                int = self.int?;
+                &int
+            }
+            false => &self.float,
+        };
+        number.downcast_ref::<T>().cloned()
+    }
+}
+
+impl Memo {
+    /// Forgets everything.
+    pub fn clear(&self) {
+        self.list.borrow_mut().clear();
+        self.numbers.iter().for_each(|n| n.set(Number::default()));
+        self.any.set(false);
+    }
+
+    /// Whether nothing is remembered (no borrow).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        !self.any.get()
+    }
+
+    /// What is remembered.
+    pub fn entries(&self) -> Ref<'_, Vec<Remembered>> {
+        self.list.borrow()
+    }
+
+    /// The number remembered at `link` (under `link`'s texts) as `T`, when it is one of
+    /// the two remembered last, `T` is `i64` or `f64` and the number fits it.
+    #[inline(always)]
+    pub fn number<T: Clone + 'static>(&self, link: &Link) -> Option<T> {
+        use std::any::TypeId;
+        if TypeId::of::<T>() != TypeId::of::<i64>() && TypeId::of::<T>() != TypeId::of::<f64>() {
+            return None;
+        }
+        let (doc, path) = (text_key(&link.doc), link.path.address());
+        let [first, second] = &self.numbers;
+        let (first, second) = (first.get(), second.get());
+        if first.doc == doc && first.path == path {
+            return first.read_as();
+        }
+        if second.doc == doc && second.path == path {
+            return second.read_as();
+        }
+        None
+    }
+
+    fn push(&self, remembered: Remembered) {
+        let mut list = self.list.borrow_mut();
+        if list.len() == MEMO {
+            // The oldest goes: a computation reading more locations than this is rare.
+            let oldest = list.remove(0);
+            for number in &self.numbers {
+                if (number.get().doc, number.get().path) == (oldest.doc, oldest.path) {
+                    // Its addresses may name other texts once it is gone.
+                    number.set(Number::default());
+                }
+            }
+        }
+        if let Value::Number(n) = &remembered.value {
+            let (doc, path, next) = (remembered.doc, remembered.path, self.next.get());
+            // `as_f64` answers for every number.
+            self.numbers[next].set(Number { doc, path, int: n.as_i64(), float: n.as_f64().unwrap_or(f64::NAN) });
+            self.next.set(1 - next);
+        }
+        list.push(remembered);
+        self.any.set(true);
+    }
 }
 
 impl Tx<'_> {
@@ -51,7 +147,10 @@ impl Tx<'_> {
     /// reads its inputs many times, and most of those reads end here.
     #[inline]
     pub(super) fn remembered_here(&self, link: &Link) -> Option<Value> {
-        let memo = self.lists.memo.borrow();
+        if self.lists.memo.is_empty() {
+            return None;
+        }
+        let memo = self.lists.memo.entries();
         let (doc, path) = (text_key(&link.doc), link.path.address());
         memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.clone())
     }
@@ -61,34 +160,19 @@ impl Tx<'_> {
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
-        let memo = self.lists.memo.borrow();
+        let memo = self.lists.memo.entries();
         let (doc, path) = (text_key(&link.doc), link.path.address());
-        memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.read_as())
-    }
-
-    /// [`Tx::remembered_here`] as `T` when `T` is a number type ([`Value::number_as`]):
-    /// no call on the way, so the inlined look at the memo needs no frame of its own.
-    #[inline]
-    pub(super) fn remembered_number<T: Clone + 'static>(&self, link: &Link) -> MemoLook<T> {
-        use std::any::TypeId;
-        if TypeId::of::<T>() != TypeId::of::<i64>() && TypeId::of::<T>() != TypeId::of::<f64>() {
-            return MemoLook::NotLooked;
-        }
-        let memo = self.lists.memo.borrow();
-        let (doc, path) = (text_key(&link.doc), link.path.address());
-        match memo.iter().find(|m| m.doc == doc && m.path == path) {
-            None => MemoLook::Absent,
-            Some(hit) => hit.value.number_as().map_or(MemoLook::NotLooked, MemoLook::Found),
-        }
+        let hit = memo.iter().find(|m| m.doc == doc && m.path == path)?;
+        Some(hit.value.number_as().map_or_else(|| hit.value.read_as(), Ok))
     }
 
     /// The value read at `link` since the last write, found by content (another link to
     /// a location read; see [`Tx::remembered_here`] for the usual way).
     pub(super) fn remembered(&self, link: &Link) -> Option<Value> {
-        let memo = self.lists.memo.borrow();
-        if memo.is_empty() {
+        if self.lists.memo.is_empty() {
             return None;
         }
+        let memo = self.lists.memo.entries();
         let reads = self.lists.reads.borrow();
         let docs = self.lists.docs.borrow();
         let same = |m: &Remembered| match &m.asked {
@@ -122,12 +206,6 @@ impl Tx<'_> {
     }
 
     pub(super) fn memorise(&self, remembered: Remembered) {
-        let mut memo = self.lists.memo.borrow_mut();
-        if memo.len() == MEMO {
-            // The oldest goes: a computation reading more locations than this is rare.
-            memo.rotate_left(1);
-            memo.pop();
-        }
-        memo.push(remembered);
+        self.lists.memo.push(remembered);
     }
 }

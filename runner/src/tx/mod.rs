@@ -27,7 +27,7 @@ mod docs;
 mod memo;
 
 use docs::Docs;
-use memo::{MemoLook, Remembered};
+use memo::{Memo, Remembered};
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
@@ -62,7 +62,7 @@ struct Lists {
     undo: RefCell<Vec<Undo>>,
     /// Locations read again since the last write or savepoint, with their values. See
     /// [`Tx::read`].
-    memo: RefCell<Vec<Remembered>>,
+    memo: Memo,
     /// What to run once the transaction committed ([`Tx::after_commit`]).
     hooks: RefCell<Vec<AfterCommit>>,
     /// Whether these are the engine's lists (a settle's documents are kept for the next
@@ -106,7 +106,7 @@ impl Spare {
         }
         lists.reads.get_mut().clear();
         lists.undo.get_mut().clear();
-        lists.memo.get_mut().clear();
+        lists.memo.clear();
         to_run
     }
 
@@ -169,7 +169,7 @@ impl<'s> Tx<'s> {
         debug_assert!(
             lists.reads.borrow().is_empty()
                 && lists.undo.borrow().is_empty()
-                && lists.memo.borrow().is_empty()
+                && lists.memo.is_empty()
                 && lists.hooks.borrow().is_empty(),
             "spare lists come emptied"
         );
@@ -284,7 +284,7 @@ impl<'s> Tx<'s> {
             return Ok(());
         }
         let d = &mut docs.list[index];
-        self.lists.memo.borrow_mut().clear();
+        self.lists.memo.clear();
         let mut log = self.lists.undo.borrow_mut();
         let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
         d.local.set_at(target.path.segments(), value.clone())?;
@@ -325,7 +325,7 @@ impl<'s> Tx<'s> {
     /// than it saves for code that reads each once).
     pub(crate) fn savepoint(&self, rereads: bool) -> Savepoint {
         self.lists.undo.borrow_mut().clear();
-        self.lists.memo.borrow_mut().clear();
+        self.lists.memo.clear();
         self.memorise_first.set(rereads);
         self.reread.set(false);
         self.open.set(true);
@@ -363,7 +363,7 @@ impl<'s> Tx<'s> {
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);
-        self.lists.memo.borrow_mut().clear();
+        self.lists.memo.clear();
         let mut docs = self.lists.docs.borrow_mut();
         for u in self.lists.undo.borrow_mut().drain(..) {
             let d = &mut docs.list[u.doc];
@@ -406,17 +406,20 @@ impl Read for Tx<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn read_as<T>(&self, link: &Link) -> Result<T>
     where
         T: DeserializeOwned + Clone + Send + Sync + 'static,
     {
-        // Counters and sums remembered are answered here, inlined; any other read is one
-        // call in tail position.
-        match self.remembered_number(link) {
-            MemoLook::Found(value) => Ok(value),
-            MemoLook::Absent => self.read_as_uncached(link),
-            MemoLook::NotLooked => self.read_as_remembered(link),
+        // The counter or sum remembered last is answered here, inlined; any other read is
+        // one call in tail position.
+        let memo = &self.lists.memo;
+        if memo.is_empty() {
+            return self.read_as_uncached(link);
+        }
+        match memo.number(link) {
+            Some(value) => Ok(value),
+            None => self.read_as_remembered(link),
         }
     }
 
@@ -431,7 +434,7 @@ impl Read for Tx<'_> {
 }
 
 impl Tx<'_> {
-    /// [`Read::read_as`] of what [`Tx::remembered_number`] did not answer: from the memo
+    /// [`Read::read_as`] of what [`Memo::number`] did not answer: from the memo
     /// if remembered under `link`'s texts, else [`Tx::read_as_uncached`].
     #[inline(never)]
     fn read_as_remembered<T>(&self, link: &Link) -> Result<T>
@@ -528,11 +531,11 @@ mod tests {
         let tx = rt.tx();
         let savepoint = tx.savepoint(true);
         assert_eq!(n.get(&tx).expect("read"), 1);
-        assert_eq!(tx.lists.memo.borrow().len(), 1, "remembered at its first read");
+        assert_eq!(tx.lists.memo.entries().len(), 1, "remembered at its first read");
         assert_eq!(n.get(&tx).expect("read"), 1);
         assert!(!tx.reread(), "the second read was the memo's: nothing read again was noted");
         n.set(&tx, 2).expect("write");
-        assert!(tx.lists.memo.borrow().is_empty(), "a write forgets what was remembered");
+        assert!(tx.lists.memo.is_empty(), "a write forgets what was remembered");
         assert_eq!(n.get(&tx).expect("read"), 2, "the write is seen");
         assert_eq!(other.get(&tx).expect("read"), 10);
         assert_eq!(n.get(&tx).expect("read"), 2);
@@ -540,9 +543,9 @@ mod tests {
         // Without the hint, a location is remembered once read again, and that is told.
         let savepoint = tx.savepoint(false);
         assert_eq!(other.get(&tx).expect("read"), 10);
-        assert!(tx.lists.memo.borrow().is_empty());
+        assert!(tx.lists.memo.is_empty());
         assert_eq!(other.get(&tx).expect("read"), 10);
-        assert!(tx.reread() && tx.lists.memo.borrow().len() == 1);
+        assert!(tx.reread() && tx.lists.memo.entries().len() == 1);
         tx.release(savepoint, |_, _| {});
         rt.commit(tx).expect("commit");
         assert_eq!(n.get(&rt).expect("read"), 2);
@@ -580,6 +583,38 @@ mod tests {
             Ok(())
         })
         .expect("commit");
+    }
+
+    #[test]
+    fn numbers_remembered_read_right_whichever_are_read_in_turns_and_however_many() {
+        let rt = Runtime::in_memory();
+        let cells: Vec<Cell<i64>> = (0..12).map(|i| rt.new_cell("n", i * 10).expect("cell")).collect();
+        let big = rt.new_cell("big", u64::MAX).expect("cell");
+        let tx = rt.tx();
+        let savepoint = tx.savepoint(true);
+        // More locations than the memo holds, read in turns (the oldest go), two by two
+        // (as a computation reading a counter and a sum), and each as both number types.
+        for round in 0..3 {
+            for (i, cell) in cells.iter().enumerate() {
+                let expected = i as i64 * 10;
+                assert_eq!(cell.get(&tx).expect("read"), expected, "round {round}, cell {i}");
+                assert_eq!(cells[0].get(&tx).expect("read"), 0, "round {round}, beside cell {i}");
+                assert_eq!(tx.read_as::<f64>(cell.link()).expect("read"), expected as f64);
+            }
+        }
+        for _ in 0..3 {
+            assert_eq!(big.get(&tx).expect("read"), u64::MAX);
+            assert_eq!(tx.read_as::<f64>(big.link()).expect("read"), u64::MAX as f64);
+            assert!(tx.read_as::<i64>(big.link()).is_err(), "beyond i64: refused as it is without the memo");
+        }
+        // A write, and a computation's rollback, forget every number remembered.
+        cells[1].set(&tx, 7).expect("write");
+        assert_eq!((cells[1].get(&tx).expect("read"), cells[1].get(&tx).expect("read")), (7, 7));
+        tx.rollback(savepoint);
+        let savepoint = tx.savepoint(true);
+        assert_eq!((cells[1].get(&tx).expect("read"), cells[1].get(&tx).expect("read")), (10, 10));
+        tx.release(savepoint, |_, _| {});
+        rt.commit(tx).expect("commit");
     }
 
     #[test]
