@@ -79,10 +79,18 @@ impl Number {
 
 impl Memo {
     /// Forgets everything.
+    #[inline]
     pub fn clear(&self) {
+        // Most code reads each location once: its memo is empty at every write.
+        if self.any.replace(false) {
+            self.forget();
+        }
+    }
+
+    #[inline(never)]
+    fn forget(&self) {
         self.list.borrow_mut().clear();
         self.numbers.iter().for_each(|n| n.set(Number::default()));
-        self.any.set(false);
     }
 
     /// Whether nothing is remembered (no borrow).
