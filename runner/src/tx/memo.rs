@@ -13,7 +13,7 @@ use crate::link::{DocId, Link};
 use crate::value::{same_text, Path, Value};
 
 /// How many locations a transaction remembers having read since its last write (see
-/// [`Tx::read`]).
+/// [`Read::read`](crate::read::Read::read) of a [`Tx`]).
 const MEMO: usize = 8;
 
 /// A value read, and where: the addresses of the id and path asked for, kept alive by
@@ -181,8 +181,8 @@ impl Tx<'_> {
             return None;
         }
         let memo = self.lists.memo.entries();
-        let reads = self.lists.reads.borrow();
-        let docs = self.lists.docs.borrow();
+        let ledger = self.lists.ledger.borrow();
+        let super::Ledger { docs, reads, .. } = &*ledger;
         let same = |m: &Remembered| match &m.asked {
             Some(asked) => asked == link,
             None => reads.get(m.read).is_some_and(|(doc, path)| {
@@ -196,8 +196,8 @@ impl Tx<'_> {
     pub(super) fn remember(&self, link: &Link, at: &Link, value: &Value) {
         let remembered = if at == link {
             // Its read was just noted, or found among the latest (see `note_read`).
-            let reads = self.lists.reads.borrow();
-            let docs = self.lists.docs.borrow();
+            let ledger = self.lists.ledger.borrow();
+            let super::Ledger { docs, reads, .. } = &*ledger;
             let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS + 1));
             let noted = reads.iter().enumerate().skip(floor).rev().find(|(_, (doc, path))| {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))

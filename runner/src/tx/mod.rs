@@ -11,7 +11,6 @@
 //! next one in their lists (`Spare`): a kept document is snapshotted again only when
 //! a commit moved it.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -20,14 +19,16 @@ use serde::de::DeserializeOwned;
 
 use crate::read::{plain_at, resolve, shaped, Read};
 use crate::runtime::Runtime;
-use crate::space::{Committing, DocEntry, DocKey, DocWrites, Space};
+use crate::space::{DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
 
 mod docs;
+mod lists;
 mod memo;
 
-use docs::Docs;
-use memo::{Memo, Remembered};
+pub(crate) use lists::Spare;
+use lists::{Ledger, Lists, Undo};
+use memo::Remembered;
 
 /// Work to run once a transaction has committed.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
@@ -35,103 +36,12 @@ pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
 /// How many of the latest reads a new read is checked against before it is noted.
 const RECENT_READS: usize = 8;
 
-/// How many documents a transaction's lists keep for the next transaction (see
-/// [`Spare`]): beyond, they start afresh.
-const KEPT_DOCS: usize = 1 << 16;
-
-/// The lists of a transaction, emptied after its commit for the next one: a runtime
-/// commits every few microseconds while it settles, and allocating them anew each time
-/// costs more than the rest of a small commit. They keep the documents too: the next
-/// transaction mostly touches the documents the last one did (a settle those of the same
-/// computations, a handler its charm's), and one it finds kept needs no entry, no
-/// snapshot (unless a commit moved it) and no place in a new index. Behind one box, so
-/// that a transaction moves as a few words.
-#[derive(Default)]
-pub(crate) struct Spare(Box<Lists>);
-
-/// What a [`Tx`] reads and writes through, kept from one transaction to the next.
-#[derive(Default)]
-struct Lists {
-    docs: RefCell<Docs>,
-    /// Every location read, as (position in `docs`, path), in the order first read: the
-    /// read set that commit validates, and (since a savepoint) a computation's
-    /// dependencies.
-    reads: RefCell<Vec<(u32, Path)>>,
-    /// How to undo the writes made since the open savepoint (kept allocated between
-    /// savepoints: a settle opens one per computation).
-    undo: RefCell<Vec<Undo>>,
-    /// Locations read again since the last write or savepoint, with their values. See
-    /// [`Tx::read`].
-    memo: Memo,
-    /// What to run once the transaction committed ([`Tx::after_commit`]).
-    hooks: RefCell<Vec<AfterCommit>>,
-    /// Whether these are the engine's lists (a settle's documents are kept for the next
-    /// settle, a handler's for the next handler).
-    engine: bool,
-    /// How many commits the space had made when the transaction began (see
-    /// [`Space::commit`]).
-    began: u64,
-}
-
-impl Spare {
-    /// Lists for the engine's transactions.
-    pub fn for_engine() -> Self {
-        Spare(Box::new(Lists { engine: true, ..Lists::default() }))
-    }
-
-    /// Whether these are the engine's lists.
-    pub fn is_engine(&self) -> bool {
-        self.0.engine
-    }
-
-    /// Empties the lists after a commit (`committed`: whether it succeeded); what they
-    /// held is not kept alive meanwhile, except kept documents (see [`Docs::untouch`]).
-    /// Returns the after-commit hooks to run, if it committed and there are any.
-    pub fn clear(&mut self, committed: bool) -> Option<Vec<AfterCommit>> {
-        let lists = &mut *self.0;
-        let hooks = lists.hooks.get_mut();
-        let to_run = match hooks.is_empty() {
-            true => None,
-            false if committed => Some(std::mem::take(hooks)),
-            false => {
-                hooks.clear();
-                None
-            }
-        };
-        let docs = lists.docs.get_mut();
-        if docs.list.len() <= KEPT_DOCS {
-            docs.untouch(committed);
-        } else {
-            docs.clear();
-        }
-        lists.reads.get_mut().clear();
-        lists.undo.get_mut().clear();
-        lists.memo.clear();
-        to_run
-    }
-
-    /// What a commit takes: the documents, those the transaction touched, what it read,
-    /// and how many commits the space had made when it began.
-    pub fn committing(&mut self) -> Committing<'_> {
-        let lists = &mut *self.0;
-        let Docs { list, touched, .. } = lists.docs.get_mut();
-        Committing { docs: list, touched, reads: lists.reads.get_mut(), began: lists.began }
-    }
-}
-
 /// What a writer knows of the document it writes (see [`Tx::write_to`]): its entry, and
 /// where it was among the transaction's documents when last written (checked before it
 /// is trusted; kept documents keep their places from one settle to the next).
 pub(crate) struct Known<'a> {
     pub entry: &'a Arc<DocEntry>,
     pub at: &'a mut u32,
-}
-
-/// The state of a document before the first write since the open [`Savepoint`].
-struct Undo {
-    doc: usize,
-    local: Value,
-    ops: usize,
 }
 
 /// The paths written in one document, as [`Tx::release`] reports them.
@@ -167,8 +77,8 @@ impl<'s> Tx<'s> {
         // Before any document is touched: each is then at least as new as this count.
         lists.began = space.commit_count();
         debug_assert!(
-            lists.reads.borrow().is_empty()
-                && lists.undo.borrow().is_empty()
+            lists.ledger.borrow().reads.is_empty()
+                && lists.ledger.borrow().undo.is_empty()
                 && lists.memo.is_empty()
                 && lists.hooks.borrow().is_empty(),
             "spare lists come emptied"
@@ -189,23 +99,16 @@ impl<'s> Tx<'s> {
     }
 
     fn with_doc<T>(&self, doc: &DocId, f: impl FnOnce(usize, &mut DocWrites) -> T) -> T {
-        let mut docs = self.lists.docs.borrow_mut();
-        let index = match docs.find(doc, || self.space.entry(doc)) {
-            Ok(index) => index,
-            Err(entry) => {
-                let snapshot = entry.snapshot();
-                docs.push(doc.clone(), entry, snapshot)
-            }
-        };
-        f(index, &mut docs.list[index])
+        let mut ledger = self.lists.ledger.borrow_mut();
+        let index = ledger.position(self.space, doc);
+        f(index, &mut ledger.docs.list[index])
     }
 
-    /// Notes a read of `path` in the document at `doc` in [`Docs::list`], unless it was
-    /// read lately and noted then; returns where among the reads it is noted, and whether
-    /// it was noted before (a read again).
-    fn note(&self, doc: usize, path: &Path) -> (usize, bool) {
+    /// Notes a read of `path` in the document at `doc` among the documents, in `reads`,
+    /// unless it was read lately and noted then; returns where among the reads it is
+    /// noted, and whether it was noted before (a read again).
+    fn note(&self, reads: &mut Vec<(u32, Path)>, doc: usize, path: &Path) -> (usize, bool) {
         let doc = doc as u32;
-        let mut reads = self.lists.reads.borrow_mut();
         // A location read again lately (a link and its target, read in turns) is noted
         // once; the memo answers most repeated reads before they get here.
         let floor = self.reads_floor.get().max(reads.len().saturating_sub(RECENT_READS)).min(reads.len());
@@ -222,17 +125,18 @@ impl<'s> Tx<'s> {
     /// need not) and noted as read; `None` when links must be followed.
     #[inline(always)]
     fn read_plain<R>(&self, link: &Link, take: impl FnOnce(&Value) -> R) -> Option<R> {
-        self.with_doc(&link.doc, |doc, d| {
-            let value = plain_at(&d.local, &link.path)?;
-            // Remembered once read again (nothing new noted): most locations are read
-            // once. In a computation known to read locations again, at the first read.
-            let (read, again) = self.note(doc, &link.path);
-            if again || self.memorise_first.get() {
-                let reads = self.lists.reads.borrow();
-                self.memorise(Remembered::noted(&d.id, read, &reads[read].1, value));
-            }
-            Some(take(value))
-        })
+        let mut ledger = self.lists.ledger.borrow_mut();
+        let doc = ledger.position(self.space, &link.doc);
+        let Ledger { docs, reads, .. } = &mut *ledger;
+        let d = &docs.list[doc];
+        let value = plain_at(&d.local, &link.path)?;
+        // Remembered once read again (nothing new noted): most locations are read once.
+        // In a computation known to read locations again, at the first read.
+        let (read, again) = self.note(reads, doc, &link.path);
+        if again || self.memorise_first.get() {
+            self.memorise(Remembered::noted(&d.id, read, &reads[read].1, value));
+        }
+        Some(take(value))
     }
 
     /// Writes `value` at `link`. Links along the path are followed; a link stored exactly
@@ -260,7 +164,8 @@ impl<'s> Tx<'s> {
         // document is still kept among the touched: an effect writes the same nothing
         // every run, and finds it there again without a snapshot.
         let unchanged = |local: &Value| local.at(target.path.segments()).is_some_and(|there| there.same_as(&value));
-        let mut docs = self.lists.docs.borrow_mut();
+        let mut ledger = self.lists.ledger.borrow_mut();
+        let Ledger { docs, undo, .. } = &mut *ledger;
         let known = known.filter(|_| same_text(&target.doc, &link.doc));
         let found = match &known {
             // Found where it was last time, or by its entry (an output is often first
@@ -285,11 +190,10 @@ impl<'s> Tx<'s> {
         }
         let d = &mut docs.list[index];
         self.lists.memo.clear();
-        let mut log = self.lists.undo.borrow_mut();
-        let before = (self.open.get() && !log.iter().any(|u| u.doc == index)).then(|| d.local.clone());
+        let before = (self.open.get() && !undo.iter().any(|u| u.doc == index)).then(|| d.local.clone());
         d.local.set_at(target.path.segments(), value.clone())?;
         if let Some(local) = before {
-            log.push(Undo { doc: index, local, ops: d.ops.len() });
+            undo.push(Undo { doc: index, local, ops: d.ops.len() });
         }
         d.ops.push((target.path.clone(), value));
         Ok(())
@@ -297,19 +201,15 @@ impl<'s> Tx<'s> {
 
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        let docs = self.lists.docs.borrow();
+        let docs = &self.lists.ledger.borrow().docs;
         docs.touched.iter().any(|at| !docs.list[*at as usize].ops.is_empty())
     }
 
     /// Every location read so far (the dependencies of a computation).
     pub fn reads(&self) -> Vec<Link> {
-        let docs = self.lists.docs.borrow();
-        self.lists
-            .reads
-            .borrow()
-            .iter()
-            .map(|(doc, path)| Link::new(docs.list[*doc as usize].id.clone(), path.clone()))
-            .collect()
+        let ledger = self.lists.ledger.borrow();
+        let Ledger { docs, reads, .. } = &*ledger;
+        reads.iter().map(|(doc, path)| Link::new(docs.list[*doc as usize].id.clone(), path.clone())).collect()
     }
 
     /// Runs `f` once this transaction has committed (never if it rolls back or is
@@ -324,12 +224,15 @@ impl<'s> Tx<'s> {
     /// each location is remembered at its first read, where remembering it costs more
     /// than it saves for code that reads each once).
     pub(crate) fn savepoint(&self, rereads: bool) -> Savepoint {
-        self.lists.undo.borrow_mut().clear();
+        let reads = {
+            let mut ledger = self.lists.ledger.borrow_mut();
+            ledger.undo.clear();
+            ledger.reads.len()
+        };
         self.lists.memo.clear();
         self.memorise_first.set(rereads);
         self.reread.set(false);
         self.open.set(true);
-        let reads = self.lists.reads.borrow().len();
         self.reads_floor.set(reads);
         Savepoint { reads, hooks: self.lists.hooks.borrow().len() }
     }
@@ -337,8 +240,8 @@ impl<'s> Tx<'s> {
     /// Calls `f` with the locations read since `savepoint`, as (document, path) in the
     /// order first read: a computation's dependencies.
     pub(crate) fn reads_since<T>(&self, savepoint: &Savepoint, f: impl FnOnce(ReadsSince<'_>) -> T) -> T {
-        let reads = self.lists.reads.borrow();
-        let docs = self.lists.docs.borrow();
+        let ledger = self.lists.ledger.borrow();
+        let Ledger { docs, reads, .. } = &*ledger;
         f(ReadsSince { reads: &reads[savepoint.reads.min(reads.len())..], docs: &docs.list })
     }
 
@@ -352,9 +255,9 @@ impl<'s> Tx<'s> {
     /// written since and the paths written there.
     pub(crate) fn release(&self, _savepoint: Savepoint, mut written: impl FnMut(DocKey, PathsWritten<'_>)) {
         self.open.set(false);
-        let log = self.lists.undo.borrow();
-        let docs = self.lists.docs.borrow();
-        for u in log.iter() {
+        let ledger = self.lists.ledger.borrow();
+        let Ledger { docs, undo, .. } = &*ledger;
+        for u in undo {
             let d = &docs.list[u.doc];
             written(d.key, d.ops[u.ops..].iter().map(|(p, _)| p));
         }
@@ -364,8 +267,9 @@ impl<'s> Tx<'s> {
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);
         self.lists.memo.clear();
-        let mut docs = self.lists.docs.borrow_mut();
-        for u in self.lists.undo.borrow_mut().drain(..) {
+        let mut ledger = self.lists.ledger.borrow_mut();
+        let Ledger { docs, undo, .. } = &mut *ledger;
+        for u in undo.drain(..) {
             let d = &mut docs.list[u.doc];
             d.local = u.local;
             d.ops.truncate(u.ops);
@@ -428,13 +332,14 @@ impl Read for Tx<'_> {
     }
 
     fn note_read(&self, link: &Link) {
-        let doc = self.with_doc(&link.doc, |index, _| index);
-        self.note(doc, &link.path);
+        let mut ledger = self.lists.ledger.borrow_mut();
+        let doc = ledger.position(self.space, &link.doc);
+        self.note(&mut ledger.reads, doc, &link.path);
     }
 }
 
 impl Tx<'_> {
-    /// [`Read::read_as`] of what [`Memo::number`] did not answer: from the memo
+    /// [`Read::read_as`] of what [`memo::Memo::number`] did not answer: from the memo
     /// if remembered under `link`'s texts, else [`Tx::read_as_uncached`].
     #[inline(never)]
     fn read_as_remembered<T>(&self, link: &Link) -> Result<T>
@@ -481,10 +386,10 @@ impl Tx<'_> {
 
     /// The value at `link`, which has links on the way or at its end.
     fn read_through_links(&self, link: &Link) -> Result<Value> {
-        let noted = self.lists.reads.borrow().len();
+        let noted = self.lists.ledger.borrow().reads.len();
         let (at, value) = resolve(self, link, true)?;
         // Remembered once read again (nothing new noted): most locations are read once.
-        if self.lists.reads.borrow().len() == noted {
+        if self.lists.ledger.borrow().reads.len() == noted {
             self.remember(link, &at, &value);
         }
         Ok(value)
@@ -493,7 +398,7 @@ impl Tx<'_> {
 
 impl std::fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tx").field("documents", &self.lists.docs.borrow().list.len()).finish()
+        f.debug_struct("Tx").field("documents", &self.lists.ledger.borrow().docs.list.len()).finish()
     }
 }
 
