@@ -157,7 +157,9 @@ pub struct Durable(DurableInner);
 
 #[derive(Debug)]
 enum DurableInner {
-    Ready(Option<Result<(), StorageError>>),
+    /// The error boxed: a ticket travels in every commit's result, and nearly always
+    /// says `Ok`, so it is kept small (an error inline is most of a commit's result).
+    Ready(Option<Result<(), Box<StorageError>>>),
     Waiting(oneshot::Receiver<Result<(), StorageError>>),
 }
 
@@ -167,7 +169,7 @@ pub type DurableSender = oneshot::Sender<Result<(), StorageError>>;
 impl Durable {
     /// A ticket that is already resolved.
     pub fn ready(result: Result<(), StorageError>) -> Self {
-        Durable(DurableInner::Ready(Some(result)))
+        Durable(DurableInner::Ready(Some(result.map_err(Box::new))))
     }
 
     /// A ticket and the sender that resolves it.
@@ -191,12 +193,12 @@ impl Durable {
         while start.elapsed() < limit {
             match rx.try_recv() {
                 Ok(Some(result)) => {
-                    self.0 = DurableInner::Ready(Some(result));
+                    self.0 = DurableInner::Ready(Some(result.map_err(Box::new)));
                     return;
                 }
                 Ok(None) => std::hint::spin_loop(),
                 Err(_) => {
-                    self.0 = DurableInner::Ready(Some(Err(StorageError::WriterGone)));
+                    self.0 = DurableInner::Ready(Some(Err(Box::new(StorageError::WriterGone))));
                     return;
                 }
             }
@@ -214,7 +216,7 @@ impl std::future::Future for Durable {
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         match &mut self.0 {
             DurableInner::Ready(result) => {
-                std::task::Poll::Ready(result.take().unwrap_or(Err(StorageError::WriterGone)))
+                std::task::Poll::Ready(result.take().map_or(Err(StorageError::WriterGone), |r| r.map_err(|e| *e)))
             }
             DurableInner::Waiting(rx) => {
                 std::pin::Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StorageError::WriterGone)))
