@@ -393,21 +393,23 @@ impl Space {
         // onto its newer value (rare: no list is made otherwise).
         let mut rebased: Vec<(usize, Value)> = Vec::new();
         let none_since = self.commits.load(Ordering::Relaxed) == began;
-        for index in touched.iter().map(|at| *at as usize).filter(|_| !none_since) {
-            let writes = &docs[index];
-            if writes.entry.version() == writes.read_version {
-                continue;
+        if !none_since {
+            for index in touched.iter().map(|at| *at as usize) {
+                let writes = &docs[index];
+                if writes.entry.version() == writes.read_version {
+                    continue;
+                }
+                let state = writes.entry.state.read();
+                let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
+                validate(writes, read, state.version, &state.recent)?;
+                let mut value = state.value.clone();
+                for (path, v) in &writes.ops {
+                    value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: writes.id.clone() })?;
+                }
+                rebased.push((index, value));
             }
-            let state = writes.entry.state.read();
-            let read = reads.iter().filter(|(doc, _)| *doc as usize == index).map(|(_, path)| path);
-            validate(writes, read, state.version, &state.recent)?;
-            let mut value = state.value.clone();
-            for (path, v) in &writes.ops {
-                value.set_at(path.segments(), v.clone()).map_err(|_| Error::Conflict { doc: writes.id.clone() })?;
-            }
-            rebased.push((index, value));
         }
-        let wrote = touched.iter().any(|at| !docs[*at as usize].ops.is_empty());
+        let mut wrote = false;
         // Whether the writes are told below (else they are let go of as they are applied).
         let tells = list || changed.is_some();
         // Made only for storage that keeps writes (and then handed to it whole).
@@ -417,6 +419,7 @@ impl Space {
             if writes.ops.is_empty() {
                 continue;
             }
+            wrote = true;
             if let Some(at) = rebased.iter().position(|(at, _)| *at == index) {
                 writes.local = rebased.swap_remove(at).1;
             }
