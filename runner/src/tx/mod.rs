@@ -190,8 +190,17 @@ impl<'s> Tx<'s> {
         }
         let d = &mut docs.list[index];
         self.lists.memo.clear();
-        let before = (self.open.get() && !undo.iter().any(|u| u.doc == index)).then(|| d.local.clone());
-        d.local.set_at(target.path.segments(), value.clone())?;
+        let keep_before = self.open.get() && !undo.iter().any(|u| u.doc == index);
+        let before = match target.path.segments() {
+            // A whole document written (a computation's output, mostly): what was there
+            // is what an undo puts back, not a copy of it.
+            [] => Some(std::mem::replace(&mut d.local, value.clone())).filter(|_| keep_before),
+            segments => {
+                let before = keep_before.then(|| d.local.clone());
+                d.local.set_at(segments, value.clone())?;
+                before
+            }
+        };
         if let Some(local) = before {
             undo.push(Undo { doc: index, local, ops: d.ops.len() });
         }
