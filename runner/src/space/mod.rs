@@ -132,6 +132,14 @@ pub(crate) struct DocWrites {
     pub touched: bool,
 }
 
+impl DocWrites {
+    /// Takes the document as last committed (a commit moved it since it was read).
+    #[inline(never)]
+    pub(crate) fn read_again(&mut self) {
+        (self.local, self.read_version) = self.entry.snapshot();
+    }
+}
+
 /// A named store of versioned JSON documents.
 pub struct Space {
     docs: DashMap<DocId, Arc<DocEntry>, FxBuildHasher>,

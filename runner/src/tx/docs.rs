@@ -70,13 +70,14 @@ impl Docs {
 
     /// Marks the document at `at` touched by this transaction. One kept from an earlier
     /// transaction is brought up to date first, if a commit moved it since.
+    #[inline]
     fn touch(&mut self, at: usize) {
         let d = &mut self.list[at];
         if !d.touched {
             d.touched = true;
             self.touched.push(at as u32);
             if d.entry.version() != d.read_version {
-                (d.local, d.read_version) = d.entry.snapshot();
+                d.read_again();
             }
         }
     }
