@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use super::docs::text_key;
 use super::{Tx, RECENT_READS};
 use crate::link::{DocId, Link};
-use crate::value::{same_text, Path, Value};
+use crate::value::{same_text, typed_number, Path, Value};
 
 /// How many locations a transaction remembers having read since its last write (see
 /// [`Read::read`](crate::read::Read::read) of a [`Tx`]).
@@ -64,16 +64,7 @@ impl Number {
     /// As `T`, if `T` is `i64` or `f64` and this fits it ([`Value::number_as`]).
     #[inline(always)]
     fn read_as<T: Clone + 'static>(self) -> Option<T> {
-        use std::any::{Any, TypeId};
-        let int;
-        let number: &dyn Any = match TypeId::of::<T>() == TypeId::of::<i64>() {
-            true => {
-                int = self.int?;
-                &int
-            }
-            false => &self.float,
-        };
-        number.downcast_ref::<T>().cloned()
+        typed_number(|| self.int, || Some(self.float))
     }
 }
 

@@ -332,17 +332,27 @@ impl Value {
 }
 
 /// `n` as `T` when `T` is `i64` or `f64` and `n` is one, without going through serde:
-/// counters and sums are read many times per settle. The type test is a constant once
-/// `T` is known, so for other types this is nothing.
+/// counters and sums are read many times per settle.
 fn number_as<T: Clone + 'static>(n: &serde_json::Number) -> Option<T> {
+    typed_number(|| n.as_i64(), || n.as_f64())
+}
+
+/// `T` from a number's `int` or `float` form when `T` is `i64` or `f64` (the other
+/// form is not asked for); `None` for any other `T`. The type test is a constant once
+/// `T` is known, so for other types this is nothing.
+#[inline(always)]
+pub(crate) fn typed_number<T: Clone + 'static>(
+    int: impl FnOnce() -> Option<i64>,
+    float: impl FnOnce() -> Option<f64>,
+) -> Option<T> {
     use std::any::{Any, TypeId};
-    let (int, float);
+    let (whole, fraction): (i64, f64);
     let number: &dyn Any = if TypeId::of::<T>() == TypeId::of::<i64>() {
-        int = n.as_i64()?;
-        &int
+        whole = int()?;
+        &whole
     } else if TypeId::of::<T>() == TypeId::of::<f64>() {
-        float = n.as_f64()?;
-        &float
+        fraction = float()?;
+        &fraction
     } else {
         return None;
     };
