@@ -438,7 +438,8 @@ fn when_last_reads(s: &Setup, text: &'static str) -> tokio::sync::watch::Receive
         let over = dialog.messages().last().is_some_and(|m| m.text() == text);
         done.send_replace(over);
         !over
-    });
+    })
+    .detach();
     seen
 }
 

@@ -176,7 +176,7 @@ async fn list_changed(args: &[&str], protocol: &str) {
         // The space hears of the change too (what it derives from the catalog follows).
         let (announced, mut heard) = tokio::sync::watch::channel(());
         let changes = Link::new(sources::SOURCES_DOC, Path::new(["changes"]));
-        rt.observe(&changes, move |_| announced.send(()).is_ok());
+        let _announcing = rt.observe(&changes, move |_| announced.send(()).is_ok());
         let seen = server.version();
         let grown = before.invoke(&rt, "test.grow", json!({}), CALL).await;
         assert_eq!(grown.output, ToolOutput::Text("grown".into()), "trusted: runs without asking");

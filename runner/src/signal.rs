@@ -2,7 +2,6 @@
 //! CLI). The scheduler does not use signals; they only follow committed values.
 
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use futures_signals::signal::{Mutable, MutableSignalCloned, Signal};
@@ -10,13 +9,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::cell::Cell;
-use crate::runtime::Runtime;
+use crate::runtime::{Observation, Runtime};
 
 /// A signal of a cell's committed value; see [`Cell::signal`].
 pub struct CellSignal<T: Clone> {
     inner: MutableSignalCloned<Option<T>>,
     /// While this lives, the runtime keeps the signal up to date.
-    _alive: Arc<()>,
+    _observation: Observation,
 }
 
 impl<T: Clone> Signal for CellSignal<T> {
@@ -32,20 +31,15 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
     /// runtime stops updating it once the signal is dropped.
     pub fn signal(&self, rt: &Runtime) -> CellSignal<T> {
         let mutable = Mutable::new(self.get(rt).ok());
-        let alive = Arc::new(());
-        let watch: Weak<()> = Arc::downgrade(&alive);
-        let signal = CellSignal { inner: mutable.signal_cloned(), _alive: alive };
+        let inner = mutable.signal_cloned();
         let cell = *self;
         // Observe where the value really lives: a cell that is an alias (a link) is
         // written at its target, not at its own location.
         let at = crate::read::Read::resolve(rt, self.link()).map(|(at, _)| at).unwrap_or_else(|_| self.link().clone());
-        rt.observe(&at, move |rt| {
-            if watch.strong_count() == 0 {
-                return false;
-            }
+        let observation = rt.observe(&at, move |rt| {
             mutable.set_neq(cell.get(rt).ok());
             true
         });
-        signal
+        CellSignal { inner, _observation: observation }
     }
 }

@@ -2,8 +2,8 @@
 //! writes what it watches; the observer only notes what changed for this connection's
 //! stream, which reads the new state and sends what differs from what it sent last.
 //! Changes that pile up meanwhile make one event (a client that stops reading holds one
-//! note per thing watched, not one per commit), and a client that left stops its
-//! observers at the next change.
+//! note per thing watched, not one per commit), and a client that leaves takes its
+//! observers with it.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use futures::stream::{self, Stream, StreamExt};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use trellis_runner::{DocId, Link, Path, Read as _, Runtime};
+use trellis_runner::{DocId, Link, Observation, Path, Read as _, Runtime};
 
 use super::routes::charms::{data, CharmData};
 use super::routes::chat::{state, ChatState};
@@ -27,20 +27,25 @@ struct Noted<W> {
     wake: Notify,
 }
 
-/// The changes a stream waits for; its observers hold them weakly, so they stop once the
-/// stream is gone.
-struct Changes<W>(Arc<Noted<W>>);
+/// The changes a stream waits for, and its observers: the stream going (its client left)
+/// stops them.
+struct Changes<W> {
+    noted: Arc<Noted<W>>,
+    observations: Vec<Observation>,
+}
 
 impl<W: Clone + PartialEq + Send + Sync + 'static> Changes<W> {
     fn new() -> Self {
-        Changes(Arc::new(Noted { changed: Mutex::new(Vec::new()), wake: Notify::new() }))
+        Changes {
+            noted: Arc::new(Noted { changed: Mutex::new(Vec::new()), wake: Notify::new() }),
+            observations: Vec::new(),
+        }
     }
 
     /// Notes `what` after every commit that writes document `doc`, while the stream lives.
-    fn watch(&self, rt: &Runtime, doc: DocId, what: W) {
-        let noted: Weak<Noted<W>> = Arc::downgrade(&self.0);
-        rt.observe(&Link::new(doc, Path::root()), move |_| {
-            let Some(noted) = noted.upgrade() else { return false };
+    fn watch(&mut self, rt: &Runtime, doc: DocId, what: W) {
+        let noted = self.noted.clone();
+        let observation = rt.observe(&Link::new(doc, Path::root()), move |_| {
             let mut changed = noted.changed.lock();
             if !changed.contains(&what) {
                 changed.push(what.clone());
@@ -49,6 +54,7 @@ impl<W: Clone + PartialEq + Send + Sync + 'static> Changes<W> {
             noted.wake.notify_one();
             true
         });
+        self.observations.push(observation);
     }
 
     /// Waits for the next changes: what changed (each once). Then waits for the
@@ -56,10 +62,10 @@ impl<W: Clone + PartialEq + Send + Sync + 'static> Changes<W> {
     /// derived values that follow it (observers run after each commit, and a handler and
     /// the computations it makes dirty commit apart).
     async fn next(&self, rt: &Runtime) -> Vec<W> {
-        self.0.wake.notified().await;
+        self.noted.wake.notified().await;
         // A timeout here only means the engine stayed busy: the stream reads what is there.
         let _ = rt.settled(&Link::new(NO_TASKS, Path::root()), QUIET).await;
-        std::mem::take(&mut *self.0.changed.lock())
+        std::mem::take(&mut *self.noted.changed.lock())
     }
 }
 
@@ -82,7 +88,7 @@ fn sse(events: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
 
 /// `charm` events: the data of charm `id` now, then after each change.
 pub fn charm(server: Server, id: DocId) -> Events {
-    let changes = Changes::new();
+    let mut changes = Changes::new();
     changes.watch(server.runtime(), id.clone(), ());
     let start = (server, id, changes, None::<CharmData>, true);
     sse(stream::unfold(start, |(server, id, changes, last, first)| async move {
@@ -159,7 +165,7 @@ impl ChatWatch {
 
 /// `chat`, `partial` and `charm` events: the conversation now, then after each change.
 pub fn chat(server: Server) -> Events {
-    let changes = Changes::new();
+    let mut changes = Changes::new();
     let rt = server.runtime().clone();
     let result = rt.charms().result(server.chat().chatbot().charm());
     changes.watch(&rt, result.doc.clone(), Changed::Chat);

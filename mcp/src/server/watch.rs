@@ -2,11 +2,11 @@
 //! charms, or one charm's data), however many clients and subscriptions watch it, and a
 //! budget on how many subscriptions may be open at once.
 //!
-//! The runtime drops an observer only when it runs and asks to stop, at the next change
-//! of what it observes. Were each subscription its own observer, a client that subscribes
-//! and cancels over and over to a charm that never changes would pile them up; here a
-//! subscription is a receiver of a shared signal, and the one observer behind it stops at
-//! the next change once no receiver is left.
+//! A subscription is a receiver of a signal shared by everyone watching the same thing,
+//! so a client that subscribes and cancels over and over to a charm that never changes
+//! adds nothing. The one observer behind a signal is detached (its entry in the shared
+//! map owns it, not a subscription): it stops at the next change once no receiver is
+//! left.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,7 +62,7 @@ impl Watches {
         let hub = Arc::downgrade(&self.0);
         // Registered under the lock, so a retiring observer of the same target (which
         // takes the lock too) never removes this new entry.
-        rt.observe(link, move |_| signal(&hub, &target));
+        rt.observe(link, move |_| signal(&hub, &target)).detach();
         receiver
     }
 

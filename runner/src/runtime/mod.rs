@@ -20,7 +20,11 @@ use tokio::sync::Notify;
 
 mod build;
 mod engine;
+mod observers;
 mod wait;
+
+pub use observers::Observation;
+use observers::Observer;
 
 use crate::builtin::BuiltinRegistry;
 use crate::charm::CharmState;
@@ -71,8 +75,6 @@ struct Event {
     event: serde_json::Value,
     reply: Option<Reply>,
 }
-
-type Observer = Arc<dyn Fn(&Runtime) -> bool + Send + Sync>;
 
 pub(crate) struct Inner {
     pub space: Space,
@@ -338,35 +340,6 @@ impl Runtime {
     /// cyclic computations, failed fire-and-forget events).
     pub fn take_errors(&self) -> Vec<Error> {
         self.0.errors.lock().drain(..).collect()
-    }
-
-    /// Calls `observer` after every commit that writes a path overlapping `link`, until
-    /// it returns false.
-    pub fn observe(&self, link: &Link, observer: impl Fn(&Runtime) -> bool + Send + Sync + 'static) {
-        self.0.observers.entry(link.doc.clone()).or_default().push((link.path.clone(), Arc::new(observer)));
-        self.0.observed.store(true, Ordering::Release);
-    }
-
-    fn notify_observers(&self, changes: &[(DocId, Vec<Path>)]) {
-        if !self.0.observed.load(Ordering::Acquire) {
-            return;
-        }
-        for (doc, paths) in changes {
-            let hit: Vec<Observer> = match self.0.observers.get(doc) {
-                Some(list) => {
-                    list.iter().filter(|(p, _)| paths.iter().any(|w| w.overlaps(p))).map(|(_, o)| o.clone()).collect()
-                }
-                None => continue,
-            };
-            // An observer that panics is dropped like one that asked to stop.
-            let dead: Vec<Observer> =
-                hit.into_iter().filter(|o| !catch_unwind(AssertUnwindSafe(|| o(self))).unwrap_or(false)).collect();
-            if !dead.is_empty() {
-                if let Some(mut list) = self.0.observers.get_mut(doc) {
-                    list.retain(|(_, o)| !dead.iter().any(|d| Arc::ptr_eq(d, o)));
-                }
-            }
-        }
     }
 }
 
