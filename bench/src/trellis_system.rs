@@ -13,6 +13,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use smallvec::SmallVec;
+
 use trellis_runner::{Cell, Link, Path, Read, Runtime, Tx};
 
 use crate::reactive::{Inputs, ReactiveSystem, Value};
@@ -81,7 +83,10 @@ impl ReactiveSystem for Trellis {
         F: Fn(&dyn Inputs<A>) -> B + Send + Sync + 'static,
     {
         let output = self.output("c");
-        let deps: Arc<[Link]> = deps.into();
+        // Held in the closure itself, as a pattern's closure holds the cells it captures
+        // (and as the futures-signals adapter captures one or two inputs): no separate
+        // allocation to follow on every run.
+        let deps: SmallVec<[Link; 2]> = deps.iter().cloned().collect();
         self.rt.add_computation(
             "computed",
             output.clone(),
