@@ -91,6 +91,49 @@ fn disjoint_writes_to_one_document_do_not_conflict() {
     }
 }
 
+/// Runs `body` in a transaction; during its first attempt only, another thread runs
+/// `between` (which commits on its own). Returns how many attempts the transaction took.
+fn with_commits_between(
+    rt: &Runtime,
+    body: impl Fn(&Tx) -> trellis::runner::Result<()>,
+    between: impl Fn() -> trellis::runner::Result<()> + Sync,
+) -> usize {
+    let attempts = AtomicUsize::new(0);
+    rt.transact(|tx| {
+        if attempts.fetch_add(1, Ordering::Relaxed) == 0 {
+            body(tx)?;
+            std::thread::scope(|s| s.spawn(&between).join().unwrap())?;
+            return Ok(());
+        }
+        body(tx)
+    })
+    .unwrap();
+    attempts.load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_blind_write_lands_on_the_newest_value_however_many_commits_came_between() {
+    for spaces::Subject { kind, rt, .. } in spaces::both() {
+        let doc = rt.new_cell("doc", json!({"a": 0, "b": 0})).unwrap();
+        let (a, b) = (doc.key::<i64>("a"), doc.key::<i64>("b"));
+        // More whole-document commits than a document's history remembers come between
+        // this transaction's first look at the document and its commit.
+        let whole = || (1..=40).try_for_each(|n| rt.transact(|tx| doc.set(tx, json!({"a": -n, "b": n}))));
+        assert_eq!(with_commits_between(&rt, |tx| a.set(tx, 1), whole), 1, "{kind}: nothing read, nothing to retry");
+        assert_eq!(doc.get(&rt).unwrap(), json!({"a": 1, "b": 40}), "{kind}: written onto the newest value");
+
+        // A read of anything in the document conflicts with a later whole-document write,
+        // and with commits older than what the document's history remembers.
+        let copy_b = |tx: &Tx| a.set(tx, b.get(tx)?);
+        let once = || rt.transact(|tx| doc.set(tx, json!({"a": 0, "b": 5})));
+        assert_eq!(with_commits_between(&rt, copy_b, once), 2, "{kind}");
+        assert_eq!(doc.get(&rt).unwrap(), json!({"a": 5, "b": 5}), "{kind}");
+        let many = || (0..40).try_for_each(|n| rt.transact(|tx| a.set(tx, n)));
+        assert_eq!(with_commits_between(&rt, copy_b, many), 2, "{kind}: forty commits since `b` was read");
+        assert_eq!(doc.get(&rt).unwrap(), json!({"a": 5, "b": 5}), "{kind}");
+    }
+}
+
 #[tokio::test]
 async fn a_failing_or_panicking_handler_is_rolled_back_and_reported_and_the_runtime_goes_on() {
     #[derive(Deserialize, JsonSchema)]

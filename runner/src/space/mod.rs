@@ -486,8 +486,17 @@ fn validate<'p>(
     recent: &Recent,
 ) -> Result<(), Error> {
     let conflict = || Error::Conflict { doc: writes.id.clone() };
+    if version < writes.read_version {
+        return Err(conflict());
+    }
+    // Nothing read here: the writes replay onto the newest value, whatever came between.
+    if read.clone().next().is_none() {
+        return Ok(());
+    }
+    // The commits remembered start at the oldest: one before it is unknown (forgotten, or
+    // let go of because the oldest wrote the whole document, which conflicts anyway).
     let oldest_known = recent.oldest().map_or(u64::MAX, |v| v.0);
-    if writes.read_version.0.saturating_add(1) < oldest_known || version < writes.read_version {
+    if writes.read_version.0.saturating_add(1) < oldest_known {
         return Err(conflict());
     }
     for written in recent.written_after(writes.read_version) {

@@ -31,9 +31,28 @@ struct Commit {
 impl Recent {
     /// Remembers that the commit of `version` wrote `paths`, forgetting the oldest once
     /// there are [`RECENT_COMMITS`].
+    ///
+    /// A commit whose first path is the whole document is remembered alone: it conflicts
+    /// with every read made before it, so what the commits before it wrote no longer
+    /// decides anything. A document written whole (a cell, a computation's output) keeps
+    /// one commit, not a ring of them.
     pub fn record(&mut self, version: Version, mut paths: impl Iterator<Item = Path>) {
         // A commit that wrote nothing here made no version of this document.
         let Some(first) = paths.next() else { return };
+        if first.is_root() {
+            // Asked first: truncating calls out to drop even when nothing goes.
+            if self.commits.len() > 1 {
+                self.commits.truncate(1);
+            }
+            self.next = 1 % RECENT_COMMITS;
+            if let Some(only) = self.commits.first_mut() {
+                only.version = version;
+                only.first = first;
+                only.rest.clear();
+                only.rest.extend(paths);
+                return;
+            }
+        }
         if self.commits.len() < RECENT_COMMITS {
             self.commits.push(Commit { version, first, rest: paths.collect() });
             self.next = self.commits.len() % RECENT_COMMITS;
@@ -101,5 +120,34 @@ mod tests {
         recent.record(Version(newest + 1), std::iter::empty());
         assert_eq!(recent.written_after(Version(newest)).count(), 0);
         assert_eq!(recent.oldest(), Some(Version(4)), "the ring moved for commits only");
+    }
+
+    #[test]
+    fn a_whole_document_written_leaves_only_its_own_commit_and_what_follows() {
+        let mut recent = Recent::default();
+        let path = |n: u64| Path::new([n.to_string()]);
+        for n in 1..=(RECENT_COMMITS as u64 + 3) {
+            recent.record(Version(n), [path(n)].into_iter());
+        }
+        let whole = RECENT_COMMITS as u64 + 4;
+        recent.record(Version(whole), [Path::root(), path(1)].into_iter());
+        assert_eq!(recent.commits.len(), 1, "the commits before it are let go of");
+        assert_eq!(recent.oldest(), Some(Version(whole)));
+        let mut written: Vec<_> = recent.written_after(Version(0)).cloned().collect();
+        written.sort();
+        assert_eq!(written, vec![Path::root(), path(1)], "with every path it wrote");
+        recent.record(Version(whole + 1), [path(7)].into_iter());
+        recent.record(Version(whole + 2), [Path::root()].into_iter());
+        recent.record(Version(whole + 3), [path(9)].into_iter());
+        let after: Vec<_> = recent.written_after(Version(whole + 1)).cloned().collect();
+        assert_eq!(after.len(), 2, "the newest whole write and the commit after it: {after:?}");
+        assert!(after.contains(&Path::root()) && after.contains(&path(9)));
+        assert_eq!(recent.oldest(), Some(Version(whole + 2)));
+        // Written whole over and over, a document keeps one commit's room.
+        for n in 0..100 {
+            recent.record(Version(whole + 4 + n), [Path::root()].into_iter());
+        }
+        assert_eq!(recent.commits.len(), 1);
+        assert_eq!(recent.oldest(), Some(Version(whole + 103)));
     }
 }
