@@ -10,7 +10,8 @@ use crate::link::{DocId, Link};
 use crate::value::Path;
 
 /// The code of an observer: true to go on observing.
-pub(super) type Observer = Arc<dyn Fn(&Runtime) -> bool + Send + Sync>;
+type ObserverFn = dyn Fn(&Runtime) -> bool + Send + Sync;
+pub(super) type Observer = Arc<ObserverFn>;
 
 /// An observer's registration (see [`Runtime::observe`]). Dropping it stops the observer
 /// and lets go of what its code holds; [`Observation::detach`] keeps the observer until
@@ -21,7 +22,7 @@ pub struct Observation(Option<Registered>);
 struct Registered {
     runtime: Weak<Inner>,
     doc: DocId,
-    observer: Weak<dyn Fn(&Runtime) -> bool + Send + Sync>,
+    observer: Weak<ObserverFn>,
 }
 
 impl Observation {
@@ -36,13 +37,17 @@ impl Drop for Observation {
     fn drop(&mut self) {
         let Some(Registered { runtime, doc, observer }) = self.0.take() else { return };
         let Some(inner) = runtime.upgrade() else { return };
-        // The document's list goes with its last observer: a server whose clients come
-        // and go keeps nothing for those that left.
-        inner.observers.remove_if_mut(&doc, |_, list| {
-            list.retain(|(_, o)| !std::ptr::addr_eq(Arc::as_ptr(o), observer.as_ptr()));
-            list.is_empty()
-        });
+        forget(&inner, &doc, |o| std::ptr::addr_eq(Arc::as_ptr(o), observer.as_ptr()));
     }
+}
+
+/// Removes the observers of `doc` that `gone` picks. The document's list goes with its
+/// last observer: a server whose clients come and go keeps nothing for those that left.
+fn forget(inner: &Inner, doc: &DocId, gone: impl Fn(&Observer) -> bool) {
+    inner.observers.remove_if_mut(doc, |_, list| {
+        list.retain(|(_, o)| !gone(o));
+        list.is_empty()
+    });
 }
 
 impl std::fmt::Debug for Observation {
@@ -98,10 +103,7 @@ impl Runtime {
             let dead: Vec<Observer> =
                 hit.into_iter().filter(|o| !catch_unwind(AssertUnwindSafe(|| o(self))).unwrap_or(false)).collect();
             if !dead.is_empty() {
-                self.0.observers.remove_if_mut(doc, |_, list| {
-                    list.retain(|(_, o)| !dead.iter().any(|d| Arc::ptr_eq(d, o)));
-                    list.is_empty()
-                });
+                forget(&self.0, doc, |o| dead.iter().any(|d| Arc::ptr_eq(d, o)));
             }
         }
     }
