@@ -12,10 +12,18 @@ pub(super) const RECENT_COMMITS: usize = 32;
 /// it wrote. A ring: once full, the oldest commit's place (and its list's room) is taken
 /// by the newest, so a commit allocates nothing and moves nothing to remember itself
 /// (a settle commits every few microseconds). A commit's first path is kept apart from
-/// the rest: most commits write one, so a document's first commits allocate only the
-/// ring (documents are new where a charm starts, and each keeps a ring of its own).
+/// the rest: most commits write one.
+///
+/// A commit that wrote the whole document is remembered by its version alone, before the
+/// ring: it conflicts with every read made before it, so the commits before it no longer
+/// decide anything. A document only ever written whole (a cell, a computation's output:
+/// most documents) allocates nothing to remember its history.
 #[derive(Default)]
 pub(super) struct Recent {
+    /// The latest commit that wrote the whole document, while the ring has not forgotten
+    /// it (0: none).
+    whole: Version,
+    /// The commits after it.
     commits: Vec<Commit>,
     /// Where the next commit goes: the oldest once the ring is full.
     next: usize,
@@ -28,36 +36,31 @@ struct Commit {
     rest: Vec<Path>,
 }
 
+/// The whole document, as [`Recent::written_after`] lends it.
+static ROOT: Path = Path::root();
+
 impl Recent {
     /// Remembers that the commit of `version` wrote `paths`, forgetting the oldest once
     /// there are [`RECENT_COMMITS`].
-    ///
-    /// A commit whose first path is the whole document is remembered alone: it conflicts
-    /// with every read made before it, so what the commits before it wrote no longer
-    /// decides anything. A document written whole (a cell, a computation's output) keeps
-    /// one commit, not a ring of them.
     pub fn record(&mut self, version: Version, mut paths: impl Iterator<Item = Path>) {
         // A commit that wrote nothing here made no version of this document.
         let Some(first) = paths.next() else { return };
         if first.is_root() {
-            // Asked first: truncating calls out to drop even when nothing goes.
-            if self.commits.len() > 1 {
-                self.commits.truncate(1);
+            self.whole = version;
+            // Asked first: clearing calls out to drop even when nothing goes.
+            if !self.commits.is_empty() {
+                self.commits.clear();
             }
-            self.next = 1 % RECENT_COMMITS;
-            if let Some(only) = self.commits.first_mut() {
-                only.version = version;
-                only.first = first;
-                only.rest.clear();
-                only.rest.extend(paths);
-                return;
-            }
+            self.next = 0;
+            return;
         }
         if self.commits.len() < RECENT_COMMITS {
             self.commits.push(Commit { version, first, rest: paths.collect() });
             self.next = self.commits.len() % RECENT_COMMITS;
             return;
         }
+        // The ring is full: what came before its oldest is forgotten, a whole write too.
+        self.whole = Version::default();
         let oldest = &mut self.commits[self.next];
         self.next = (self.next + 1) % RECENT_COMMITS;
         oldest.version = version;
@@ -68,17 +71,24 @@ impl Recent {
 
     /// The version of the oldest commit remembered, if any.
     pub fn oldest(&self) -> Option<Version> {
+        if self.whole != Version::default() {
+            return Some(self.whole);
+        }
         // Before the ring fills, `next` is its length (0 once full): the oldest is first.
         let at = if self.commits.len() < RECENT_COMMITS { 0 } else { self.next };
         self.commits.get(at).map(|commit| commit.version)
     }
 
-    /// The paths written by the commits after `version`, in no particular order.
+    /// The paths written by the commits after `version`, in no particular order (the
+    /// root alone for a whole write).
     pub fn written_after(&self, version: Version) -> impl Iterator<Item = &Path> + '_ {
-        self.commits
-            .iter()
-            .filter(move |commit| commit.version > version)
-            .flat_map(|commit| std::iter::once(&commit.first).chain(&commit.rest))
+        let whole = (self.whole > version).then_some(&ROOT);
+        whole.into_iter().chain(
+            self.commits
+                .iter()
+                .filter(move |commit| commit.version > version)
+                .flat_map(|commit| std::iter::once(&commit.first).chain(&commit.rest)),
+        )
     }
 }
 
@@ -131,11 +141,11 @@ mod tests {
         }
         let whole = RECENT_COMMITS as u64 + 4;
         recent.record(Version(whole), [Path::root(), path(1)].into_iter());
-        assert_eq!(recent.commits.len(), 1, "the commits before it are let go of");
+        assert!(recent.commits.is_empty(), "the commits before it are let go of");
         assert_eq!(recent.oldest(), Some(Version(whole)));
-        let mut written: Vec<_> = recent.written_after(Version(0)).cloned().collect();
-        written.sort();
-        assert_eq!(written, vec![Path::root(), path(1)], "with every path it wrote");
+        let written: Vec<_> = recent.written_after(Version(0)).cloned().collect();
+        assert_eq!(written, vec![Path::root()], "the root stands for every path it wrote");
+        assert_eq!(recent.written_after(Version(whole)).count(), 0);
         recent.record(Version(whole + 1), [path(7)].into_iter());
         recent.record(Version(whole + 2), [Path::root()].into_iter());
         recent.record(Version(whole + 3), [path(9)].into_iter());
@@ -143,11 +153,21 @@ mod tests {
         assert_eq!(after.len(), 2, "the newest whole write and the commit after it: {after:?}");
         assert!(after.contains(&Path::root()) && after.contains(&path(9)));
         assert_eq!(recent.oldest(), Some(Version(whole + 2)));
-        // Written whole over and over, a document keeps one commit's room.
-        for n in 0..100 {
-            recent.record(Version(whole + 4 + n), [Path::root()].into_iter());
+        // Written whole over and over, a document remembers a version and nothing else.
+        let mut recent = Recent::default();
+        for n in 1..=100 {
+            recent.record(Version(n), [Path::root()].into_iter());
         }
-        assert_eq!(recent.commits.len(), 1);
-        assert_eq!(recent.oldest(), Some(Version(whole + 103)));
+        assert_eq!(recent.commits.capacity(), 0, "nothing allocated");
+        assert_eq!(recent.oldest(), Some(Version(100)));
+        assert_eq!(recent.written_after(Version(99)).count(), 1);
+        // Once the ring fills after it, the whole write is forgotten with what came before.
+        for n in 101..=(100 + RECENT_COMMITS as u64) {
+            recent.record(Version(n), [path(n)].into_iter());
+        }
+        assert_eq!(recent.oldest(), Some(Version(100)), "the ring is full, not yet turned");
+        recent.record(Version(101 + RECENT_COMMITS as u64), [path(0)].into_iter());
+        assert_eq!(recent.oldest(), Some(Version(102)));
+        assert!(recent.written_after(Version(101)).all(|p| !p.is_root()));
     }
 }

@@ -78,7 +78,7 @@ impl std::hash::Hash for Path {
 
 impl Path {
     /// The document root.
-    pub fn root() -> Self {
+    pub const fn root() -> Self {
         Path(None)
     }
 
