@@ -14,6 +14,7 @@ pub mod error;
 mod intern;
 pub mod link;
 pub mod pattern;
+mod prefetch;
 pub mod read;
 pub mod runtime;
 pub mod scheduler;

@@ -230,6 +230,13 @@ mod tests {
         smoke_on_big_stack::<Sycamore>();
     }
 
+    /// Trellis itself, on the same checks: the cellx graphs (8,000 to 40,000 computations)
+    /// take the engine's path for graphs larger than a core's cache.
+    #[test]
+    fn trellis_passes_every_scenario() {
+        smoke_on_big_stack::<crate::trellis_system::Trellis>();
+    }
+
     /// A system that computes wrong values must fail verification, not win.
     #[test]
     fn a_broken_system_fails_verification() {

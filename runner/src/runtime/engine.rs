@@ -10,7 +10,7 @@ use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
-use crate::scheduler::{Body, ComputationId, Graph, Next};
+use crate::scheduler::{Bodies, Body, ComputationId, Graph, Next};
 use crate::space::Committed;
 use crate::tx::{Known, Tx};
 use parking_lot::MutexGuard;
@@ -190,6 +190,7 @@ impl Runtime {
             let next = graph.next();
             match next {
                 Some(Next::Run(id)) => {
+                    prefetch_upcoming(&graph, &bodies, &tx);
                     let Some(body) = bodies.get_or_make(id, || graph.body(id)) else { continue };
                     // Named only for a subscriber that traces computations.
                     let span = tracing::trace_span!("computation", name = %graph.name(id).unwrap_or_default());
@@ -317,6 +318,26 @@ impl Runtime {
     /// thread is running work, in which case use [`Runtime::idle`]).
     pub fn settle(&self) {
         self.pump();
+    }
+}
+
+/// Asks into the cache what the next two computations of a large graph will touch, while
+/// the one taken now runs. In a graph larger than a core's cache, each run would otherwise
+/// wait on memory once for every structure it touches (its slot, its body, its output
+/// document and that document's readers), one after the other, since each is found
+/// through the one before. In two steps: the body of the one after next is asked for now,
+/// so that by the next run it is in the cache and tells, without waiting, where that
+/// computation's output document and entry are, which are asked for then.
+fn prefetch_upcoming(graph: &Graph, bodies: &Bodies, tx: &Tx<'_>) {
+    let Some((next, after)) = graph.upcoming() else { return };
+    graph.prefetch(after);
+    bodies.prefetch(after);
+    graph.prefetch_readers(next);
+    if let Some(body) = bodies.get(next) {
+        tx.prefetch_doc(body.output_at);
+        if let Some(entry) = &body.output_entry {
+            entry.prefetch();
+        }
     }
 }
 

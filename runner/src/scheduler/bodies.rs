@@ -22,6 +22,18 @@ impl Bodies {
         self.0[slot].as_mut()
     }
 
+    /// Asks the body of `id` into the cache.
+    pub fn prefetch(&self, id: ComputationId) {
+        if let Some(body) = self.0.get(id.slot()) {
+            crate::prefetch::prefetch(body);
+        }
+    }
+
+    /// The body of `id`, if kept.
+    pub fn get(&self, id: ComputationId) -> Option<&Body> {
+        self.0.get(id.slot())?.as_ref().filter(|body| body.generation == id.generation())
+    }
+
     /// Keeps `body` in `slot`, in place of whatever it held (nothing, or the body of a
     /// computation that held the slot before).
     #[cold]

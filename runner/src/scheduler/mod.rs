@@ -50,6 +50,13 @@ impl ComputationId {
 /// changed (comparing each read with each), rather than every document read.
 const FEW_READS: usize = 16;
 
+/// From how many computations a graph is taken to outgrow a core's own cache (a
+/// computation with its documents takes about a kilobyte; a core's L2 is commonly 512 KB
+/// to 2 MB): then the engine asks what the next computations will touch into the cache
+/// while the current one runs. Below, everything is in the cache already, and asking
+/// costs more than it saves.
+const PREFETCH_FROM: usize = 512;
+
 /// The body of a computation: reads through the transaction, returns the output value.
 pub type ComputeFn = Arc<dyn Fn(&Tx) -> Result<Value, BoxError> + Send + Sync>;
 
@@ -374,6 +381,33 @@ impl Graph {
         // Nothing is dirty: the next change starts with a fresh run budget.
         self.reset_budgets();
         None
+    }
+
+    /// The two computations due to run after the one taken last, as queued now, in a
+    /// graph too large for a core's own cache (see [`PREFETCH_FROM`]).
+    pub fn upcoming(&self) -> Option<(ComputationId, ComputationId)> {
+        if self.len < PREFETCH_FROM {
+            return None;
+        }
+        self.dirty.next_two()
+    }
+
+    /// Asks the memory of `id`'s slot and mark into the cache.
+    pub fn prefetch(&self, id: ComputationId) {
+        if let (Some(slot), Some(mark)) = (self.slots.get(id.slot()), self.marks.get(id.slot())) {
+            crate::prefetch::prefetch(slot);
+            crate::prefetch::prefetch(mark);
+        }
+    }
+
+    /// Asks the readers of `id`'s output document into the cache.
+    pub fn prefetch_readers(&self, id: ComputationId) {
+        if let Some(c) = self.get(id) {
+            if let Some(readers) = self.readers.get(c.output_key.0) {
+                crate::prefetch::prefetch(readers);
+                readers.prefetch();
+            }
+        }
     }
 
     /// A new body for a computation, to run it (the engine keeps it: see [`Bodies`]).

@@ -44,6 +44,21 @@ impl Queue {
         }
     }
 
+    /// The next two computations [`Queue::pop`] would give, heights staying as they
+    /// are.
+    pub fn next_two(&self) -> Option<(ComputationId, ComputationId)> {
+        if self.len < 2 {
+            return None;
+        }
+        let mut lists = self.heights[self.lowest..].iter().filter(|list| !list.is_empty());
+        let first = lists.next()?;
+        let then = match first.get(1) {
+            Some(id) => *id,
+            None => *lists.next()?.front()?,
+        };
+        Some((*first.front()?, then))
+    }
+
     /// The computation queued first at the lowest height, and that height.
     #[inline]
     pub fn pop(&mut self) -> Option<(u32, ComputationId)> {
@@ -76,6 +91,22 @@ mod tests {
         assert_eq!(q.pop(), Some((0, id(4))), "a lower height queued later comes first");
         assert_eq!(q.pop(), Some((2, id(3))));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn the_next_two_are_those_pop_gives_across_heights() {
+        let mut q = Queue::default();
+        let id = |n| ComputationId::new(n, 0);
+        q.push(3, id(1));
+        assert_eq!(q.next_two(), None, "one queued");
+        q.push(1, id(2));
+        q.push(3, id(3));
+        assert_eq!(q.next_two(), Some((id(2), id(1))), "the lowest height, then the next one up");
+        q.push(1, id(4));
+        assert_eq!(q.next_two(), Some((id(2), id(4))), "both at the lowest height");
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, id)| id)).take(2).collect();
+        assert_eq!(popped, [id(2), id(4)]);
+        assert_eq!(q.next_two(), Some((id(1), id(3))));
     }
 
     #[test]

@@ -26,6 +26,15 @@ impl Default for Readers {
 }
 
 impl Readers {
+    /// Asks a list kept apart into the cache.
+    pub fn prefetch(&self) {
+        if let Readers::Few(few) = self {
+            if let Some(first) = few.first().filter(|_| few.spilled()) {
+                crate::prefetch::prefetch(first);
+            }
+        }
+    }
+
     /// Adds `id`, or sets whether it reads the whole document if it is there.
     pub fn set(&mut self, id: ComputationId, whole: bool) {
         match self {

@@ -91,6 +91,13 @@ impl DocEntry {
         Version(self.committed.load(Ordering::Acquire))
     }
 
+    /// Asks what a first touch and a commit read of this entry into the cache: the
+    /// version (a first touch compares it) and the state (a commit writes it).
+    pub(crate) fn prefetch(&self) {
+        crate::prefetch::prefetch(&self.committed);
+        crate::prefetch::prefetch(&self.state);
+    }
+
     /// The current value and version.
     pub(crate) fn snapshot(&self) -> (Value, Version) {
         let state = self.state.read();

@@ -208,6 +208,13 @@ impl<'s> Tx<'s> {
         Ok(())
     }
 
+    /// Asks the document kept at `at` among this transaction's documents into the cache.
+    pub(crate) fn prefetch_doc(&self, at: u32) {
+        if let Some(d) = self.lists.ledger.try_borrow().ok().as_ref().and_then(|l| l.docs.list.get(at as usize)) {
+            crate::prefetch::prefetch(d);
+        }
+    }
+
     /// Whether this transaction has written anything.
     pub fn has_writes(&self) -> bool {
         let docs = &self.lists.ledger.borrow().docs;
