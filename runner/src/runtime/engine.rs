@@ -199,10 +199,12 @@ impl Runtime {
                     let (result, relocked) = self.run_computation(&tx, id, body, span);
                     graph = relocked;
                     if let Err(error) = result {
+                        std::hint::cold_path();
                         errors.push(error);
                     }
                 }
                 Some(Next::Runaway { name, runs }) => {
+                    std::hint::cold_path();
                     let error = Error::Cycle { name: name.to_string(), runs };
                     tracing::error!(%error, "stopped a runaway computation");
                     errors.push(error);
@@ -215,11 +217,13 @@ impl Runtime {
         match self.commit_marking(tx, false, false) {
             Ok(_) => {
                 if !errors.is_empty() {
+                    std::hint::cold_path();
                     errors.into_iter().for_each(|e| self.report(e));
                 }
                 Ok(())
             }
             Err(error) => {
+                std::hint::cold_path();
                 if matches!(error, Error::Conflict { .. }) {
                     // Nothing of this chunk was written: its computations run again.
                     self.0.graph.lock().mark_all(&ran);
@@ -281,6 +285,7 @@ impl Runtime {
                 let entry = match output_entry {
                     Some(entry) => &*entry,
                     None => {
+                        std::hint::cold_path();
                         looked_up = self.0.space.entry(&output.doc);
                         // A stand-in for a document storage failed to give is not kept.
                         if self.0.space.holds(&output.doc, &looked_up) {
@@ -291,8 +296,14 @@ impl Runtime {
                 };
                 tx.write_to(output, Some(Known { entry, at: output_at }), value).map_err(Failed::Write)
             }
-            Ok(Err(e)) => Err(Failed::Code(e.to_string())),
-            Err(panic) => Err(Failed::Code(panic_message(&panic))),
+            Ok(Err(e)) => {
+                std::hint::cold_path();
+                Err(Failed::Code(e.to_string()))
+            }
+            Err(panic) => {
+                std::hint::cold_path();
+                Err(Failed::Code(panic_message(&panic)))
+            }
         };
         let mut graph = self.0.graph.lock();
         tx.reads_since(&savepoint, |reads| graph.ran(id, reads.iter()));
@@ -302,6 +313,7 @@ impl Runtime {
                 Ok(())
             }
             Err(failed) => {
+                std::hint::cold_path();
                 tx.rollback(savepoint);
                 Err(match failed {
                     Failed::Write(error) => error,

@@ -351,6 +351,7 @@ impl Graph {
         while let Some((height, id)) = self.dirty.pop() {
             let Some(&Mark { height: current, .. }) = self.mark_of(id).filter(|m| m.dirty) else { continue };
             if height != current {
+                std::hint::cold_path();
                 // Its height changed after it was queued (it ran again meanwhile): queue
                 // it again at its current height rather than lose it.
                 self.dirty.push(current, id);
@@ -359,6 +360,7 @@ impl Graph {
             let Some(c) = self.get(id) else { continue };
             let needed = self.producer_height(c).map_or(0, |h| h + 1);
             if needed > current && needed <= limit {
+                std::hint::cold_path();
                 self.raise(id, needed);
                 continue;
             }
