@@ -4,9 +4,9 @@
 //!
 //! A subscription is a receiver of a signal shared by everyone watching the same thing,
 //! so a client that subscribes and cancels over and over to a charm that never changes
-//! adds nothing. The one observer behind a signal is detached (its entry in the shared
-//! map owns it, not a subscription): it stops at the next change once no receiver is
-//! left.
+//! adds nothing. The one observer behind a signal belongs to the signal's entry in the
+//! shared map, not to a subscription: the entry goes, and the observer with it, at the
+//! first change once no receiver is left, or when the server goes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::{Link, Runtime};
+use trellis_runner::{Link, Observation, Runtime};
 
 /// Something a client can watch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +37,13 @@ impl Target {
     }
 }
 
-type Signals = Mutex<HashMap<Target, watch::Sender<()>>>;
+/// The signal of one watched thing, and the observer behind it (stopped when this goes).
+struct Watched {
+    sender: watch::Sender<()>,
+    _observer: Observation,
+}
+
+type Signals = Mutex<HashMap<Target, Watched>>;
 
 /// The change signals of one server, shared by all its clients.
 #[derive(Clone, Default)]
@@ -54,15 +60,18 @@ impl Watches {
     /// [`Watches::watch`], with the link `target` has.
     fn watch_at(&self, rt: &Runtime, target: Target, link: &Link) -> watch::Receiver<()> {
         let mut signals = self.0.lock();
-        if let Some(sender) = signals.get(&target) {
-            return sender.subscribe();
+        if let Some(watched) = signals.get(&target) {
+            return watched.sender.subscribe();
         }
         let (sender, receiver) = watch::channel(());
-        signals.insert(target.clone(), sender);
         let hub = Arc::downgrade(&self.0);
         // Registered under the lock, so a retiring observer of the same target (which
         // takes the lock too) never removes this new entry.
-        rt.observe(link, move |_| signal(&hub, &target)).detach();
+        let observer = rt.observe(link, {
+            let target = target.clone();
+            move |_| signal(&hub, &target)
+        });
+        signals.insert(target, Watched { sender, _observer: observer });
         receiver
     }
 
@@ -79,12 +88,15 @@ fn signal(hub: &Weak<Signals>, target: &Target) -> bool {
     let Some(hub) = hub.upgrade() else { return false };
     let mut signals = hub.lock();
     match signals.get(target) {
-        Some(sender) if sender.receiver_count() > 0 => {
-            sender.send_replace(());
+        Some(watched) if watched.sender.receiver_count() > 0 => {
+            watched.sender.send_replace(());
             true
         }
         Some(_) => {
-            signals.remove(target);
+            let gone = signals.remove(target);
+            // Its observer (this one) is let go of once the map is free again.
+            drop(signals);
+            drop(gone);
             false
         }
         None => false,
@@ -214,10 +226,24 @@ mod tests {
         drop(first);
         rt.transact(|tx| count.set(tx, 2)).unwrap();
         assert_eq!(watches.observed(), 0, "the observer stopped at the first change nobody watched");
+        assert_eq!(rt.stats().observers, 0, "and left the runtime");
         // A new watcher gets a new observer, and hears the next change.
         let mut again = watch(&watches);
         rt.transact(|tx| count.set(tx, 3)).unwrap();
         again.changed().await.unwrap();
+    }
+
+    #[test]
+    fn a_server_that_goes_takes_its_observers_at_once() {
+        let rt = Runtime::in_memory();
+        let count = rt.new_cell("count", 0i64).unwrap();
+        let watches = Watches::default();
+        let watching = watches.watch_at(&rt, Target::Charm("c".into()), count.link());
+        watches.watch(&rt, Target::Charms);
+        assert_eq!(rt.stats().observers, 2);
+        drop(watching);
+        drop(watches);
+        assert_eq!(rt.stats().observers, 0, "not left until the next change of what they watched");
     }
 
     #[test]

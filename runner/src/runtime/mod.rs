@@ -120,6 +120,9 @@ pub struct Stats {
     /// How many transaction attempts (of `transact`, handlers, computations, charm setup)
     /// conflicted with a concurrent commit; each is run again, up to [`MAX_ATTEMPTS`].
     pub conflict_retries: u64,
+    /// How many observers are registered now ([`Runtime::observe`]): in a server whose
+    /// clients come and go, a count that only grows is a leak.
+    pub observers: usize,
 }
 
 /// A Trellis runtime. Cheap to clone; clones share everything.
@@ -189,7 +192,10 @@ impl Runtime {
 
     /// What the runtime has done so far (for tests, metrics and diagnostics).
     pub fn stats(&self) -> Stats {
-        Stats { conflict_retries: self.0.conflict_retries.load(Ordering::Relaxed) }
+        Stats {
+            conflict_retries: self.0.conflict_retries.load(Ordering::Relaxed),
+            observers: self.0.observers.iter().map(|list| list.len()).sum(),
+        }
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
