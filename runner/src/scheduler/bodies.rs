@@ -15,11 +15,17 @@ impl Bodies {
     /// Inlined: the engine asks once per computation run, and nearly always finds it.
     #[inline]
     pub fn get_or_make(&mut self, id: ComputationId, make: impl FnOnce() -> Option<Body>) -> Option<&mut Body> {
-        let slot = id.slot();
-        if !matches!(self.0.get(slot), Some(Some(kept)) if kept.generation == id.generation()) {
-            self.keep(slot, make()?);
+        if self.get(id).is_none() {
+            self.keep(id.slot(), make()?);
         }
-        self.0[slot].as_mut()
+        self.0[id.slot()].as_mut()
+    }
+
+    /// The body of `id`, if kept (a body kept in its slot for an earlier computation is
+    /// not its body).
+    #[inline]
+    pub fn get(&self, id: ComputationId) -> Option<&Body> {
+        self.0.get(id.slot())?.as_ref().filter(|body| body.generation == id.generation())
     }
 
     /// Asks the body of `id` into the cache.
@@ -27,11 +33,6 @@ impl Bodies {
         if let Some(body) = self.0.get(id.slot()) {
             crate::prefetch::prefetch(body);
         }
-    }
-
-    /// The body of `id`, if kept.
-    pub fn get(&self, id: ComputationId) -> Option<&Body> {
-        self.0.get(id.slot())?.as_ref().filter(|body| body.generation == id.generation())
     }
 
     /// Keeps `body` in `slot`, in place of whatever it held (nothing, or the body of a
@@ -46,10 +47,8 @@ impl Bodies {
 
     /// Lets go of the body of `id` (a removed computation), if it is kept.
     pub fn forget(&mut self, id: ComputationId) {
-        if let Some(kept) = self.0.get_mut(id.slot()) {
-            if kept.as_ref().is_some_and(|body| body.generation == id.generation()) {
-                *kept = None;
-            }
+        if self.get(id).is_some() {
+            self.0[id.slot()] = None;
         }
     }
 }
