@@ -87,8 +87,9 @@ async def current(server, cap: int) -> None:
         # Too many at once: the one past the cap is refused, and ending the others makes room.
         opened, refused = await open_at_once(client, counter)
         async with client.listen(resource_subscriptions=[counter]) as after:
+            after_honored = after.honored.resource_subscriptions
             await client.call_tool("Counter_increment", {"amount": 1})
-            after_event = await asyncio.wait_for(anext(after), WAIT)
+            after_event = await asyncio.wait_for(anext(after), WAIT) if after_honored else None
 
         counter_data = await client.read_resource(counter)
         print(
@@ -105,6 +106,7 @@ async def current(server, cap: int) -> None:
                     "reopened": reopened,
                     "opened_at_once": opened,
                     "refused": refused,
+                    "after_honored": after_honored,
                     "after": after_event.uri if isinstance(after_event, ResourceUpdated) else repr(after_event),
                     "counter": json.loads(counter_data.contents[0].text),
                 }

@@ -1,5 +1,6 @@
 //! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve_stdio`], [`serve_http`]).
 
+mod budget;
 mod serve;
 mod subscriptions;
 mod watch;
@@ -24,6 +25,13 @@ use trellis_builtins::dialog::is_conversation;
 use trellis_builtins::message::ToolOutput;
 use trellis_runner::Runtime;
 
+/// How long what is set aside for a `subscriptions/listen` stream when its filter is
+/// accepted (its part of the budget, its receivers) waits for the stream to start. The
+/// stream starts right after its acknowledgement is sent, but a client that cancels at
+/// once can end the request in between (seen over Streamable HTTP); what it was promised
+/// is let go once this has passed.
+const STREAM_START: Duration = Duration::from_secs(2);
+
 /// How long one tool call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -36,7 +44,7 @@ pub struct TrellisMcp {
     /// What the server's clients watch, one observer per thing (see [`watch`]).
     watches: watch::Watches,
     /// The subscriptions that may be open at once ([`MAX_SUBSCRIPTIONS`]).
-    budget: Arc<watch::Budget>,
+    budget: Arc<budget::Budget>,
     /// This session's `resources/subscribe` subscriptions and list changes (the
     /// revisions before 2026-07-28), stopped when the session ends.
     legacy: Arc<subscriptions::Legacy>,
@@ -49,7 +57,7 @@ impl TrellisMcp {
             rt,
             tools: Arc::default(),
             watches: watch::Watches::default(),
-            budget: watch::Budget::new(MAX_SUBSCRIPTIONS),
+            budget: budget::Budget::new(MAX_SUBSCRIPTIONS),
             legacy: Arc::default(),
         }
     }

@@ -13,7 +13,8 @@ use rmcp::{ErrorData, Peer, RoleServer};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::watch::{Held, Target};
+use super::budget::Held;
+use super::watch::Target;
 use super::{TrellisMcp, CHARM_URI};
 
 /// How many subscriptions may be open at once: each resource of a `subscriptions/listen`
@@ -37,13 +38,14 @@ enum Change {
 /// client's list costs no more than that to read.
 pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> SubscriptionFilter {
     let room = server.budget.left().saturating_sub(1);
-    let mut uris: Vec<String> = Vec::new();
+    let (mut uris, mut charms): (Vec<String>, Vec<Target>) = (Vec::new(), Vec::new());
     for uri in requested.resource_subscriptions.iter().flatten().take(MAX_SUBSCRIPTIONS) {
         if uris.len() >= room {
             break;
         }
-        if !uris.contains(uri) && server.charm_of(uri).is_some() {
+        if let Some(id) = server.charm_of(uri).filter(|_| !uris.contains(uri)) {
             uris.push(uri.clone());
+            charms.push(Target::Charm(id));
         }
     }
     // Set aside now what the stream will hold: the client may ask for the next one as soon
@@ -51,8 +53,13 @@ pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> Sub
     // list changes are honoured (and the stream is refused if even that has no room).
     if !server.budget.reserve(1 + uris.len()) {
         uris.clear();
+        charms.clear();
         server.budget.reserve(1);
     }
+    // The changes from here on are the stream's, though its task starts only after the
+    // acknowledgement has gone out and the client may already have changed a charm.
+    let lists = requested.tools_list_changed == Some(true) || requested.resources_list_changed == Some(true);
+    server.watches.watch_ahead(&server.rt, lists.then_some(Target::Charms).into_iter().chain(charms));
     SubscriptionFilter::builder().tools_list_changed().resources_list_changed().resource_subscriptions(uris).build()
 }
 
@@ -63,16 +70,17 @@ pub(super) async fn listen(server: &TrellisMcp, context: SubscriptionContext) ->
     let mut uris = accepted.resource_subscriptions.clone().unwrap_or_default();
     uris.sort();
     uris.dedup();
-    // What `accept` set aside for this stream.
-    let _held = server.budget.claim(1 + uris.len()).ok_or_else(too_many)?;
+    // What `accept` set aside for this stream, free again once the request is cancelled.
+    let _held = server.budget.claim(1 + uris.len(), &context.request_context().ct).ok_or_else(too_many)?;
     let mut changes = SelectAll::new();
     let (tools, resources) = (accepted.tools_list_changed == Some(true), accepted.resources_list_changed == Some(true));
     if tools || resources {
-        changes.push(changes_of(server.watches.watch(&server.rt, Target::Charms), Change::Lists));
+        changes.push(changes_of(server.watches.watch_from_ahead(&server.rt, Target::Charms), Change::Lists));
     }
     for uri in uris {
         let Some(id) = server.charm_of(&uri) else { continue };
-        changes.push(changes_of(server.watches.watch(&server.rt, Target::Charm(id)), Change::Resource(uri)));
+        let receiver = server.watches.watch_from_ahead(&server.rt, Target::Charm(id));
+        changes.push(changes_of(receiver, Change::Resource(uri)));
     }
     let sink = context.sink();
     loop {

@@ -1,22 +1,26 @@
 //! What MCP clients watch in a space: one runtime observer per watched thing (the list of
-//! charms, or one charm's data), however many clients and subscriptions watch it, and a
-//! budget on how many subscriptions may be open at once.
+//! charms, or one charm's data), however many clients and subscriptions watch it.
 //!
 //! A subscription is a receiver of a signal shared by everyone watching the same thing,
 //! so a client that subscribes and cancels over and over to a charm that never changes
 //! adds nothing. The one observer behind a signal belongs to the signal's entry in the
 //! shared map, not to a subscription: the entry goes, and the observer with it, at the
 //! first change once no receiver is left, or when the server goes.
+//!
+//! A `subscriptions/listen` stream reports the changes after its acknowledgement, which
+//! rmcp sends before the stream's task starts: its receivers are made when its filter is
+//! accepted ([`Watches::watch_ahead`]) and taken when it starts ([`Watches::watch_from_ahead`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use trellis_runner::charm::CHARMS_DOC;
 use trellis_runner::{Link, Observation, Runtime};
+
+use super::STREAM_START;
 
 /// Something a client can watch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -45,9 +49,16 @@ struct Watched {
 
 type Signals = Mutex<HashMap<Target, Watched>>;
 
+/// A receiver made for a stream about to start, with when it was made.
+type Ahead = (Instant, Target, watch::Receiver<()>);
+
 /// The change signals of one server, shared by all its clients.
 #[derive(Clone, Default)]
-pub(crate) struct Watches(Arc<Signals>);
+pub(crate) struct Watches {
+    signals: Arc<Signals>,
+    /// Receivers made for streams about to start.
+    ahead: Arc<Mutex<Vec<Ahead>>>,
+}
 
 impl Watches {
     /// A receiver marked changed after each commit that changes `target` (changes that
@@ -57,14 +68,36 @@ impl Watches {
         self.watch_at(rt, target, &link)
     }
 
+    /// Makes a receiver of each of `targets` now, kept for a stream about to start for
+    /// [`STREAM_START`] (then let go, if no stream took it).
+    pub(crate) fn watch_ahead(&self, rt: &Runtime, targets: impl IntoIterator<Item = Target>) {
+        let now = Instant::now();
+        let made: Vec<_> = targets.into_iter().map(|target| (now, target.clone(), self.watch(rt, target))).collect();
+        let mut ahead = self.ahead.lock();
+        ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
+        ahead.extend(made);
+    }
+
+    /// The newest receiver of `target` that [`Watches::watch_ahead`] kept, marked changed
+    /// by what changed since it was made; a new one if none is kept.
+    pub(crate) fn watch_from_ahead(&self, rt: &Runtime, target: Target) -> watch::Receiver<()> {
+        let kept = {
+            let mut ahead = self.ahead.lock();
+            ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
+            let newest = ahead.iter().rposition(|(_, kept, _)| *kept == target);
+            newest.map(|at| ahead.remove(at).2)
+        };
+        kept.unwrap_or_else(|| self.watch(rt, target))
+    }
+
     /// [`Watches::watch`], with the link `target` has.
     fn watch_at(&self, rt: &Runtime, target: Target, link: &Link) -> watch::Receiver<()> {
-        let mut signals = self.0.lock();
+        let mut signals = self.signals.lock();
         if let Some(watched) = signals.get(&target) {
             return watched.sender.subscribe();
         }
         let (sender, receiver) = watch::channel(());
-        let hub = Arc::downgrade(&self.0);
+        let hub = Arc::downgrade(&self.signals);
         // Registered under the lock, so a retiring observer of the same target (which
         // takes the lock too) never removes this new entry.
         let observer = rt.observe(link, {
@@ -78,7 +111,7 @@ impl Watches {
     /// How many things have an observer behind them.
     #[cfg(test)]
     pub(crate) fn observed(&self) -> usize {
-        self.0.lock().len()
+        self.signals.lock().len()
     }
 }
 
@@ -100,105 +133,6 @@ fn signal(hub: &Weak<Signals>, target: &Target) -> bool {
             false
         }
         None => false,
-    }
-}
-
-/// How long a part of the budget set aside for a `subscriptions/listen` stream waits for
-/// the stream to claim it. The stream starts right after its acknowledgement is sent, but
-/// a client that cancels at once can end the request in between (seen over Streamable
-/// HTTP); what it was promised is given back once this has passed.
-const RESERVATION_TTL: Duration = Duration::from_secs(2);
-
-/// How many subscriptions may be open at once.
-pub(crate) struct Budget {
-    used: AtomicUsize,
-    cap: usize,
-    ttl: Duration,
-    /// Parts set aside when a stream's filter was accepted (counted in `used`), claimed
-    /// when it starts: a client may open its next stream as soon as it reads the
-    /// acknowledgement, before the first has started, and must not be told there is room
-    /// that is already promised.
-    reserved: Mutex<Vec<(Instant, usize)>>,
-}
-
-impl Budget {
-    /// A budget of `cap` subscriptions.
-    pub(crate) fn new(cap: usize) -> Arc<Self> {
-        Self::with_ttl(cap, RESERVATION_TTL)
-    }
-
-    fn with_ttl(cap: usize, ttl: Duration) -> Arc<Self> {
-        Arc::new(Budget { used: AtomicUsize::new(0), cap, ttl, reserved: Mutex::default() })
-    }
-
-    /// How many more can be opened now (what is set aside for a stream is not).
-    pub(crate) fn left(&self) -> usize {
-        self.expire();
-        self.cap.saturating_sub(self.used.load(Ordering::Acquire))
-    }
-
-    /// Takes `n` of the budget until the [`Held`] is dropped; `None` if fewer are left.
-    pub(crate) fn take(self: &Arc<Self>, n: usize) -> Option<Held> {
-        self.expire();
-        self.add(n).then(|| Held { budget: Arc::clone(self), n })
-    }
-
-    /// Sets `n` aside for a stream about to start; `false` if fewer are left.
-    pub(crate) fn reserve(&self, n: usize) -> bool {
-        self.expire();
-        let added = self.add(n);
-        if added {
-            self.reserved.lock().push((Instant::now(), n));
-        }
-        added
-    }
-
-    /// What a starting stream needs: `n` set aside for it by [`Budget::reserve`], or `n`
-    /// more taken now; `None` if neither is there.
-    pub(crate) fn claim(self: &Arc<Self>, n: usize) -> Option<Held> {
-        self.expire();
-        let mut reserved = self.reserved.lock();
-        match reserved.iter().position(|(_, part)| *part == n) {
-            Some(at) => {
-                reserved.swap_remove(at);
-                Some(Held { budget: Arc::clone(self), n })
-            }
-            None => {
-                drop(reserved);
-                self.take(n)
-            }
-        }
-    }
-
-    /// Counts `n` more in use, if there is room.
-    fn add(&self, n: usize) -> bool {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= self.cap))
-            .is_ok()
-    }
-
-    /// Gives back what was set aside for streams that never claimed it.
-    fn expire(&self) {
-        let mut reserved = self.reserved.lock();
-        reserved.retain(|(at, n)| {
-            let keep = at.elapsed() < self.ttl;
-            if !keep {
-                self.used.fetch_sub(*n, Ordering::AcqRel);
-            }
-            keep
-        });
-    }
-}
-
-/// A part of a [`Budget`], given back when dropped.
-pub(crate) struct Held {
-    budget: Arc<Budget>,
-    n: usize,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.n, Ordering::AcqRel);
     }
 }
 
@@ -246,39 +180,21 @@ mod tests {
         assert_eq!(rt.stats().observers, 0, "not left until the next change of what they watched");
     }
 
-    #[test]
-    fn a_budget_is_given_back() {
-        let budget = Budget::new(3);
-        let two = budget.take(2).unwrap();
-        assert!(budget.take(2).is_none());
-        assert_eq!(budget.left(), 1);
-        drop(two);
-        assert!(budget.take(3).is_some());
-    }
-
-    #[test]
-    fn what_is_set_aside_for_a_stream_is_not_offered_again() {
-        let budget = Budget::new(4);
-        assert!(budget.reserve(3));
-        assert_eq!(budget.left(), 1, "the promised part is not room");
-        assert!(!budget.reserve(2));
-        let first = budget.claim(3).unwrap();
-        assert_eq!(budget.left(), 1, "claiming moves the part, it takes no more");
-        assert!(budget.claim(3).is_none(), "nothing set aside, and no room");
-        drop(first);
-        assert_eq!(budget.left(), 4);
-    }
-
-    #[test]
-    fn a_part_never_claimed_comes_back_on_every_path() {
-        let budget = Budget::with_ttl(2, Duration::from_millis(20));
-        assert!(budget.reserve(2));
-        assert!(budget.take(1).is_none(), "promised");
-        std::thread::sleep(Duration::from_millis(40));
-        // `take` (a legacy subscription) sees the room again, not only `accept`'s `left`.
-        let held = budget.take(2).expect("the unclaimed part expired");
-        drop(held);
-        assert_eq!(budget.left(), 2);
-        assert!(budget.reserved.lock().is_empty());
+    #[tokio::test]
+    async fn a_stream_hears_what_changed_after_it_was_accepted_before_it_started() {
+        let rt = Runtime::in_memory();
+        rt.register_pattern(trellis_runner::Pattern::new("note", |b, _: serde_json::Value| {
+            b.state("count", 0i64)?;
+            Ok(())
+        }));
+        let watches = Watches::default();
+        // Accepted, acknowledged; the client creates a charm before the stream's task runs.
+        watches.watch_ahead(&rt, [Target::Charms]);
+        rt.charms().create("note", serde_json::Value::Null).unwrap();
+        let mut started = watches.watch_from_ahead(&rt, Target::Charms);
+        assert!(started.has_changed().unwrap(), "the change before the start is the stream's");
+        // Taken: a stream that starts later gets a new receiver, which saw nothing.
+        assert!(!watches.watch_from_ahead(&rt, Target::Charms).has_changed().unwrap());
+        started.changed().await.unwrap();
     }
 }
