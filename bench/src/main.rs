@@ -14,6 +14,7 @@ mod memory;
 mod peers;
 mod propagation;
 mod reactive;
+mod report;
 mod selection;
 mod spaces;
 mod storage;
@@ -145,9 +146,9 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {
-        harness::write_json(&mut out, &measurements)
+        report::write_json(&mut out, &measurements)
     } else {
-        harness::write_table(&mut out, &measurements)
+        report::write_table(&mut out, &measurements)
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
         eprintln!("error: cannot write the results: {e}");
