@@ -8,8 +8,10 @@
 //! first change once no receiver is left, or when the server goes.
 //!
 //! A `subscriptions/listen` stream reports the changes after its acknowledgement, which
-//! rmcp sends before the stream's task starts: its receivers are made when its filter is
-//! accepted ([`Watches::watch_ahead`]) and taken when it starts ([`Watches::watch_from_ahead`]).
+//! rmcp sends before the stream's task starts: receivers are kept when its filter is
+//! accepted ([`Watches::watch_ahead`]), and it starts with one at least as old
+//! ([`Watches::watch_from_ahead`]). Which kept receiver was made for which stream is not
+//! known (rmcp does not tell `accept` the request), so each takes the oldest kept.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -68,24 +70,35 @@ impl Watches {
         self.watch_at(rt, target, &link)
     }
 
-    /// Makes a receiver of each of `targets` now, kept for a stream about to start for
-    /// [`STREAM_START`] (then let go, if no stream took it).
+    /// Keeps a receiver of each of `targets`, as of now, for [`STREAM_START`]: for a stream
+    /// accepted now, about to start. Receivers made with no change between them are alike,
+    /// so one that saw every change is kept longer rather than joined by another: a target
+    /// keeps one receiver per change among the streams accepted lately, however many.
     pub(crate) fn watch_ahead(&self, rt: &Runtime, targets: impl IntoIterator<Item = Target>) {
         let now = Instant::now();
-        let made: Vec<_> = targets.into_iter().map(|target| (now, target.clone(), self.watch(rt, target))).collect();
         let mut ahead = self.ahead.lock();
         ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
-        ahead.extend(made);
+        for target in targets {
+            let newest = ahead.iter().rposition(|(_, kept, _)| *kept == target);
+            match newest {
+                Some(at) if matches!(ahead[at].2.has_changed(), Ok(false)) => ahead[at].0 = now,
+                _ => {
+                    let receiver = self.watch(rt, target.clone());
+                    ahead.push((now, target, receiver));
+                }
+            }
+        }
     }
 
-    /// The newest receiver of `target` that [`Watches::watch_ahead`] kept, marked changed
-    /// by what changed since it was made; a new one if none is kept.
+    /// A receiver of `target` for a stream starting now, as old as the oldest that
+    /// [`Watches::watch_ahead`] keeps: so at least as old as the one made when the stream
+    /// was accepted, and it hears every change since (and at worst one from a moment
+    /// before); a new one if none is kept.
     pub(crate) fn watch_from_ahead(&self, rt: &Runtime, target: Target) -> watch::Receiver<()> {
         let kept = {
             let mut ahead = self.ahead.lock();
             ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
-            let newest = ahead.iter().rposition(|(_, kept, _)| *kept == target);
-            newest.map(|at| ahead.remove(at).2)
+            ahead.iter().find(|(_, kept, _)| *kept == target).map(|(.., receiver)| receiver.clone())
         };
         kept.unwrap_or_else(|| self.watch(rt, target))
     }
@@ -188,13 +201,30 @@ mod tests {
             Ok(())
         }));
         let watches = Watches::default();
-        // Accepted, acknowledged; the client creates a charm before the stream's task runs.
+        // Stream A is accepted (and acknowledged); the client creates a charm; stream B is
+        // accepted; A's task starts only now.
         watches.watch_ahead(&rt, [Target::Charms]);
         rt.charms().create("note", serde_json::Value::Null).unwrap();
-        let mut started = watches.watch_from_ahead(&rt, Target::Charms);
-        assert!(started.has_changed().unwrap(), "the change before the start is the stream's");
-        // Taken: a stream that starts later gets a new receiver, which saw nothing.
-        assert!(!watches.watch_from_ahead(&rt, Target::Charms).has_changed().unwrap());
-        started.changed().await.unwrap();
+        watches.watch_ahead(&rt, [Target::Charms]);
+        let mut a = watches.watch_from_ahead(&rt, Target::Charms);
+        assert!(a.has_changed().unwrap(), "the change after A's acknowledgement is A's");
+        // B, started after A, may hear that change too (a moment before it), never less.
+        let mut b = watches.watch_from_ahead(&rt, Target::Charms);
+        a.mark_unchanged();
+        b.mark_unchanged();
+        rt.charms().create("note", serde_json::Value::Null).unwrap();
+        a.changed().await.unwrap();
+        b.changed().await.unwrap();
+    }
+
+    #[test]
+    fn streams_accepted_with_no_change_between_share_one_kept_receiver() {
+        let rt = Runtime::in_memory();
+        let watches = Watches::default();
+        for _ in 0..100 {
+            watches.watch_ahead(&rt, [Target::Charms]);
+        }
+        assert_eq!(watches.ahead.lock().len(), 1);
+        assert_eq!(rt.stats().observers, 1);
     }
 }
