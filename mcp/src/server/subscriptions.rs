@@ -43,7 +43,10 @@ pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> Sub
         if uris.len() >= room {
             break;
         }
-        if let Some(id) = server.charm_of(uri).filter(|_| !uris.contains(uri)) {
+        if uris.contains(uri) {
+            continue;
+        }
+        if let Some(id) = server.charm_of(uri) {
             uris.push(uri.clone());
             charms.push(Target::Charm(id));
         }
