@@ -26,8 +26,8 @@ pub(super) struct Draft {
     pub(super) schema: Arc<Value>,
     pub(super) shape: InputShape,
     pub(super) target: ToolTarget,
-    pub(super) entry: String,
-    pub(super) charm: Option<String>,
+    pub(super) entry: Arc<str>,
+    pub(super) charm: Option<Arc<str>>,
     pub(super) unchecked: bool,
     /// Why a person must approve each call, when the stream says so.
     pub(super) approval: Option<String>,
@@ -150,11 +150,11 @@ fn handler_entry(key: &str, value: &Value, description: Option<&str>, out: &mut 
     if kind == Kind::Data && out.reader.handler(&stream).is_none() {
         return out.problem(key, EntryError::NotAStream(stream.to_string()));
     }
-    let charm = out.reader.is_charm(&stream.doc).then(|| stream.doc.to_string());
+    let charm = out.reader.is_charm(&stream.doc).then(|| stream.doc.clone());
     let charm_name = charm.as_ref().map(|_| out.reader.charm_name(&stream.doc));
     let source = out.source(stream, &kind);
     let description = description.map(str::to_string);
-    out.push_stream_tool(key, key.to_string(), source, description, charm_name.as_deref(), charm);
+    out.push_stream_tool(&key.into(), key.to_string(), source, description, charm_name.as_deref(), charm);
 }
 
 /// `{"charm": LINK}`: one tool per top-level stream of the charm's result.
@@ -186,9 +186,11 @@ fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, 
         .and_then(|n| n.as_str().map(str::to_string))
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| key.to_string());
-    let charm = out.reader.is_charm(&root.doc).then(|| root.doc.to_string());
+    // Shared by the tools of this charm: one text each, not one per tool.
+    let (entry, charm): (Arc<str>, Option<Arc<str>>) =
+        (key.into(), out.reader.is_charm(&root.doc).then(|| root.doc.clone()));
     if read {
-        out.push_read_tool(key, &name, &root, &fields, charm.clone());
+        out.push_read_tool(&entry, &name, &root, &fields, charm.clone());
     }
     for (field, kind) in &fields {
         if *kind == Kind::Data {
@@ -197,7 +199,7 @@ fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, 
         let source = out.source(root.child(field.clone()), kind);
         let description = description.map(|d| format!("{d} - {field}"));
         let display = naming::display_name(&name, field);
-        out.push_stream_tool(key, display, source, description, Some(&name), charm.clone());
+        out.push_stream_tool(&entry, display, source, description, Some(&name), charm.clone());
     }
 }
 
@@ -219,7 +221,7 @@ impl Extraction<'_> {
 
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
     /// a handler called `read`), taking an optional `path` into the charm's data.
-    fn push_read_tool(&mut self, entry: &str, name: &str, root: &Link, fields: &[Field], charm: Option<String>) {
+    fn push_read_tool(&mut self, entry: &Arc<str>, name: &str, root: &Link, fields: &[Field], charm: Option<Arc<str>>) {
         let data: Vec<&str> = fields.iter().filter(|(_, kind)| *kind == Kind::Data).map(|(k, _)| &**k).collect();
         let key = if fields.iter().any(|(k, _)| &**k == "read") { "read_data" } else { "read" };
         let schema = json!({
@@ -238,7 +240,7 @@ impl Extraction<'_> {
             schema: Arc::new(schema),
             shape: InputShape::Object,
             target: ToolTarget::Read { charm: root.clone() },
-            entry: entry.to_string(),
+            entry: Arc::clone(entry),
             charm,
             unchecked: false,
             approval: None,
@@ -250,12 +252,12 @@ impl Extraction<'_> {
     /// generic "`key` handler from `owner`" (the charm's name).
     fn push_stream_tool(
         &mut self,
-        entry: &str,
+        entry: &Arc<str>,
         display: String,
         source: StreamSource,
         description: Option<String>,
         owner: Option<&str>,
-        charm: Option<String>,
+        charm: Option<Arc<str>>,
     ) {
         let StreamSource { stream, schema, approval } = source;
         let (prepared, shape) = match &schema.prepared {
@@ -280,7 +282,7 @@ impl Extraction<'_> {
             schema: prepared,
             shape,
             target: ToolTarget::Handler { stream },
-            entry: entry.to_string(),
+            entry: Arc::clone(entry),
             charm,
             unchecked: schema.unchecked,
             approval,
@@ -312,7 +314,7 @@ fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
         schema: Arc::new(schema),
         shape: InputShape::Object,
         target: ToolTarget::Client,
-        entry: key.to_string(),
+        entry: key.into(),
         charm: None,
         unchecked: false,
         approval: None,
@@ -349,7 +351,7 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
         schema: tool.input_schema().clone(),
         shape: tool.shape(),
         target: ToolTarget::Defined(tool),
-        entry: key.to_string(),
+        entry: key.into(),
         charm: None,
         unchecked: false,
         approval,
@@ -399,7 +401,7 @@ fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&st
         schema: Arc::new(prepared.schema),
         shape: prepared.shape,
         target: ToolTarget::Pattern { id: id.to_string(), prefilled },
-        entry: key.to_string(),
+        entry: key.into(),
         charm: None,
         unchecked: false,
         approval: None,

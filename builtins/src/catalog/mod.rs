@@ -116,10 +116,11 @@ pub struct Tool {
     pub shape: InputShape,
     /// What calling the tool does.
     pub target: ToolTarget,
-    /// The key of the `tools` entry this tool came from.
-    pub entry: String,
-    /// The charm whose handler this is, when the stream belongs to a charm.
-    pub charm: Option<String>,
+    /// The key of the `tools` entry this tool came from (shared by the tools of the entry).
+    pub entry: Arc<str>,
+    /// The charm whose handler this is, when the stream belongs to a charm (shared by the
+    /// tools of the charm).
+    pub charm: Option<Arc<str>>,
     /// The handler declares no event schema: arguments only have to be an object.
     pub unchecked: bool,
     /// Why a person must approve calls a model makes (the stream's policy, see

@@ -332,7 +332,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                 schema: Arc::new(prepared.schema),
                 shape: prepared.shape,
                 target: ToolTarget::Source { source: name.to_string(), tool: tool.name.clone() },
-                entry: name.to_string(),
+                entry: name.into(),
                 charm: None,
                 unchecked: false,
                 approval,

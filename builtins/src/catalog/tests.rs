@@ -119,7 +119,7 @@ fn a_charm_gives_one_tool_per_handler_and_no_data_tools() {
     assert!(catalog.problems().is_empty(), "{:?}", catalog.problems());
     let tool = catalog.get("Counter_increment").expect("by wire name");
     assert_eq!(tool.charm.as_deref(), Some(&*id));
-    assert_eq!(tool.entry, "c");
+    assert_eq!(&*tool.entry, "c");
     assert!(!tool.suffixed && !tool.unchecked);
     assert_eq!(tool.target, ToolTarget::Handler { stream: rt.charms().result(&id).child("increment") });
     assert_eq!(
@@ -151,7 +151,7 @@ fn a_charm_listed_twice_gives_its_tools_once_and_a_handler_under_two_keys_gives_
     });
     let catalog = Catalog::build(&rt, &tools);
     assert_eq!(displays(&catalog), ["Counter.boom", "Counter.increment", "Counter.reset", "Counter.wait", "x", "y"]);
-    assert!(catalog.tools().iter().take(4).all(|t| t.entry == "a"), "the first listing is kept");
+    assert!(catalog.tools().iter().take(4).all(|t| &*t.entry == "a"), "the first listing is kept");
     let wires: Vec<&str> = catalog.tools().iter().map(|t| t.wire.as_str()).collect();
     assert_eq!(wires, ["Counter_boom", "Counter_increment", "Counter_reset", "Counter_wait", "x", "y"]);
     for (index, tool) in catalog.tools().iter().enumerate() {
@@ -371,8 +371,8 @@ fn schemas_that_cannot_be_prepared_are_problems_that_spare_the_other_tools() {
             "k": charm_entry(&rt, &counter),
         }),
     );
-    assert_eq!(catalog.tools().iter().filter(|t| t.entry == "d").count(), 1);
-    assert_eq!(catalog.tools().iter().filter(|t| t.entry == "k").count(), 4);
+    assert_eq!(catalog.tools().iter().filter(|t| &*t.entry == "d").count(), 1);
+    assert_eq!(catalog.tools().iter().filter(|t| &*t.entry == "k").count(), 4);
     let problems: Vec<(String, String)> = catalog.problems().iter().map(|p| (p.entry.clone(), p.to_string())).collect();
     let entries: Vec<&str> = problems.iter().map(|(e, _)| e.as_str()).collect();
     assert_eq!(entries, ["d", "e", "f", "g", "h", "i", "j"], "{problems:#?}");

@@ -385,7 +385,7 @@ impl Builtin for LlmDialog {
                     tx.read(stream)?;
                 }
                 if let Some(charm) = &tool.charm {
-                    tx.read(&Link::new(charm.as_str(), trellis_runner::Path::new([trellis_runner::NAME])))?;
+                    tx.read(&Link::new(Arc::clone(charm), trellis_runner::Path::new([trellis_runner::NAME])))?;
                 }
             }
             Ok(catalog.flattened())
