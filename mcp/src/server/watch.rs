@@ -76,8 +76,7 @@ impl Watches {
     /// keeps one receiver per change among the streams accepted lately, however many.
     pub(crate) fn watch_ahead(&self, rt: &Runtime, targets: impl IntoIterator<Item = Target>) {
         let now = Instant::now();
-        let mut ahead = self.ahead.lock();
-        ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
+        let mut ahead = self.kept_ahead();
         for target in targets {
             let newest = ahead.iter().rposition(|(_, kept, _)| *kept == target);
             match newest {
@@ -95,12 +94,16 @@ impl Watches {
     /// was accepted, and it hears every change since (and at worst one from a moment
     /// before); a new one if none is kept.
     pub(crate) fn watch_from_ahead(&self, rt: &Runtime, target: Target) -> watch::Receiver<()> {
-        let kept = {
-            let mut ahead = self.ahead.lock();
-            ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
-            ahead.iter().find(|(_, kept, _)| *kept == target).map(|(.., receiver)| receiver.clone())
-        };
+        let kept = self.kept_ahead().iter().find(|(_, kept, _)| *kept == target).map(|(.., receiver)| receiver.clone());
         kept.unwrap_or_else(|| self.watch(rt, target))
+    }
+
+    /// The receivers kept for streams about to start, less those kept longer than
+    /// [`STREAM_START`].
+    fn kept_ahead(&self) -> parking_lot::MutexGuard<'_, Vec<Ahead>> {
+        let mut ahead = self.ahead.lock();
+        ahead.retain(|(at, ..)| at.elapsed() < STREAM_START);
+        ahead
     }
 
     /// [`Watches::watch`], with the link `target` has.
