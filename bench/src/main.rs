@@ -26,6 +26,11 @@ use std::process::ExitCode;
 
 use harness::{Measurement, RunConfig, Suite};
 
+/// The allocator the `trellis` command runs on, so the figures are the command's (every
+/// system in this binary shares it).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Every suite, in run order. Add new suites here (one line each).
 const SUITES: &[Suite] =
     &[propagation::SUITE, storage::SUITE, tools::SUITE, spaces::SUITE, dialogs::SUITE, selection::SUITE];

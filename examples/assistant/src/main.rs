@@ -3,6 +3,9 @@
 
 use trellis_example_assistant::{assistant, shopping};
 
+#[global_allocator]
+static ALLOCATOR: trellis::Allocator = trellis::Allocator;
+
 fn main() -> std::process::ExitCode {
     trellis::App::new("assistant")
         .about("A household assistant that keeps your shopping list")
