@@ -52,11 +52,11 @@ impl Runtime {
     fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
         crate::depth::check_depth_of(&event, format_args!("the event for {stream}"))?;
         let (at, _) = self.0.space.resolve(stream)?;
-        let handler = match self.handler(&at) {
-            Some(h) => h,
+        let run = match self.handler_run(&at) {
+            Some(run) => run,
             None => {
                 self.start_charm_for(&at)?;
-                self.handler(&at).ok_or_else(|| Error::NoHandler(at.clone()))?
+                self.handler_run(&at).ok_or_else(|| Error::NoHandler(at.clone()))?
             }
         };
         let (reply, rx) = if want_reply {
@@ -66,7 +66,7 @@ impl Runtime {
             (None, None)
         };
         let mut events = self.0.events.lock();
-        events.push_back(Event { stream: at, handler, event, reply });
+        events.push_back(Event { stream: at, run, event, reply });
         self.0.queued_events.store(events.len(), Ordering::Release);
         Ok(rx)
     }
@@ -238,7 +238,7 @@ impl Runtime {
         let _enter = span.enter();
         self.with_retries(|| {
             let tx = self.tx();
-            let outcome = catch_unwind(AssertUnwindSafe(|| (event.handler.run)(&tx, event.event.clone())));
+            let outcome = catch_unwind(AssertUnwindSafe(|| (event.run)(&tx, event.event.clone())));
             match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

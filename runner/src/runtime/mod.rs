@@ -71,7 +71,9 @@ type ReplyReceiver = oneshot::Receiver<Result<(Sent, Committed)>>;
 
 struct Event {
     stream: Link,
-    handler: Handler,
+    /// The handler's code only: its schema (JSON, copied in full by a clone) is not needed
+    /// to run it.
+    run: HandlerFn,
     event: serde_json::Value,
     reply: Option<Reply>,
 }
@@ -330,6 +332,11 @@ impl Runtime {
     /// The live handler of a stream, if its charm is running.
     pub fn handler(&self, stream: &Link) -> Option<Handler> {
         self.0.handlers.get(stream).map(|h| h.clone())
+    }
+
+    /// The code of the live handler of a stream, if its charm is running.
+    fn handler_run(&self, stream: &Link) -> Option<HandlerFn> {
+        self.0.handlers.get(stream).map(|h| h.run.clone())
     }
 
     /// Records an error nobody is waiting for; see [`Runtime::take_errors`].
