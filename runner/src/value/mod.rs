@@ -16,6 +16,7 @@ use serde::{Serialize, Serializer};
 
 mod array;
 mod parse;
+mod serialize;
 
 pub use array::Array;
 use array::Items;
@@ -297,9 +298,10 @@ impl Value {
         }
     }
 
-    /// Serialises any `Serialize` value into a `Value`.
+    /// Serialises any `Serialize` value into a `Value`: the same value as
+    /// `Value::from(serde_json::to_value(value)?)`, without making that JSON first.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
-        serde_json::to_value(value).map(Value::from)
+        value.serialize(serialize::ValueSerializer)
     }
 
     /// [`Value::from_serialize`] of a value of a known type, as a cell's `set` and a
