@@ -9,7 +9,8 @@
 //!   added at the peak; the peak is printed beside the time).
 //! * `tool-call-1` / `tool-call-100k`: one tool call (validate, handler, commit, durable,
 //!   result) on a charm of a one-charm space and of the big space (≤ 2x the one-charm
-//!   figure); the warm-up's first call starts the charm from its record.
+//!   figure), the two measured in interleaved rounds; the warm-up's first call starts the
+//!   charm from its record.
 //!
 //! Trellis only: no peer has charms, so each scenario states its target.
 
@@ -42,6 +43,9 @@ const OPEN_BUDGET: Budget =
 const CALL_BUDGET: Budget =
     Budget { warmup: 20, min_samples: 50, max_samples: 3000, max_time: Duration::from_millis(2000) };
 
+/// In how many interleaved rounds the two tool-call rows are measured (see [`tool_calls`]).
+const CALL_ROUNDS: usize = 4;
+
 fn run(config: &RunConfig) -> Vec<Measurement> {
     let dir = tempfile::tempdir().expect("spaces: a temporary directory");
     let small = dir.path().join("small.sqlite");
@@ -54,16 +58,16 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
         guarded("open-100k", &|| open(config, &big)),
         guarded("open+get-100k", &|| open_and_get(config, &big, &one)),
     ];
-    let small_call = guarded("tool-call-1", &|| tool_call(config, &small, &small_id));
-    let target = small_call.median_ns.as_ref().ok().map(|ns| Duration::from_nanos(2 * *ns as u64));
-    out.push(small_call);
-    out.push(guarded("tool-call-100k", &|| {
-        let stats = tool_call(config, &big, &big_ids[CHARMS / 3]);
-        match target {
-            Some(target) => stats.with_target(target),
-            None => stats,
+    let calls = harness::guarded(|| tool_calls(config, (&small, &small_id), (&big, &big_ids[CHARMS / 3])));
+    let (small_call, big_call) = match calls {
+        Ok((small, big)) => {
+            let target = Duration::from_nanos(2 * small.median_ns as u64);
+            (Ok(small), Ok(big.with_target(target)))
         }
-    }));
+        Err(error) => (Err(error.clone()), Err(error)),
+    };
+    out.push(harness::measurement(config, SUITE.name, "tool-call-1", "trellis", small_call));
+    out.push(harness::measurement(config, SUITE.name, "tool-call-100k", "trellis", big_call));
     out
 }
 
@@ -145,16 +149,43 @@ fn open_and_get(config: &RunConfig, path: &Path, id: &str) -> Stats {
     }
 }
 
-fn tool_call(config: &RunConfig, path: &Path, id: &str) -> Stats {
-    let rt = open_runtime(path);
-    let link = rt.charms().result(&DocId::from(id));
-    let catalog = Catalog::build(&rt, &json!({"c": {"charm": link.to_json()}}));
-    let tokio = tokio();
-    let timeout = Duration::from_secs(5);
-    harness::measure(config.budget(CALL_BUDGET), || {
-        let (invocation, took) =
-            harness::time(|| tokio.block_on(catalog.invoke(&rt, "Counter_increment", json!({"amount": 1}), timeout)));
+/// The tool calls on the one-charm space and on the big one, measured in [`CALL_ROUNDS`]
+/// interleaved rounds: the target is their ratio, and a durable commit's time drifts with
+/// the disk, so both rows sample the same stretches of time.
+fn tool_calls(config: &RunConfig, small: (&Path, &str), big: (&Path, &str)) -> (Stats, Stats) {
+    let (small, big) = (Caller::open(small.0, small.1), Caller::open(big.0, big.1));
+    let rounds = if config.quick || harness::fixed_samples() { 1 } else { CALL_ROUNDS };
+    let budget = RunConfig { rounds, ..*config }.budget(CALL_BUDGET);
+    let (mut on_small, mut on_big) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        on_small.extend(harness::durations(budget, || small.call()));
+        on_big.extend(harness::durations(budget, || big.call()));
+    }
+    (Stats::median_of(&mut on_small), Stats::median_of(&mut on_big))
+}
+
+/// A counter charm's `increment`, called as a model's tool call.
+struct Caller {
+    rt: Runtime,
+    catalog: Catalog,
+    tokio: tokio::runtime::Runtime,
+}
+
+impl Caller {
+    fn open(path: &Path, id: &str) -> Caller {
+        let rt = open_runtime(path);
+        let link = rt.charms().result(&DocId::from(id));
+        let catalog = Catalog::build(&rt, &json!({"c": {"charm": link.to_json()}}));
+        Caller { rt, catalog, tokio: tokio() }
+    }
+
+    /// One call (validate, handler, commit, durable, result), timed.
+    fn call(&self) -> Duration {
+        let timeout = Duration::from_secs(5);
+        let (invocation, took) = harness::time(|| {
+            self.tokio.block_on(self.catalog.invoke(&self.rt, "Counter_increment", json!({"amount": 1}), timeout))
+        });
         assert!(!invocation.is_error(), "spaces: the call failed: {:?}", invocation.output);
         took
-    })
+    }
 }
