@@ -182,49 +182,29 @@ impl Items {
     }
 }
 
-impl ser::SerializeSeq for Items {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
+/// The four serde traits of a sequence, alike for [`Items`]: each element goes to
+/// `push`, and `end` makes the array.
+macro_rules! items {
+    ($($serialize:ident :: $element:ident),*) => {$(
+        impl ser::$serialize for Items {
+            type Ok = Value;
+            type Error = Error;
+            fn $element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Value, Error> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Items {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Items {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Items {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
+items!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl Fields {
     fn insert<T: Serialize + ?Sized>(&mut self, key: Arc<str>, value: &T) -> Result<(), Error> {
@@ -253,27 +233,24 @@ impl ser::SerializeMap for Fields {
     }
 }
 
-impl ser::SerializeStruct for Fields {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
-        self.insert(key.into(), value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
+/// The two serde traits of a struct, alike for [`Fields`]: each field goes to `insert`,
+/// and `end` makes the object.
+macro_rules! fields {
+    ($($serialize:ident),*) => {$(
+        impl ser::$serialize for Fields {
+            type Ok = Value;
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+                self.insert(key.into(), value)
+            }
+            fn end(self) -> Result<Value, Error> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Fields {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
-        self.insert(key.into(), value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 /// A map key: JSON keys are strings, so numbers and booleans are written as text, and
 /// anything else is refused, as serde_json does.
@@ -283,10 +260,6 @@ fn key_must_be_a_string() -> Error {
     Error::custom("key must be a string")
 }
 
-fn text<T: ToString>(v: T) -> Result<Arc<str>, Error> {
-    Ok(v.to_string().into())
-}
-
 /// A float key as serde_json writes it: the shortest text of the number in its own width
 /// (`0.1` for an `f32` 0.1, not the `f64` it widens to); never NaN or infinity.
 fn float_key<F: Serialize>(finite: bool, v: &F) -> Result<Arc<str>, Error> {
@@ -294,6 +267,15 @@ fn float_key<F: Serialize>(finite: bool, v: &F) -> Result<Arc<str>, Error> {
         return Err(Error::custom("float key must be finite"));
     }
     serde_json::to_string(v).map(Arc::from)
+}
+
+/// The methods of [`KeySerializer`] that write a key as its text.
+macro_rules! as_text {
+    ($($method:ident: $type:ty),*) => {$(
+        fn $method(self, v: $type) -> Result<Arc<str>, Error> {
+            Ok(v.to_string().into())
+        }
+    )*};
 }
 
 impl ser::Serializer for KeySerializer {
@@ -307,47 +289,26 @@ impl ser::Serializer for KeySerializer {
     type SerializeStruct = Impossible<Arc<str>, Error>;
     type SerializeStructVariant = Impossible<Arc<str>, Error>;
 
-    fn serialize_bool(self, v: bool) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_i8(self, v: i8) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<Arc<str>, Error> {
-        text(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<Arc<str>, Error> {
-        text(v)
-    }
+    as_text!(
+        serialize_bool: bool,
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_i128: i128,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_u128: u128,
+        serialize_char: char
+    );
+
     fn serialize_f32(self, v: f32) -> Result<Arc<str>, Error> {
         float_key(v.is_finite(), &v)
     }
     fn serialize_f64(self, v: f64) -> Result<Arc<str>, Error> {
         float_key(v.is_finite(), &v)
-    }
-    fn serialize_char(self, v: char) -> Result<Arc<str>, Error> {
-        text(v)
     }
     fn serialize_str(self, v: &str) -> Result<Arc<str>, Error> {
         Ok(v.into())
