@@ -45,6 +45,15 @@ fn out_of_range() -> Error {
     Error::custom("number out of range")
 }
 
+/// The methods of [`ValueSerializer`] for the integers every JSON number holds.
+macro_rules! as_number {
+    ($($method:ident: $type:ty),*) => {$(
+        fn $method(self, v: $type) -> Result<Value, Error> {
+            Ok(Value::Number(v.into()))
+        }
+    )*};
+}
+
 impl ser::Serializer for ValueSerializer {
     type Ok = Value;
     type Error = Error;
@@ -59,36 +68,23 @@ impl ser::Serializer for ValueSerializer {
     fn serialize_bool(self, v: bool) -> Result<Value, Error> {
         Ok(Value::Bool(v))
     }
-    fn serialize_i8(self, v: i8) -> Result<Value, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i16(self, v: i16) -> Result<Value, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i32(self, v: i32) -> Result<Value, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i64(self, v: i64) -> Result<Value, Error> {
-        Ok(Value::Number(v.into()))
-    }
+    as_number!(
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64
+    );
+
     fn serialize_i128(self, v: i128) -> Result<Value, Error> {
         match (i64::try_from(v), u64::try_from(v)) {
             (Ok(v), _) => self.serialize_i64(v),
             (_, Ok(v)) => self.serialize_u64(v),
             _ => Err(out_of_range()),
         }
-    }
-    fn serialize_u8(self, v: u8) -> Result<Value, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u16(self, v: u16) -> Result<Value, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u32(self, v: u32) -> Result<Value, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u64(self, v: u64) -> Result<Value, Error> {
-        Ok(Value::Number(v.into()))
     }
     fn serialize_u128(self, v: u128) -> Result<Value, Error> {
         u64::try_from(v).map_err(|_| out_of_range()).and_then(|v| self.serialize_u64(v))
