@@ -104,6 +104,7 @@ fn deep<R: Read + ?Sized>(r: &R, at: &Link, value: Value, hops: usize, depth: us
 
 /// The value at `path` in `root` when no link lies on the way or at the end (the common
 /// case: then the location is found in one look); `None` when links must be followed.
+#[inline]
 pub(crate) fn plain_at<'v>(root: &'v Value, path: &Path) -> Option<&'v Value> {
     static ABSENT: Value = Value::Null;
     let may_be_link = |v: &Value| v.as_object().is_some_and(|m| m.contains_key(crate::link::LINK_KEY));

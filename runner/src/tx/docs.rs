@@ -84,6 +84,7 @@ impl Docs {
 
     /// Where `doc` is, if this transaction touched it under this id's text (the quick
     /// way: [`Docs::find`] finds it under any text).
+    #[inline]
     pub fn position(&mut self, doc: &DocId) -> Option<usize> {
         if self.list.get(self.last).is_some_and(|d| d.touched && Arc::ptr_eq(&d.id, doc)) {
             return Some(self.last);

@@ -58,6 +58,7 @@ pub(super) struct Ledger {
 
 impl Ledger {
     /// Where `doc` is among the documents, first touched now if it was not yet.
+    #[inline]
     pub(super) fn position(&mut self, space: &Space, doc: &DocId) -> usize {
         match self.docs.find(doc, || space.entry(doc)) {
             Ok(index) => index,

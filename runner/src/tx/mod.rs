@@ -107,6 +107,7 @@ impl<'s> Tx<'s> {
     /// Notes a read of `path` in the document at `doc` among the documents, in `reads`,
     /// unless it was read lately and noted then; returns where among the reads it is
     /// noted, and whether it was noted before (a read again).
+    #[inline]
     fn note(&self, reads: &mut Vec<(u32, Path)>, doc: usize, path: &Path) -> (usize, bool) {
         let doc = doc as u32;
         // A location read again lately (a link and its target, read in turns) is noted
