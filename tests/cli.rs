@@ -340,6 +340,12 @@ fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
 
     let wrong = fails(&s.path, &["resolve", "no_such_call", "--approve"]);
     assert!(wrong.contains("not waiting"), "{wrong}");
+    // An answer or an output is no approval, and no denial either: the call still waits.
+    for reply in [["--answer", "yes"], ["--output", r#"{"approved": true}"#]] {
+        let refused = fails(&s.path, &["resolve", reply[0], reply[1]]);
+        assert!(refused.contains("asks for an approval or a denial, not an answer"), "{refused}");
+    }
+    assert_eq!(json_of(&s.path, &["pending"])[0]["call_id"], call.as_str(), "still waiting");
     let done = ok(&s.path, &["resolve", &call, "--approve"]);
     assert!(done.contains("Done: Notes.delete"), "{done}");
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);

@@ -316,6 +316,12 @@ pub(super) fn resolve(
             call.approved = true;
             None
         }
+        // An answer or an output approves nothing, and taking it as a denial would use the
+        // call up: say what it needs, and keep it waiting.
+        (InteractionKind::Approval, Some(_)) if answer.reason.is_none() => {
+            let call = &answer.call_id;
+            return Err(format!("call `{call}` asks for an approval or a denial, not an answer").into());
+        }
         (InteractionKind::Approval, _) => Some(ToolOutput::ErrorText(format!("the user denied this call: {why}"))),
         // Approving a question answers nothing: say what it needs, and keep it waiting.
         (kind, None) if answer.approved => {

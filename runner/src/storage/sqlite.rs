@@ -295,9 +295,12 @@ fn check_usable(path: &Path) -> Result<(), StorageError> {
     Err(StorageError::NotAFile { path: path.display().to_string(), found })
 }
 
-/// Takes the space's lock file, or says which file is in use.
+/// Takes the space's lock file, or says which file is in use. The lock file sits beside
+/// the file `path` leads to: a space reached through a symbolic link takes the same lock
+/// as through its own name (two processes writing one space would lose each other's
+/// commits).
 fn lock_space(path: &Path) -> Result<std::fs::File, StorageError> {
-    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    let lock_path = PathBuf::from(format!("{}.lock", resolved(path).display()));
     let io = |action, source| StorageError::Io { path: lock_path.display().to_string(), action, source };
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -310,6 +313,18 @@ fn lock_space(path: &Path) -> Result<std::fs::File, StorageError> {
         Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::InUse { path: path.display().to_string() }),
         Err(std::fs::TryLockError::Error(e)) => Err(io("lock the space", e)),
     }
+}
+
+/// `path` with the symbolic links on the way resolved; a file not there yet is resolved
+/// through its directory (`path` itself when neither can be).
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .or_else(|_| {
+            let name = path.file_name().ok_or(std::io::ErrorKind::NotFound)?;
+            let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            std::fs::canonicalize(dir).map(|dir| dir.join(name))
+        })
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Opens the connection the writer thread owns, sets it up for durable group commit and
@@ -743,5 +758,27 @@ mod lock_tests {
         assert!(err.to_string().contains("in use"), "{err}");
         drop(first);
         SqliteStorage::open(&path).expect("open again once the first is closed");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn storage_a_space_reached_through_a_symbolic_link_is_the_same_space_in_use() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("space.sqlite");
+        let first = SqliteStorage::open(&path).expect("first open");
+        let link = dir.path().join("link.sqlite");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        let err = SqliteStorage::open(&link).expect_err("the same space under another name is refused");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(first);
+        drop(SqliteStorage::open(&link).expect("open through the link once the first is closed"));
+        // A link to a space not created yet resolves through its directory.
+        let other = dir.path().join("sub");
+        std::fs::create_dir(&other).expect("dir");
+        std::os::unix::fs::symlink(&other, dir.path().join("alias")).expect("symlink");
+        let fresh = SqliteStorage::open(other.join("new.sqlite")).expect("new space");
+        let err = SqliteStorage::open(dir.path().join("alias").join("new.sqlite")).expect_err("one space, two names");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(fresh);
     }
 }
