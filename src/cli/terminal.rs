@@ -10,7 +10,8 @@ use std::io::Write;
 
 /// `text` as it may reach a terminal: every control character (C0, DEL, C1) except
 /// newline and tab is shown as a Rust escape (`\u{1b}`, `\r`). An escape sequence loses
-/// its ESC and so prints as plain characters.
+/// its ESC and so prints as plain characters. So are the bidirectional controls
+/// ([`reorders`]), which would show a line's characters in another order than written.
 pub fn safe(text: &str) -> Cow<'_, str> {
     escape(text, |c| c == '\n' || c == '\t', |c, out| out.extend(c.escape_default()))
 }
@@ -53,9 +54,17 @@ impl Write for SafeStderr {
     }
 }
 
-/// `text` with each control character that `keep` refuses written by `write`.
+/// Whether `c` is a bidirectional formatting character: an embedding, override or
+/// isolate (U+202A-U+202E, U+2066-U+2069) or a direction mark (U+200E, U+200F, U+061C).
+/// A name holding one can show as another name ("Trojan Source").
+fn reorders(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+/// `text` with each control character that `keep` refuses, and each bidirectional
+/// control, written by `write`.
 fn escape(text: &str, keep: impl Fn(char) -> bool, write: impl Fn(char, &mut String)) -> Cow<'_, str> {
-    let escaped = |c: char| c.is_control() && !keep(c);
+    let escaped = |c: char| (c.is_control() && !keep(c)) || reorders(c);
     if !text.chars().any(escaped) {
         return Cow::Borrowed(text);
     }
@@ -80,6 +89,18 @@ mod tests {
         assert_eq!(safe(hostile), concat!(r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}", "\tb\nc → é"));
         assert_eq!(safe_line(hostile), r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}\tb\nc → é");
         assert!(matches!(safe("plain → text\n"), Cow::Borrowed(_)), "nothing to escape: no copy");
+    }
+
+    #[test]
+    fn bidirectional_controls_are_escaped_and_joiners_kept() {
+        let hostile = "rtl\u{202e}live\u{2066}x\u{2069}\u{200f}";
+        assert_eq!(safe(hostile), r"rtl\u{202e}live\u{2066}x\u{2069}\u{200f}");
+        assert_eq!(safe_line(hostile), safe(hostile));
+        let json = serde_json::to_string(&serde_json::json!({ "name": hostile })).unwrap_or_default();
+        assert_eq!(safe_json(&json), r#"{"name":"rtl\u202elive\u2066x\u2069\u200f"}"#);
+        // A family emoji is joined by U+200D: it stays as it is.
+        let family = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467} العربية";
+        assert!(matches!(safe(family), Cow::Borrowed(_)));
     }
 
     #[test]
