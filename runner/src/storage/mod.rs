@@ -82,6 +82,16 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is a database of another program: Trellis does not write into it.
+    #[error(
+        "{path} is an SQLite database of another program (its tables: {tables}), not a Trellis space; nothing was changed; give the path of a new file or of a space"
+    )]
+    NotASpace {
+        /// The database file.
+        path: String,
+        /// The tables found there, comma-separated.
+        tables: String,
+    },
     /// Another process (or another runtime in this one) has the space open.
     #[error(
         "the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again"

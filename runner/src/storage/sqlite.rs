@@ -143,10 +143,13 @@ impl SqliteStorage {
             })?;
         }
 
-        // Before the lock: a path that cannot hold the space must not leave a lock file.
+        // Before the lock: a path that cannot hold the space must not leave a lock file
+        // (opening a connection writes nothing).
         check_usable(&path)?;
+        let writer_conn = Connection::open(&path).map_err(sqlite)?;
+        check_is_space(&writer_conn, &path)?;
         let lock = lock_space(&path)?;
-        let writer_conn = open_writer(&path).map_err(sqlite)?;
+        let writer_conn = set_up_writer(writer_conn, &path).map_err(sqlite)?;
         let reader = open_reader(&path).map_err(sqlite)?;
 
         let counters = Arc::new(Counters::default());
@@ -327,10 +330,24 @@ fn resolved(path: &Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// Opens the connection the writer thread owns, sets it up for durable group commit and
-/// creates the schema.
-fn open_writer(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
+/// Refuses a database that holds tables and not the space's: another program's data,
+/// which a space would otherwise be made in, beside it. Asked before anything is written
+/// (switching to WAL writes to the file).
+fn check_is_space(conn: &Connection, path: &Path) -> Result<(), StorageError> {
+    let sqlite = |source| StorageError::Sqlite { path: path.display().to_string(), source };
+    let mut query =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").map_err(sqlite)?;
+    let tables = query.query_map([], |row| row.get::<_, String>(0)).map_err(sqlite)?;
+    let tables = tables.collect::<rusqlite::Result<Vec<String>>>().map_err(sqlite)?;
+    if tables.is_empty() || tables.iter().any(|table| table == "documents") {
+        return Ok(());
+    }
+    Err(StorageError::NotASpace { path: path.display().to_string(), tables: tables.join(", ") })
+}
+
+/// Sets up the connection the writer thread owns for durable group commit and creates
+/// the schema.
+fn set_up_writer(conn: Connection, path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
 
     // WAL: a commit appends the transaction's pages to the `-wal` file; readers keep
@@ -736,6 +753,22 @@ mod lock_tests {
         let text = err.to_string();
         assert!(text.contains("not a Trellis space or is damaged"), "{text}");
         assert!(!text.contains("writable"), "{text}");
+    }
+
+    #[test]
+    fn storage_another_programs_database_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("other.sqlite");
+        let other = Connection::open(&path).expect("open");
+        other.execute_batch("CREATE TABLE users(id, name); INSERT INTO users VALUES (1, 'bob');").expect("fill");
+        drop(other);
+        let before = std::fs::read(&path).expect("read");
+        let err = SqliteStorage::open(&path).expect_err("not a space");
+        assert!(matches!(&err, StorageError::NotASpace { tables, .. } if tables == "users"), "{err}");
+        assert!(err.to_string().contains("not a Trellis space; nothing was changed"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), before, "the file is as it was");
+        assert!(!dir.path().join("other.sqlite-wal").exists(), "no WAL was started");
+        assert!(!dir.path().join("other.sqlite.lock").exists(), "no stray lock file");
     }
 
     #[test]
