@@ -230,6 +230,34 @@ fn limits_are_answered_with_413_422_and_429() {
     assert!(refused.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
 }
 
+/// A client that connects and stalls, or sends its headers and stops halfway, is cut off
+/// after `--header-timeout`; meanwhile, and after, everyone else is answered.
+#[test]
+fn a_stalled_client_is_cut_off_and_others_are_served() {
+    use std::io::{Read, Write};
+    let s = common::space();
+    let c = client(&s.path, &["--header-timeout", "1"]);
+    let stalled = |first_bytes: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(&c.served.authority).unwrap();
+        stream.write_all(first_bytes).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+        stream
+    };
+    let silent = stalled(b"");
+    let halfway = stalled(format!("GET /api/patterns HTTP/1.1\r\nHost: {}\r\n", c.served.authority).as_bytes());
+    assert_eq!(c.call("GET", "/api/patterns", None).status, 200, "answered while others stall");
+    let started = std::time::Instant::now();
+    for mut stream in [silent, halfway] {
+        // Closed by the server: the read ends (with whatever it says) instead of waiting
+        // out its own 20 s.
+        let _ = stream.read_to_end(&mut Vec::new());
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "cut off after about a second");
+    assert_eq!(c.call("GET", "/api/patterns", None).status, 200);
+    let bad = common::trellis(&s.path).args(["serve", "--header-timeout", "0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--header-timeout"), "{bad:?}");
+}
+
 #[test]
 fn binding_beyond_loopback_needs_allow_remote_and_says_why() {
     let s = common::space();

@@ -6,6 +6,7 @@
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
 //!   (`tokens`: kept in the space as hashes);
 //! - `limits`: body size (413), message length (422), request rate (429);
+//! - `listen`: accepting connections, each with a deadline for its request headers;
 //! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
 //! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
 //!   embedded in the binary.
@@ -18,6 +19,7 @@ mod error;
 mod events;
 pub mod handoff;
 mod limits;
+mod listen;
 mod openapi;
 mod routes;
 pub mod tokens;
@@ -42,6 +44,9 @@ pub struct Options {
     pub chatbot: String,
     /// Requests per minute per client address.
     pub rate_per_minute: u32,
+    /// How long a client may take to send a request's headers (and may stay silent on an
+    /// open connection) before the connection is closed.
+    pub header_timeout: std::time::Duration,
     /// The space's file (its hand-off file goes beside it).
     pub space: std::path::PathBuf,
     /// The program's tools defined in Rust, which its chatbot's dialog may refer to.
@@ -136,11 +141,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     };
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = handoff.write(&options.space)?;
-    let served = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(stopped())
-        .await;
+    listen::serve(listener, router, options.header_timeout, stopped()).await;
     written.remove();
-    served.context("the server stopped")
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM, so the server can remove its hand-off file.
