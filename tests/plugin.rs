@@ -271,6 +271,14 @@ fn a_plugin_tool_the_model_calls_in_chat_runs_here_and_the_conversation_goes_on(
     let tools: Vec<&str> =
         offered["flattened_tools"].as_array().unwrap().iter().filter_map(|t| t["wire"].as_str()).collect();
     assert!(tools.contains(&"count_words") && tools.contains(&"unix_time"), "offered beside the others: {tools:?}");
+    // Every chat loads it again, beside the client tools the last one offered (its own).
+    for _ in 0..2 {
+        let again = trellis(&space.path, &["chat", "--model", "offline", "-m", "hello"]);
+        let warned = String::from_utf8_lossy(&again.stderr);
+        assert!(again.status.success() && !warned.contains("not loaded"), "{warned}");
+        let offered = json_of(&space.path, &["charm", "get", "Chat"]);
+        assert!(offered["flattened_tools"].to_string().contains("count_words"), "offered again: {offered}");
+    }
     ok(&space.path, &["plugin", "disable", "text-tools"]);
     ok(&space.path, &["chat", "--model", "offline", "-m", "hello"]);
     let offered = json_of(&space.path, &["charm", "get", "Chat"]);

@@ -357,7 +357,7 @@ impl Catalog {
     }
 
     /// The catalog as a UI shows it: `[{display, wire, description, input_schema,
-    /// entry, charm?}]`.
+    /// entry, charm?, client?}]` (`client: true` for a definition a client sent).
     pub fn flattened(&self) -> Value {
         Value::Array(
             self.tools
@@ -370,8 +370,13 @@ impl Catalog {
                         "input_schema": t.input_schema,
                         "entry": t.entry,
                     });
-                    if let (Some(charm), Value::Object(map)) = (&t.charm, &mut item) {
-                        map.insert("charm".into(), json!(charm));
+                    if let Value::Object(map) = &mut item {
+                        if let Some(charm) = &t.charm {
+                            map.insert("charm".into(), json!(charm));
+                        }
+                        if matches!(t.target, ToolTarget::Client) {
+                            map.insert("client".into(), Value::Bool(true));
+                        }
                     }
                     item
                 })

@@ -362,7 +362,10 @@ fn display_of(flattened: &serde_json::Value, wire: &str) -> String {
 /// The wire names of the dialog's tools (plugin tools may not take them).
 fn wire_names(dialog: &DialogHandle) -> Vec<String> {
     let tools = dialog.flattened_tools();
-    tools.as_array().into_iter().flatten().filter_map(|t| t["wire"].as_str().map(str::to_string)).collect()
+    // The client tools offered last (a plugin's own, from the last run) are no server
+    // tools: counted as such, they would keep that plugin from loading again.
+    let server = tools.as_array().into_iter().flatten().filter(|t| t["client"] != true);
+    server.filter_map(|t| t["wire"].as_str().map(str::to_string)).collect()
 }
 
 /// A warning on standard error, escaped for the terminal.
