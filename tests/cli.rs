@@ -104,6 +104,33 @@ fn chat_reads_turns_from_piped_stdin() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert_eq!(count(&s.path, "Counter"), 3);
+
+    // A program that writes a line and waits for the answer gets it before it writes the
+    // next: each line is a turn as it arrives, not once standard input closes.
+    let mut child = common::trellis(&s.path)
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, answers) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || std::io::BufRead::lines(stdout).map_while(Result::ok).for_each(|l| drop(lines.send(l))));
+    for amount in [5, 6] {
+        writeln!(stdin, "@Counter add {amount}").unwrap();
+        let answered = loop {
+            let line = answers
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no answer to `add {amount}` while standard input stays open"));
+            if line.starts_with("assistant: Done") {
+                break line;
+            }
+        };
+        assert!(answered.contains(&format!("→ {},", if amount == 5 { 8 } else { 14 })), "{answered}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]
@@ -351,9 +378,12 @@ fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);
     assert!(ok(&s.path, &["pending"]).contains("nothing is waiting"));
 
-    // Denied: the model is told why, and nothing changes.
-    let out = trellis(&s.path, &["chat", "-m", "@Notes delete note 2"]);
+    // Denied: the model is told why, and nothing changes. The message after the one that
+    // waits is not sent, and the user is told.
+    let out = trellis(&s.path, &["chat", "-m", "@Notes delete note 2", "-m", "@Notes delete note 3"]);
     assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 more message(s) not sent: the chat waits for your answer first"), "{err}");
     let denied = ok(&s.path, &["resolve", "--deny", "I still need eggs"]);
     assert!(denied.contains("denied") && denied.contains("I still need eggs"), "{denied}");
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);

@@ -6,7 +6,7 @@
 mod render;
 mod session;
 
-use std::io::{IsTerminal, Read as _};
+use std::io::{BufRead as _, IsTerminal};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -19,17 +19,12 @@ use super::Format;
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
 pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, format: Format) -> anyhow::Result<()> {
-    let turns: Vec<String> = if !messages.is_empty() {
-        messages
-    } else if std::io::stdin().is_terminal() {
+    if messages.is_empty() && std::io::stdin().is_terminal() {
         return super::interactive::run(session, format).await;
-    } else {
-        let mut input = String::new();
-        std::io::stdin().read_to_string(&mut input).context("cannot read standard input")?;
-        input.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()
-    };
+    }
+    let mut turns = Turns::new(messages);
     let mut all = Vec::new();
-    for turn in turns {
+    while let Some(turn) = turns.next().await? {
         let new = session.turn(&turn, timeout).await?;
         if !format.json {
             super::output::emit(&transcript(&session, &new));
@@ -38,10 +33,63 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
         session.show_effects(&mut Headless { format }).await?;
         all.extend(run_plugin_calls(&session, timeout, format).await?);
         if !session.waiting().is_empty() {
+            turns.not_sent();
             break;
         }
     }
     finish(&session, all, format)
+}
+
+/// What a chat without a terminal says: each `--message`, else each line of standard
+/// input, taken as it arrives, so that a program that writes a line and waits for the
+/// answer gets it before it writes the next.
+enum Turns {
+    Given(std::vec::IntoIter<String>),
+    Read(tokio::sync::mpsc::Receiver<std::io::Result<String>>),
+}
+
+impl Turns {
+    fn new(messages: Vec<String>) -> Turns {
+        if !messages.is_empty() {
+            return Turns::Given(messages.into_iter());
+        }
+        let (lines, read) = tokio::sync::mpsc::channel(1);
+        // Standard input blocks: read on a thread of its own, which the process ends.
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                if lines.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Turns::Read(read)
+    }
+
+    /// The next turn; blank lines are no turn.
+    async fn next(&mut self) -> anyhow::Result<Option<String>> {
+        match self {
+            Turns::Given(messages) => Ok(messages.next()),
+            Turns::Read(lines) => loop {
+                let Some(line) = lines.recv().await else { return Ok(None) };
+                let line = line.context("cannot read standard input")?;
+                if !line.trim().is_empty() {
+                    return Ok(Some(line.trim().to_string()));
+                }
+            },
+        }
+    }
+
+    /// Says which `--message`s were not sent: the chat waits for an answer first.
+    fn not_sent(&self) {
+        if let Turns::Given(rest) = self {
+            if rest.len() > 0 {
+                eprintln!(
+                    "{} more message(s) not sent: the chat waits for your answer first (see `trellis pending`)",
+                    rest.len()
+                );
+            }
+        }
+    }
 }
 
 /// `trellis pending`: the calls waiting for the user's answer.
