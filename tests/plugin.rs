@@ -244,6 +244,19 @@ fn bad_plugin_commands_are_refused_clearly() {
         let stderr = fails(&space.path, args);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+
+    // The two key files `keygen` writes both hold 64 hex digits; each is refused where the
+    // other belongs, and the secret is never shown or kept.
+    let shop = Workshop::new(&space.path);
+    shop.sign(&space.path);
+    let (secret, public) = (shop.path("author.key"), shop.path("author.key.pub"));
+    let trusted_secret = fails(&space.path, &["plugin", "trust", &secret]);
+    assert!(trusted_secret.contains("is a secret key") && trusted_secret.contains("give"), "{trusted_secret}");
+    let secret_hex = std::fs::read_to_string(&secret).unwrap();
+    assert!(!trusted_secret.contains(secret_hex.trim()), "the secret is not shown: {trusted_secret}");
+    assert!(!ok(&space.path, &["plugin", "list"]).contains(secret_hex.trim()), "nor trusted");
+    let signed_with_public = fails(&space.path, &["plugin", "sign", &shop.path("bundle"), "--key", &public]);
+    assert!(signed_with_public.contains("is a public key file; sign with the secret key"), "{signed_with_public}");
 }
 
 #[test]

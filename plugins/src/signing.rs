@@ -59,6 +59,18 @@ pub enum SigningError {
         /// Why.
         source: std::io::Error,
     },
+    /// A secret key file was given where a public key belongs.
+    #[error("{path} is a secret key (its public key is in {path}.pub): give {path}.pub instead, and keep {path} to yourself")]
+    SecretKeyGiven {
+        /// The secret key file.
+        path: PathBuf,
+    },
+    /// A public key file was given where the secret key belongs.
+    #[error("{path} is a public key file; sign with the secret key file `trellis plugin keygen` wrote beside it")]
+    PublicKeyGiven {
+        /// The public key file.
+        path: PathBuf,
+    },
     /// No random bytes for a key.
     #[error("cannot make a key: no random bytes from the system: {0}")]
     Random(String),
@@ -93,6 +105,24 @@ impl PublicKey {
         VerifyingKey::from_bytes(&bytes).map(PublicKey).map_err(|_| SigningError::BadKey(shown()))
     }
 
+    /// Reads a public key file (64 hex digits). Refuses a secret key file, which holds 64
+    /// hex digits too: `keygen` writes the secret key to FILE and its public key to
+    /// FILE.pub, so a file whose FILE.pub holds the public key of what it holds is one.
+    pub fn read(path: &Path) -> Result<PublicKey, SigningError> {
+        let text = read_key_file(path)?;
+        let beside = PathBuf::from(format!("{}.pub", path.display()));
+        let secret_beside = std::fs::read_to_string(&beside)
+            .ok()
+            .and_then(|beside| PublicKey::parse(&beside).ok())
+            .zip(decode_hex::<32>(text.trim()))
+            .is_some_and(|(beside, seed)| SecretKey(SigningKey::from_bytes(&seed)).public() == beside);
+        if secret_beside {
+            return Err(SigningError::SecretKeyGiven { path: path.to_path_buf() });
+        }
+        // Named by its file, not shown: it may be a secret all the same.
+        PublicKey::parse(&text).map_err(|_| SigningError::BadKey(format!("the content of {}", path.display())))
+    }
+
     /// The key in hex.
     pub fn to_hex(&self) -> String {
         encode_hex(self.0.as_bytes())
@@ -121,13 +151,14 @@ impl SecretKey {
         PublicKey(self.0.verifying_key())
     }
 
-    /// Reads a secret key file (64 hex digits).
+    /// Reads a secret key file (64 hex digits). Refuses a `.pub` file: `keygen` writes
+    /// the public key there, and signing with it as a secret would sign with a key nobody
+    /// trusts.
     pub fn read(path: &Path) -> Result<SecretKey, SigningError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SigningError::KeyFile {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        })?;
+        if path.extension().is_some_and(|extension| extension == "pub") {
+            return Err(SigningError::PublicKeyGiven { path: path.to_path_buf() });
+        }
+        let text = read_key_file(path)?;
         let seed: [u8; 32] = decode_hex(text.trim())
             .ok_or_else(|| SigningError::BadKey(format!("the content of {}", path.display())))?;
         Ok(SecretKey(SigningKey::from_bytes(&seed)))
@@ -207,6 +238,15 @@ pub fn encode_hex(bytes: &[u8]) -> String {
 }
 
 /// Exactly `N` bytes from `2 * N` hex digits.
+/// The text of a key file.
+fn read_key_file(path: &Path) -> Result<String, SigningError> {
+    std::fs::read_to_string(path).map_err(|source| SigningError::KeyFile {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     if text.len() != 2 * N || !text.is_ascii() {
         return None;

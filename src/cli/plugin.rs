@@ -259,8 +259,7 @@ fn describe(plugin: &Listed) -> String {
 fn read_key(text: &str) -> anyhow::Result<PublicKey> {
     let path = Path::new(text);
     if path.is_file() {
-        let content = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        return Ok(PublicKey::parse(&content)?);
+        return Ok(PublicKey::read(path)?);
     }
     Ok(PublicKey::parse(text)?)
 }
