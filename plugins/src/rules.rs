@@ -4,8 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use trellis_builtins::catalog::naming::{is_valid_wire_name, MAX_WIRE_LEN};
+use trellis_builtins::tool::limits::ClientToolLimits;
 
 use crate::executor::Executor;
 use crate::plugin::Plugin;
@@ -62,7 +63,7 @@ pub enum RegisterError {
     /// Rule: a tool's parameters are a usable JSON Schema of an object.
     #[error(
         "plugin `{plugin}`: the parameters of `{tool}` are not usable: {reason} (rule: parameters are a JSON Schema \
-         with \"type\": \"object\")"
+         with \"type\": \"object\", within the limits of a client tool's schema)"
     )]
     BadParameters {
         /// The plugin.
@@ -194,7 +195,7 @@ pub(crate) fn check(
             let (plugin, tool) = at(&tool.name);
             return Err(RegisterError::LongDescription { plugin, tool });
         }
-        let validator = validator(&tool.parameters).map_err(|reason| {
+        let validator = validator(&tool.name, &tool.parameters).map_err(|reason| {
             let (plugin, tool) = at(&tool.name);
             RegisterError::BadParameters { plugin, tool, reason }
         })?;
@@ -222,8 +223,10 @@ pub(crate) fn check(
     Ok(checked)
 }
 
-/// A validator for a tool's parameters, which must be an object schema.
-fn validator(parameters: &Value) -> Result<jsonschema::Validator, String> {
+/// A validator for a tool's parameters, which must be an object schema that a client
+/// tool may have: a plugin's tools are offered to the model as client tools, and one
+/// beyond their limits would be refused in every chat.
+fn validator(tool: &str, parameters: &Value) -> Result<jsonschema::Validator, String> {
     let Some(schema) = parameters.as_object() else {
         let kind = trellis_runner::Value::from(parameters.clone()).kind();
         return Err(format!("they are a JSON {kind}, not an object"));
@@ -231,6 +234,7 @@ fn validator(parameters: &Value) -> Result<jsonschema::Validator, String> {
     if schema.get("type") != Some(&Value::from("object")) {
         return Err("the schema's \"type\" is not \"object\"".to_string());
     }
+    ClientToolLimits::default().check(tool, &json!({ "parameters": parameters })).map_err(|e| e.to_string())?;
     jsonschema::validator_for(parameters).map_err(|e| e.to_string())
 }
 

@@ -33,6 +33,12 @@ fn register(manager: &PluginManager, plugin: PluginBuilder) -> Result<(), Regist
     manager.register(plugin.build(), ["Counter_increment"])
 }
 
+/// Parameters whose one property is an array of arrays, `levels` deep in all.
+fn deep_parameters(levels: usize) -> Value {
+    let inner = (2..levels).fold(json!({"type": "string"}), |inner, _| json!({"type": "array", "items": inner}));
+    json!({"type": "object", "properties": {"x": inner}})
+}
+
 #[test]
 fn each_registration_rule_is_named_when_broken() {
     let manager = PluginManager::new();
@@ -61,6 +67,12 @@ fn each_registration_rule_is_named_when_broken() {
             Plugin::builder("p", "1")
                 .tool(ToolDefinition::new("a", "", json!({"type": "object", "minProperties": "x"})), echo()),
             "rule: parameters are a JSON Schema",
+        ),
+        (
+            // Offered as a client tool, it must be one: nested too deeply, every chat
+            // would refuse it.
+            Plugin::builder("p", "1").tool(ToolDefinition::new("a", "", deep_parameters(10)), echo()),
+            "rule `max-depth`",
         ),
     ];
     for (plugin, rule) in cases {

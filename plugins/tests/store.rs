@@ -132,7 +132,8 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     common::write_bundle(dir.path(), &remote, &wat);
     let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("refused");
     assert!(error.to_string().contains("rule: parameters are a JSON Schema"), "{error}");
-    // Nesting is bounded by the JSON reader's depth limit; below it, a deep schema is fine.
+    // Nesting is bounded by the JSON reader's depth limit, and then by a client tool's (the
+    // model is offered a plugin's tools as client tools).
     let nested = |levels: usize| {
         let deep = (0..levels)
             .fold(json!({"type": "object"}), |inner, _| json!({"type": "object", "properties": {"a": inner}}));
@@ -143,7 +144,11 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     let error = Bundle::read(dir.path()).expect_err("too deep");
     assert!(error.to_string().contains("recursion limit exceeded"), "{error}");
     common::write_bundle(dir.path(), &nested(60), &wat);
-    store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect("a deep but bounded schema");
+    let error =
+        store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("deeper than a client tool");
+    assert!(error.to_string().contains("rule `max-depth`"), "{error}");
+    common::write_bundle(dir.path(), &nested(4), &wat);
+    store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect("a schema within a client tool's depth");
     assert!(store.list().expect("list").iter().all(|p| p.name != "remote" && p.name != "../escape"));
     assert!(rt.read_raw(&"plugins".into(), &Path::new(["installed", "../escape"])).to_json().is_null());
 }
