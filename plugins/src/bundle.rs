@@ -37,6 +37,26 @@ pub enum BundleError {
         /// Why.
         source: std::io::Error,
     },
+    /// The bundle is not a directory.
+    #[error(
+        "{0} is not a directory: a bundle is a directory holding manifest.json and plugin.wasm (and signature.json \
+         once signed)"
+    )]
+    NotADirectory(String),
+    /// A file of the bundle is not a regular file (a pipe, a device).
+    #[error("{file} of the bundle {dir} is not a regular file")]
+    NotAFile {
+        /// The bundle.
+        dir: String,
+        /// The file.
+        file: &'static str,
+    },
+    /// The module is not WebAssembly in its binary format.
+    #[error(
+        "{MODULE_FILE} of the bundle is not a WebAssembly binary (it starts with \\0asm); compile WebAssembly text \
+         first, e.g. `wat2wasm plugin.wat -o plugin.wasm`"
+    )]
+    NotBinary,
     /// A file is larger than read.
     #[error("{file} of the bundle is larger than {max} bytes")]
     TooLarge {
@@ -74,9 +94,17 @@ pub struct Bundle {
 
 impl Bundle {
     /// Reads the bundle in `dir`.
+    /// The module must be a WebAssembly binary: the web page runs it in the browser, which
+    /// takes no other form.
     pub fn read(dir: &Path) -> Result<Bundle, BundleError> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(BundleError::NotADirectory(dir.display().to_string()));
+        }
         let manifest_bytes = read_file(dir, MANIFEST_FILE, MAX_MANIFEST_BYTES)?;
         let module = read_file(dir, MODULE_FILE, MAX_MODULE_BYTES)?;
+        if !module.starts_with(b"\0asm") {
+            return Err(BundleError::NotBinary);
+        }
         let signature = match std::fs::metadata(dir.join(SIGNATURE_FILE)) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             _ => {
@@ -144,6 +172,10 @@ impl Executor for WasmExecutor {
 fn read_file(dir: &Path, file: &'static str, max: usize) -> Result<Vec<u8>, BundleError> {
     use std::io::Read;
     let error = |source| BundleError::Read { dir: dir.display().to_string(), file, source };
+    // Looked at before it is opened: opening a pipe waits for a writer, for ever.
+    if !std::fs::metadata(dir.join(file)).map_err(error)?.is_file() {
+        return Err(BundleError::NotAFile { dir: dir.display().to_string(), file });
+    }
     let opened = std::fs::File::open(dir.join(file)).map_err(error)?;
     let mut bytes = Vec::new();
     // One byte past the limit tells a file at the limit from a larger one.

@@ -183,10 +183,32 @@ fn a_module_without_the_abi_is_refused_at_load() {
     assert!(error.to_string().contains("exceeds the limit of 32 parameters"), "{error}");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("manifest.json"), &manifest).expect("write");
-    std::fs::write(dir.path().join("plugin.wasm"), b"not wasm").expect("write");
+    // Not a binary module (random bytes, nothing, WebAssembly text, which the page's
+    // browser cannot run): refused as the bundle is read, saying what to do.
+    for module in [&b"not wasm"[..], b"", b"(module)"] {
+        std::fs::write(dir.path().join("plugin.wasm"), module).expect("write");
+        let error = Bundle::read(dir.path()).expect_err("refused");
+        assert!(error.to_string().contains("not a WebAssembly binary") && error.to_string().contains("wat2wasm"));
+    }
+    // A binary that does not validate is refused when its plugin is made.
+    std::fs::write(dir.path().join("plugin.wasm"), b"\0asm\x01\0\0\0\x01").expect("write");
     let bundle = Bundle::read(dir.path()).expect("read");
     let error = bundle.plugin(&[]).err().expect("refused");
     assert!(error.to_string().starts_with("the plugin's module cannot be used"), "{error}");
+    // A bundle is a directory of regular files; a pipe is not waited on.
+    let file = dir.path().join("plugin.wasm");
+    let not_a_dir = Bundle::read(&file).expect_err("refused");
+    assert!(not_a_dir.to_string().contains("is not a directory: a bundle is a directory"), "{not_a_dir}");
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(dir.path().join("manifest.json")).expect("remove");
+        let made = std::process::Command::new("mkfifo").arg(dir.path().join("manifest.json")).status();
+        assert!(made.expect("mkfifo runs").success());
+        let pipe = Bundle::read(dir.path()).expect_err("refused");
+        assert!(
+            pipe.to_string().contains("manifest.json of the bundle") && pipe.to_string().contains("not a regular file")
+        );
+    }
 }
 
 #[test]
