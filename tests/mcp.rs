@@ -113,6 +113,48 @@ fn an_mcp_host_over_stdio_lists_and_calls_the_charms_handlers() {
     assert_eq!(count(&s.path), 2);
 }
 
+/// A line that is not JSON (broken, two messages on one line, nested past any reader)
+/// gets JSON-RPC's parse error, so a host waiting for an answer is not left waiting; the
+/// lines around it are answered as ever.
+#[test]
+fn every_line_a_host_sends_over_stdio_is_answered() {
+    use std::io::Write;
+    let s = common::space();
+    let mut child = common::trellis(&s.path)
+        .args(["mcp", "serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        &deep,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    // Answered before the host goes: a host reads its answers, then closes.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stdin);
+    let out = common::output_within(child, Duration::from_secs(60), "trellis mcp serve");
+    let answers: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let parse_errors: Vec<&Value> = answers.iter().filter(|a| a["error"]["code"] == -32700).collect();
+    assert_eq!(parse_errors.len(), 3, "{answers:?}");
+    assert!(parse_errors
+        .iter()
+        .all(|a| a["id"].is_null() && a["error"]["message"].as_str().unwrap().contains("not JSON")));
+    let ids: Vec<&Value> = answers.iter().filter(|a| a.get("result").is_some()).map(|a| &a["id"]).collect();
+    assert_eq!(ids, [0, 4], "{answers:?}");
+}
+
 #[test]
 fn a_client_of_the_current_revision_listens_over_stdio() {
     let s = common::space();

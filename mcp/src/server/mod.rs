@@ -2,6 +2,7 @@
 
 mod budget;
 mod serve;
+mod stdio;
 mod subscriptions;
 mod watch;
 

@@ -56,8 +56,10 @@ pub async fn serve_http(
 
 /// Serves the space `rt` over standard input and output until the client leaves.
 pub async fn serve_stdio(rt: Runtime) -> Result<(), ServeError> {
-    let service =
-        TrellisMcp::new(rt).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
-    service.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
-    Ok(())
+    let (transport, writer) = super::stdio::transport(tokio::io::stdin(), tokio::io::stdout());
+    let service = TrellisMcp::new(rt).serve(transport).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    let ended = service.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()));
+    // rmcp is done writing; the last of it reaches standard output.
+    let _ = writer.await;
+    ended.map(drop)
 }
