@@ -146,6 +146,13 @@ fn chat_errors_exit_non_zero_with_a_clear_message() {
     assert!(err.contains("script"), "{err}");
     let err = fails(Path::new("/proc/trellis/space.sqlite"), &["charm", "list"]);
     assert!(err.contains("cannot open the space"), "{err}");
+    // A message is bounded as on the web page.
+    let err = fails(&s.path, &["chat", "--message", &"x".repeat(16_001)]);
+    assert!(err.contains("16001 characters long; the limit is 16000"), "{err}");
+    // Two charms of one name: a mention of it is refused, not sent to one of them.
+    ok(&s.path, &["charm", "new", "counter", "--name", "Counter"]);
+    let err = fails(&s.path, &["chat", "--message", "@Counter add 5"]);
+    assert!(err.contains("@Counter names 2 charms") && err.contains("trellis charm rename"), "{err}");
 }
 
 #[test]

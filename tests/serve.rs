@@ -120,6 +120,15 @@ fn every_route_answers_a_bearer_token() {
     assert_eq!(c.call("PUT", "/api/chat/model", Some(json!({"model": "nonsense"}))).status, 422);
     c.ok("PUT", "/api/chat/model", Some(json!({"model": "offline"})), 204);
     c.ok("POST", "/api/chat/cancel", None, 204);
+    // A method a route does not take is refused as every refusal is: JSON, saying why.
+    let wrong_method = c.call("PUT", "/api/charms", Some(json!({})));
+    assert_eq!(wrong_method.status, 405, "{}", wrong_method.body);
+    assert!(wrong_method.json()["error"].as_str().unwrap().contains("does not take that method"));
+    assert!(
+        wrong_method.header("allow").is_some_and(|allow| allow.contains("GET")),
+        "{:?}",
+        wrong_method.header("allow")
+    );
 
     // A call that needs approval waits; the answer lets it run, and only once.
     c.ok("POST", "/api/charms/Notes/handlers/add", Some(json!({"title": "milk"})), 200);
@@ -130,6 +139,14 @@ fn every_route_answers_a_bearer_token() {
     assert_eq!(c.ok("GET", "/api/interactions", None, 200), waiting["interactions"]);
     let number = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!({"answer": 5})));
     assert_eq!(number.status, 422, "an answer is text: {}", number.body);
+    for shape in [json!({}), json!([]), json!({"deny": "x", "answer": "y"})] {
+        let wrong = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(shape));
+        assert_eq!(wrong.status, 422, "valid JSON of the wrong shape: {}", wrong.body);
+        assert!(wrong.json()["error"].as_str().unwrap().contains("does not fit"), "{}", wrong.body);
+    }
+    // An answer to an approval approves nothing: refused, and the call still waits.
+    let answered = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!({"answer": "yes"})));
+    assert_eq!(answered.status, 422, "{}", answered.body);
     c.ok("POST", &format!("/api/interactions/{call}/resolve"), Some(json!("approve")), 202);
     chat.until("chat", |s| s["interactions"].as_array().unwrap().is_empty() && !s["pending"].as_bool().unwrap());
     let again = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!("approve")));

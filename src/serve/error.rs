@@ -84,7 +84,9 @@ impl From<trellis_patterns::chatbot::ChatbotError> for ApiError {
         match error {
             E::Runtime(e) => e.into(),
             E::Refused(why) => ApiError::new(StatusCode::CONFLICT, why),
-            E::UnknownMention(_) | E::UnknownPattern(_) => ApiError::unprocessable(error.to_string()),
+            E::UnknownMention(_) | E::AmbiguousMention { .. } | E::UnknownPattern(_) => {
+                ApiError::unprocessable(error.to_string())
+            }
             other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
         }
     }

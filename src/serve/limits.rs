@@ -16,14 +16,11 @@ use super::error::ApiError;
 /// The largest request body, in bytes.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// The longest chat message, in characters.
-pub const MAX_MESSAGE: usize = 16_000;
-
 /// A charm name as `trellis_runner::charm::check_name` accepts it, for the OpenAPI
 /// document: 1 to 100 characters without control characters once trimmed.
 pub const NAME_PATTERN: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]{0,98}[^\s\x00-\x1f\x7f-\x9f])?\s*$";
 
-/// A message the chat accepts: not only white space (and at most [`MAX_MESSAGE`] long).
+/// A message the chat accepts: not only white space (and at most 16,000 long).
 pub const MESSAGE_PATTERN: &str = r"\S";
 
 /// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that is not
@@ -48,16 +45,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
             .await
             .map_err(|_| too_large(format!("more than {MAX_BODY}")))?;
         let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let parsed = serde_path_to_error::deserialize(&mut deserializer);
-        match parsed.map(|value| (value, deserializer.end())) {
-            Ok((value, Ok(()))) => Ok(Body(value)),
-            Ok((_, Err(e))) => Err(not_json(&e)),
-            Err(e) if e.inner().is_syntax() || e.inner().is_eof() => Err(not_json(e.inner())),
-            Err(e) => {
-                Err(ApiError::unprocessable(format!("the request body does not fit at `{}`: {}", e.path(), e.inner())))
-            }
-        }
+        // JSON first, then its shape: serde calls some valid JSON of the wrong shape (`{}`
+        // for a choice of answers) a syntax error when it reads both at once.
+        let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| not_json(&e))?;
+        serde_path_to_error::deserialize(json).map(Body).map_err(|e| {
+            ApiError::unprocessable(format!("the request body does not fit at `{}`: {}", e.path(), e.inner()))
+        })
     }
 }
 
@@ -65,18 +58,9 @@ fn not_json(e: &serde_json::Error) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, format!("the request body is not valid JSON: {e}"))
 }
 
-/// Refuses a chat message longer than [`MAX_MESSAGE`] characters (422).
+/// Refuses a chat message longer than 16,000 characters, or empty (422).
 pub fn check_message(text: &str) -> Result<(), ApiError> {
-    let length = text.chars().count();
-    if length > MAX_MESSAGE {
-        return Err(ApiError::unprocessable(format!(
-            "the message is {length} characters long; the limit is {MAX_MESSAGE}: split it into several messages"
-        )));
-    }
-    if text.trim().is_empty() {
-        return Err(ApiError::unprocessable("the message is empty"));
-    }
-    Ok(())
+    crate::cli::chat::check_message(text).map_err(ApiError::unprocessable)
 }
 
 /// Requests per minute per client address, as a token bucket: a client may spend a

@@ -174,6 +174,13 @@ fn router(server: Server) -> axum::Router {
         .merge(assets::routes())
         .route("/openapi.json", axum::routing::get(openapi::document))
         .fallback(|| async { error::ApiError::not_found("no such route; /openapi.json lists the API") })
+        .method_not_allowed_fallback(|| async {
+            let status = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+            error::ApiError::new(
+                status,
+                "this route does not take that method (see `Allow`; /openapi.json lists the API)",
+            )
+        })
         .layer(from_fn_with_state(server.clone(), auth::rate_limit))
         .layer(from_fn_with_state(server.clone(), auth::same_origin))
         .with_state(server)

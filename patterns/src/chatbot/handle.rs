@@ -155,6 +155,18 @@ pub enum ChatbotError {
     /// A message mentions a charm that does not exist.
     #[error(transparent)]
     UnknownMention(#[from] UnknownMention),
+    /// A message mentions a name that several charms have.
+    #[error(
+        "@{name} names {} charms ({}); rename all but one (`trellis charm rename`) so that each has a name of its own",
+        ids.len(),
+        ids.join(", ")
+    )]
+    AmbiguousMention {
+        /// The name mentioned.
+        name: String,
+        /// The charms that have it.
+        ids: Vec<String>,
+    },
     /// The model's reply failed.
     #[error("the model failed: {0}")]
     Reply(String),
@@ -263,16 +275,24 @@ impl Chatbot {
         self.send(ChatbotStream::Detach, json!({"name": name})).await
     }
 
-    /// Attaches every charm `text` mentions (all charms of a mentioned name); returns the
-    /// names mentioned. An unknown mention is an error and attaches nothing.
+    /// Attaches every charm `text` mentions; returns the names mentioned. An unknown
+    /// mention, or one of a name several charms have (the model could not tell them
+    /// apart), is an error and attaches nothing.
     pub async fn attach_mentions(&self, text: &str) -> Result<Vec<String>, ChatbotError> {
         let charms = self.targets();
         let names: Vec<&str> = charms.iter().map(|c| c.name.as_str()).collect();
         let mentioned = mentions(text, &names)?;
+        let mut attach = Vec::with_capacity(mentioned.len());
         for name in &mentioned {
-            for charm in charms.iter().filter(|c| &c.name == name) {
-                self.attach(&charm.name, &DocId::from(charm.id.as_str())).await?;
-            }
+            let having: Vec<&trellis_runner::CharmInfo> = charms.iter().filter(|c| &c.name == name).collect();
+            let [charm] = having[..] else {
+                let ids = having.iter().map(|c| c.id.clone()).collect();
+                return Err(ChatbotError::AmbiguousMention { name: name.clone(), ids });
+            };
+            attach.push(charm);
+        }
+        for charm in attach {
+            self.attach(&charm.name, &DocId::from(charm.id.as_str())).await?;
         }
         Ok(mentioned)
     }

@@ -13,7 +13,7 @@ use anyhow::Context;
 use trellis_builtins::tool::{ClientContext, ClientError};
 
 pub use self::render::{line, transcript, transcript_named, usage, waiting, ASSISTANT};
-pub use self::session::{Reply, Session};
+pub use self::session::{check_message, Reply, Session};
 use super::Format;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per

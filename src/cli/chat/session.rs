@@ -34,6 +34,24 @@ pub enum Reply {
     Output(serde_json::Value),
 }
 
+/// The longest chat message, in characters: in the terminal as on the web page (a model
+/// reads it whole, and a larger one would only cost memory and time on the way).
+pub const MAX_MESSAGE: usize = 16_000;
+
+/// Refuses a chat message longer than [`MAX_MESSAGE`] characters, or empty, saying why.
+pub fn check_message(text: &str) -> Result<(), String> {
+    let length = text.chars().count();
+    if length > MAX_MESSAGE {
+        return Err(format!(
+            "the message is {length} characters long; the limit is {MAX_MESSAGE}: split it into several messages"
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err("the message is empty".to_string());
+    }
+    Ok(())
+}
+
 impl Reply {
     /// The reply `trellis resolve` was given: `--deny REASON`, `--answer TEXT`, `--output
     /// JSON`, or else `--approve`.
@@ -170,6 +188,7 @@ impl Session {
     /// reply's messages follow. The plugins' `before_request` hooks see the message
     /// first, and may change it.
     pub async fn start(&self, text: &str) -> anyhow::Result<usize> {
+        check_message(text).map_err(anyhow::Error::msg)?;
         let mut request = Request { message: text.to_string(), ..Request::default() };
         self.plugins.before_request(&mut request);
         self.report_hooks();
