@@ -337,10 +337,15 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
     assert!(matches!(small.output, ToolOutput::Json(_)), "{small:?}");
     let forged = Resolve { call_id: "call_forged".into(), approved: true, ..Resolve::default() };
     assert!(s.dialog.resolve(forged).await.unwrap_err().to_string().contains("not waiting"));
-    s.dialog.resolve(output(&waiting[0].call_id, json!({"paid": 5000}))).await.unwrap();
+    // An output is no approval, and no denial either: refused, and the call still waits.
+    let refused = s.dialog.resolve(output(&waiting[0].call_id, json!({"paid": 5000}))).await.unwrap_err();
+    assert!(refused.to_string().contains("asks for an approval or a denial, not an answer"), "{refused}");
+    assert_eq!(s.dialog.interactions().len(), 1, "still waiting");
+    let deny = Resolve { call_id: waiting[0].call_id.clone(), reason: Some("too much".into()), ..Resolve::default() };
+    s.dialog.resolve(deny).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(denied) = &results(&s)[1] else { panic!("{:?}", results(&s)) };
-    assert!(denied.contains("denied"), "an output is no approval: {denied}");
+    assert!(denied.contains("denied") && denied.contains("too much"), "{denied}");
 
     // Granted, it runs.
     s.dialog.say("pay again", WAIT).await.unwrap();
@@ -360,7 +365,9 @@ async fn an_approved_client_tool_then_waits_for_the_client() {
         (InteractionKind::Approval, Phase::Approval, Value::Null)
     );
     let early = s.dialog.resolve(output(&approval.call_id, json!({"n": 1}))).await;
-    assert!(early.is_ok(), "an output for an approval denies it");
+    assert!(early.is_err(), "an output for an approval is refused; the call still waits");
+    let deny = Resolve { call_id: approval.call_id.clone(), reason: Some("not now".into()), ..Resolve::default() };
+    s.dialog.resolve(deny).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(denied) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
     assert!(denied.contains("denied"), "{denied}");
