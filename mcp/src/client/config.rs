@@ -212,7 +212,12 @@ pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Ser
             (Some(_), Some(_)) => return Err(at("has both `command` and `url`; keep one")),
             _ => return Err(at("needs `command` (a string) or `url` (a string)")),
         };
-        let trusted = fields.get("trusted").and_then(Value::as_bool).unwrap_or(false);
+        // `"trusted": "yes"` is no answer: refused, not taken as untrusted in silence.
+        let trusted = match fields.get("trusted") {
+            None => false,
+            Some(Value::Bool(trusted)) => *trusted,
+            Some(_) => return Err(at("`trusted` must be true or false")),
+        };
         let tools = match fields.get("tools") {
             None => Vec::new(),
             Some(Value::Array(globs)) if globs.len() <= MAX_GLOBS => globs
@@ -346,6 +351,7 @@ mod tests {
             (r#"{"mcpServers": {"a.b": {"command": "x"}}}"#, "without `.`"),
             (r#"{"mcpServers": {"a": {"command": "x", "args": [1]}}}"#, "`args`"),
             (r#"{"mcpServers": {"a": {"url": "x", "type": "sse"}}}"#, "Streamable HTTP"),
+            (r#"{"mcpServers": {"a": {"command": "x", "trusted": "yes"}}}"#, "`trusted` must be true or false"),
         ];
         for (text, expected) in cases {
             let error = parse(text, &env).expect_err(text).to_string();
