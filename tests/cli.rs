@@ -40,6 +40,25 @@ fn a_fresh_space_is_seeded_and_charms_can_be_managed() {
     assert!(displays.contains(&"Steps.increment"), "{displays:?}");
 }
 
+/// A space whose list of charms was lost is not taken for a fresh one: it is not seeded
+/// over (new charms beside the lost ones' documents), and the user is told.
+#[test]
+fn a_space_that_lost_its_list_of_charms_is_not_seeded_over() {
+    let s = space();
+    let before = json_of(&s.path, &["charm", "list"]).as_array().unwrap().len();
+    assert!(before > 0);
+    {
+        let rt = trellis_runner::Runtime::open(&s.path).unwrap();
+        let list = trellis_runner::Link::new(trellis_runner::DocId::from("charms"), trellis_runner::Path::root());
+        rt.transact(|tx| tx.write(&list, trellis_runner::Value::Null)).unwrap();
+    }
+    let out = trellis(&s.path, &["--json", "charm", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("charm document(s) but no list of its charms: it may be damaged"), "{err}");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed, serde_json::json!([]), "nothing seeded over the lost charms");
+}
+
 #[test]
 fn bad_input_is_refused_clearly_and_changes_nothing() {
     let s = space();

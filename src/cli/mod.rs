@@ -384,8 +384,8 @@ impl App {
         }
     }
 
-    /// Opens (creating if needed) the space and registers the patterns; a fresh space
-    /// gets its seed so there is something to talk to.
+    /// Opens (creating if needed) the space and registers the patterns; a fresh space (no
+    /// document at all) gets its seed so there is something to talk to.
     ///
     /// A space file that was there but comes back without any document (truncated, or
     /// replaced by an empty file) is also fresh to the runtime; saying so keeps a lost
@@ -401,14 +401,28 @@ impl App {
         for pattern in &self.patterns {
             rt.register_pattern(pattern.clone());
         }
-        if let (Some(bytes), true) = (existing, rt.space().doc_ids("").is_empty()) {
+        let shown = || terminal::safe_line(&path.display().to_string()).into_owned();
+        // Fresh: no document at all. A space whose charms were all removed, or whose list
+        // of charms was lost, is not seeded over.
+        let fresh = rt.space().doc_ids("").is_empty();
+        if let (Some(bytes), true) = (existing, fresh) {
             eprintln!(
                 "warning: the space {} existed but held no data ({bytes} bytes); starting a new space with the \
                  reference charms (if you expected your charms there, restore that file from a backup)",
-                terminal::safe_line(&path.display().to_string())
+                shown()
             );
         }
-        if rt.charms().list().is_empty() {
+        if !fresh && rt.charms().list().is_empty() {
+            let orphans = rt.space().doc_ids("charm-").len();
+            if orphans > 0 {
+                eprintln!(
+                    "warning: the space {} holds {orphans} charm document(s) but no list of its charms: it may be \
+                     damaged; restore it from a backup",
+                    shown()
+                );
+            }
+        }
+        if fresh {
             if self.reference_charms {
                 trellis_patterns::seed(&rt).context("cannot seed the fresh space with the reference charms")?;
             }
