@@ -113,12 +113,11 @@ fn chat_reads_turns_from_piped_stdin() {
     use std::io::Write;
     let s = space();
     ok(&s.path, &["charm", "list"]);
-    let mut child = common::trellis(&s.path)
-        .arg("chat")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let piped_chat = || {
+        let piped = std::process::Stdio::piped;
+        common::trellis(&s.path).arg("chat").stdin(piped()).stdout(piped()).spawn().unwrap()
+    };
+    let mut child = piped_chat();
     child.stdin.take().unwrap().write_all(b"@Counter add 1\n\n@Counter add 2\n").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -126,12 +125,7 @@ fn chat_reads_turns_from_piped_stdin() {
 
     // A program that writes a line and waits for the answer gets it before it writes the
     // next: each line is a turn as it arrives, not once standard input closes.
-    let mut child = common::trellis(&s.path)
-        .arg("chat")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped_chat();
     let mut stdin = child.stdin.take().unwrap();
     let (lines, answers) = std::sync::mpsc::channel();
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
