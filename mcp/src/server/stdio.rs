@@ -15,6 +15,9 @@ const MAX_LINE: usize = 16 << 20;
 /// Room in each pipe between these tasks and rmcp.
 const PIPE: usize = 64 << 10;
 
+/// How many refusals wait at most to be written.
+const REFUSALS: usize = 64;
+
 /// JSON-RPC's code for a message that is not JSON.
 const PARSE_ERROR: i32 = -32700;
 
@@ -26,18 +29,15 @@ pub(super) fn transport(
 ) -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
     let (rmcp_reads, feed) = tokio::io::duplex(PIPE);
     let (rmcp_writes, answers) = tokio::io::duplex(PIPE);
-    let (errors, refused) = mpsc::unbounded_channel();
+    // Bounded: a client that sends refused lines and never reads its answers waits.
+    let (errors, refused) = mpsc::channel(REFUSALS);
     tokio::spawn(read_lines(BufReader::new(input), feed, errors));
     let writer = tokio::spawn(write_lines(BufReader::new(answers), refused, output));
     ((rmcp_reads, rmcp_writes), writer)
 }
 
 /// Passes each JSON line of `input` to `feed`, and says why each other line is refused.
-async fn read_lines(
-    mut input: impl AsyncBufRead + Unpin,
-    mut feed: DuplexStream,
-    errors: mpsc::UnboundedSender<String>,
-) {
+async fn read_lines(mut input: impl AsyncBufRead + Unpin, mut feed: DuplexStream, errors: mpsc::Sender<String>) {
     let mut line = Vec::new();
     loop {
         let refusal = match read_line(&mut input, &mut line).await {
@@ -61,7 +61,7 @@ async fn read_lines(
             "id": null,
             "error": {"code": PARSE_ERROR, "message": format!("Parse error: {refusal}")},
         });
-        if errors.send(answer.to_string()).is_err() {
+        if errors.send(answer.to_string()).await.is_err() {
             return;
         }
     }
@@ -112,7 +112,7 @@ async fn read_line(input: &mut (impl AsyncBufRead + Unpin), line: &mut Vec<u8>) 
 /// done.
 async fn write_lines(
     mut answers: impl AsyncBufRead + Unpin,
-    mut refused: mpsc::UnboundedReceiver<String>,
+    mut refused: mpsc::Receiver<String>,
     mut output: impl AsyncWrite + Unpin,
 ) {
     // Part of an answer read when a refusal came stays here: `read_until` goes on with it.
