@@ -6,7 +6,6 @@
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
 //!   (`tokens`: kept in the space as hashes);
 //! - `limits`: body size (413), message length (422), request rate (429);
-//! - `listen`: accepting connections, each with a deadline for its request headers;
 //! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
 //! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
 //!   embedded in the binary.
@@ -19,7 +18,6 @@ mod error;
 mod events;
 pub mod handoff;
 mod limits;
-mod listen;
 mod openapi;
 mod routes;
 pub mod tokens;
@@ -141,7 +139,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     };
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = handoff.write(&options.space)?;
-    listen::serve(listener, router, options.header_timeout, stopped()).await;
+    trellis_http::serve(listener, router, options.header_timeout, stopped()).await;
     written.remove();
     Ok(())
 }

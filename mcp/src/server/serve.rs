@@ -10,6 +10,10 @@ use trellis_runner::Runtime;
 
 use super::TrellisMcp;
 
+/// How long a client may take to send a request's headers, or stay silent on an open
+/// connection (see `trellis_http`).
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How often a quiet Streamable HTTP stream gets a keep-alive comment.
 const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -51,7 +55,8 @@ pub async fn serve_http(
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);
-    axum::serve(listener, router).await.map_err(io)
+    trellis_http::serve(listener, router, HEADER_TIMEOUT, std::future::pending()).await;
+    Ok(())
 }
 
 /// Serves the space `rt` over standard input and output until the client leaves.
