@@ -474,3 +474,16 @@ fn the_log_goes_to_standard_error_escaped_at_the_level_trellis_log_names() {
     let stderr = String::from_utf8_lossy(&bogus.stderr);
     assert!(bogus.status.success() && stderr.contains("TRELLIS_LOG=loud is not a level"), "{stderr}");
 }
+
+#[test]
+fn the_demo_shows_an_event_and_its_label_and_uses_its_counter_again() {
+    let s = space();
+    let first = ok(&s.path, &["demo"]);
+    assert!(first.starts_with("created charm") && first.contains("label: \"Count: 42\""), "{first}");
+    let again = json_of(&s.path, &["demo"]);
+    assert_eq!((&again["before"]["label"], &again["after"]["label"]), (&json!("Count: 42"), &json!("Count: 83")));
+    let demos = json_of(&s.path, &["charm", "list"]);
+    let demos: Vec<&Value> = demos.as_array().unwrap().iter().filter(|c| c["name"] == "Demo counter").collect();
+    assert_eq!(demos.len(), 1, "one demo counter however often the demo runs: {demos:?}");
+    assert_eq!(demos[0]["id"], again["id"]);
+}

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 /// `trellis` on `space`, ignoring any MCP configuration of the person running the tests.
 fn trellis(space: &Path, args: &[&str]) -> Output {
-    common::trellis(space).env("TRELLIS_MCP_CONFIG", space.with_file_name("no-mcp.json")).args(args).output().unwrap()
+    common::trellis(space).env("TRELLIS_MCP_CONFIG", "").args(args).output().unwrap()
 }
 
 fn stdout(out: &Output) -> String {
@@ -101,7 +101,10 @@ fn mcp_list_shows_each_servers_state_and_tools() {
     let time = tools::flag("time", &tools::time_server());
     let args = ["--json", "mcp", "list", "--mcp", &time, "--mcp", "gone=/no/such/server --stdio"];
     let out = trellis(&s.path, &args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The list is printed, and the server that failed fails the command.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 of 2 MCP servers could not be reached"), "{err}");
     let servers: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(servers[0]["name"], "time");
     assert_eq!(servers[0]["state"], "ready");
@@ -143,4 +146,12 @@ fn a_malformed_mcp_flag_or_file_is_refused_with_the_form_to_use() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.json") && err.contains("both `command` and `url`"), "{err}");
+
+    // A file that $TRELLIS_MCP_CONFIG names must exist; the reason is given once.
+    let missing = s.path.with_file_name("missing-mcp.json");
+    let out = common::trellis(&s.path).env("TRELLIS_MCP_CONFIG", &missing).args(["mcp", "list"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("$TRELLIS_MCP_CONFIG names") && err.contains("missing-mcp.json"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }

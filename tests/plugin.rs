@@ -86,8 +86,9 @@ fn sign_trust_install_list_and_call_through_the_binary() {
 
     let counted = json_of(&space.path, &["plugin", "call", "count_words", r#"{"text": "one two  three"}"#]);
     assert_eq!(counted, json!({"words": 3}));
-    let invalid = json_of(&space.path, &["plugin", "call", "count_words", r#"{"text": 3}"#]);
+    let (invalid, why) = failed_call(&space.path, &["count_words", r#"{"text": 3}"#]);
     assert!(invalid["error"].as_str().unwrap().contains("invalid arguments"), "{invalid}");
+    assert!(why.contains("error: the call failed: ") && why.contains("invalid arguments"), "{why}");
 
     ok(&space.path, &["plugin", "disable", "text-tools"]);
     assert!(ok(&space.path, &["plugin", "list"]).contains("text-tools 1.0.0  disabled"));
@@ -210,6 +211,15 @@ fn a_tool_name_taken_by_an_installed_plugin_is_refused() {
     assert!(refused.contains("a plugin named `text-tools` is already installed; remove it first"), "{refused}");
 }
 
+/// `trellis --json plugin call ARGS` for a call that fails: the result the model would
+/// read, printed all the same, and the command's error (its exit status is 1).
+fn failed_call(space: &Path, args: &[&str]) -> (Value, String) {
+    let out = trellis(space, &[&["--json", "plugin", "call"], args].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "a failed call fails the command: {stderr}");
+    (serde_json::from_slice(&out.stdout).expect("the result is printed"), stderr)
+}
+
 #[test]
 fn a_plugin_that_loops_forever_gives_an_error_result_and_the_command_goes_on() {
     let space = common::space();
@@ -218,7 +228,7 @@ fn a_plugin_that_loops_forever_gives_an_error_result_and_the_command_goes_on() {
         bundles::module("", r#"(func (export "run") (param i32 i32) (result i64) (loop $l (br $l)) (i64.const 0))"#);
     bundles::write_bundle(dir.path(), &bundles::manifest("spinner", &[], json!({"fuel": 2_000_000})), &wat);
     ok(&space.path, &["plugin", "install", dir.path().to_str().unwrap(), "--allow-unsigned"]);
-    let result = json_of(&space.path, &["plugin", "call", "run"]);
+    let (result, _) = failed_call(&space.path, &["run"]);
     assert_eq!(
         result,
         json!({"error": "`run` failed: the plugin used up its budget of 2000000 fuel units and was stopped (does it loop forever?)"})

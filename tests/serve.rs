@@ -191,6 +191,10 @@ fn without_a_token_or_from_another_origin_every_route_is_refused() {
     assert_eq!(cross.status, 403);
     let own = format!("Origin: {}", c.served.base());
     assert_eq!(c.served.request("GET", "/api/charms", &[&c.auth, &own], None).status, 200, "the page's own origin");
+    // Host names are compared as names: in any case.
+    let port = c.served.authority.rsplit_once(':').unwrap().1;
+    let (host, origin) = (format!("Host: LocalHost:{port}"), format!("Origin: http://localhost:{port}"));
+    assert_eq!(c.served.request("GET", "/api/charms", &[&c.auth, &host, &origin], None).status, 200);
 }
 
 #[test]

@@ -22,13 +22,15 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
-use axum::Extension;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tower::ServiceExt;
 
 /// How long to wait before accepting again when accepting failed (out of file descriptors,
 /// mostly): the connections that hold them close meanwhile.
@@ -61,8 +63,13 @@ pub async fn serve(
         };
         // Let go of the connections that closed meanwhile.
         while connections.try_join_next().is_some() {}
-        // What `ConnectInfo` extracts (the rate limit counts per client address).
-        let service = TowerToHyperService::new(router.clone().layer(Extension(ConnectInfo::<SocketAddr>(peer))));
+        // Each request carries its client's address, for `ConnectInfo` (the rate limit
+        // counts per address); the router itself is shared, not layered per connection.
+        let router = router.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+            router.clone().oneshot(request)
+        });
         let mut closed = closed.clone();
         connections.spawn(async move {
             let mut http = http1::Builder::new();

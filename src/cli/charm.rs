@@ -151,15 +151,21 @@ pub(crate) async fn send(rt: &Runtime, id: &DocId, handler: &str, event: serde_j
     }
 }
 
-/// `trellis demo`: a counter charm, one event, its derived label.
+/// `trellis demo`: a counter charm, one event, its derived label. The counter of an
+/// earlier demo is used again, so running the demo twice does not leave two of them.
 pub async fn demo(rt: &Runtime, format: Format) -> anyhow::Result<()> {
-    let id = rt.charms().create_named("counter", json!({"start": 1}), Some("Demo counter"))?;
+    const NAME: &str = "Demo counter";
+    let earlier = rt.charms().list().into_iter().find(|charm| charm.name == NAME && charm.pattern == "counter");
+    let (id, how) = match earlier {
+        Some(charm) => (DocId::from(charm.id.as_str()), "using the charm of an earlier demo,"),
+        None => (rt.charms().create_named("counter", json!({"start": 1}), Some(NAME))?, "created charm"),
+    };
     let before = rt.charms().get(&id)?;
     rt.send(&rt.charms().result(&id).child("increment"), json!({"amount": 41})).await?;
     let after = rt.charms().get(&id)?;
     print(format, &json!({"id": &*id, "before": before, "after": after}), || {
         format!(
-            "created charm {id} (pattern counter)\n{}\nsent increment {{\"amount\": 41}}\n{}\n\n`trellis charm list` shows the charms in this space.",
+            "{how} {id} (pattern counter)\n{}\nsent increment {{\"amount\": 41}}\n{}\n\n`trellis charm list` shows the charms in this space.",
             render_result(&before),
             render_result(&after)
         )

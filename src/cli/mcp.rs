@@ -15,7 +15,7 @@ use trellis_mcp::client::{self, config, McpServer, ServerSpec, CONNECT_TIMEOUT};
 use trellis_runner::Runtime;
 
 use super::output::print;
-use super::terminal::{safe, safe_line};
+use super::terminal::{indented, safe, safe_line};
 use super::Format;
 
 /// The MCP servers whose tools a chat offers, beside the charms', and how many tools a
@@ -51,7 +51,8 @@ pub struct ServerArgs {
     /// An `mcpServers` file, as desktop MCP hosts use (`command`, `args`, `env`, or `url`
     /// and `headers`; `"trusted": true` to run a server's tools without asking, `"tools"`:
     /// globs of the tools to use)
-    /// [default: $TRELLIS_MCP_CONFIG, else ~/.config/trellis/mcp.json, when it exists].
+    /// [default: $TRELLIS_MCP_CONFIG (empty for none), else ~/.config/trellis/mcp.json
+    /// when it exists].
     #[arg(long = "mcp-config", value_name = "PATH")]
     config: Option<PathBuf>,
 }
@@ -61,7 +62,11 @@ impl ServerArgs {
     fn specs(&self) -> anyhow::Result<Vec<ServerSpec>> {
         let file = match &self.config {
             Some(path) => config::read_file(path)?,
-            None => match config::default_path().filter(|path| path.is_file()) {
+            None => match config::default_file() {
+                Some(path) if std::env::var_os(config::CONFIG_VARIABLE).is_some() => config::read_file(&path)
+                    .with_context(|| {
+                        format!("${} names an MCP servers file (set it empty to read none)", config::CONFIG_VARIABLE)
+                    })?,
                 Some(path) => config::read_file(&path)?,
                 None => Vec::new(),
             },
@@ -119,11 +124,15 @@ async fn list(args: &ServerArgs, format: Format) -> anyhow::Result<()> {
     let connected = client::connect_all(specs.clone(), CONNECT_TIMEOUT).await;
     let servers: Vec<serde_json::Value> =
         specs.iter().zip(&connected).map(|(spec, server)| describe(spec, server)).collect();
-    for server in connected.into_iter().flatten() {
+    for server in connected.iter().flatten() {
         server.shutdown().await;
     }
+    let failed = connected.iter().filter(|server| server.is_err()).count();
     let json = serde_json::Value::Array(servers);
     print(format, &json, || render(&json));
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} MCP servers could not be reached (see their state above)", specs.len());
+    }
     Ok(())
 }
 
@@ -187,10 +196,8 @@ fn render(servers: &serde_json::Value) -> String {
         }
         for tool in server["tools"].as_array().map(Vec::as_slice).unwrap_or_default() {
             let asks = if tool["needs_approval"] == true { "  [asks before each call]" } else { "" };
-            // A description's own lines stay lines, indented under the tool (each one escaped).
-            let description = tool["description"].as_str().unwrap_or("");
-            let lines: Vec<String> = description.lines().map(|line| safe_line(line.trim_end()).into_owned()).collect();
-            out.push(format!("    {}{asks}\n        {}", text(&tool["display"]), lines.join("\n        ")));
+            let description = indented(tool["description"].as_str().unwrap_or(""), "        ");
+            out.push(format!("    {}{asks}\n        {description}", text(&tool["display"])));
         }
     }
     out.join("\n")

@@ -310,7 +310,7 @@ impl App {
                     ExitCode::from(chat::Waiting::EXIT_CODE)
                 }
                 None => {
-                    eprintln!("error: {}", terminal::safe(&format!("{e:#}")));
+                    eprintln!("error: {}", terminal::safe(&explain(&e)));
                     ExitCode::FAILURE
                 }
             },
@@ -453,6 +453,21 @@ fn start_log() {
     let log = tracing_subscriber::fmt().with_max_level(level).with_target(false).without_time();
     // Refused only when a subscriber is already set: the program's own, which stays.
     let _ = log.with_writer(|| terminal::SafeStderr).try_init();
+}
+
+/// An error and its causes on one line, as `{:#}` writes them, but without a cause whose
+/// text the message already holds: many errors name their cause in their own message too,
+/// and a user should not read "No such file or directory" twice.
+fn explain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Whether opening the space failed because another process holds it.

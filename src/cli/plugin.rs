@@ -218,8 +218,16 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
                     tool.chars().take(80).collect::<String>()
                 );
             }
-            emit_json(&manager.execute(&tool, arguments).await);
-            Ok(())
+            let result = manager.execute(&tool, arguments).await;
+            emit_json(&result);
+            // The result is printed either way (it is what the model would read); a failure
+            // also fails the command, so that scripts can tell.
+            match result.get("error") {
+                Some(error) => {
+                    anyhow::bail!("the call failed: {}", safe_line(error.as_str().unwrap_or("(no message)")))
+                }
+                None => Ok(()),
+            }
         }
     }
 }

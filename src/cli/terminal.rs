@@ -22,6 +22,13 @@ pub fn safe_line(text: &str) -> Cow<'_, str> {
     escape(text, |_| false, |c, out| out.extend(c.escape_default()))
 }
 
+/// Text of several lines (a tool's description) kept as lines under `indent`: each line is
+/// made [`safe_line`] and every line after the first starts with `indent`.
+pub fn indented(text: &str, indent: &str) -> String {
+    let lines: Vec<Cow<'_, str>> = text.lines().map(|line| safe_line(line.trim_end())).collect();
+    lines.join(&format!("\n{indent}"))
+}
+
 /// Serialised JSON as it may reach a terminal, still valid JSON: serde escapes C0 inside
 /// strings but leaves DEL and C1 raw, so those become `\u007f`, `\u009b`. (Outside
 /// strings JSON only has spaces and, pretty-printed, newlines.)
@@ -89,6 +96,12 @@ mod tests {
         assert_eq!(safe(hostile), concat!(r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}", "\tb\nc → é"));
         assert_eq!(safe_line(hostile), r"a\u{1b}[2J\ryou\u{9b}\u{7f}\u{0}\tb\nc → é");
         assert!(matches!(safe("plain → text\n"), Cow::Borrowed(_)), "nothing to escape: no copy");
+    }
+
+    #[test]
+    fn a_descriptions_lines_stay_lines_under_its_indent() {
+        assert_eq!(indented("First line.  \nSecond\r\u{1b}[2J.\n", "    "), "First line.\n    Second\\r\\u{1b}[2J.");
+        assert_eq!(indented("one", "  "), "one");
     }
 
     #[test]

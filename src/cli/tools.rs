@@ -5,7 +5,7 @@ use trellis_builtins::catalog::Catalog;
 use trellis_runner::Runtime;
 
 use super::output::print;
-use super::terminal::safe_line;
+use super::terminal::{indented, safe_line};
 use super::Format;
 
 /// `trellis tools ID|NAME...`.
@@ -40,7 +40,7 @@ pub fn render(flattened: &serde_json::Value) -> String {
             "{}  (wire name {})\n    {}",
             field("display", "?"),
             field("wire", "?"),
-            field("description", "")
+            indented(tool["description"].as_str().unwrap_or(""), "    ")
         ));
         if let Some(props) = tool["input_schema"]["properties"].as_object() {
             for (name, schema) in props {

@@ -99,7 +99,7 @@ fn check_origin(server: &Server, headers: &HeaderMap) -> Result<(), ApiError> {
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default();
-        if origin != format!("http://{host}") {
+        if !origin.eq_ignore_ascii_case(&format!("http://{host}")) {
             return Err(forbidden(format!("requests from other origins ({origin}) are refused")));
         }
     }

@@ -94,7 +94,9 @@ impl Server {
         }
         let bound = SocketAddr::new(self.0.addr.ip(), 0).to_string();
         let bound = bound.strip_suffix(":0").unwrap_or(&bound);
-        self.0.remote || name == bound || matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+        // Host names are case-insensitive (RFC 9110), and a client may send `LOCALHOST`.
+        let name = name.to_ascii_lowercase();
+        self.0.remote || name == bound || matches!(name.as_str(), "127.0.0.1" | "localhost" | "[::1]")
     }
 }
 

@@ -105,13 +105,7 @@ impl Model for OfflineModel {
 /// Chooses a tool for `text` and calls it, or explains why it cannot.
 fn pick_tool(request: &ModelRequest, text: &str) -> Vec<ModelEvent> {
     let parsed = parse(text);
-    // A mention as written, without the punctuation that follows it (`@Counter,`).
-    let mentions: Vec<&str> = parsed
-        .mentions()
-        .into_iter()
-        .map(|m| m.trim_end_matches(|c: char| !c.is_alphanumeric()))
-        .filter(|m| !m.is_empty())
-        .collect();
+    let mentions: Vec<&str> = parsed.mentions().into_iter().map(mention_as_name).filter(|m| !m.is_empty()).collect();
     let forced = match &request.tool_choice {
         ToolChoice::Tool(wire) => Some(wire.as_str()),
         _ => None,
@@ -185,6 +179,13 @@ fn is_question(text: &str) -> bool {
     let first = text.split_whitespace().find(|w| !w.starts_with('@')).unwrap_or("").to_lowercase();
     text.trim_end().ends_with('?')
         || ["what", "which", "show", "list", "how", "who", "where", "when"].contains(&first.as_str())
+}
+
+/// A mention as written, without the punctuation that follows it (`@Counter,`) or a
+/// possessive (`@Counter's count`).
+fn mention_as_name(mention: &str) -> &str {
+    let mention = mention.trim_end_matches(|c: char| !c.is_alphanumeric());
+    ["'s", "\u{2019}s"].iter().find_map(|possessive| mention.strip_suffix(possessive)).unwrap_or(mention)
 }
 
 /// Whether the display name `tool` belongs to `mention`, ignoring case: it starts with the
@@ -529,6 +530,12 @@ mod tests {
             Some(("Tally_increment".into(), json!({ "amount": 4 })))
         );
         assert_eq!(call_of(&ask(tools.clone(), "add 4")), Some(("Counter_increment".into(), json!({ "amount": 4 }))));
+        for possessive in ["add 4 to @Tally's count", "add 4 to @Tally\u{2019}s count"] {
+            assert_eq!(
+                call_of(&ask(tools.clone(), possessive)),
+                Some(("Tally_increment".into(), json!({ "amount": 4 })))
+            );
+        }
         let events = ask(tools.clone(), "@Count add 4");
         assert_eq!(call_of(&events), None);
         assert!(text_of(&events).contains("no tools for @Count"), "{}", text_of(&events));

@@ -152,14 +152,19 @@ pub fn read_file(path: &Path) -> Result<Vec<ServerSpec>, ConfigError> {
     })
 }
 
-/// Where Trellis looks for an `mcpServers` file when none is given: `$TRELLIS_MCP_CONFIG`,
-/// else `$XDG_CONFIG_HOME/trellis/mcp.json`, else `~/.config/trellis/mcp.json`.
-pub fn default_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TRELLIS_MCP_CONFIG") {
-        return Some(PathBuf::from(path));
+/// The `mcpServers` file Trellis reads when none is given: the one `$TRELLIS_MCP_CONFIG`
+/// names, which must then exist (set it empty for none); else
+/// `$XDG_CONFIG_HOME/trellis/mcp.json` or `~/.config/trellis/mcp.json`, when it exists.
+pub fn default_file() -> Option<PathBuf> {
+    match std::env::var_os(CONFIG_VARIABLE) {
+        Some(path) if path.is_empty() => None,
+        Some(path) => Some(PathBuf::from(path)),
+        None => Some(trellis_runner::dirs::config_dir()?.join("mcp.json")).filter(|path| path.is_file()),
     }
-    Some(trellis_runner::dirs::config_dir()?.join("mcp.json"))
 }
+
+/// The environment variable that names the `mcpServers` file.
+pub const CONFIG_VARIABLE: &str = "TRELLIS_MCP_CONFIG";
 
 /// The servers of an `mcpServers` document; `${VAR}` is looked up with `var`.
 pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<ServerSpec>, ConfigError> {
