@@ -92,6 +92,18 @@ pub enum StorageError {
         /// The tables found there, comma-separated.
         tables: String,
     },
+    /// The space file has more than one name (hard links). SQLite names its journal after
+    /// the path a database is opened by, and a lock file beside one name does not guard
+    /// the others: two processes could write the file at once, each with its own journal.
+    #[error(
+        "{path} has {links} names (hard links), and a space written under two names can be corrupted; remove the other names (`find / -samefile {path}` lists them), or use a copy of the file"
+    )]
+    HardLinked {
+        /// The space file.
+        path: String,
+        /// How many names it has.
+        links: u64,
+    },
     /// Another process (or another runtime in this one) has the space open.
     #[error(
         "the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again"

@@ -284,10 +284,10 @@ pub(super) fn hint(error: &rusqlite::Error) -> String {
 }
 
 /// Refuses a path that cannot hold a space file: a directory, a device, another special
-/// file. A missing file is fine: SQLite creates it.
+/// file, a file with other names (hard links). A missing file is fine: SQLite creates it.
 fn check_usable(path: &Path) -> Result<(), StorageError> {
     let found = match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(meta) if meta.is_file() => return check_one_name(path, &meta),
         Ok(meta) if meta.is_dir() => "a directory",
         Ok(_) => "a device or other special file",
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -296,6 +296,20 @@ fn check_usable(path: &Path) -> Result<(), StorageError> {
         }
     };
     Err(StorageError::NotAFile { path: path.display().to_string(), found })
+}
+
+#[cfg(unix)]
+fn check_one_name(path: &Path, meta: &std::fs::Metadata) -> Result<(), StorageError> {
+    use std::os::unix::fs::MetadataExt;
+    match meta.nlink() {
+        0 | 1 => Ok(()),
+        links => Err(StorageError::HardLinked { path: path.display().to_string(), links }),
+    }
+}
+
+#[cfg(not(unix))]
+fn check_one_name(_path: &Path, _meta: &std::fs::Metadata) -> Result<(), StorageError> {
+    Ok(())
 }
 
 /// Takes the space's lock file, or says which file is in use. The lock file sits beside
@@ -813,5 +827,20 @@ mod lock_tests {
         let err = SqliteStorage::open(dir.path().join("alias").join("new.sqlite")).expect_err("one space, two names");
         assert!(err.to_string().contains("in use"), "{err}");
         drop(fresh);
+    }
+
+    #[test]
+    fn storage_a_space_file_with_another_name_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("space.sqlite");
+        drop(SqliteStorage::open(&path).expect("a space"));
+        let second = dir.path().join("second.sqlite");
+        std::fs::hard_link(&path, &second).expect("hard link");
+        for name in [&path, &second] {
+            let err = SqliteStorage::open(name).expect_err("a file with two names is refused").to_string();
+            assert!(err.contains("has 2 names (hard links)") && err.contains("-samefile"), "{err}");
+        }
+        std::fs::remove_file(&second).expect("remove the other name");
+        drop(SqliteStorage::open(&path).expect("one name again: it opens"));
     }
 }
