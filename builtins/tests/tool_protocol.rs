@@ -290,6 +290,9 @@ async fn a_client_tool_without_a_server_phase_passes_the_checked_output_through(
     let call = s.dialog.interactions()[0].call_id.clone();
     let huge = s.dialog.resolve(output(&call, json!({"n": 4, "pad": "x".repeat(2 << 20)}))).await.unwrap_err();
     assert!(huge.to_string().contains("larger than 1024 KiB"), "{huge}");
+    let long_reason = Resolve { call_id: call.clone(), reason: Some("x".repeat(2 << 20)), ..Resolve::default() };
+    let huge = s.dialog.resolve(long_reason).await.unwrap_err();
+    assert!(huge.to_string().contains("larger than 1024 KiB"), "a reason goes into the conversation too: {huge}");
     assert_eq!(s.dialog.waiting().len(), 1, "a refused output leaves the call waiting");
     s.dialog.resolve(output(&call, json!({"n": 4}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();

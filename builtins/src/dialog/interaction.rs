@@ -226,7 +226,8 @@ pub(super) fn is_waiting(tx: &impl Read, cells: &DialogCells) -> trellis_runner:
     Ok(held_cell(cells).get(tx)?.is_some())
 }
 
-/// The largest answer or client output taken, as JSON: it goes into the conversation.
+/// The largest answer or client output taken, as JSON, and the longest reason for a
+/// denial: either goes into the conversation.
 const MAX_OUTPUT_BYTES: usize = 1 << 20;
 
 /// The most display effects kept unacknowledged; older ones are dropped.
@@ -303,7 +304,10 @@ pub(super) fn resolve(
     };
     let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
     let given = answer.answer.as_ref().or(answer.output.as_ref());
-    if given.is_some_and(|given| serde_json::to_vec(given).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES)) {
+    let too_large = given
+        .is_some_and(|given| serde_json::to_vec(given).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES))
+        || answer.reason.as_ref().is_some_and(|reason| reason.len() > MAX_OUTPUT_BYTES);
+    if too_large {
         let limit = MAX_OUTPUT_BYTES >> 10;
         return Err(format!("the answer to call `{}` is larger than {limit} KiB; send less", answer.call_id).into());
     }
