@@ -7,6 +7,7 @@
 //! transaction's [`Durable`] ticket once its writes can no longer be lost.
 
 mod decode;
+mod file;
 mod memory;
 mod sqlite;
 
