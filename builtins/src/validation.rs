@@ -24,8 +24,29 @@ impl std::fmt::Debug for LazyValidator {
 impl LazyValidator {
     /// The validator of `schema` (the same schema every call), or why it cannot be one.
     pub(crate) fn get(&self, schema: &Value) -> Result<&Validator, &str> {
-        self.0.get_or_init(|| jsonschema::validator_for(schema).map_err(|e| e.to_string())).as_ref().map_err(|e| &**e)
+        self.0.get_or_init(|| compile(schema)).as_ref().map_err(|e| &**e)
     }
+}
+
+/// Compiles a schema from outside (a charm, an MCP server, a client, a plugin) into a
+/// validator, or says why it cannot be one. Its `pattern`s run on the `regex` engine,
+/// which matches in linear time: a pattern that backtracks (`^(a|aa)*c$`) against a long
+/// argument would otherwise hold a call for minutes before any timeout applies. A pattern
+/// that needs backreferences or lookaround is therefore refused.
+///
+/// ```
+/// use trellis_builtins::validation::{compile, violations};
+///
+/// let schema = serde_json::json!({"type": "string", "pattern": "^(a|aa)*c$"});
+/// let validator = compile(&schema).unwrap();
+/// assert!(violations(&validator, &serde_json::json!("a".repeat(100_000))).is_some());
+/// assert!(compile(&serde_json::json!({"pattern": "(a)\\1"})).is_err(), "no backreferences");
+/// ```
+pub fn compile(schema: &Value) -> Result<Validator, String> {
+    jsonschema::options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+        .map_err(|e| e.to_string())
 }
 
 /// What is wrong with `value`, as "at PATH: what" items joined by `; ` (the first
@@ -35,7 +56,7 @@ impl LazyValidator {
 /// use trellis_builtins::validation::violations;
 ///
 /// let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-/// let validator = jsonschema::validator_for(&schema).unwrap();
+/// let validator = trellis_builtins::validation::compile(&schema).unwrap();
 /// assert_eq!(violations(&validator, &serde_json::json!({"n": 1})), None);
 /// let wrong = violations(&validator, &serde_json::json!({"n": "one"})).unwrap();
 /// assert!(wrong.starts_with("at /n: "), "{wrong}");

@@ -235,7 +235,7 @@ fn validator(tool: &str, parameters: &Value) -> Result<jsonschema::Validator, St
         return Err("the schema's \"type\" is not \"object\"".to_string());
     }
     ClientToolLimits::default().check(tool, &json!({ "parameters": parameters })).map_err(|e| e.to_string())?;
-    jsonschema::validator_for(parameters).map_err(|e| e.to_string())
+    trellis_builtins::validation::compile(parameters)
 }
 
 /// A name as a refusal shows it: debug-quoted (control characters escaped), cut at 80.

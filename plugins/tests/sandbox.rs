@@ -74,6 +74,49 @@ async fn a_plugin_that_loops_forever_is_stopped_by_its_fuel() {
 }
 
 #[tokio::test]
+async fn a_plugin_that_loops_on_trellis_functions_pays_for_them_in_fuel() {
+    // Each `random` call fills 64 KiB: free, a budget of a million units would let the
+    // module make tens of gigabytes of random bytes (about a minute of work).
+    let loops = [
+        (
+            "random",
+            r#"(import "trellis" "random" (func $random (param i32 i32)))"#,
+            Permission::Random,
+            "(call $random (i32.const 0) (i32.const 65536))",
+        ),
+        (
+            "env:HOME",
+            r#"(import "trellis" "env" (func $env (param i32 i32 i32 i32) (result i32)))"#,
+            Permission::Env("HOME".into()),
+            "(drop (call $env (i32.const 0) (i32.const 200) (i32.const 0) (i32.const 0)))",
+        ),
+        ("clock", r#"(import "trellis" "now_ms" (func $now (result i64)))"#, Permission::Clock, "(drop (call $now))"),
+    ];
+    for (permission, import, granted, call) in loops {
+        let wat = common::module(
+            import,
+            &format!(
+                r#"(func (export "run") (param i32 i32) (result i64) (loop $again {call} (br $again)) (i64.const 0))"#
+            ),
+        );
+        let bundle = bundle(&common::manifest("looper", &[permission], json!({"fuel": 1_000_000})), &wat);
+        let started = Instant::now();
+        let result = manager_of(&bundle, &[granted]).execute("run", json!({})).await;
+        assert!(error_of(&result).contains("used up its budget of 1000000 fuel units"), "{permission}: {result}");
+        // A bound, not a speed target: free calls took about a minute here.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{permission}: {:?}", started.elapsed());
+    }
+    // A name longer than any variable's is refused before it is read.
+    let wat = common::module(
+        r#"(import "trellis" "env" (func $env (param i32 i32 i32 i32) (result i32)))"#,
+        r#"(func (export "run") (param i32 i32) (result i64) (drop (call $env (i32.const 0) (i32.const 65536) (i32.const 0) (i32.const 0))) (i64.const 0))"#,
+    );
+    let bundle = bundle(&common::manifest("long-name", &["env:HOME"], json!({})), &wat);
+    let result = manager_of(&bundle, &[Permission::Env("HOME".into())]).execute("run", json!({})).await;
+    assert!(error_of(&result).contains("names of at most 256 bytes"), "{result}");
+}
+
+#[tokio::test]
 async fn a_plugin_that_traps_gives_an_error_result() {
     let result = run("(unreachable)", json!({})).await;
     let message = error_of(&result);

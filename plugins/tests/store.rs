@@ -132,6 +132,17 @@ fn install_applies_the_registration_rules_and_bounds_schemas() {
     common::write_bundle(dir.path(), &remote, &wat);
     let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("refused");
     assert!(error.to_string().contains("rule: parameters are a JSON Schema"), "{error}");
+    // Patterns match in linear time: one that needs backtracking (a backreference) is
+    // refused, since the arguments a model sends are checked before any timeout applies.
+    let backtracking = serde_json::to_vec(&json!({
+        "name": "backtracking", "version": "1",
+        "tools": [{"name": "run", "parameters":
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)*(?=b)\\1c$"}}}}]
+    }))
+    .expect("json");
+    common::write_bundle(dir.path(), &backtracking, &wat);
+    let error = store.install(&Bundle::read(dir.path()).expect("read"), &unsigned).expect_err("refused");
+    assert!(error.to_string().contains("rule: parameters are a JSON Schema"), "{error}");
     // Nesting is bounded by the JSON reader's depth limit, and then by a client tool's (the
     // model is offered a plugin's tools as client tools).
     let nested = |levels: usize| {

@@ -302,7 +302,12 @@ impl App {
                 return ExitCode::FAILURE;
             }
         };
-        match runtime.block_on(self.execute(cli)) {
+        let outcome = runtime.block_on(self.execute(cli));
+        // What the command waits for it awaited. A call it stopped waiting for (a plugin
+        // past its timeout, still burning its fuel on a blocking thread) must not keep
+        // the process alive after its answer.
+        runtime.shutdown_background();
+        match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => match e.downcast_ref::<chat::Waiting>() {
                 Some(waiting) => {

@@ -8,10 +8,14 @@
 //! | `trellis.env` | `(name_ptr: i32, name_len: i32, buf_ptr: i32, buf_cap: i32) -> i32` | `env:NAME` | writes the value of NAME (if granted and set) into the buffer, up to `buf_cap` bytes; returns its full length, or -1 |
 //!
 //! Nothing else is linked: no WASI, no file system, no network, no other environment.
+//!
+//! Each call costs fuel like the instructions it stands for: 500 units, and a unit per
+//! random byte or per 8 bytes copied, so the budget bounds a module that
+//! loops on them as it bounds one that loops on its own.
 
 use std::collections::BTreeSet;
 
-use wasmi::{Caller, Extern, ExternType, Linker, Module, ValType};
+use wasmi::{Caller, Extern, ExternType, Linker, Module, TrapCode, ValType};
 
 use super::{HostState, SandboxError};
 use crate::manifest::Permission;
@@ -21,6 +25,18 @@ pub const IMPORT_MODULE: &str = "trellis";
 
 /// The most bytes one `random` call fills.
 const MAX_RANDOM_BYTES: usize = 64 * 1024;
+
+/// The longest environment variable name `env` looks up.
+const MAX_ENV_NAME: usize = 256;
+
+/// The fuel each call into Trellis costs, beside the bytes it moves: a call does the work
+/// of some hundreds of instructions, and without a price a module could loop on it for
+/// minutes on a budget meant for milliseconds.
+const CALL_FUEL: u64 = 500;
+
+/// How many bytes a host function may copy for one unit of fuel (a made random byte
+/// costs a unit of its own).
+const BYTES_PER_FUEL: u64 = 8;
 
 /// An import Trellis provides, its signature, and whether `permissions` cover it.
 struct HostFn {
@@ -88,10 +104,15 @@ pub(super) fn check_imports(module: &Module, permissions: &BTreeSet<Permission>)
 /// Links the functions `permissions` allow, and nothing else.
 pub(super) fn link(linker: &mut Linker<HostState>, permissions: &BTreeSet<Permission>) -> Result<(), wasmi::Error> {
     if permissions.contains(&Permission::Clock) {
-        linker.func_wrap(IMPORT_MODULE, "now_ms", || -> i64 {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
-        })?;
+        linker.func_wrap(
+            IMPORT_MODULE,
+            "now_ms",
+            |mut caller: Caller<'_, HostState>| -> Result<i64, wasmi::Error> {
+                charge(&mut caller, CALL_FUEL)?;
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                Ok(i64::try_from(now.as_millis()).unwrap_or(i64::MAX))
+            },
+        )?;
     }
     if permissions.contains(&Permission::Random) {
         linker.func_wrap(
@@ -101,6 +122,7 @@ pub(super) fn link(linker: &mut Linker<HostState>, permissions: &BTreeSet<Permis
                 let len = usize::try_from(len).ok().filter(|&l| l <= MAX_RANDOM_BYTES).ok_or_else(|| {
                     wasmi::Error::new(format!("trellis.random fills at most {MAX_RANDOM_BYTES} bytes"))
                 })?;
+                charge(&mut caller, CALL_FUEL + len as u64)?;
                 let mut bytes = vec![0; len];
                 getrandom::fill(&mut bytes).map_err(|e| wasmi::Error::new(format!("no random bytes: {e}")))?;
                 write(&mut caller, ptr, &bytes)
@@ -112,15 +134,30 @@ pub(super) fn link(linker: &mut Linker<HostState>, permissions: &BTreeSet<Permis
             IMPORT_MODULE,
             "env",
             |mut caller: Caller<'_, HostState>, name_ptr: i32, name_len: i32, buf: i32, cap: i32| {
+                if usize::try_from(name_len).map_or(true, |len| len > MAX_ENV_NAME) {
+                    return Err(wasmi::Error::new(format!("trellis.env takes names of at most {MAX_ENV_NAME} bytes")));
+                }
+                charge(&mut caller, CALL_FUEL + name_len as u64 / BYTES_PER_FUEL)?;
                 let name = read(&mut caller, name_ptr, name_len)?;
                 let granted = caller.data().env.iter().any(|allowed| allowed.as_bytes() == name.as_slice());
                 let value = std::str::from_utf8(&name).ok().filter(|_| granted).and_then(|n| std::env::var(n).ok());
                 let Some(value) = value else { return Ok(-1) };
                 let cap = usize::try_from(cap).unwrap_or(0);
+                charge(&mut caller, value.len().min(cap) as u64 / BYTES_PER_FUEL)?;
                 write(&mut caller, buf, &value.as_bytes()[..value.len().min(cap)])?;
                 Ok::<i32, wasmi::Error>(i32::try_from(value.len()).unwrap_or(i32::MAX))
             },
         )?;
+    }
+    Ok(())
+}
+
+/// Takes `fuel` from the call's budget, or ends the call as running out of fuel does.
+fn charge(caller: &mut Caller<'_, HostState>, fuel: u64) -> Result<(), wasmi::Error> {
+    let left = caller.get_fuel()?;
+    caller.set_fuel(left.saturating_sub(fuel))?;
+    if left < fuel {
+        return Err(wasmi::Error::from(TrapCode::OutOfFuel));
     }
     Ok(())
 }

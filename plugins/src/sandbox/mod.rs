@@ -28,8 +28,8 @@ use wasmi::{Config, EnforcedLimits, Engine, ExternType, Linker, Module, Resource
 
 use crate::manifest::{Manifest, Permission};
 
-/// Fuel for one call unless the manifest asks for less (about one unit per instruction;
-/// some tens of milliseconds of work).
+/// Fuel for one call unless the manifest asks for less (about one unit per instruction,
+/// and per 64 bytes a bulk memory instruction moves: a fraction of a second of work).
 pub const DEFAULT_FUEL: u64 = 50_000_000;
 /// The most fuel a manifest may ask for.
 pub const MAX_FUEL: u64 = 1_000_000_000;
