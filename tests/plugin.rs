@@ -267,6 +267,32 @@ fn bad_plugin_commands_are_refused_clearly() {
     assert!(!ok(&space.path, &["plugin", "list"]).contains(secret_hex.trim()), "nor trusted");
     let signed_with_public = fails(&space.path, &["plugin", "sign", &shop.path("bundle"), "--key", &public]);
     assert!(signed_with_public.contains("is a public key file; sign with the secret key"), "{signed_with_public}");
+
+    // Only small regular files are key files: a directory, a pipe or a device is named as
+    // none (reading a pipe would wait for ever, `/dev/zero` would fill the memory).
+    let pipe = shop.dir.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    let zero = shop.dir.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let large = shop.dir.path().join("large");
+    std::fs::write(&large, "a".repeat(64) + &" ".repeat(5000)).unwrap();
+    for file in [&pipe, &zero, &large, &shop.dir.path().to_path_buf()] {
+        let file = file.to_str().unwrap();
+        for args in [vec!["plugin", "trust", file], vec!["plugin", "sign", &shop.path("bundle"), "--key", file]] {
+            let refused = fails(&space.path, &args);
+            assert!(refused.contains(&format!("{file} is not a key file")), "{args:?}: {refused}");
+        }
+    }
+
+    // Signing replaces `signature.json`, never writes through it: a bundle from someone
+    // else may hold one that is a symbolic link to a file of yours.
+    let victim = shop.dir.path().join("victim.txt");
+    let signature = Path::new(&shop.path("bundle")).join("signature.json");
+    std::fs::remove_file(&signature).unwrap();
+    std::os::unix::fs::symlink(&victim, &signature).unwrap();
+    ok(&space.path, &["plugin", "sign", &shop.path("bundle"), "--key", &secret]);
+    assert!(!victim.exists(), "nothing was written where the link pointed");
+    assert!(!signature.is_symlink() && std::fs::read_to_string(&signature).unwrap().contains("public_key"));
 }
 
 #[test]

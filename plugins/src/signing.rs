@@ -59,6 +59,13 @@ pub enum SigningError {
         /// Why.
         source: std::io::Error,
     },
+    /// A key file that is not a regular file of a few bytes (a directory, a pipe, a
+    /// device, something large).
+    #[error("{path} is not a key file: keys are small files of 64 hex digits, as `trellis plugin keygen` writes them")]
+    NotAKeyFile {
+        /// What was given.
+        path: PathBuf,
+    },
     /// A secret key file was given where a public key belongs.
     #[error("{path} is a secret key (its public key is in {path}.pub): give {path}.pub instead, and keep {path} to yourself")]
     SecretKeyGiven {
@@ -111,7 +118,7 @@ impl PublicKey {
     pub fn read(path: &Path) -> Result<PublicKey, SigningError> {
         let text = read_key_file(path)?;
         let beside = PathBuf::from(format!("{}.pub", path.display()));
-        let secret_beside = std::fs::read_to_string(&beside)
+        let secret_beside = read_key_file(&beside)
             .ok()
             .and_then(|beside| PublicKey::parse(&beside).ok())
             .zip(decode_hex::<32>(text.trim()))
@@ -237,16 +244,26 @@ pub fn encode_hex(bytes: &[u8]) -> String {
     })
 }
 
-/// Exactly `N` bytes from `2 * N` hex digits.
-/// The text of a key file.
+/// The most bytes a key file may hold: a key is 64 hex digits and a newline.
+const MAX_KEY_FILE: u64 = 4096;
+
+/// The text of a key file, which must be a regular file (a pipe would be waited on for
+/// ever, `/dev/zero` read for ever) of at most [`MAX_KEY_FILE`] bytes.
 fn read_key_file(path: &Path) -> Result<String, SigningError> {
-    std::fs::read_to_string(path).map_err(|source| SigningError::KeyFile {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    })
+    use std::io::Read;
+    let failed = |source| SigningError::KeyFile { action: "read", path: path.to_path_buf(), source };
+    if !std::fs::metadata(path).map_err(failed)?.is_file() {
+        return Err(SigningError::NotAKeyFile { path: path.to_path_buf() });
+    }
+    let mut text = String::new();
+    std::fs::File::open(path).and_then(|file| file.take(MAX_KEY_FILE + 1).read_to_string(&mut text)).map_err(failed)?;
+    if text.len() as u64 > MAX_KEY_FILE {
+        return Err(SigningError::NotAKeyFile { path: path.to_path_buf() });
+    }
+    Ok(text)
 }
 
+/// Exactly `N` bytes from `2 * N` hex digits.
 fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     if text.len() != 2 * N || !text.is_ascii() {
         return None;

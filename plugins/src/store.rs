@@ -253,12 +253,21 @@ impl<'rt> PluginStore<'rt> {
         Ok(listed)
     }
 
-    /// Removes the plugin `name`.
+    /// Removes the plugin `name`, and the user's approval of its bundle with it: an
+    /// author who removes and installs each build would otherwise leave one approval per
+    /// build in the trust file, until the file is too large to read. (Another space holding
+    /// the same bundle needs it installed again there.)
     pub fn remove(&self, name: &str) -> Result<(), StoreError> {
-        if matches!(self.rt.read_raw(&DocId::from(PLUGINS_DOC), &Path::new(["installed", name])), Value::Null) {
-            return Err(StoreError::NotInstalled(name.to_string()));
-        }
+        let record = match self.get(name) {
+            Err(StoreError::NotInstalled(name)) => return Err(StoreError::NotInstalled(name)),
+            other => other,
+        };
         self.rt.transact(|tx| tx.write(&link(&["installed", name]), Value::Null))?;
+        // A damaged record has no bundle to name: it goes, and its approval (if any) stays.
+        if let Ok(bundle) = record.and_then(|record| self.bundle(name, &record)) {
+            let hash = content_hash(&bundle.manifest_bytes, &bundle.module);
+            self.trust.update(|trust| trust.forget(&hash))?;
+        }
         Ok(())
     }
 

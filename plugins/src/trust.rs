@@ -86,6 +86,11 @@ impl Decisions {
         self.approved.get(&encode_hex(hash))
     }
 
+    /// Forgets the decision about the bundle of content hash `hash`; false if there was none.
+    pub fn forget(&mut self, hash: &[u8; 32]) -> bool {
+        self.approved.remove(&encode_hex(hash)).is_some()
+    }
+
     /// Records the user's decision about the bundle of content hash `hash`.
     pub fn approve(&mut self, hash: [u8; 32], approval: Approval) {
         self.approved.insert(encode_hex(&hash), approval);

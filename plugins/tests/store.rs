@@ -220,6 +220,28 @@ fn a_refused_install_leaves_no_decision_behind() {
     assert!(trust.approval(&hash).is_none(), "the refused bundle was not accepted");
 }
 
+#[test]
+fn removing_a_plugin_forgets_its_approval_so_rebuilds_do_not_fill_the_trust_file() {
+    let (rt, user) = with_the_example_unsigned();
+    let store = user.store(&rt);
+    let trust_file = user.0.path().join("plugins.json");
+    let size = || std::fs::metadata(&trust_file).expect("the trust file").len();
+    let after_one = size();
+    // An author's loop: remove, rebuild (another bundle of the same name), install.
+    for _ in 0..20 {
+        store.remove("text-tools").expect("remove");
+        store.install(&another_of_the_same_name(), &unsigned_with_clock()).expect("install");
+        store.remove("text-tools").expect("remove");
+        store.install(&example(None), &unsigned_with_clock()).expect("install");
+    }
+    assert!(size() <= after_one + 64, "one approval, not forty: {} bytes, then {}", after_one, size());
+    let bundle = example(None);
+    let hash = trellis_plugins::signing::content_hash(&bundle.manifest_bytes, &bundle.module);
+    assert!(TrustFile::at(&trust_file).load().expect("load").approval(&hash).is_some(), "the installed one stays");
+    store.remove("text-tools").expect("remove");
+    assert!(TrustFile::at(&trust_file).load().expect("load").approval(&hash).is_none(), "and goes with it");
+}
+
 #[tokio::test]
 async fn installing_the_bundle_a_space_holds_makes_the_record_the_users() {
     let rt = Runtime::in_memory();
