@@ -590,3 +590,28 @@ async fn tool_arguments_nested_too_deeply_are_refused_and_not_stored() {
     assert_eq!(input, &json!("(not kept: nested too deeply)"));
     assert_eq!(count(&s, 0), 0);
 }
+
+/// Defect: a model could answer with arguments of any size (kept in `messages` and sent
+/// again with every request) and any number of calls (each run). Arguments past 1 MiB are
+/// not kept, and an answer of more than 64 calls ends the request with an error.
+#[tokio::test]
+async fn huge_arguments_are_not_kept_and_too_many_calls_end_the_request() {
+    let huge = "x".repeat(2 << 20);
+    let s = setup(vec![Turn::tool_call("Counter.increment", json!({ "note": huge })), Turn::text("Sorry.")]);
+    s.dialog.say("go big", WAIT).await.unwrap();
+    let messages = s.dialog.messages();
+    let text = error_text(&tool_results(&messages)[0]).to_string();
+    assert!(text.contains("larger than 1024 KiB"), "{text}");
+    let Part::ToolCall { input, .. } = &messages[1].content[0] else { panic!("a tool call: {messages:?}") };
+    assert_eq!(input, &json!("(not kept: too large)"));
+    assert_eq!(count(&s, 0), 0);
+
+    let many = (1..65).fold(Turn::tool_call("Counter.increment", json!({})), |turn, _| {
+        turn.with_tool_call("Counter.increment", json!({}))
+    });
+    let s = setup(vec![many]);
+    s.dialog.say("go many", WAIT).await.unwrap();
+    let error = s.dialog.error().unwrap_or_default();
+    assert!(error.contains("more than 64 tool calls"), "{error}");
+    assert_eq!(count(&s, 0), 0, "none of them ran");
+}

@@ -9,6 +9,6 @@ pub mod provider;
 pub mod scripted;
 #[cfg(test)]
 mod test_rng;
-mod text;
+pub mod text;
 pub mod tool;
 pub mod validation;

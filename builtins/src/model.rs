@@ -8,6 +8,14 @@ use futures::Stream;
 
 use crate::message::Message;
 
+/// The most tool calls one answer may hold: providers end a stream that goes past it,
+/// and the dialog refuses such an answer from any model.
+pub const MAX_TOOL_CALLS: usize = 64;
+
+/// The largest arguments of one tool call, in bytes of JSON: they are kept in the
+/// conversation and sent back with every later request.
+pub const MAX_TOOL_ARGUMENTS: usize = 1 << 20;
+
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ToolSpec {

@@ -1,7 +1,7 @@
 //! Text for messages: cutting long text, naming JSON types.
 
 /// The first `max` characters of `text`, with `…` when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
+pub fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),

@@ -13,7 +13,7 @@ use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role, ToolOutput};
-use crate::model::{ModelEvent, ModelRequest, ToolChoice};
+use crate::model::{ModelEvent, ModelRequest, ToolChoice, MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS};
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
 const PARTIAL_EVERY: Duration = Duration::from_millis(50);
@@ -284,7 +284,13 @@ async fn answer(
                     shown.wrote(started.elapsed());
                 }
             }
-            ModelEvent::ToolCall { id, name, input } => answer.calls.push(Call::checked(id, name, input)),
+            ModelEvent::ToolCall { id, name, input } => {
+                // Providers stop sooner; this holds for every model.
+                if answer.calls.len() == MAX_TOOL_CALLS {
+                    return Err(format!("the model's answer has more than {MAX_TOOL_CALLS} tool calls"));
+                }
+                answer.calls.push(Call::checked(id, name, input));
+            }
             ModelEvent::Finish { usage, .. } => {
                 answer.usage = usage;
                 break;
@@ -324,15 +330,24 @@ impl Call {
         }
     }
 
-    /// The call, unless its arguments nest deeper than values entering the runtime may:
-    /// then its arguments are not kept (the conversation must stay loadable) and the
+    /// The call, unless its arguments nest deeper than values entering the runtime may,
+    /// or are larger than [`MAX_TOOL_ARGUMENTS`]: then its arguments are not kept (the
+    /// conversation must stay loadable, and it is sent again with every request) and the
     /// model is told why.
     fn checked(id: String, name: String, input: serde_json::Value) -> Call {
-        match trellis_runner::depth::check_depth_of(&input, format!("the arguments of `{name}`")) {
-            Ok(()) => Call { part: Part::ToolCall { id, name, input }, refused: None },
-            Err(error) => {
-                let input = serde_json::Value::String("(not kept: nested too deeply)".into());
-                Call { part: Part::ToolCall { id, name, input }, refused: Some(format!("{error}; flatten them")) }
+        let refused = match trellis_runner::depth::check_depth_of(&input, format!("the arguments of `{name}`")) {
+            Err(error) => Some(("nested too deeply", format!("{error}; flatten them"))),
+            Ok(()) if serde_json::to_vec(&input).map_or(true, |json| json.len() > MAX_TOOL_ARGUMENTS) => Some((
+                "too large",
+                format!("the arguments of `{name}` are larger than {} KiB; send less", MAX_TOOL_ARGUMENTS >> 10),
+            )),
+            Ok(()) => None,
+        };
+        match refused {
+            None => Call { part: Part::ToolCall { id, name, input }, refused: None },
+            Some((kept, why)) => {
+                let input = serde_json::Value::String(format!("(not kept: {kept})"));
+                Call { part: Part::ToolCall { id, name, input }, refused: Some(why) }
             }
         }
     }

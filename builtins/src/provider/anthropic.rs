@@ -241,6 +241,8 @@ fn input_object(input: &Value) -> Value {
 #[derive(Debug, Default)]
 pub struct AnthropicStreamParser {
     tool_blocks: BTreeMap<u64, ToolBlock>,
+    /// How many tool_use blocks the message started (see [`crate::model::MAX_TOOL_CALLS`]).
+    calls_started: usize,
     stop_reason: Option<String>,
     usage: TokenCounts,
     calls_emitted: bool,
@@ -330,6 +332,12 @@ impl AnthropicStreamParser {
                             .get("id")
                             .and_then(Value::as_str)
                             .map_or_else(|| format!("toolu_{index}"), str::to_string);
+                        ParseError::check_calls(self.calls_started)?;
+                        if self.tool_blocks.contains_key(&index) {
+                            // Taking the second for the first would lose a call.
+                            return Err(malformed("a tool_use block starts at the index of one not stopped"));
+                        }
+                        self.calls_started += 1;
                         let initial = block.get("input").cloned().unwrap_or(Value::Null);
                         self.tool_blocks
                             .insert(index, ToolBlock { id, name: name.to_string(), initial, json: String::new() });
@@ -349,6 +357,7 @@ impl AnthropicStreamParser {
                             .tool_blocks
                             .get_mut(&index)
                             .ok_or_else(|| malformed("input_json_delta for a block that is not a started tool_use"))?;
+                        ParseError::check_arguments(&block.name, block.json.len(), fragment.len())?;
                         block.json.push_str(fragment);
                     }
                     _ => {}
@@ -484,6 +493,23 @@ mod tests {
                 "split at {cut}"
             );
         }
+    }
+
+    #[test]
+    fn endless_or_repeated_tool_blocks_end_the_stream() {
+        let piece = "x".repeat(64 * 1024);
+        let endless: Vec<&str> = std::iter::once("{\"text\": \"").chain((0..20).map(|_| piece.as_str())).collect();
+        let error = run(&tool_stream(&endless)).unwrap_err().to_string();
+        assert!(error.contains("the arguments of tool call `f` are larger than 1024 KiB"), "{error}");
+        let start = |index: usize| {
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("t{index}"), "name": "f"}})
+                .to_string()
+        };
+        let error = run(&(0..100).map(start).collect::<Vec<_>>()).unwrap_err().to_string();
+        assert!(error.contains("more than 64 tool calls"), "{error}");
+        // A second block at the index of one not stopped would replace it: a call lost.
+        let error = run(&[start(1), start(1)]).unwrap_err().to_string();
+        assert!(error.contains("starts at the index of one not stopped"), "{error}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use trellis_builtins::dialog::{Interaction, InteractionKind};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
+use trellis_builtins::text::truncate;
 
 use super::session::Session;
 use crate::cli::terminal::{safe, safe_json, safe_line};
@@ -35,11 +36,16 @@ fn line_named(display: &dyn Fn(&str) -> String, role: Role, part: &Part) -> Stri
     match (role, part) {
         (Role::User, Part::Text { text }) => format!("you: {}", safe(text)),
         (_, Part::Text { text }) => format!("{ASSISTANT}{}", safe(text)),
-        // The input is JSON, whose strings serde has escaped already.
-        (_, Part::ToolCall { name, input, .. }) => format!("  → {} {input}", safe_line(&display(name))),
+        // The input is JSON, whose strings serde has escaped already; a line, not pages.
+        (_, Part::ToolCall { name, input, .. }) => {
+            format!("  → {} {}", safe_line(&display(name)), truncate(&input.to_string(), MAX_INPUT_SHOWN))
+        }
         (_, Part::ToolResult { output, .. }) => format!("  ← {}", safe_line(&describe(output))),
     }
 }
+
+/// How many characters of a tool call's arguments a transcript shows.
+const MAX_INPUT_SHOWN: usize = 500;
 
 /// What starts the model's text in a transcript.
 pub const ASSISTANT: &str = "assistant: ";

@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 
 use super::{describe, error_message, seconds, truncate, Endpoint};
-use crate::model::{ModelError, ModelEvent};
+use crate::model::{ModelError, ModelEvent, MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS};
 
 /// Why an answer stream could not be parsed, as the pure parsers report it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +26,27 @@ pub enum ParseError {
 }
 
 impl ParseError {
+    /// Refuses one more tool call when an answer holds [`MAX_TOOL_CALLS`] already.
+    pub(crate) fn check_calls(calls: usize) -> Result<(), ParseError> {
+        match calls < MAX_TOOL_CALLS {
+            true => Ok(()),
+            false => Err(ParseError::Malformed(format!("the answer has more than {MAX_TOOL_CALLS} tool calls"))),
+        }
+    }
+
+    /// Refuses a fragment that would make a call's arguments larger than
+    /// [`MAX_TOOL_ARGUMENTS`] bytes.
+    pub(crate) fn check_arguments(name: &str, so_far: usize, fragment: usize) -> Result<(), ParseError> {
+        match so_far.saturating_add(fragment) <= MAX_TOOL_ARGUMENTS {
+            true => Ok(()),
+            false => Err(ParseError::Malformed(format!(
+                "the arguments of tool call `{}` are larger than {} KiB",
+                truncate(name, 64),
+                MAX_TOOL_ARGUMENTS >> 10
+            ))),
+        }
+    }
+
     pub(crate) fn into_model_error(self, provider: &str) -> ModelError {
         match self {
             ParseError::Malformed(message) => ModelError::Malformed { provider: provider.to_string(), message },

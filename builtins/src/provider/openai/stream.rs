@@ -134,9 +134,9 @@ impl OpenAiStreamParser {
                 let existing =
                     self.calls.iter().rev().find(|(_, c)| c.index == index).map(|(key, c)| (*key, c.id.clone()));
                 match (existing, id) {
-                    (Some((_, Some(old))), Some(new)) if old != new => self.next_key(index),
+                    (Some((_, Some(old))), Some(new)) if old != new => self.next_key(index)?,
                     (Some((key, _)), _) => key,
-                    (None, _) => self.new_key(index),
+                    (None, _) => self.new_key(index)?,
                 }
             }
             None => match (self.last_key, id) {
@@ -144,7 +144,7 @@ impl OpenAiStreamParser {
                 (Some(key), Some(new)) if self.calls.get(&key).and_then(|c| c.id.as_deref()) == Some(new) => key,
                 _ => {
                     let index = self.calls.keys().next_back().map_or(0, |k| k.saturating_add(1));
-                    self.new_key(index)
+                    self.new_key(index)?
                 }
             },
         };
@@ -157,30 +157,34 @@ impl OpenAiStreamParser {
             if let Some(name) = function.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
                 pending.name = name.to_string();
             }
-            match function.get("arguments") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(fragment)) => pending.arguments.push_str(fragment),
+            let fragment = match function.get("arguments") {
+                None | Some(Value::Null) => return Ok(()),
+                Some(Value::String(fragment)) => std::borrow::Cow::Borrowed(fragment.as_str()),
                 // A few servers send the arguments as an object rather than a string.
-                Some(other) => pending.arguments.push_str(&other.to_string()),
-            }
+                Some(other) => std::borrow::Cow::Owned(other.to_string()),
+            };
+            ParseError::check_arguments(&pending.name, pending.arguments.len(), fragment.len())?;
+            pending.arguments.push_str(&fragment);
         }
         Ok(())
     }
 
     /// A fresh key for a call the server gave `index`; keys keep the server's order.
-    fn new_key(&mut self, index: u64) -> u64 {
+    fn new_key(&mut self, index: u64) -> Result<u64, ParseError> {
+        ParseError::check_calls(self.calls.len())?;
         if self.calls.contains_key(&index) {
             return self.next_key(index);
         }
         self.calls.insert(index, PendingCall { index, ..PendingCall::default() });
-        index
+        Ok(index)
     }
 
     /// A key after every key in use (for a second call reusing an index).
-    fn next_key(&mut self, index: u64) -> u64 {
+    fn next_key(&mut self, index: u64) -> Result<u64, ParseError> {
+        ParseError::check_calls(self.calls.len())?;
         let key = self.calls.keys().next_back().map_or(index, |k| k.saturating_add(1).max(index));
         self.calls.insert(key, PendingCall { index, ..PendingCall::default() });
-        key
+        Ok(key)
     }
 
     /// Ends the choice for `reason`: emits the tool calls, once.
@@ -297,6 +301,21 @@ mod tests {
 
     fn run(payloads: &[String]) -> Result<Vec<ModelEvent>, ParseError> {
         test_support::run(OpenAiStreamParser::new(), payloads)
+    }
+
+    #[test]
+    fn endless_arguments_and_calls_end_the_stream() {
+        // Arguments that never end: refused once past the limit, not kept growing.
+        let piece = "x".repeat(64 * 1024);
+        let mut payloads = vec![call_fragment(0, Some("call_a"), Some("write"), "{\"text\": \"")];
+        payloads.extend((0..20).map(|_| call_fragment(0, None, None, &piece)));
+        let error = run(&payloads).unwrap_err().to_string();
+        assert!(error.contains("the arguments of tool call `write` are larger than 1024 KiB"), "{error}");
+        // Calls that never end.
+        let calls: Vec<String> =
+            (0..100).map(|i| call_fragment(i, Some(&format!("call_{i}")), Some("add"), "{}")).collect();
+        let error = run(&calls).unwrap_err().to_string();
+        assert!(error.contains("more than 64 tool calls"), "{error}");
     }
 
     #[test]
