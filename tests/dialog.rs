@@ -334,6 +334,23 @@ async fn parallel_calls_keep_their_order() {
     assert_eq!(count(&s, 0), 1);
 }
 
+/// Defect: the calls of one answer ran at once, so two increments of one counter each
+/// reported both changes (`count: 0 → 2` twice). Each result is its own call's change.
+#[tokio::test]
+async fn each_calls_result_tells_its_own_change() {
+    let twice = Turn::tool_call("Counter.increment", json!({})).with_tool_call("Counter.increment", json!({}));
+    let s = setup(vec![twice, Turn::text("ok")]);
+    s.dialog.say("twice", WAIT).await.unwrap();
+    let summaries: Vec<String> = tool_results(&s.dialog.messages())
+        .iter()
+        .map(|output| match output {
+            ToolOutput::Json(json) => json["summary"].as_str().unwrap_or_default().to_string(),
+            other => panic!("a result: {other:?}"),
+        })
+        .collect();
+    assert!(summaries[0].starts_with("count: 0 → 1") && summaries[1].starts_with("count: 1 → 2"), "{summaries:?}");
+}
+
 #[tokio::test]
 async fn the_round_cap_ends_with_a_visible_message() {
     let turns = (0..5).map(|_| Turn::tool_call("Counter.increment", json!({}))).collect();

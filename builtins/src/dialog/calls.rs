@@ -10,9 +10,13 @@ use crate::catalog::{Approved, Catalog, Step, ToolTarget, Waiting};
 use crate::message::{Message, Role, ToolOutput};
 
 /// Takes every call of a round that has no result yet one step on (all through
-/// [`Catalog::begin`], concurrently): if some now wait for a person or the client, the
-/// round is stored waiting and this returns false; else the round's results are appended
-/// and this returns whether the request goes on.
+/// [`Catalog::begin`], one after another in the order the model gave them): if some now
+/// wait for a person or the client, the round is stored waiting and this returns false;
+/// else the round's results are appended and this returns whether the request goes on.
+///
+/// One after another, because each result tells what its call changed: two increments of
+/// one counter run at once would each report the other's change too (`count: 0 → 2`
+/// twice), and could catch the charm between a commit and its derived values.
 pub(super) async fn settle_round(
     shared: &Shared,
     rt: &Runtime,
@@ -22,11 +26,11 @@ pub(super) async fn settle_round(
     mut held: Held,
 ) -> Result<bool, String> {
     let timeout = shared.settings.tool_timeout;
-    let steps = futures::future::join_all(held.calls.iter().filter(|call| call.output.is_none()).map(|call| {
+    let mut steps = Vec::new();
+    for call in held.calls.iter().filter(|call| call.output.is_none()) {
         let approval = call.approved.then(Approved::by_the_user);
-        catalog.begin(rt, &call.name, call.input.clone(), approval, timeout)
-    }))
-    .await;
+        steps.push(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout).await);
+    }
     let mut asked = Vec::new();
     for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
         let tool = catalog.get(&call.name);

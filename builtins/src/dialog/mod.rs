@@ -20,8 +20,8 @@
 //! | `interactions` | the calls waiting for a person (see the `interaction` module) |
 //! | `resolve` | stream: a person's answer to a waiting call ([`Resolve`]) |
 //!
-//! A request runs in rounds: the model answers; if it called tools, they run
-//! (concurrently; results keep call order) and their results go back to the model; until
+//! A request runs in rounds: the model answers; if it called tools, they run (one after
+//! another, in the order given) and their results go back to the model; until
 //! it answers without tool calls or the round cap is reached.
 //!
 //! **Cancel** (`cancel_generation`, or stopping the charm) ends the request: the model's
