@@ -55,6 +55,12 @@ fn an_untrusted_servers_tool_waits_for_approval_and_a_trusted_ones_runs() {
     assert_eq!(out.status.code(), Some(3), "not marked read-only: it waits: {}", stdout(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ev.toggle-simulated-logging") && err.contains("does not mark"), "{err}");
+    // Approved without the server, the call could only fail: it is refused, and waits on.
+    let out = trellis(&s.path, &["resolve", "--approve"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is not among this chat's tools here") && err.contains("still waiting"), "{err}");
+    assert!(stdout(&trellis(&s.path, &["pending"])).contains("ev.toggle-simulated-logging"));
     // The person approves; the server (given again) runs the call.
     let out = trellis(&s.path, &["resolve", "--approve", "--mcp", &everything]);
     let text = stdout(&out);

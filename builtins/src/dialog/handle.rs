@@ -95,6 +95,15 @@ impl DialogHandle {
         self.cells().partial.get(&self.rt).unwrap_or_default()
     }
 
+    /// Whether a call of `name` (a wire or display name) would find its tool now: among
+    /// the dialog's tools and those of the sources attached to this runtime.
+    pub fn offers(&self, name: &str) -> bool {
+        use trellis_runner::Read;
+        let tools_at = self.cells().inputs.child(super::DialogInput::Tools.key());
+        let tools = self.rt.read(&tools_at).map(|v| v.to_json()).unwrap_or_default();
+        crate::catalog::Catalog::build(&self.rt, &tools).get(name).is_some()
+    }
+
     /// The tool catalog as a UI shows it.
     pub fn flattened_tools(&self) -> serde_json::Value {
         use trellis_runner::Read;

@@ -318,6 +318,9 @@ impl Session {
                 waiting.iter().map(|i| i.call_id.as_str()).collect::<Vec<_>>().join(", ")
             ),
         };
+        if reply == Reply::Approve {
+            self.check_offered(&waiting, &call_id)?;
+        }
         let before = self.dialog().messages().len();
         let answer = match reply {
             Reply::Approve => Resolve { call_id, approved: true, ..Resolve::default() },
@@ -329,6 +332,23 @@ impl Session {
         };
         self.chat.resolve(answer).await.map_err(shown)?;
         Ok(before)
+    }
+
+    /// Refuses to approve a call whose tool this chat does not offer now (an MCP server's
+    /// or a plugin's, not attached here): approved, it would only fail as an unknown
+    /// tool, and the approval would be used up.
+    fn check_offered(&self, waiting: &[Interaction], call_id: &str) -> anyhow::Result<()> {
+        let Some(call) = waiting.iter().find(|i| i.call_id == call_id && i.kind == InteractionKind::Approval) else {
+            return Ok(());
+        };
+        if self.dialog().offers(&call.wire) {
+            return Ok(());
+        }
+        bail!(
+            "{} is not among this chat's tools here (its MCP server or plugin is not attached): approve it with the \
+             --mcp or --mcp-config flags the chat had, or --deny it; it is still waiting",
+            safe_line(&call.tool)
+        )
     }
 
     /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
