@@ -484,6 +484,17 @@ async fn server_errors_give_up_after_the_retries() {
 }
 
 #[tokio::test]
+async fn a_redirect_is_not_followed_and_says_where_it_points() {
+    // Followed, it would post the whole conversation to whatever server it names.
+    let moved = Canned::json(307, json!({})).header("location", "http://elsewhere.invalid/v1/chat/completions");
+    let server = Server::start(vec![moved, Canned::sse(fixture("openai-compatible-tool-call.sse"))]).await;
+    let error = collect(&server.openai(), hello()).await.expect_err("not followed");
+    let ModelError::Refused { status: 307, message, .. } = &error else { panic!("unexpected {error:?}") };
+    assert!(message.contains("redirects (307) to http://elsewhere.invalid/"), "{message}");
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
 async fn long_retry_after_is_not_waited_for() {
     let limited = Canned::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "3600");
     let server = Server::start(vec![limited]).await;

@@ -32,12 +32,30 @@ pub(super) fn from_error(server: &str, tool: &str, error: ServiceError) -> ToolO
                 error.code.0
             )
         }
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-            format!("`{server}.{tool}` did not answer: the MCP server `{server}` is gone ({error})")
+        ServiceError::TransportClosed => {
+            format!("`{server}.{tool}` did not answer: the MCP server `{server}` is gone")
+        }
+        // The transport's own text names its generic types; the cause at the bottom says
+        // what happened (an answer too large, a connection refused). The server may well
+        // answer the next call.
+        ServiceError::TransportSend(_) => {
+            format!(
+                "`{server}.{tool}` did not answer: the request to the MCP server `{server}` failed: {}",
+                root_cause(&error)
+            )
         }
         other => format!("`{server}.{tool}` failed: {other}"),
     };
     ToolOutput::ErrorText(text)
+}
+
+/// The message of the innermost cause of `error`.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    bounded(cause.to_string())
 }
 
 /// The content blocks as one text: text as it is, other kinds named.
@@ -99,6 +117,17 @@ mod tests {
         assert_eq!(from_result("c", "t", structured), ToolOutput::Json(serde_json::json!({"sum": 3})));
         let text = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(from_result("c", "t", text), ToolOutput::Text("a\nb".into()));
+    }
+
+    #[test]
+    fn a_transport_failure_names_its_cause_not_the_transport() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("Transport [WorkerTransport<StreamableHttpClientWorker<reqwest::Client>>] error: {0}")]
+        struct Wrapper(#[source] std::io::Error);
+        let wrapped = Wrapper(std::io::Error::other("HTTP response body exceeded the limit of 16777216 bytes"));
+        assert_eq!(root_cause(&wrapped), "HTTP response body exceeded the limit of 16777216 bytes");
+        let ToolOutput::ErrorText(text) = from_error("h", "echo", ServiceError::TransportClosed) else { panic!() };
+        assert!(text.ends_with("the MCP server `h` is gone"), "{text}");
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub(crate) fn client(provider: &str, settings: &HttpSettings) -> Result<reqwest:
     reqwest::Client::builder()
         .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(settings.connect_timeout)
+        // A redirect would send the whole conversation to another server; the provider's
+        // URL is the user's to set (the 3xx is reported with where it points).
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ModelError::Network {
             provider: provider.to_string(),

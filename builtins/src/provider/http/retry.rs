@@ -105,6 +105,21 @@ async fn attempt(endpoint: &Endpoint, settings: &HttpSettings, request: reqwest:
     if status.is_success() {
         return Attempt::Done(response);
     }
+    if status.is_redirection() {
+        let to = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).unwrap_or("?");
+        let message = format!(
+            "the URL {} redirects ({}) to {}; Trellis does not follow redirects (the conversation would go to another \
+             server): if that is the provider's address, set the base URL to it",
+            endpoint.url,
+            status.as_u16(),
+            truncate(to, 200)
+        );
+        return Attempt::Fatal(ModelError::Refused {
+            provider: endpoint.provider.clone(),
+            status: status.as_u16(),
+            message,
+        });
+    }
     let retry_after = retry_after(response.headers());
     let (body, cut) = tokio::time::timeout(settings.request_timeout, error_body(response)).await.unwrap_or_default();
     let mut message = error_message(&body).unwrap_or_else(|| {
