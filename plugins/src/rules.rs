@@ -14,10 +14,12 @@ use crate::tool::ToolDefinition;
 
 /// The longest plugin version string.
 pub const MAX_VERSION_CHARS: usize = 64;
-/// The longest tool description.
-pub const MAX_DESCRIPTION_CHARS: usize = 4096;
-/// The most tools one plugin may have.
-pub const MAX_TOOLS_PER_PLUGIN: usize = 64;
+/// The longest tool description, in bytes: what a chat request takes of a client tool
+/// (`ClientToolLimits`), since a plugin's tools are offered as client tools.
+pub const MAX_DESCRIPTION_BYTES: usize = 2048;
+/// The most tools one plugin may have: as many as one chat request takes client tools
+/// (`ClientToolLimits`); more could never all be offered.
+pub const MAX_TOOLS_PER_PLUGIN: usize = 10;
 
 /// Why a plugin was not registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,7 +54,7 @@ pub enum RegisterError {
     },
     /// Rule: a tool's description is bounded.
     #[error(
-        "plugin `{plugin}`: the description of `{tool}` is too long (rule: at most {MAX_DESCRIPTION_CHARS} characters)"
+        "plugin `{plugin}`: the description of `{tool}` is too long (rule: at most {MAX_DESCRIPTION_BYTES} bytes, as a chat request takes)"
     )]
     LongDescription {
         /// The plugin.
@@ -74,7 +76,7 @@ pub enum RegisterError {
         reason: String,
     },
     /// Rule: a plugin has at most so many tools.
-    #[error("plugin `{plugin}` has {count} tools (rule: at most {MAX_TOOLS_PER_PLUGIN} tools per plugin)")]
+    #[error("plugin `{plugin}` has {count} tools (rule: at most {MAX_TOOLS_PER_PLUGIN} tools per plugin, as many as a chat request takes)")]
     TooManyTools {
         /// The plugin.
         plugin: String,
@@ -191,7 +193,7 @@ pub(crate) fn check(
         if !seen.insert(tool.name.as_str()) {
             return Err(RegisterError::DuplicateTool { plugin: name.clone(), tool: tool.name.clone() });
         }
-        if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
+        if tool.description.len() > MAX_DESCRIPTION_BYTES {
             let (plugin, tool) = at(&tool.name);
             return Err(RegisterError::LongDescription { plugin, tool });
         }

@@ -74,7 +74,20 @@ fn each_registration_rule_is_named_when_broken() {
             Plugin::builder("p", "1").tool(ToolDefinition::new("a", "", deep_parameters(10)), echo()),
             "rule `max-depth`",
         ),
+        (
+            // Nor may a description be longer, or the tools more, than a request takes.
+            Plugin::builder("p", "1")
+                .tool(ToolDefinition::new("a", "é".repeat(1500), json!({"type": "object"})), echo()),
+            "rule: at most 2048 bytes, as a chat request takes",
+        ),
+        (
+            plugin_with("p", &["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]),
+            "rule: at most 10 tools per plugin, as many as a chat request takes",
+        ),
     ];
+    let limits = trellis_builtins::tool::limits::ClientToolLimits::default();
+    use trellis_plugins::rules::{MAX_DESCRIPTION_BYTES, MAX_TOOLS_PER_PLUGIN};
+    assert_eq!((MAX_DESCRIPTION_BYTES, MAX_TOOLS_PER_PLUGIN), (limits.max_description, limits.max_tools));
     for (plugin, rule) in cases {
         let refused = register(&manager, plugin).expect_err(rule);
         assert!(refused.to_string().contains(rule), "expected {rule:?} in: {refused}");
