@@ -25,12 +25,12 @@
 //! - `permissions` lists what the module may import beyond computing ([`Permission`]); the
 //!   user must grant each at install.
 //! - `limits` may lower the sandbox's budgets (never raise them past
-//!   [`MAX_FUEL`] and [`MAX_MEMORY_MIB`]).
+//!   [`MAX_FUEL`] and [`MAX_MEMORY_MIB`], nor take fuel below [`MIN_FUEL`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::sandbox::{MAX_FUEL, MAX_MEMORY_MIB};
+use crate::sandbox::{MAX_FUEL, MAX_MEMORY_MIB, MIN_FUEL};
 use crate::tool::ToolDefinition;
 
 /// The largest manifest read.
@@ -182,8 +182,11 @@ impl Manifest {
             return Err(ManifestError::TooLarge(bytes.len()));
         }
         let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
-        if manifest.limits.fuel.is_some_and(|fuel| fuel > MAX_FUEL) {
-            return Err(ManifestError::Limits(format!("fuel is at most {MAX_FUEL}")));
+        if manifest.limits.fuel.is_some_and(|fuel| !(MIN_FUEL..=MAX_FUEL).contains(&fuel)) {
+            return Err(ManifestError::Limits(format!("fuel is {MIN_FUEL} to {MAX_FUEL}")));
+        }
+        if manifest.tools.is_empty() {
+            return Err(ManifestError::Invalid("it has no tools: a plugin brings at least one".into()));
         }
         if manifest.limits.memory_mib.is_some_and(|mib| mib == 0 || mib > MAX_MEMORY_MIB) {
             return Err(ManifestError::Limits(format!("memory_mib is 1 to {MAX_MEMORY_MIB}")));

@@ -35,7 +35,7 @@ pub enum RegisterError {
     /// Rule: a plugin has a version.
     #[error(
         "plugin `{plugin}` has no valid version (rule: a version is present, at most {MAX_VERSION_CHARS} characters, \
-         no control characters)"
+         no control characters, no white space around it)"
     )]
     BadVersion {
         /// The plugin.
@@ -170,8 +170,13 @@ pub(crate) fn check(
     if !is_valid_wire_name(name) {
         return Err(RegisterError::BadPluginName { shown: quoted(name) });
     }
-    let version = plugin.version.trim();
-    if version.is_empty() || version.chars().count() > MAX_VERSION_CHARS || version.chars().any(char::is_control) {
+    let version = &plugin.version;
+    let padded = version.trim() != version;
+    if version.is_empty()
+        || padded
+        || version.chars().count() > MAX_VERSION_CHARS
+        || version.chars().any(char::is_control)
+    {
         return Err(RegisterError::BadVersion { plugin: name.clone() });
     }
     if plugin.tools.len() > MAX_TOOLS_PER_PLUGIN {

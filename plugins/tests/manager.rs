@@ -47,6 +47,7 @@ fn each_registration_rule_is_named_when_broken() {
         (plugin_with("has space", &["a"]), "rule: a plugin name"),
         (Plugin::builder("p", "").tool(tool("a"), echo()), "rule: a version is present"),
         (Plugin::builder("p", "  ").tool(tool("a"), echo()), "rule: a version is present"),
+        (Plugin::builder("p", "1\n").tool(tool("a"), echo()), "no white space around it"),
         (plugin_with("p", &["bad.name"]), "rule: a tool name is 1 to 64 letters, digits, `_` or `-`"),
         (plugin_with("p", &["with space"]), "rule: a tool name"),
         (plugin_with("p", &[&"x".repeat(65)]), "rule: a tool name"),

@@ -256,11 +256,14 @@ fn a_module_without_the_abi_is_refused_at_load() {
 
 #[test]
 fn manifests_are_checked() {
+    let tool = json!({"name": "a", "parameters": {"type": "object"}});
     let cases = [
         (json!({"name": "x", "version": "1", "tools": [], "extra": 1}), "unknown field `extra`"),
         (json!({"name": "x", "version": "1", "tools": [], "permissions": ["network"]}), "unknown permission"),
-        (json!({"name": "x", "version": "1", "tools": [], "limits": {"fuel": 1u64 << 40}}), "fuel is at most"),
-        (json!({"name": "x", "version": "1", "tools": [], "limits": {"memory_mib": 0}}), "memory_mib is 1 to 256"),
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"fuel": 1u64 << 40}}), "fuel is 10000 to"),
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"fuel": 1}}), "fuel is 10000 to"),
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"memory_mib": 0}}), "memory_mib is 1 to 256"),
+        (json!({"name": "x", "version": "1", "tools": []}), "it has no tools"),
         (
             json!({"name": "x", "version": "1", "tools": [
                 {"name": "a", "parameters": {"type": "object"}, "export": "alloc"}]}),

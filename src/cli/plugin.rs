@@ -175,10 +175,9 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
                 .iter()
                 .map(|g| g.parse::<Permission>().map_err(anyhow::Error::msg))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let bundle = Bundle::read(&path)?;
-            let listed = store
-                .install(&bundle, &InstallOptions { allow_unsigned, granted })
-                .with_context(|| format!("cannot install the plugin bundle {}", path.display()))?;
+            let refused = || format!("cannot install the plugin bundle {}", path.display());
+            let bundle = Bundle::read(&path).with_context(refused)?;
+            let listed = store.install(&bundle, &InstallOptions { allow_unsigned, granted }).with_context(refused)?;
             print(format, &json!(listed), || format!("installed {}", describe(&listed)));
             Ok(())
         }

@@ -13,13 +13,14 @@ use std::io::Write;
 /// its ESC and so prints as plain characters. So are the bidirectional controls
 /// ([`reorders`]), which would show a line's characters in another order than written.
 pub fn safe(text: &str) -> Cow<'_, str> {
-    escape(text, |c| c == '\n' || c == '\t', |c, out| out.extend(c.escape_default()))
+    escape(text, |c| (c.is_control() && c != '\n' && c != '\t') || reorders(c), |c, out| out.extend(c.escape_default()))
 }
 
 /// Like [`safe`], for text that must stay on its line (a name, a one-line summary):
-/// newlines and tabs are escaped too.
+/// newlines and tabs are escaped too, and so are the characters that show as nothing
+/// ([`invisible`]), so that `h.ok\u{200b}` cannot pass for `h.ok`.
 pub fn safe_line(text: &str) -> Cow<'_, str> {
-    escape(text, |_| false, |c, out| out.extend(c.escape_default()))
+    escape(text, |c| c.is_control() || reorders(c) || invisible(c), |c, out| out.extend(c.escape_default()))
 }
 
 /// Text of several lines (a tool's description) kept as lines under `indent`: each line is
@@ -33,7 +34,11 @@ pub fn indented(text: &str, indent: &str) -> String {
 /// strings but leaves DEL and C1 raw, so those become `\u007f`, `\u009b`. (Outside
 /// strings JSON only has spaces and, pretty-printed, newlines.)
 pub fn safe_json(json: &str) -> Cow<'_, str> {
-    escape(json, |c| c == '\n', |c, out| out.push_str(&format!("\\u{:04x}", u32::from(c))))
+    escape(
+        json,
+        |c| (c.is_control() && c != '\n') || reorders(c),
+        |c, out| out.push_str(&format!("\\u{:04x}", u32::from(c))),
+    )
 }
 
 /// Writes `text` (made [`safe`]) to `out`, without a newline: for text that streams.
@@ -68,11 +73,17 @@ fn reorders(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
-/// `text` with each control character that `keep` refuses, and each bidirectional
-/// control, written by `write`.
-fn escape(text: &str, keep: impl Fn(char) -> bool, write: impl Fn(char, &mut String)) -> Cow<'_, str> {
-    let escaped = |c: char| (c.is_control() && !keep(c)) || reorders(c);
-    if !text.chars().any(escaped) {
+/// Whether `c` shows as nothing although it is there: a zero-width space (U+200B), word
+/// joiner (U+2060), zero-width no-break space (U+FEFF), soft hyphen (U+00AD) or Mongolian
+/// vowel separator (U+180E). The joiners that shape emoji and scripts (U+200C, U+200D) are
+/// not among them.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200b}' | '\u{2060}' | '\u{feff}' | '\u{00ad}' | '\u{180e}')
+}
+
+/// `text` with each character `escaped` picks written by `write`.
+fn escape(text: &str, escaped: impl Fn(char) -> bool, write: impl Fn(char, &mut String)) -> Cow<'_, str> {
+    if !text.chars().any(&escaped) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -114,6 +125,14 @@ mod tests {
         // A family emoji is joined by U+200D: it stays as it is.
         let family = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467} العربية";
         assert!(matches!(safe(family), Cow::Borrowed(_)));
+        assert!(matches!(safe_line(family), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_name_cannot_hide_a_character_that_shows_as_nothing() {
+        assert_eq!(safe_line("h.ok\u{200b}"), r"h.ok\u{200b}");
+        assert_eq!(safe_line("so\u{ad}ft\u{feff}\u{2060}"), r"so\u{ad}ft\u{feff}\u{2060}");
+        assert_eq!(safe("a text may hold\u{200b} one"), "a text may hold\u{200b} one");
     }
 
     #[test]

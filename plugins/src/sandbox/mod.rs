@@ -33,6 +33,9 @@ use crate::manifest::{Manifest, Permission};
 pub const DEFAULT_FUEL: u64 = 50_000_000;
 /// The most fuel a manifest may ask for.
 pub const MAX_FUEL: u64 = 1_000_000_000;
+/// The least fuel a manifest may ask for: less, and a call could not even place its
+/// arguments (every call would fail).
+pub const MIN_FUEL: u64 = 10_000;
 /// Linear memory for one call unless the manifest asks for less, in MiB.
 pub const DEFAULT_MEMORY_MIB: u32 = 32;
 /// The most memory a manifest may ask for, in MiB.
