@@ -221,10 +221,8 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             emit_json(&result);
             // The result is printed either way (it is what the model would read); a failure
             // also fails the command, so that scripts can tell.
-            match result.get("error") {
-                Some(error) => {
-                    anyhow::bail!("the call failed: {}", safe_line(error.as_str().unwrap_or("(no message)")))
-                }
+            match result.get("error").and_then(serde_json::Value::as_str) {
+                Some(error) => anyhow::bail!("the call failed: {}", safe_line(error)),
                 None => Ok(()),
             }
         }
