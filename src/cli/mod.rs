@@ -303,10 +303,10 @@ impl App {
             }
         };
         let outcome = runtime.block_on(self.execute(cli));
-        // What the command waits for it awaited. A call it stopped waiting for (a plugin
-        // past its timeout, still burning its fuel on a blocking thread) must not keep
-        // the process alive after its answer.
-        runtime.shutdown_background();
+        // The tasks end, and with them the space is let go (an `App` run in a test opens
+        // it again next). A call the command stopped waiting for (a plugin past its
+        // timeout, still burning its fuel on a blocking thread) is not waited for long.
+        runtime.shutdown_timeout(SHUTDOWN);
         match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => match e.downcast_ref::<chat::Waiting>() {
@@ -459,6 +459,9 @@ fn start_log() {
     // Refused only when a subscriber is already set: the program's own, which stays.
     let _ = log.with_writer(|| terminal::SafeStderr).try_init();
 }
+
+/// How long a command, once done, waits for the blocking calls it stopped waiting for.
+const SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// An error and its causes on one line, as `{:#}` writes them, but without a cause whose
 /// text the message already holds: many errors name their cause in their own message too,
