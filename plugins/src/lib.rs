@@ -50,6 +50,7 @@
 
 pub mod bundle;
 mod executor;
+pub mod files;
 pub mod hooks;
 mod manager;
 pub mod manifest;

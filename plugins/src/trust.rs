@@ -160,16 +160,7 @@ impl TrustFile {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let text = serde_json::to_string_pretty(trust).map_err(|e| io(std::io::Error::other(e)))?;
-        // A name of this process's own: two programs saving at once never write one file.
-        let fresh = self.path.with_extension(format!("json.{}.new", std::process::id()));
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&fresh).map_err(io)?;
-        std::io::Write::write_all(&mut file, format!("{text}\n").as_bytes()).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&fresh, &self.path).map_err(io)
+        crate::files::replace(&self.path, format!("{text}\n").as_bytes(), true).map_err(io)
     }
 
     /// Loads the decisions, lets `change` edit them, and saves them; what `change` returned.

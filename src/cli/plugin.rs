@@ -132,7 +132,8 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
             let signature = key.sign(&read.manifest_bytes, &read.module);
             let path = bundle.join(SIGNATURE_FILE);
             let text = serde_json::to_string_pretty(&signature)?;
-            replace_file(&path, &format!("{text}\n")).with_context(|| format!("cannot write {}", path.display()))?;
+            trellis_plugins::files::replace(&path, format!("{text}\n").as_bytes(), false)
+                .with_context(|| format!("cannot write {}", path.display()))?;
             let hash = encode_hex(&content_hash(&read.manifest_bytes, &read.module));
             print(format, &json!({"hash": hash, "public_key": signature.public_key}), || {
                 format!(
@@ -227,25 +228,6 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             }
         }
     }
-}
-
-/// Writes `text` to a new file beside `path`, then renames it over `path`: what stood at
-/// `path` is replaced, never written through (a bundle someone else made may hold a
-/// `signature.json` that is a symbolic link to a file of yours).
-fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let fresh = path.with_file_name(format!(".{name}.{}.new", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&fresh)
-        .and_then(|mut file| file.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&fresh, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&fresh);
-    }
-    written
 }
 
 /// `enable` and `disable`.
