@@ -14,12 +14,12 @@ use crate::tool::ToolDefinition;
 
 /// The longest plugin version string.
 pub const MAX_VERSION_CHARS: usize = 64;
-/// The longest tool description, in bytes: what a chat request takes of a client tool
-/// (`ClientToolLimits`), since a plugin's tools are offered as client tools.
-pub const MAX_DESCRIPTION_BYTES: usize = 2048;
-/// The most tools one plugin may have: as many as one chat request takes client tools
-/// (`ClientToolLimits`); more could never all be offered.
-pub const MAX_TOOLS_PER_PLUGIN: usize = 10;
+/// The longest tool description, in bytes: what a chat request takes of a client tool,
+/// since a plugin's tools are offered as client tools.
+pub const MAX_DESCRIPTION_BYTES: usize = ClientToolLimits::DEFAULT.max_description;
+/// The most tools one plugin may have: as many as one chat request takes client tools;
+/// more could never all be offered.
+pub const MAX_TOOLS_PER_PLUGIN: usize = ClientToolLimits::DEFAULT.max_tools;
 
 /// Why a plugin was not registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -241,7 +241,7 @@ fn validator(tool: &str, parameters: &Value) -> Result<jsonschema::Validator, St
     if schema.get("type") != Some(&Value::from("object")) {
         return Err("the schema's \"type\" is not \"object\"".to_string());
     }
-    ClientToolLimits::default().check(tool, &json!({ "parameters": parameters })).map_err(|e| e.to_string())?;
+    ClientToolLimits::DEFAULT.check(tool, &json!({ "parameters": parameters })).map_err(|e| e.to_string())?;
     trellis_builtins::validation::compile(parameters)
 }
 

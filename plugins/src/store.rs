@@ -258,10 +258,10 @@ impl<'rt> PluginStore<'rt> {
     /// build in the trust file, until the file is too large to read. (Another space holding
     /// the same bundle needs it installed again there.)
     pub fn remove(&self, name: &str) -> Result<(), StoreError> {
-        let record = match self.get(name) {
-            Err(StoreError::NotInstalled(name)) => return Err(StoreError::NotInstalled(name)),
-            other => other,
-        };
+        let record = self.get(name);
+        if let Err(StoreError::NotInstalled(_)) = record {
+            return record.map(drop);
+        }
         self.rt.transact(|tx| tx.write(&link(&["installed", name]), Value::Null))?;
         // A damaged record has no bundle to name: it goes, and its approval (if any) stays.
         if let Ok(bundle) = record.and_then(|record| self.bundle(name, &record)) {

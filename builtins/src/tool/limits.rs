@@ -37,9 +37,20 @@ pub struct ClientToolLimits {
     pub max_bytes: usize,
 }
 
+impl ClientToolLimits {
+    /// The default limits, usable in constants (plugins are held to them at install).
+    pub const DEFAULT: ClientToolLimits = ClientToolLimits {
+        max_depth: 5,
+        max_properties: 20,
+        max_tools: 10,
+        max_description: 2048,
+        max_bytes: 64 << 10,
+    };
+}
+
 impl Default for ClientToolLimits {
     fn default() -> Self {
-        ClientToolLimits { max_depth: 5, max_properties: 20, max_tools: 10, max_description: 2048, max_bytes: 64 << 10 }
+        ClientToolLimits::DEFAULT
     }
 }
 
