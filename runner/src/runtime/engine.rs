@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
 use crate::scheduler::{Bodies, Body, ComputationId, Graph, Next};
-use crate::space::Committed;
+use crate::space::{Commit, Committed};
 use crate::tx::{Known, Tx};
 use parking_lot::MutexGuard;
 use smallvec::SmallVec;
@@ -176,31 +176,92 @@ impl Runtime {
         true
     }
 
-    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it. The errors
-    /// of the computations are reported (nobody waits for them); if the commit
-    /// conflicts, they are dirty again.
+    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it (see
+    /// [`Runtime::commit_ran`]).
     fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
-        let mut ran: SmallVec<[ComputationId; SETTLE_CHUNK]> = SmallVec::new();
-        let mut errors = Vec::new();
-        // Held between runs (what a run did and what runs next take it once), not while
-        // a computation runs: it may add computations.
+        let mut runs = Runs::default();
+        self.run_dirty(self.0.graph.lock(), &tx, false, &mut runs);
+        self.commit_ran(tx, &mut runs).map(drop)
+    }
+
+    /// Commits a writer's transaction (a handler's, or that of a `transact` that found
+    /// the engine free) after running inside it the computations its change makes dirty,
+    /// up to a chunk: the change and what follows from it commit as one, so no observer
+    /// and no reader of the space sees one without the other. A computation that reads
+    /// the committed space (which does not hold the change yet) runs after the commit,
+    /// with whatever is left for the caller's settle. The engine must be held; `list`:
+    /// whether the commit lists the writer's own changes (those of the computations are
+    /// not listed).
+    pub(super) fn commit_settling(&self, tx: Tx<'_>, list: bool) -> Result<Commit> {
         let mut graph = self.0.graph.lock();
+        tx.written(|key, _, paths| graph.changed(key, paths));
+        if !graph.has_dirty() {
+            drop(graph);
+            return self.commit_marking(tx, false, list);
+        }
+        let mut changes = Vec::new();
+        if list {
+            tx.written(|_, id, paths| changes.push((id.clone(), paths.cloned().collect())));
+        }
+        let mut runs = Runs::default();
+        let running = EngineThread::enter();
+        crate::space::watching(|| self.run_dirty(graph, &tx, true, &mut runs));
+        drop(running);
+        let mut commit = self.commit_ran(tx, &mut runs)?;
+        if list {
+            commit.changes = changes;
+        }
+        Ok(commit)
+    }
+
+    /// Commits a transaction made outside the engine (`transact`): through
+    /// [`Runtime::commit_settling`] if the engine is free, else as it is (the engine's
+    /// thread then runs the computations it affects).
+    pub(super) fn commit_writer(&self, tx: Tx<'_>) -> Result<Commit> {
+        match self.0.engine.try_lock() {
+            Some(_engine) => self.commit_settling(tx, false),
+            None => self.commit_marking(tx, true, false),
+        }
+    }
+
+    /// Runs dirty computations in `tx`, lowest height first, up to [`SETTLE_CHUNK`] of
+    /// them, into `runs`. `writer`: whether `tx` holds a writer's change not committed
+    /// yet (see [`Runtime::commit_settling`]): then each run is watched for a read of the
+    /// committed space, and the run ends before a computation known to make one.
+    fn run_dirty<'r>(&'r self, mut graph: MutexGuard<'r, Graph>, tx: &Tx<'_>, writer: bool, runs: &mut Runs) {
+        let Runs { ran, errors } = runs;
+        // The graph is held between runs (what a run did and what runs next take it
+        // once), not while a computation runs: it may add computations.
         let mut bodies = graph.take_bodies();
         while ran.len() < SETTLE_CHUNK {
             let next = graph.next();
             match next {
                 Some(Next::Run(id)) => {
-                    prefetch_upcoming(&graph, &bodies, &tx);
+                    prefetch_upcoming(&graph, &bodies, tx);
                     let Some(body) = bodies.get_or_make(id, || graph.body(id)) else { continue };
+                    if writer && body.reads_committed {
+                        graph.put_back(id);
+                        break;
+                    }
                     // Named only for a subscriber that traces computations.
                     let span = tracing::trace_span!("computation", name = %graph.name(id).unwrap_or_default());
                     drop(graph);
                     ran.push(id);
-                    let (result, relocked) = self.run_computation(&tx, id, body, span);
+                    let (result, relocked) = self.run_computation(tx, id, body, span, writer);
                     graph = relocked;
-                    if let Err(error) = result {
-                        std::hint::cold_path();
-                        errors.push(error);
+                    match result {
+                        Ran::Written => {}
+                        Ran::Failed(error) => {
+                            std::hint::cold_path();
+                            errors.push(error);
+                        }
+                        Ran::ReadCommitted => {
+                            std::hint::cold_path();
+                            body.reads_committed = true;
+                            ran.pop();
+                            graph.put_back(id);
+                            break;
+                        }
                     }
                 }
                 Some(Next::Runaway { name, runs }) => {
@@ -213,20 +274,25 @@ impl Runtime {
             }
         }
         graph.give_back_bodies(bodies);
-        drop(graph);
+    }
+
+    /// Commits a transaction computations ran in (each output write marked its readers
+    /// as it was made) and reports the errors of their `runs` once it committed (nobody
+    /// waits for them); if the commit conflicts, they are dirty again.
+    fn commit_ran(&self, tx: Tx<'_>, runs: &mut Runs) -> Result<Commit> {
         match self.commit_marking(tx, false, false) {
-            Ok(_) => {
-                if !errors.is_empty() {
+            Ok(commit) => {
+                if !runs.errors.is_empty() {
                     std::hint::cold_path();
-                    errors.into_iter().for_each(|e| self.report(e));
+                    runs.errors.drain(..).for_each(|e| self.report(e));
                 }
-                Ok(())
+                Ok(commit)
             }
             Err(error) => {
                 std::hint::cold_path();
                 if matches!(error, Error::Conflict { .. }) {
-                    // Nothing of this chunk was written: its computations run again.
-                    self.0.graph.lock().mark_all(&ran);
+                    // Nothing of these runs was written: they run again.
+                    self.0.graph.lock().mark_all(&runs.ran);
                 }
                 Err(error)
             }
@@ -253,13 +319,14 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             }
-            let commit = self.commit(tx)?;
+            let commit = self.commit_settling(tx, true)?;
             Ok((Sent { changes: commit.changes }, commit.committed))
         })
     }
 
-    /// Runs one computation inside the settle's transaction and marks dirty what its
-    /// output change affects. A computation that fails or panics leaves no write. Returns
+    /// Runs one computation inside `tx` and marks dirty what its output change affects.
+    /// A computation that fails or panics leaves no write, nor does one that read the
+    /// committed space in a `watched` run (see [`Runtime::commit_settling`]). Returns
     /// with the graph locked (the settle asks it for the next computation).
     fn run_computation(
         &self,
@@ -267,10 +334,16 @@ impl Runtime {
         id: ComputationId,
         body: &mut Body,
         span: tracing::Span,
-    ) -> (Result<()>, MutexGuard<'_, Graph>) {
+        watched: bool,
+    ) -> (Ran, MutexGuard<'_, Graph>) {
         let _enter = span.enter();
         let savepoint = tx.savepoint(body.rereads);
         let outcome = catch_unwind(AssertUnwindSafe(|| (body.run)(tx)));
+        if watched && crate::space::take_read() {
+            std::hint::cold_path();
+            tx.rollback(savepoint);
+            return (Ran::ReadCommitted, self.0.graph.lock());
+        }
         body.rereads |= tx.reread();
         // Why nothing was written, if so: the code's failure is told with the
         // computation's name, which the graph has.
@@ -307,15 +380,15 @@ impl Runtime {
         };
         let mut graph = self.0.graph.lock();
         tx.reads_since(&savepoint, |reads| graph.ran(id, reads.iter()));
-        let written = match written {
+        let ran = match written {
             Ok(()) => {
                 tx.release(savepoint, |key, paths| graph.changed(key, paths));
-                Ok(())
+                Ran::Written
             }
             Err(failed) => {
                 std::hint::cold_path();
                 tx.rollback(savepoint);
-                Err(match failed {
+                Ran::Failed(match failed {
                     Failed::Write(error) => error,
                     Failed::Code(message) => {
                         Error::ComputationFailed { name: graph.name(id).unwrap_or_default().to_string(), message }
@@ -323,7 +396,7 @@ impl Runtime {
                 })
             }
         };
-        (written, graph)
+        (ran, graph)
     }
 
     /// Runs queued work on this thread; returns once nothing is queued (unless another
@@ -331,6 +404,26 @@ impl Runtime {
     pub fn settle(&self) {
         self.pump();
     }
+}
+
+/// What runs of dirty computations in one transaction did: the computations that ran
+/// (dirty again if it does not commit) and the errors of those that failed (reported
+/// once it commits).
+#[derive(Default)]
+struct Runs {
+    ran: SmallVec<[ComputationId; SETTLE_CHUNK]>,
+    errors: Vec<Error>,
+}
+
+/// How a computation's run ended (see [`Runtime::run_computation`]).
+enum Ran {
+    /// Its output is written (or was already what it returned).
+    Written,
+    /// It failed, and wrote nothing.
+    Failed(Error),
+    /// It read the committed space in a watched run, and wrote nothing: it runs after
+    /// the writer's commit.
+    ReadCommitted,
 }
 
 /// Asks into the cache what the next two computations of a large graph will touch, while
@@ -358,13 +451,16 @@ thread_local! {
 }
 
 /// Marks the current thread as running the engine (handlers and computations) while it
-/// lives, so that a handler waiting on `send` fails instead of waiting for itself.
-struct EngineThread;
+/// lives, so that a handler waiting on `send` fails instead of waiting for itself. Then
+/// the thread is as it was (a writer's computations run on a thread running the engine
+/// already, or on one that is not).
+struct EngineThread {
+    before: bool,
+}
 
 impl EngineThread {
     fn enter() -> Self {
-        IN_ENGINE.with(|flag| flag.set(true));
-        EngineThread
+        EngineThread { before: IN_ENGINE.with(|flag| flag.replace(true)) }
     }
 
     fn is_current() -> bool {
@@ -374,7 +470,7 @@ impl EngineThread {
 
 impl Drop for EngineThread {
     fn drop(&mut self) {
-        IN_ENGINE.with(|flag| flag.set(false));
+        IN_ENGINE.with(|flag| flag.set(self.before));
     }
 }
 
@@ -537,29 +633,48 @@ mod tests {
         assert!(!rt.has_queued_work());
     }
 
+    /// A computation that commits `n` = 7 (through another transaction) the first time
+    /// it reads `n` = `trigger`, and doubles `n`.
+    fn doubling_with_a_commit_between(rt: &Runtime, n: Cell<i64>, trigger: i64) -> Cell<i64> {
+        let first = Arc::new(AtomicBool::new(true));
+        let weak = rt.downgrade();
+        rt.computed("double", move |tx| {
+            let value = n.get(tx)?;
+            if value == trigger && first.swap(false, Ordering::SeqCst) {
+                // Another writer commits `n` after this run read it.
+                let rt = weak.upgrade().ok_or("runtime gone")?;
+                rt.transact(|tx| n.set(tx, 7))?;
+            }
+            Ok(value * 2)
+        })
+        .expect("computed")
+    }
+
     #[test]
     fn a_settle_that_read_what_a_concurrent_commit_wrote_runs_again() {
         let rt = Runtime::in_memory();
         let n = rt.new_cell("n", 1i64).expect("cell");
-        let first = Arc::new(AtomicBool::new(true));
-        let weak = rt.downgrade();
-        let double = rt
-            .computed("double", move |tx| {
-                let value = n.get(tx)?;
-                if value == 5 && first.swap(false, Ordering::SeqCst) {
-                    // Another writer commits `n` after this settle read it.
-                    let rt = weak.upgrade().ok_or("runtime gone")?;
-                    rt.transact(|tx| n.set(tx, 7))?;
-                }
-                Ok(value * 2)
-            })
-            .expect("computed");
-        // The change comes from a handler, whose answer waits for the settle.
+        // Its first run is a settle's own.
+        let double = doubling_with_a_commit_between(&rt, n, 1);
+        rt.settle();
+        assert_eq!(double.get(&rt).expect("read"), 14, "the stale result was not committed");
+        assert!(rt.stats().conflict_retries >= 1);
+    }
+
+    #[test]
+    fn a_handler_whose_computations_read_what_a_concurrent_commit_wrote_runs_again() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let double = doubling_with_a_commit_between(&rt, n, 5);
+        rt.settle();
+        // The change comes from a handler, whose answer waits for its computations.
         let set = crate::Link::new(rt.space().new_doc_id("set"), crate::Path::root());
         let run: crate::runtime::HandlerFn = Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)));
         rt.set_handler(set.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
         futures::executor::block_on(rt.send(&set, serde_json::json!(5))).expect("sent");
-        assert_eq!(double.get(&rt).expect("read"), 14, "the stale result was not committed");
+        // The handler's transaction, its computation's run in it included, conflicted
+        // with the commit between and ran again: it committed last.
+        assert_eq!((n.get(&rt).expect("read"), double.get(&rt).expect("read")), (5, 10));
         assert!(rt.stats().conflict_retries >= 1);
     }
 
@@ -646,5 +761,65 @@ mod tests {
         rt.transact(|tx| n.set(tx, 5)).expect("commit");
         assert_eq!(parity.get(&rt).expect("read"), 1, "1 differs from the 7 there, though not from what it wrote");
         assert_eq!(doubled.get(&rt).expect("read"), 2, "recomputed from the new parity, not left at 99");
+    }
+
+    /// A handler setting `n` to the number it is sent, on a stream of its own.
+    fn setter(rt: &Runtime, n: Cell<i64>) -> Link {
+        let set = Link::new(rt.space().new_doc_id("set"), Path::root());
+        let run: crate::runtime::HandlerFn = Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)));
+        rt.set_handler(set.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+        set
+    }
+
+    #[test]
+    fn a_change_and_the_values_it_implies_commit_as_one() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let double = rt.computed("double", move |tx| Ok(n.get(tx)? * 2)).expect("computed");
+        // What an observer of `n` finds in the space when it hears of each change.
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let _observation = rt.observe(n.link(), {
+            let seen = seen.clone();
+            move |rt| {
+                let pair = (n.get(rt).expect("read"), double.get(rt).expect("read"));
+                seen.lock().expect("list").push(pair);
+                true
+            }
+        });
+        let set = setter(&rt, n);
+        let sent = futures::executor::block_on(rt.send(&set, serde_json::json!(5))).expect("sent");
+        rt.transact(|tx| n.set(tx, 7)).expect("commit");
+        assert_eq!(*seen.lock().expect("list"), [(5, 10), (7, 14)], "never `n` without its double");
+        // The handler's answer lists its own change, not what followed from it.
+        let docs: Vec<&str> = sent.changes.iter().map(|(doc, _)| &**doc).collect();
+        assert_eq!(docs, [&*n.link().doc]);
+    }
+
+    #[test]
+    fn a_computation_reading_the_committed_space_runs_once_a_change_after_its_commit() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let weak = rt.downgrade();
+        let committed = rt
+            .computed("committed", {
+                let runs = runs.clone();
+                move |tx| {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    n.get(tx)?;
+                    let rt = weak.upgrade().ok_or("runtime gone")?;
+                    n.get(&rt)
+                }
+            })
+            .expect("computed");
+        let set = setter(&rt, n);
+        for value in 2..6 {
+            futures::executor::block_on(rt.send(&set, serde_json::json!(value))).expect("sent");
+            assert_eq!(committed.get(&rt).expect("read"), value, "it saw the change committed");
+        }
+        // Its first run, then a run in the handler's transaction that read the committed
+        // space (undone), then one run per change: it is known to read the space now.
+        assert_eq!(runs.load(Ordering::SeqCst), 1 + 1 + 4);
+        assert!(rt.take_errors().is_empty());
     }
 }

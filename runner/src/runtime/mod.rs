@@ -109,7 +109,8 @@ pub(crate) struct Inner {
     /// The lists of the last committed transaction, for the next (see [`Spare`]): taken
     /// and given back in one atomic swap each, where a lock would take two.
     spare: AtomicCell<Option<Spare>>,
-    /// The lists and documents of the last settle's transaction (see [`Spare`]).
+    /// The lists and documents of the last settle's (or writer's) transaction (see
+    /// [`Spare`]).
     engine_spare: AtomicCell<Option<Spare>>,
 }
 
@@ -210,7 +211,7 @@ impl Runtime {
         let result = self.with_retries(|| {
             let tx = self.tx();
             let value = f(&tx)?;
-            Ok((value, self.commit_marking(tx, true, false)?.committed))
+            Ok((value, self.commit_writer(tx)?.committed))
         });
         self.pump();
         let (value, committed) = result?;
@@ -240,7 +241,8 @@ impl Runtime {
     }
 
     /// Commits a transaction and tells the scheduler and observers what changed; the
-    /// commit lists its changes.
+    /// commit lists its changes. (Tests commit transactions they made by hand.)
+    #[cfg(test)]
     pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
         self.commit_marking(tx, true, true)
     }
@@ -284,14 +286,18 @@ impl Runtime {
         }
     }
 
-    /// A new transaction, in the lists (and with the documents) the last commit left.
+    /// A new transaction, in the lists (and with the documents) a commit left: the
+    /// engine's, unless another transaction holds them. A writer's transaction runs the
+    /// computations its change makes dirty (see `commit_settling`), and the documents of
+    /// both are best kept in one place: a document kept in two lists is read again by
+    /// one whenever the other commits it.
     pub(crate) fn tx(&self) -> Tx<'_> {
-        let spare = self.0.spare.take().unwrap_or_default();
+        let spare = self.0.engine_spare.take().or_else(|| self.0.spare.take()).unwrap_or_default();
         Tx::reusing(&self.0.space, spare)
     }
 
     /// A new transaction for the engine's settle, with the documents the last settle kept
-    /// (see [`Spare`]). Only the engine (one thread at a time) takes it.
+    /// (see [`Spare`]).
     pub(super) fn engine_tx(&self) -> Tx<'_> {
         let spare = self.0.engine_spare.take().unwrap_or_else(Spare::for_engine);
         Tx::reusing(&self.0.space, spare)

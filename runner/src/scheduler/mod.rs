@@ -89,6 +89,10 @@ pub(crate) struct Body {
     /// [`Tx::savepoint`]). Once set, it stays: a run that reads from the memo no longer
     /// tells.
     pub rereads: bool,
+    /// Whether a run of it read the committed space while it ran inside a writer's
+    /// transaction (see [`crate::space::watching`]): it then runs only after the writer
+    /// committed. Once set, it stays.
+    pub reads_committed: bool,
 }
 
 pub(crate) struct Computation {
@@ -307,6 +311,15 @@ impl Graph {
         }
     }
 
+    /// Queues again a computation [`Graph::next`] just handed out, not run: it runs in a
+    /// later transaction, and the run handed out does not count against its budget.
+    pub fn put_back(&mut self, id: ComputationId) {
+        if let Some(m) = self.mark_of_mut(id) {
+            m.runs = m.runs.saturating_sub(1);
+        }
+        self.mark(id);
+    }
+
     /// Marks dirty every computation that read a location overlapping a path written in
     /// `doc` (named by `key`).
     pub fn changed<'p>(&mut self, key: DocKey, paths: impl Iterator<Item = &'p Path> + Clone) {
@@ -419,6 +432,7 @@ impl Graph {
             output_at: u32::MAX,
             generation: id.generation(),
             rereads: false,
+            reads_committed: false,
         })
     }
 

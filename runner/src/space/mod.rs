@@ -25,11 +25,14 @@ use crate::value::{Path, Value};
 mod commit;
 mod found;
 mod recent;
+mod watch;
 
 pub(crate) use commit::Committing;
 pub use commit::{Commit, Committed};
 use found::Found;
 use recent::Recent;
+use watch::committed_read;
+pub(crate) use watch::{take_read, watching};
 
 /// Names a document by the number the space gave its entry: the space keeps every entry
 /// it made for as long as it lives, so one document has one key; and the numbers count up
@@ -247,11 +250,13 @@ impl Space {
 
     /// The current value and version of a document (`Null`, version 0 when absent).
     pub fn snapshot(&self, doc: &str) -> (Value, Version) {
+        committed_read();
         self.entry_to_read(doc).map_or((Value::Null, Version::default()), |entry| entry.snapshot())
     }
 
     /// Whether the document exists.
     pub fn contains(&self, doc: &str) -> bool {
+        committed_read();
         self.entry_to_read(doc).is_some_and(|entry| entry.state.read().version > Version::default())
     }
 
@@ -274,6 +279,7 @@ impl Space {
     /// Ids of all documents whose id starts with `prefix`, without loading them: those
     /// in storage and those created since it was opened.
     pub fn doc_ids(&self, prefix: &str) -> Vec<DocId> {
+        committed_read();
         let stored = self.storage.doc_ids(prefix).unwrap_or_else(|error| {
             // Listing is advisory (the caller reads what it finds); a failing file shows
             // again, and stops commits, when a document is read.
@@ -358,6 +364,7 @@ impl Read for Space {
     /// The value at `link`, found in one look at its document when no link lies on the
     /// way (the common case); otherwise links are followed as every read follows them.
     fn read(&self, link: &Link) -> Result<Value, Error> {
+        committed_read();
         let direct = |entry: &DocEntry| plain_at(&entry.state.read().value, &link.path).cloned();
         if let Some(Some(value)) = self.found.with(&link.doc, |entry| direct(entry)) {
             return Ok(value);
@@ -379,6 +386,7 @@ impl Read for Space {
     }
 
     fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
+        committed_read();
         let at = |entry: &DocEntry| entry.state.read().value.at(path.segments()).cloned().unwrap_or(Value::Null);
         match self.docs.get(&**doc) {
             Some(entry) => at(&entry),

@@ -280,6 +280,17 @@ impl<'s> Tx<'s> {
         }
     }
 
+    /// Calls `written` with each document written so far (its key and id) and the paths
+    /// written there, in the order first touched: a writer's change, told before the
+    /// computations it affects run in this same transaction.
+    pub(crate) fn written(&self, mut written: impl FnMut(DocKey, &DocId, PathsWritten<'_>)) {
+        let ledger = self.lists.ledger.borrow();
+        let docs = &ledger.docs;
+        for d in docs.touched.iter().map(|at| &docs.list[*at as usize]).filter(|d| !d.ops.is_empty()) {
+            written(d.key, &d.id, d.ops.iter().map(|(p, _)| p));
+        }
+    }
+
     /// Undoes every write and after-commit hook since `savepoint`.
     pub(crate) fn rollback(&self, savepoint: Savepoint) {
         self.open.set(false);
