@@ -81,8 +81,13 @@ impl Runtime {
     /// needs its fence only when the engine is busy, so a thread that runs its own
     /// work takes one fence, not the graph's and the queue's locks.
     pub(crate) fn pump(&self) {
+        self.pump_from(None);
+    }
+
+    /// [`Runtime::pump`], starting with the engine this thread holds already, if any.
+    pub(super) fn pump_from(&self, mut held: Option<MutexGuard<'_, ()>>) {
         loop {
-            let Some(guard) = self.0.engine.try_lock().or_else(|| {
+            let Some(guard) = held.take().or_else(|| self.0.engine.try_lock()).or_else(|| {
                 fence(Ordering::SeqCst);
                 self.0.engine.try_lock()
             }) else {
@@ -216,11 +221,12 @@ impl Runtime {
 
     /// Commits a transaction made outside the engine (`transact`): through
     /// [`Runtime::commit_settling`] if the engine is free, else as it is (the engine's
-    /// thread then runs the computations it affects).
-    pub(super) fn commit_writer(&self, tx: Tx<'_>) -> Result<Commit> {
+    /// thread then runs the computations it affects). Returns the engine if it took it,
+    /// for the caller to settle what is left ([`Runtime::pump_from`]).
+    pub(super) fn commit_writer(&self, tx: Tx<'_>) -> Result<(Commit, Option<MutexGuard<'_, ()>>)> {
         match self.0.engine.try_lock() {
-            Some(_engine) => self.commit_settling(tx, false),
-            None => self.commit_marking(tx, true, false),
+            Some(engine) => Ok((self.commit_settling(tx, false)?, Some(engine))),
+            None => Ok((self.commit_marking(tx, true, false)?, None)),
         }
     }
 

@@ -211,10 +211,19 @@ impl Runtime {
         let result = self.with_retries(|| {
             let tx = self.tx();
             let value = f(&tx)?;
-            Ok((value, self.commit_writer(tx)?.committed))
+            let (commit, engine) = self.commit_writer(tx)?;
+            Ok((value, commit.committed, engine))
         });
-        self.pump();
-        let (value, committed) = result?;
+        let (value, committed) = match result {
+            Ok((value, committed, engine)) => {
+                self.pump_from(engine);
+                (value, committed)
+            }
+            Err(error) => {
+                self.pump();
+                return Err(error);
+            }
+        };
         self.0.space.wait_durable_after(committed)?;
         Ok(value)
     }
