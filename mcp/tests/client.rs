@@ -204,6 +204,23 @@ async fn a_cursor_that_never_advances_ends_the_listing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_tools_weigh_too_much_gives_only_what_fits() {
+    within(async {
+        // 40 tools of about 64 KiB each: 2.5 MiB, past the 2 MiB a server may weigh.
+        let (_rt, server) = connect(test_server(&["--heavy", "40", "--page-size", "7"], false)).await;
+        let names: Vec<String> = server.tools().iter().map(|t| t.name.clone()).collect();
+        let kept = names.iter().filter(|n| n.starts_with("heavy_")).count();
+        assert_eq!(&names[..4], ["echo", "grow", "crash", "hang"], "the small tools listed first are all kept");
+        assert!((28..=32).contains(&kept), "as many heavy tools as fit in 2 MiB, in order: {kept}");
+        assert_eq!(names[4..], (0..kept).map(|n| format!("heavy_{n}")).collect::<Vec<_>>()[..]);
+        let note = format!("come to more than 2 MiB (names, descriptions and input schemas); {} of them", 40 - kept);
+        assert!(server.notes().iter().any(|n| n.contains(&note)), "{:?}", server.notes());
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_call_and_a_call_that_never_ends_are_errors_the_model_reads() {
     within(async {
         let (rt, server) = connect(test_server(&[], true)).await;

@@ -4,7 +4,9 @@
 //! Tools: `echo` (read-only), `grow` (adds a tool `extra_N`, then sends
 //! `notifications/tools/list_changed`), `crash` (the process exits in the middle of the
 //! call), `hang` (never answers). `--page-size N` lists N tools per page; `--stuck-cursor`
-//! answers every page with the same next cursor, as a broken server would. List changes go
+//! answers every page with the same next cursor, as a broken server would; `--heavy N`
+//! adds N tools `heavy_I` of about 64 KiB each (an 8 KiB description, a 56 KiB input
+//! schema), as a server listing a great many large tools would. List changes go
 //! only to the client's `subscriptions/listen` subscriptions (revision 2026-07-28), or,
 //! with `--plain-notifications`, only as plain notifications. It writes a line to its standard error when it starts.
 
@@ -26,6 +28,7 @@ struct TestServer {
     page_size: usize,
     stuck_cursor: bool,
     plain_notifications: bool,
+    heavy: usize,
     /// The open `subscriptions/listen` subscriptions.
     subscriptions: Arc<std::sync::Mutex<Vec<SubscriptionSink>>>,
 }
@@ -38,6 +41,14 @@ fn tool(name: &str, description: &str, read_only: bool) -> Tool {
     tool
 }
 
+/// A tool of about 64 KiB: an 8 KiB description and a 56 KiB input schema.
+fn heavy_tool(n: usize) -> Tool {
+    let property = json!({"type": "string", "description": "x".repeat(56 << 10)});
+    let schema = json!({"type": "object", "properties": {"text": property}});
+    let schema: Map<String, Value> = schema.as_object().cloned().unwrap_or_default();
+    Tool::new(format!("heavy_{n}"), "y".repeat(8 << 10), schema)
+}
+
 impl TestServer {
     fn tools(&self) -> Vec<Tool> {
         let mut tools = vec![
@@ -47,6 +58,7 @@ impl TestServer {
             tool("hang", "Never answers.", true),
         ];
         tools.extend((0..self.extra.load(Ordering::SeqCst)).map(|n| tool(&format!("extra_{n}"), "Added.", true)));
+        tools.extend((0..self.heavy).map(heavy_tool));
         tools
     }
 }
@@ -121,11 +133,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => args.get(i + 1).ok_or("--page-size needs a number")?.parse()?,
         None => usize::MAX / 2,
     };
+    let heavy = match args.iter().position(|a| a == "--heavy") {
+        Some(i) => args.get(i + 1).ok_or("--heavy needs a number")?.parse()?,
+        None => 0,
+    };
     let server = TestServer {
         extra: Arc::default(),
         page_size,
         stuck_cursor: args.iter().any(|a| a == "--stuck-cursor"),
         plain_notifications: args.iter().any(|a| a == "--plain-notifications"),
+        heavy,
         subscriptions: Arc::default(),
     };
     eprintln!("test server ready (page size {page_size})");
