@@ -102,6 +102,18 @@ fn a_stdio_server_gets_its_configured_environment_and_not_trelliss_secrets() {
 }
 
 #[test]
+fn chat_warns_of_the_tools_a_server_listed_that_were_left_out() {
+    let s = common::space();
+    let model = script(&s.path, json!([{"text": "Hello."}]));
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/long_name_server.py");
+    let server = vec![tools::python().display().to_string(), script_path.display().to_string()];
+    let out = trellis(&s.path, &["chat", "--model", &model, "--mcp", &tools::flag("py", &server), "-m", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}{err}", stdout(&out));
+    assert!(err.contains("warning: the MCP server `py`: a tool named `nnnn") && err.contains("was left out"), "{err}");
+}
+
+#[test]
 fn mcp_list_shows_each_servers_state_and_tools() {
     let s = common::space();
     let time = tools::flag("time", &tools::time_server());

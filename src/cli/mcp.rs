@@ -216,7 +216,13 @@ pub async fn with_servers<T>(rt: &Runtime, args: &McpArgs, work: impl Future<Out
             client::attach(rt, &s).with_context(|| format!("cannot attach `{}`", spec.name))?;
             Ok(s)
         }) {
-            Ok(server) => attached.push(server),
+            Ok(server) => {
+                // What was left out of its tools, and why (`mcp list` shows the same).
+                for note in server.notes() {
+                    eprintln!("warning: the MCP server `{}`: {}", safe(&spec.name), safe(&note));
+                }
+                attached.push(server);
+            }
             Err(error) => eprintln!("warning: {}; going on without its tools", safe(&format!("{error:#}"))),
         }
     }
