@@ -674,9 +674,7 @@ mod tests {
         let double = doubling_with_a_commit_between(&rt, n, 5);
         rt.settle();
         // The change comes from a handler, whose answer waits for its computations.
-        let set = crate::Link::new(rt.space().new_doc_id("set"), crate::Path::root());
-        let run: crate::runtime::HandlerFn = Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)));
-        rt.set_handler(set.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+        let set = setter(&rt, n);
         futures::executor::block_on(rt.send(&set, serde_json::json!(5))).expect("sent");
         // The handler's transaction, its computation's run in it included, conflicted
         // with the commit between and ran again: it committed last.
