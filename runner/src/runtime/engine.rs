@@ -184,9 +184,7 @@ impl Runtime {
     /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it (see
     /// [`Runtime::commit_ran`]).
     fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
-        let mut runs = Runs::default();
-        self.run_dirty(self.0.graph.lock(), &tx, false, &mut runs);
-        self.commit_ran(tx, &mut runs).map(drop)
+        self.settle_in(tx, self.0.graph.lock(), false).map(drop)
     }
 
     /// Commits a writer's transaction (a handler's, or that of a `transact` that found
@@ -208,11 +206,7 @@ impl Runtime {
         if list {
             tx.written(|_, id, paths| changes.push((id.clone(), paths.cloned().collect())));
         }
-        let mut runs = Runs::default();
-        let running = EngineThread::enter();
-        crate::space::watching(|| self.run_dirty(graph, &tx, true, &mut runs));
-        drop(running);
-        let mut commit = self.commit_ran(tx, &mut runs)?;
+        let mut commit = self.settle_in(tx, graph, true)?;
         if list {
             commit.changes = changes;
         }
@@ -228,6 +222,17 @@ impl Runtime {
             Some(engine) => Ok((self.commit_settling(tx, false)?, Some(engine))),
             None => Ok((self.commit_marking(tx, true, false)?, None)),
         }
+    }
+
+    /// Runs dirty computations in `tx` ([`Runtime::run_dirty`]; `writer` as there) and
+    /// commits it ([`Runtime::commit_ran`]). The one place both are called from, for a
+    /// settle's chunk and a writer alike: the compiler then makes one loop of it all.
+    fn settle_in(&self, tx: Tx<'_>, graph: MutexGuard<'_, Graph>, writer: bool) -> Result<Commit> {
+        let mut runs = Runs::default();
+        let running = EngineThread::enter();
+        crate::space::watching(|| self.run_dirty(graph, &tx, writer, &mut runs));
+        drop(running);
+        self.commit_ran(tx, &mut runs)
     }
 
     /// Runs dirty computations in `tx`, lowest height first, up to [`SETTLE_CHUNK`] of
