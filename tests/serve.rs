@@ -137,6 +137,11 @@ fn every_route_answers_a_bearer_token() {
     let call = waiting["interactions"][0]["call_id"].as_str().unwrap().to_string();
     assert_eq!(waiting["interactions"][0]["tool"], "Notes.delete");
     assert_eq!(c.ok("GET", "/api/interactions", None, 200), waiting["interactions"]);
+    // Meanwhile the chat takes no message, and says how to end the wait over this API.
+    let busy = c.call("POST", "/api/chat/messages", Some(json!({"text": "hello"})));
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    let why = busy.json()["error"].as_str().unwrap().to_string();
+    assert!(why.contains("waiting for your answer") && why.contains("POST /api/chat/cancel"), "{why}");
     let number = c.call("POST", &format!("/api/interactions/{call}/resolve"), Some(json!({"answer": 5})));
     assert_eq!(number.status, 422, "an answer is text: {}", number.body);
     for shape in [json!({}), json!([]), json!({"deny": "x", "answer": "y"})] {

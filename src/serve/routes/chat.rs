@@ -149,7 +149,13 @@ pub async fn send(
     Body(message): Body<NewMessage>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_message(&message.text)?;
-    let index = server.chat().chatbot().start(&message.text).await?;
+    let index = server.chat().chatbot().start(&message.text).await.map_err(|error| match error {
+        // The dialog says which of its streams cancels; over this API it is a route.
+        trellis_patterns::chatbot::ChatbotError::Refused(why) => {
+            ApiError::new(StatusCode::CONFLICT, format!("{why} (over this API: POST /api/chat/cancel)"))
+        }
+        other => other.into(),
+    })?;
     Ok((StatusCode::ACCEPTED, Json(Accepted { index })))
 }
 
