@@ -17,13 +17,12 @@ thread_local! {
 }
 
 /// Runs `f` with this thread's reads of the committed space watched (each run inside
-/// it asks [`take_read`] whether it made one).
+/// it asks [`take_read`] whether it made one); then the thread is watched as before.
 pub(crate) fn watching<R>(f: impl FnOnce() -> R) -> R {
-    let before = WATCHING.replace(true);
-    READ.set(false);
+    let before = (WATCHING.replace(true), READ.replace(false));
     let result = f();
-    WATCHING.set(before);
-    READ.set(false);
+    WATCHING.set(before.0);
+    READ.set(before.1);
     result
 }
 
@@ -58,5 +57,10 @@ mod tests {
         });
         committed_read();
         assert!(!take_read(), "not watched any more");
+        watching(|| {
+            committed_read();
+            watching(|| assert!(!take_read(), "a watch within starts afresh"));
+            assert!(take_read(), "and the one around it still has its own");
+        });
     }
 }
