@@ -208,22 +208,15 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        let result = self.with_retries(|| {
+        let mut result = self.with_retries(|| {
             let tx = self.tx();
             let value = f(&tx)?;
             let (commit, engine) = self.commit_writer(tx)?;
             Ok((value, commit.committed, engine))
         });
-        let (value, committed) = match result {
-            Ok((value, committed, engine)) => {
-                self.pump_from(engine);
-                (value, committed)
-            }
-            Err(error) => {
-                self.pump();
-                return Err(error);
-            }
-        };
+        // Settled with the engine the commit took, if it took it.
+        self.pump_from(result.as_mut().ok().and_then(|(_, _, engine)| engine.take()));
+        let (value, committed, _) = result?;
         self.0.space.wait_durable_after(committed)?;
         Ok(value)
     }
