@@ -114,6 +114,25 @@ fn chat_warns_of_the_tools_a_server_listed_that_were_left_out() {
 }
 
 #[test]
+fn a_malformed_answer_fails_its_call_at_once_and_the_server_answers_on() {
+    let s = common::space();
+    let calls = json!([{"name": "bad.broken", "arguments": {}}, {"name": "bad.fine", "arguments": {}}]);
+    let model = script(&s.path, json!([{"tool_calls": calls}, {"text": "Done."}]));
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/malformed_answer_server.py");
+    let server = vec![tools::python().display().to_string(), script_path.display().to_string()];
+    let out = trellis(&s.path, &["chat", "--model", &model, "--mcp", &tools::flag("bad", &server), "-m", "go"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    // Not "did not answer within 30s": the call's own answer, read for what it is.
+    assert!(
+        text.contains("← error: `bad.broken` failed: the server's answer is not a JSON-RPC response (its `error`: invalid type: string \"broken\""),
+        "{text}"
+    );
+    assert!(text.contains("← fine"), "the session outlives the bad answer: {text}");
+    assert!(text.contains("assistant: Done."), "{text}");
+}
+
+#[test]
 fn mcp_list_shows_each_servers_state_and_tools() {
     let s = common::space();
     let time = tools::flag("time", &tools::time_server());

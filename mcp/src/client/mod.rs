@@ -32,6 +32,7 @@ pub mod config;
 mod connection;
 mod handler;
 mod outcome;
+mod stdio;
 mod transport;
 
 use std::sync::Arc;

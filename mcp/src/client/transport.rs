@@ -2,19 +2,19 @@
 //! opening its Streamable HTTP endpoint, then the MCP handshake.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::RoleClient;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use super::config::{ServerSpec, Transport};
 use super::handler::Handler;
+use super::stdio::ChildTransport;
 use super::ConnectError;
 
 /// The variables a stdio server gets from Trellis's environment (those MCP hosts pass on
@@ -43,14 +43,14 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
             // rest of Trellis's environment (provider keys) is not the server's business.
             let inherited = INHERITED_ENV.iter().filter_map(|name| Some((*name, std::env::var_os(name)?)));
             cmd.args(args).env_clear().envs(inherited).envs(env);
-            let (child, stderr) = TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().map_err(|e| {
+            let (child, stderr) = ChildTransport::spawn(cmd).map_err(|e| {
                 failed(format!("cannot start `{command}`: {e}; check the command and that it is installed"))
             })?;
             let pid = child.id();
             if let Some(stderr) = stderr {
                 tokio::spawn(log_lines(spec.name.clone(), stderr));
             }
-            // Dropping the child on a failed handshake kills and reaps it.
+            // Dropping the transport on a failed handshake kills the child (Tokio reaps it).
             let service = tokio::time::timeout(timeout, handler.serve_with_lifecycle(child, lifecycle()))
                 .await
                 .map_err(|_| timed_out())?

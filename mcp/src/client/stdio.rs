@@ -1,0 +1,262 @@
+//! A server run as a child process, spoken to over its standard input and output: one
+//! JSON-RPC message a line, as MCP's stdio transport says.
+//!
+//! rmcp's own child transport drops a line it cannot read as a message, so a request whose
+//! answer is malformed would wait out its whole timeout and then be reported as unanswered.
+//! This one reads each line itself: a malformed answer that still names its request's id
+//! settles that request at once, with an error saying what was wrong with it.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::RoleClient;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::Mutex;
+
+/// The longest line read as one message (rmcp's limit too); a longer one is dropped.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// How long a server may take to exit once its input is closed, and again once it is
+/// asked to terminate, before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// The code of the error a malformed answer becomes: JSON-RPC's "parse error" (what was
+/// received is not a message).
+const MALFORMED: ErrorCode = ErrorCode(-32700);
+
+/// The transport of a server started as a child process (see the module's text). The child
+/// is killed if this is dropped before [`Transport::close`] ends it.
+pub(super) struct ChildTransport {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    /// `None` once closed. Shared with the futures that send, which must be `'static`.
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    line: Vec<u8>,
+}
+
+impl ChildTransport {
+    /// Starts `command` with its standard streams piped; returns its standard error too.
+    pub(super) fn spawn(mut command: Command) -> std::io::Result<(ChildTransport, Option<ChildStderr>)> {
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the server's standard input or output could not be piped"));
+        };
+        let stderr = child.stderr.take();
+        let transport = ChildTransport {
+            child,
+            stdout: BufReader::new(stdout),
+            stdin: Arc::new(Mutex::new(Some(stdin))),
+            line: Vec::new(),
+        };
+        Ok((transport, stderr))
+    }
+
+    /// The child's process id, while it runs.
+    pub(super) fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Reads the next line into `self.line` (without its end); false at the end of the
+    /// output or on a read error. A line longer than [`MAX_LINE`] is skipped whole.
+    async fn next_line(&mut self) -> bool {
+        loop {
+            self.line.clear();
+            let read = (&mut self.stdout).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.line).await;
+            match read {
+                Ok(0) => return false,
+                Ok(_) if self.line.last() != Some(&b'\n') && self.line.len() > MAX_LINE => {
+                    tracing::error!(limit = MAX_LINE, "an MCP server's message is longer than the limit; dropped");
+                    if !self.skip_rest_of_line().await {
+                        return false;
+                    }
+                }
+                Ok(_) => {
+                    while matches!(self.line.last(), Some(b'\n' | b'\r')) {
+                        self.line.pop();
+                    }
+                    return true;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot read the MCP server's output");
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Reads up to the end of the current line, keeping nothing; false at the end of the
+    /// output.
+    async fn skip_rest_of_line(&mut self) -> bool {
+        loop {
+            let (used, done) = match self.stdout.fill_buf().await {
+                Ok([]) | Err(_) => return false,
+                Ok(buf) => match buf.iter().position(|b| *b == b'\n') {
+                    Some(end) => (end + 1, true),
+                    None => (buf.len(), false),
+                },
+            };
+            self.stdout.consume(used);
+            if done {
+                return true;
+            }
+        }
+    }
+
+    /// Closes the server's input, then waits for it to exit; asks it to terminate, then
+    /// kills it, if it lingers (the stdio shutdown MCP describes).
+    async fn shut_down(&mut self) -> std::io::Result<()> {
+        drop(self.stdin.lock().await.take());
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait()).await.is_ok() {
+            return Ok(());
+        }
+        #[cfg(unix)]
+        if let Some(pid) = self.child.id().and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+            if tokio::time::timeout(EXIT_GRACE, self.child.wait()).await.is_ok() {
+                return Ok(());
+            }
+        }
+        self.child.kill().await
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let stdin = Arc::clone(&self.stdin);
+        async move {
+            let mut line = serde_json::to_vec(&item)?;
+            line.push(b'\n');
+            let mut stdin = stdin.lock().await;
+            let stdin = stdin.as_mut().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotConnected))?;
+            stdin.write_all(&line).await?;
+            stdin.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        while self.next_line().await {
+            if self.line.is_empty() {
+                continue;
+            }
+            match read_message(&self.line) {
+                Read::Message(message) => return Some(*message),
+                Read::Skipped => {}
+            }
+        }
+        None
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.shut_down().await
+    }
+}
+
+/// What a line of the server's output gave.
+enum Read {
+    /// A message for rmcp: what the server sent, or the error a malformed answer is.
+    Message(Box<RxJsonRpcMessage<RoleClient>>),
+    /// Nothing to hand on (logged).
+    Skipped,
+}
+
+/// The message a line holds. A line that is JSON but no message becomes, when it answers
+/// a request (it names an id and no method), an error answering that request; anything
+/// else unreadable is logged and skipped, as MCP's SDKs do.
+fn read_message(line: &[u8]) -> Read {
+    let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+        Ok(message) => return Read::Message(Box::new(message)),
+        Err(error) => error,
+    };
+    let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(line) else {
+        tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON; skipped");
+        return Read::Skipped;
+    };
+    let id = fields.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+    match id {
+        Some(id) if !fields.contains_key("method") => {
+            let message = format!(
+                "the server's answer is not a JSON-RPC response ({}); the server is at fault",
+                why(&fields, &error)
+            );
+            // Told by the answer itself; logged for whoever reads the debug log.
+            tracing::debug!(line = %shown, "{message}");
+            let error = JsonRpcError::new(Some(id), ErrorData::new(MALFORMED, message, None));
+            Read::Message(Box::new(JsonRpcMessage::Error(error)))
+        }
+        _ => {
+            tracing::warn!(line = %shown, %error, "an MCP server sent a message that is not JSON-RPC; skipped");
+            Read::Skipped
+        }
+    }
+}
+
+/// What is wrong with an answer `fields` that is no message: its error or its version read
+/// alone say it better than the whole message's error (`error`), which only says that no
+/// kind of message matched.
+fn why(fields: &serde_json::Map<String, Value>, error: &serde_json::Error) -> String {
+    if fields.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return "its `jsonrpc` is not \"2.0\"".to_string();
+    }
+    match (fields.get("result"), fields.get("error")) {
+        (None, None) => "it has neither `result` nor `error`".to_string(),
+        (Some(_), Some(_)) => "it has both `result` and `error`".to_string(),
+        (None, Some(bad)) => match serde_json::from_value::<ErrorData>(bad.clone()) {
+            Err(detail) => format!("its `error`: {detail}"),
+            Ok(_) => error.to_string(),
+        },
+        (Some(_), None) => format!("its `result`: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(line: &str) -> ErrorData {
+        match read_message(line.as_bytes()) {
+            Read::Message(message) => match *message {
+                JsonRpcMessage::Error(error) => error.error,
+                _ => panic!("not an error: {line}"),
+            },
+            Read::Skipped => panic!("skipped: {line}"),
+        }
+    }
+
+    #[test]
+    fn a_malformed_answer_becomes_an_error_answering_its_request() {
+        let error = error_of(r#"{"jsonrpc":"2.0","id":7,"error":{"code":"broken"}}"#);
+        assert_eq!(error.code, MALFORMED);
+        assert!(error.message.contains("its `error`: invalid type: string \"broken\""), "{}", error.message);
+        let error = error_of(r#"{"jsonrpc":"1.0","id":"a","result":{}}"#);
+        assert!(error.message.contains("`jsonrpc` is not \"2.0\""), "{}", error.message);
+        let error = error_of(r#"{"jsonrpc":"2.0","id":3}"#);
+        assert!(error.message.contains("neither `result` nor `error`"), "{}", error.message);
+    }
+
+    #[test]
+    fn a_good_message_passes_and_other_bad_lines_are_skipped() {
+        let good = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert!(matches!(read_message(good.as_bytes()), Read::Message(m) if matches!(*m, JsonRpcMessage::Response(_))));
+        for bad in [
+            "not json",
+            "[1,2]",
+            r#"{"jsonrpc":"2.0","method":7,"id":1}"#,
+            r#"{"jsonrpc":"2.0","id":{"no":1},"result":{}}"#,
+        ] {
+            assert!(matches!(read_message(bad.as_bytes()), Read::Skipped), "{bad}");
+        }
+    }
+}

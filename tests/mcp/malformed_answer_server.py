@@ -1,0 +1,55 @@
+"""A stdio MCP server written without an SDK, for Trellis's client tests: it shakes hands
+and lists its tools as MCP says, but answers a call of its tool `broken` with a line that
+is JSON yet no JSON-RPC message (its error's code is a text, and it has no message).
+Calling `fine` answers well, so a test can see the session outlive the bad answer.
+"""
+
+import json
+import sys
+
+TOOLS = [
+    {
+        "name": "broken",
+        "description": "Answers with a malformed JSON-RPC error.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "fine",
+        "description": "Answers well.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+]
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(request):
+    method, rid = request.get("method"), request.get("id")
+    if rid is None:
+        return  # a notification
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "malformed-answer-server", "version": "1.0"},
+        }})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+    elif method == "tools/call" and request["params"]["name"] == "broken":
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": "broken"}})
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "fine"}]}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"unknown method {method}"}})
+
+
+for line in sys.stdin:
+    if line.strip():
+        answer(json.loads(line))
