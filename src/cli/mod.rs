@@ -9,18 +9,20 @@ mod mcp;
 pub(crate) mod output;
 mod plugin;
 mod remote;
+mod space;
 pub(crate) mod terminal;
 pub(crate) mod tools;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use trellis_runner::{Builtin, Pattern, Runtime};
+
+use space::{default_space, in_use, unwritable};
 
 /// Trellis: live charms in a durable space, and a chat that acts on them.
 #[derive(Debug, Parser)]
@@ -344,8 +346,14 @@ impl App {
             // `trellis serve` holds the space: talk to it instead.
             Err(e) if in_use(&e) => match crate::serve::client::Remote::connect(&path).await {
                 Some(server) => return remote::run(server, cli.command, format).await,
-                None => return Err(e),
+                // A running chat, say: what only reads can read what it saved.
+                None if cli.command.only_reads() => {
+                    self.open_snapshot(&path, "is in use by another trellis process")?
+                }
+                None => return Err(space::readers_still_can(&e)),
             },
+            Err(e) if unwritable(&e) && cli.command.only_reads() => self.open_snapshot(&path, "is not writable")?,
+            Err(e) if unwritable(&e) => return Err(space::readers_still_can(&e)),
             Err(e) => return Err(e),
         };
         match cli.command {
@@ -388,55 +396,6 @@ impl App {
             Command::Token(command) => crate::serve::tokens::run(&rt, command, format),
         }
     }
-
-    /// Opens (creating if needed) the space and registers the patterns; a fresh space (no
-    /// document at all) gets its seed so there is something to talk to.
-    ///
-    /// A space file that was there but comes back without any document (truncated, or
-    /// replaced by an empty file) is also fresh to the runtime; saying so keeps a lost
-    /// space from passing silently for a new one.
-    fn open_space(&self, path: &Path) -> anyhow::Result<Runtime> {
-        let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
-        let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
-        trellis_patterns::register_all(&rt);
-        rt.register_builtin(Arc::new(trellis_builtins::dialog::LlmDialog::new().with_tools(self.tools.clone())));
-        for builtin in &self.builtins {
-            rt.register_builtin(Arc::clone(builtin));
-        }
-        for pattern in &self.patterns {
-            rt.register_pattern(pattern.clone());
-        }
-        let shown = || terminal::safe_line(&path.display().to_string()).into_owned();
-        // Fresh: no document at all. A space whose charms were all removed, or whose list
-        // of charms was lost, is not seeded over.
-        let fresh = rt.space().doc_ids("").is_empty();
-        if let (Some(bytes), true) = (existing, fresh) {
-            eprintln!(
-                "warning: the space {} existed but held no data ({bytes} bytes); starting a new space with the \
-                 reference charms (if you expected your charms there, restore that file from a backup)",
-                shown()
-            );
-        }
-        if !fresh && rt.charms().list().is_empty() {
-            let orphans = rt.space().doc_ids("charm-").len();
-            if orphans > 0 {
-                eprintln!(
-                    "warning: the space {} holds {orphans} charm document(s) but no list of its charms: it may be \
-                     damaged; restore it from a backup",
-                    shown()
-                );
-            }
-        }
-        if fresh {
-            if self.reference_charms {
-                trellis_patterns::seed(&rt).context("cannot seed the fresh space with the reference charms")?;
-            }
-            for seed in &self.seeds {
-                seed(&rt).context("cannot seed the fresh space")?;
-            }
-        }
-        Ok(rt)
-    }
 }
 
 /// The log on standard error (escaped), at the level `TRELLIS_LOG` names: `error`, `warn`
@@ -478,22 +437,10 @@ fn explain(error: &anyhow::Error) -> String {
     text
 }
 
-/// Whether opening the space failed because another process holds it.
-fn in_use(error: &anyhow::Error) -> bool {
-    use trellis_runner::storage::StorageError;
-    error.chain().any(|cause| matches!(cause.downcast_ref::<StorageError>(), Some(StorageError::InUse { .. })))
-}
-
 /// Parses `--timeout`: a positive number of seconds that fits a `Duration`.
 fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && Duration::try_from_secs_f64(seconds).is_ok() => Ok(seconds),
         _ => Err(format!("`{text}` is not a positive number of seconds")),
     }
-}
-
-fn default_space() -> anyhow::Result<PathBuf> {
-    let data = trellis_runner::dirs::data_dir()
-        .context("cannot find a data directory (neither XDG_DATA_HOME nor HOME is set); pass --space PATH")?;
-    Ok(data.join("space.sqlite"))
 }

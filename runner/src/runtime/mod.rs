@@ -34,7 +34,7 @@ use crate::pattern::PatternRegistry;
 use crate::read::Read;
 use crate::scheduler::{ComputationId, ComputeFn, Graph};
 use crate::space::{Commit, Committed, Space};
-use crate::storage::{SqliteStorage, Storage, StorageError};
+use crate::storage::{SqliteSnapshot, SqliteStorage, Storage, StorageError};
 use crate::tx::{Spare, Tx};
 use crate::value::{Path, Value};
 
@@ -155,6 +155,20 @@ impl Runtime {
     /// A runtime on a durable SQLite space at `path` (created if missing).
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self, StorageError> {
         Self::with_storage(Box::new(SqliteStorage::open(path)?))
+    }
+
+    /// A runtime on the SQLite space at `path` as it stands now, read without its lock
+    /// (another process may have it open): for showing what is there. What this runtime
+    /// commits stays in its memory and is never saved ([`SqliteSnapshot`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), trellis_runner::storage::StorageError> {
+    /// let rt = trellis_runner::Runtime::open_snapshot("space.sqlite")?;
+    /// let charms = rt.charms().list();
+    /// # Ok(()) }
+    /// ```
+    pub fn open_snapshot(path: impl AsRef<std::path::Path>) -> Result<Self, StorageError> {
+        Self::with_storage(Box::new(SqliteSnapshot::open(path)?))
     }
 
     /// A runtime on any storage backend.

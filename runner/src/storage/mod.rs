@@ -9,9 +9,11 @@
 mod decode;
 mod file;
 mod memory;
+mod snapshot;
 mod sqlite;
 
 pub use memory::MemoryStorage;
+pub use snapshot::SqliteSnapshot;
 pub use sqlite::{SqliteStorage, CREATE_TABLE, UPSERT};
 
 use futures::channel::oneshot;
@@ -132,6 +134,24 @@ pub enum StorageError {
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,
+}
+
+impl StorageError {
+    /// Whether the space file, or the lock file beside it, may not be written by this user
+    /// (a [`SqliteSnapshot`] may still read it).
+    pub fn is_unwritable(&self) -> bool {
+        use rusqlite::ErrorCode;
+        use std::io::ErrorKind;
+        match self {
+            StorageError::Sqlite { source, .. } => {
+                matches!(source.sqlite_error_code(), Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied))
+            }
+            StorageError::Io { source, .. } => {
+                matches!(source.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// What to do about a space file that is not a space or is damaged.

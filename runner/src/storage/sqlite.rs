@@ -43,7 +43,7 @@ use super::{decode, Durable, DurableSender, Storage, StorageError, StoredDoc, DA
 pub const MAX_GROUP: usize = 1024;
 
 /// How long a connection waits for a lock held by another connection before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Name of the background writer thread.
 const WRITER_THREAD: &str = "trellis-sqlite-writer";
@@ -193,38 +193,15 @@ impl SqliteStorage {
 
 impl Storage for SqliteStorage {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
-        let conn = self.reader.lock();
-        let mut stmt = conn.prepare_cached(SELECT_ONE).map_err(|e| self.sqlite_error(e))?;
-        let row = stmt
-            .query_row([id], |row| {
-                let version: i64 = row.get(0)?;
-                let version =
-                    u64::try_from(version).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, version))?;
-                Ok((version, row.get::<_, String>(1)?))
-            })
-            .optional()
-            .map_err(|e| self.sqlite_error(e))?;
-        drop(stmt);
-        drop(conn);
-        let Some((version, text)) = row else { return Ok(None) };
+        let doc = read_doc(&self.reader.lock(), id).map_err(|e| self.sqlite_error(e))?;
+        let Some((version, text)) = doc else { return Ok(None) };
         self.counters.read.fetch_add(1, Ordering::Relaxed);
         let value = decode::parse_document(id, &text)?;
         Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
     }
 
     fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        let conn = self.reader.lock();
-        let mut stmt = conn.prepare_cached(SELECT_IDS_FROM).map_err(|e| self.sqlite_error(e))?;
-        let mut rows = stmt.query([prefix]).map_err(|e| self.sqlite_error(e))?;
-        let mut ids = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.sqlite_error(e))? {
-            let id: String = row.get(0).map_err(|e| self.sqlite_error(e))?;
-            if !id.starts_with(prefix) {
-                break;
-            }
-            ids.push(id);
-        }
-        Ok(ids)
+        read_ids(&self.reader.lock(), prefix).map_err(|e| self.sqlite_error(e))
     }
 
     fn submit(&self, writes: Vec<StoredDoc>) -> Durable {
@@ -263,6 +240,32 @@ impl fmt::Debug for SqliteStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteStorage").field("path", &self.path).field("stats", &self.stats()).finish_non_exhaustive()
     }
+}
+
+/// The version and JSON text of document `id`, if stored.
+pub(super) fn read_doc(conn: &Connection, id: &str) -> rusqlite::Result<Option<(u64, String)>> {
+    let mut stmt = conn.prepare_cached(SELECT_ONE)?;
+    stmt.query_row([id], |row| {
+        let version: i64 = row.get(0)?;
+        let version = u64::try_from(version).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, version))?;
+        Ok((version, row.get::<_, String>(1)?))
+    })
+    .optional()
+}
+
+/// The ids of the stored documents starting with `prefix`, in order.
+pub(super) fn read_ids(conn: &Connection, prefix: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(SELECT_IDS_FROM)?;
+    let mut rows = stmt.query([prefix])?;
+    let mut ids = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        if !id.starts_with(prefix) {
+            break;
+        }
+        ids.push(id);
+    }
+    Ok(ids)
 }
 
 /// What to do about a SQLite error, for its message: only where the advice fits.

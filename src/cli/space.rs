@@ -1,0 +1,127 @@
+//! The space a command works on: where it is, opening it (a fresh one seeded), and, for a
+//! command that only reads, a snapshot of it when it cannot be opened for writing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use trellis_runner::storage::StorageError;
+use trellis_runner::Runtime;
+
+use super::{charm::CharmCommand, mcp::McpCommand, plugin::PluginCommand, terminal, App, Command};
+
+impl App {
+    /// Opens (creating if needed) the space and registers the patterns; a fresh space (no
+    /// document at all) gets its seed so there is something to talk to.
+    ///
+    /// A space file that was there but comes back without any document (truncated, or
+    /// replaced by an empty file) is also fresh to the runtime; saying so keeps a lost
+    /// space from passing silently for a new one.
+    pub(super) fn open_space(&self, path: &Path) -> anyhow::Result<Runtime> {
+        let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
+        let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
+        self.register(&rt);
+        let shown = || terminal::safe_line(&path.display().to_string()).into_owned();
+        // Fresh: no document at all. A space whose charms were all removed, or whose list
+        // of charms was lost, is not seeded over.
+        let fresh = rt.space().doc_ids("").is_empty();
+        if let (Some(bytes), true) = (existing, fresh) {
+            eprintln!(
+                "warning: the space {} existed but held no data ({bytes} bytes); starting a new space with the \
+                 reference charms (if you expected your charms there, restore that file from a backup)",
+                shown()
+            );
+        }
+        if !fresh && rt.charms().list().is_empty() {
+            let orphans = rt.space().doc_ids("charm-").len();
+            if orphans > 0 {
+                eprintln!(
+                    "warning: the space {} holds {orphans} charm document(s) but no list of its charms: it may be \
+                     damaged; restore it from a backup",
+                    shown()
+                );
+            }
+        }
+        if fresh {
+            if self.reference_charms {
+                trellis_patterns::seed(&rt).context("cannot seed the fresh space with the reference charms")?;
+            }
+            for seed in &self.seeds {
+                seed(&rt).context("cannot seed the fresh space")?;
+            }
+        }
+        Ok(rt)
+    }
+
+    /// The space as it was last saved, read without its lock and never written (see
+    /// [`Runtime::open_snapshot`]), for a command that only reads; says so on standard
+    /// error, with `why` the space could not be opened.
+    pub(super) fn open_snapshot(&self, path: &Path, why: &str) -> anyhow::Result<Runtime> {
+        let rt = Runtime::open_snapshot(path)
+            .with_context(|| format!("cannot read the space at {} ({why})", path.display()))?;
+        self.register(&rt);
+        eprintln!(
+            "note: the space {} {why}: showing it as it was last saved (this command saves nothing)",
+            terminal::safe_line(&path.display().to_string())
+        );
+        Ok(rt)
+    }
+
+    /// Registers the reference patterns, the dialog builtin and the app's own.
+    fn register(&self, rt: &Runtime) {
+        trellis_patterns::register_all(rt);
+        rt.register_builtin(Arc::new(trellis_builtins::dialog::LlmDialog::new().with_tools(self.tools.clone())));
+        for builtin in &self.builtins {
+            rt.register_builtin(Arc::clone(builtin));
+        }
+        for pattern in &self.patterns {
+            rt.register_pattern(pattern.clone());
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command only shows what the space holds, so that a snapshot of it
+    /// serves as well (what it computes to show a charm need not be saved).
+    pub(super) fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            Command::Patterns
+                | Command::Charm(CharmCommand::List | CharmCommand::Get { .. })
+                | Command::Tools { .. }
+                | Command::Pending { .. }
+                | Command::Mcp(McpCommand::List { .. })
+                | Command::Plugin(PluginCommand::List)
+        )
+    }
+}
+
+/// Whether opening the space failed because another process holds it.
+pub(super) fn in_use(error: &anyhow::Error) -> bool {
+    storage_error(error).is_some_and(|e| matches!(e, StorageError::InUse { .. }))
+}
+
+/// Whether opening the space failed because this user may not write its file (or the
+/// lock file beside it).
+pub(super) fn unwritable(error: &anyhow::Error) -> bool {
+    storage_error(error).is_some_and(StorageError::is_unwritable)
+}
+
+/// `error` (the space cannot be opened for writing), saying which commands read it anyway.
+pub(super) fn readers_still_can(error: &anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}; commands that only read it (`charm list`, `charm get`, `tools`, `pending`) still can",
+        super::explain(error)
+    )
+}
+
+fn storage_error(error: &anyhow::Error) -> Option<&StorageError> {
+    error.chain().find_map(|cause| cause.downcast_ref::<StorageError>())
+}
+
+/// The default space: `space.sqlite` in the user's data directory.
+pub(super) fn default_space() -> anyhow::Result<PathBuf> {
+    let data = trellis_runner::dirs::data_dir()
+        .context("cannot find a data directory (neither XDG_DATA_HOME nor HOME is set); pass --space PATH")?;
+    Ok(data.join("space.sqlite"))
+}
