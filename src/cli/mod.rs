@@ -424,12 +424,15 @@ const SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// An error and its causes on one line, as `{:#}` writes them, but without a cause whose
 /// text the message already holds: many errors name their cause in their own message too,
-/// and a user should not read "No such file or directory" twice.
+/// and a user should not read "No such file or directory" twice. A cause that only puts a
+/// label before such a text ("Error code 1544: attempt to write a readonly database") is
+/// left out as well.
 fn explain(error: &anyhow::Error) -> String {
     let mut text = error.to_string();
     for cause in error.chain().skip(1) {
         let cause = cause.to_string();
-        if !text.contains(&cause) {
+        let labelled = cause.split_once(": ").is_some_and(|(_, said)| !said.is_empty() && text.contains(said));
+        if !text.contains(&cause) && !labelled {
             text.push_str(": ");
             text.push_str(&cause);
         }
@@ -442,5 +445,33 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && Duration::try_from_secs_f64(seconds).is_ok() => Ok(seconds),
         _ => Err(format!("`{text}` is not a positive number of seconds")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An error saying `text`, caused by `source`.
+    #[derive(Debug)]
+    struct Said(&'static str, Option<Box<Said>>);
+
+    impl std::fmt::Display for Said {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Said {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|s| s as _)
+        }
+    }
+
+    #[test]
+    fn a_cause_is_told_once_even_behind_a_label() {
+        let sqlite = Said("readonly database", Some(Box::new(Said("Error code 1544: readonly database", None))));
+        let error = anyhow::Error::new(sqlite).context("cannot open the space");
+        assert_eq!(super::explain(&error), "cannot open the space: readonly database");
+        let io = Said("cannot read the file", Some(Box::new(Said("Permission denied", None))));
+        assert_eq!(super::explain(&anyhow::Error::new(io)), "cannot read the file: Permission denied");
     }
 }
