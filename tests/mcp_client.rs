@@ -133,6 +133,20 @@ fn a_malformed_answer_fails_its_call_at_once_and_the_server_answers_on() {
 }
 
 #[test]
+fn a_call_whose_server_exits_keeps_its_display_name_in_the_transcript() {
+    let s = common::space();
+    let model = script(&s.path, json!([{"tool_calls": [{"name": "bad.exits"}]}, {"text": "Gone."}]));
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/malformed_answer_server.py");
+    let server = vec![tools::python().display().to_string(), script_path.display().to_string()];
+    let out = trellis(&s.path, &["chat", "--model", &model, "--mcp", &tools::flag("bad", &server), "-m", "go"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    // Printed once the turn is over, when the server and its tools are gone.
+    assert!(text.contains("  → bad.exits {}"), "as the model saw it, not its wire name: {text}");
+    assert!(text.contains("the MCP server `bad` is gone"), "{text}");
+}
+
+#[test]
 fn mcp_list_shows_each_servers_state_and_tools() {
     let s = common::space();
     let time = tools::flag("time", &tools::time_server());

@@ -1,7 +1,8 @@
 """A stdio MCP server written without an SDK, for Trellis's client tests: it shakes hands
 and lists its tools as MCP says, but answers a call of its tool `broken` with a line that
 is JSON yet no JSON-RPC message (its error's code is a text, and it has no message).
-Calling `fine` answers well, so a test can see the session outlive the bad answer.
+Calling `fine` answers well, so a test can see the session outlive the bad answer; calling
+`exits` ends the process without an answer.
 """
 
 import json
@@ -11,6 +12,12 @@ TOOLS = [
     {
         "name": "broken",
         "description": "Answers with a malformed JSON-RPC error.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "exits",
+        "description": "Exits without answering.",
         "inputSchema": {"type": "object"},
         "annotations": {"readOnlyHint": True},
     },
@@ -42,6 +49,8 @@ def answer(request):
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
     elif method == "tools/call" and request["params"]["name"] == "broken":
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": "broken"}})
+    elif method == "tools/call" and request["params"]["name"] == "exits":
+        sys.exit(0)
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif method == "ping":

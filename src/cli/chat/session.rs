@@ -5,6 +5,7 @@
 //! continues across runs (`/clear` forgets it). Each message's @-mentions are resolved
 //! against the charm names and attached before the message is sent.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +78,9 @@ pub struct Session {
     plugins: Arc<PluginManager>,
     /// The loaded plugins' verified bundles, for a front end that runs them itself.
     bundles: Vec<Loaded>,
+    /// The display names (by wire name) of the tools offered at each message sent, so a
+    /// call stays named as the model saw it after its tool left (its MCP server stopped).
+    names: parking_lot::Mutex<HashMap<String, String>>,
 }
 
 impl Session {
@@ -125,7 +129,7 @@ impl Session {
                 Vec::new()
             }
         };
-        Session { chat, tools, plugins, bundles }
+        Session { chat, tools, plugins, bundles, names: Default::default() }
     }
 
     /// Offers the loaded plugins' tools to the model as client tools (none when no plugin
@@ -192,6 +196,7 @@ impl Session {
         let mut request = Request { message: text.to_string(), ..Request::default() };
         self.plugins.before_request(&mut request);
         self.report_hooks();
+        self.learn_names();
         self.chat.start(&request.message).await.map_err(shown)
     }
 
@@ -211,7 +216,7 @@ impl Session {
             tools_called: assistant
                 .flat_map(|m| &m.content)
                 .filter_map(|part| match part {
-                    Part::ToolCall { name, .. } => Some(display_of(&flattened, name)),
+                    Part::ToolCall { name, .. } => Some(self.display_in(&flattened, name)),
                     _ => None,
                 })
                 .collect(),
@@ -380,22 +385,35 @@ impl Session {
         self.chat.set_model(model).await.map_err(shown)
     }
 
-    /// The display name of a tool by its wire name (the wire name when unknown).
+    /// The display name of a tool by its wire name: as offered now, else as offered when
+    /// a message was sent, else the wire name.
     pub fn display_name(&self, wire: &str) -> String {
-        display_of(&self.dialog().flattened_tools(), wire)
+        self.display_in(&self.dialog().flattened_tools(), wire)
+    }
+
+    /// [`Session::display_name`] with the tools offered now given.
+    fn display_in(&self, flattened: &serde_json::Value, wire: &str) -> String {
+        match display_of(flattened, wire) {
+            Some(display) => display.to_string(),
+            None => self.names.lock().get(wire).cloned().unwrap_or_else(|| wire.to_string()),
+        }
+    }
+
+    /// Remembers the display names of the tools offered now.
+    fn learn_names(&self) {
+        let flattened = self.dialog().flattened_tools();
+        let mut names = self.names.lock();
+        for tool in flattened.as_array().into_iter().flatten() {
+            if let (Some(wire), Some(display)) = (tool["wire"].as_str(), tool["display"].as_str()) {
+                names.insert(wire.to_string(), display.to_string());
+            }
+        }
     }
 }
 
-/// The display name of the tool called `wire` in a dialog's `flattened_tools`, else `wire`.
-fn display_of(flattened: &serde_json::Value, wire: &str) -> String {
-    flattened
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|t| t["wire"] == wire)
-        .and_then(|t| t["display"].as_str())
-        .unwrap_or(wire)
-        .to_string()
+/// The display name of the tool called `wire` in a dialog's `flattened_tools`.
+fn display_of<'a>(flattened: &'a serde_json::Value, wire: &str) -> Option<&'a str> {
+    flattened.as_array().into_iter().flatten().find(|t| t["wire"] == wire).and_then(|t| t["display"].as_str())
 }
 
 /// The wire names of the dialog's tools (plugin tools may not take them).
