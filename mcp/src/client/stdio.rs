@@ -15,7 +15,7 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 
@@ -34,10 +34,19 @@ const MALFORMED: ErrorCode = ErrorCode(-32700);
 /// is killed if this is dropped before [`Transport::close`] ends it.
 pub(super) struct ChildTransport {
     child: Child,
-    stdout: BufReader<ChildStdout>,
+    stdout: Lines<BufReader<ChildStdout>>,
     /// `None` once closed. Shared with the futures that send, which must be `'static`.
     stdin: Arc<Mutex<Option<ChildStdin>>>,
+}
+
+/// The lines of a server's output, each at most `max` bytes (a longer one is skipped).
+struct Lines<R> {
+    reader: R,
+    max: usize,
+    /// The line being read (see [`Lines::next_line`]).
     line: Vec<u8>,
+    /// Whether the rest of a line too long to keep is being skipped.
+    skipping: bool,
 }
 
 impl ChildTransport {
@@ -51,9 +60,8 @@ impl ChildTransport {
         let stderr = child.stderr.take();
         let transport = ChildTransport {
             child,
-            stdout: BufReader::new(stdout),
+            stdout: Lines::new(BufReader::new(stdout), MAX_LINE),
             stdin: Arc::new(Mutex::new(Some(stdin))),
-            line: Vec::new(),
         };
         Ok((transport, stderr))
     }
@@ -61,52 +69,6 @@ impl ChildTransport {
     /// The child's process id, while it runs.
     pub(super) fn id(&self) -> Option<u32> {
         self.child.id()
-    }
-
-    /// Reads the next line into `self.line` (without its end); false at the end of the
-    /// output or on a read error. A line longer than [`MAX_LINE`] is skipped whole.
-    async fn next_line(&mut self) -> bool {
-        loop {
-            self.line.clear();
-            let read = (&mut self.stdout).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.line).await;
-            match read {
-                Ok(0) => return false,
-                Ok(_) if self.line.last() != Some(&b'\n') && self.line.len() > MAX_LINE => {
-                    tracing::error!(limit = MAX_LINE, "an MCP server's message is longer than the limit; dropped");
-                    if !self.skip_rest_of_line().await {
-                        return false;
-                    }
-                }
-                Ok(_) => {
-                    while matches!(self.line.last(), Some(b'\n' | b'\r')) {
-                        self.line.pop();
-                    }
-                    return true;
-                }
-                Err(error) => {
-                    tracing::error!(%error, "cannot read the MCP server's output");
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// Reads up to the end of the current line, keeping nothing; false at the end of the
-    /// output.
-    async fn skip_rest_of_line(&mut self) -> bool {
-        loop {
-            let (used, done) = match self.stdout.fill_buf().await {
-                Ok([]) | Err(_) => return false,
-                Ok(buf) => match buf.iter().position(|b| *b == b'\n') {
-                    Some(end) => (end + 1, true),
-                    None => (buf.len(), false),
-                },
-            };
-            self.stdout.consume(used);
-            if done {
-                return true;
-            }
-        }
     }
 
     /// Closes the server's input, then waits for it to exit; asks it to terminate, then
@@ -124,6 +86,64 @@ impl ChildTransport {
             }
         }
         self.child.kill().await
+    }
+}
+
+impl<R: AsyncBufRead + Unpin> Lines<R> {
+    fn new(reader: R, max: usize) -> Self {
+        Lines { reader, max, line: Vec::new(), skipping: false }
+    }
+
+    /// Reads until `self.line` holds a whole line (with its end); false at the end of the
+    /// output or on a read error. A line longer than `max` is skipped whole.
+    ///
+    /// Cancel-safe, as rmcp's service loop needs (it drops `receive` whenever another of
+    /// its branches is ready first): what was read of a line stays in `self.line`, and of
+    /// a line being skipped, `self.skipping` says so; the caller empties `self.line` only
+    /// once it has taken the line.
+    async fn next_line(&mut self) -> bool {
+        loop {
+            if self.skipping {
+                if !self.skip_rest_of_line().await {
+                    return false;
+                }
+                self.skipping = false;
+            }
+            let room = (self.max + 1).saturating_sub(self.line.len()) as u64;
+            match (&mut self.reader).take(room).read_until(b'\n', &mut self.line).await {
+                // The end of the output; a last line without its end is no message.
+                Ok(0) => return false,
+                Ok(_) if self.line.ends_with(b"\n") => return true,
+                Ok(_) if self.line.len() > self.max => {
+                    tracing::error!(limit = self.max, "an MCP server's message is longer than the limit; dropped");
+                    self.line.clear();
+                    self.skipping = true;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(%error, "cannot read the MCP server's output");
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Reads up to the end of the current line, keeping nothing; false at the end of the
+    /// output. Cancel-safe: each piece is let go of as soon as it is looked at.
+    async fn skip_rest_of_line(&mut self) -> bool {
+        loop {
+            let (used, done) = match self.reader.fill_buf().await {
+                Ok([]) | Err(_) => return false,
+                Ok(buf) => match buf.iter().position(|b| *b == b'\n') {
+                    Some(end) => (end + 1, true),
+                    None => (buf.len(), false),
+                },
+            };
+            self.reader.consume(used);
+            if done {
+                return true;
+            }
+        }
     }
 }
 
@@ -146,13 +166,13 @@ impl Transport<RoleClient> for ChildTransport {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        while self.next_line().await {
-            if self.line.is_empty() {
-                continue;
-            }
-            match read_message(&self.line) {
-                Read::Message(message) => return Some(*message),
-                Read::Skipped => {}
+        let lines = &mut self.stdout;
+        while lines.next_line().await {
+            let line = lines.line.trim_ascii_end();
+            let read = if line.is_empty() { Read::Skipped } else { read_message(line) };
+            lines.line.clear();
+            if let Read::Message(message) = read {
+                return Some(*message);
             }
         }
         None
@@ -244,6 +264,30 @@ mod tests {
         assert!(error.message.contains("`jsonrpc` is not \"2.0\""), "{}", error.message);
         let error = error_of(r#"{"jsonrpc":"2.0","id":3}"#);
         assert!(error.message.contains("neither `result` nor `error`"), "{}", error.message);
+    }
+
+    #[tokio::test]
+    async fn a_line_read_in_pieces_across_cancelled_reads_comes_whole_and_a_long_one_is_skipped() {
+        let (mut server, client) = tokio::io::duplex(64);
+        let mut lines = Lines::new(BufReader::new(client), 16);
+        server.write_all(b"{\"half").await.unwrap();
+        // The service loop drops `receive` when another branch is ready first.
+        let pending = tokio::time::timeout(Duration::from_millis(20), lines.next_line()).await;
+        assert!(pending.is_err(), "no whole line yet");
+        server.write_all(b"\": 1}\n").await.unwrap();
+        assert!(lines.next_line().await);
+        assert_eq!(lines.line, b"{\"half\": 1}\n");
+        lines.line.clear();
+        server.write_all(b"a line far longer than sixteen bytes").await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(20), lines.next_line()).await;
+        assert!(pending.is_err(), "still skipping: its end has not come");
+        server.write_all(b" ends here\nnext\n").await.unwrap();
+        assert!(lines.next_line().await);
+        assert_eq!(lines.line, b"next\n", "the long line is skipped whole");
+        lines.line.clear();
+        server.write_all(b"no end").await.unwrap();
+        drop(server);
+        assert!(!lines.next_line().await, "a last line without its end is no message");
     }
 
     #[test]
