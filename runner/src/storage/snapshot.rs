@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 
-use super::file::check_is_space;
+use super::file::{check_is_space, check_usable};
 use super::sqlite::{read_doc, read_ids, BUSY_TIMEOUT};
 use super::{decode, Durable, Storage, StorageError, StoredDoc};
 
@@ -31,13 +31,9 @@ impl SqliteSnapshot {
     /// says a writer is at work, the file is read as it is on disk (SQLite's `immutable`).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         let path = path.as_ref().to_path_buf();
-        let meta = std::fs::metadata(&path).map_err(|source| StorageError::Io {
-            path: path.display().to_string(),
-            action: "read the space",
-            source,
-        })?;
-        if !meta.is_file() {
-            return Err(StorageError::NotAFile { path: path.display().to_string(), found: "not a regular file" });
+        check_usable(&path)?;
+        if let Err(source) = std::fs::metadata(&path) {
+            return Err(StorageError::Io { path: path.display().to_string(), action: "read the space", source });
         }
         let sqlite = |source| StorageError::Sqlite { path: path.display().to_string(), source };
         let conn = match open_pinned(&path, false) {
@@ -160,6 +156,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let missing = SqliteSnapshot::open(dir.path().join("nothing.sqlite")).expect_err("no file");
         assert!(missing.to_string().contains("could not read the space"), "{missing}");
+        let directory = SqliteSnapshot::open(dir.path()).expect_err("a directory");
+        assert!(directory.to_string().contains("it is a directory, not a file"), "{directory}");
         let empty = dir.path().join("empty.sqlite");
         std::fs::write(&empty, b"").expect("empty file");
         let snapshot = SqliteSnapshot::open(&empty).expect("an empty file holds an empty space");
