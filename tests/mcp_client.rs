@@ -114,9 +114,9 @@ fn chat_warns_of_the_tools_a_server_listed_that_were_left_out() {
 }
 
 #[test]
-fn a_malformed_answer_fails_its_call_at_once_and_the_server_answers_on() {
+fn a_malformed_answer_fails_its_call_at_once_a_malformed_request_is_refused_and_the_server_goes_on() {
     let s = common::space();
-    let calls = json!([{"name": "bad.broken", "arguments": {}}, {"name": "bad.fine", "arguments": {}}]);
+    let calls = json!([{"name": "bad.broken"}, {"name": "bad.asks"}, {"name": "bad.fine"}]);
     let model = script(&s.path, json!([{"tool_calls": calls}, {"text": "Done."}]));
     let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/malformed_answer_server.py");
     let server = vec![tools::python().display().to_string(), script_path.display().to_string()];
@@ -129,6 +129,7 @@ fn a_malformed_answer_fails_its_call_at_once_and_the_server_answers_on() {
         "{text}"
     );
     assert!(text.contains("← fine"), "the session outlives the bad answer: {text}");
+    assert!(text.contains("← the client said -32600"), "a malformed request is answered as invalid: {text}");
     assert!(text.contains("assistant: Done."), "{text}");
 }
 

@@ -2,7 +2,8 @@
 and lists its tools as MCP says, but answers a call of its tool `broken` with a line that
 is JSON yet no JSON-RPC message (its error's code is a text, and it has no message).
 Calling `fine` answers well, so a test can see the session outlive the bad answer; calling
-`exits` ends the process without an answer.
+`exits` ends the process without an answer; calling `asks` first sends the client a
+malformed request (its method is a number) and answers with what the client said to it.
 """
 
 import json
@@ -18,6 +19,12 @@ TOOLS = [
     {
         "name": "exits",
         "description": "Exits without answering.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "asks",
+        "description": "Sends the client a malformed request; answers with the client's reply.",
         "inputSchema": {"type": "object"},
         "annotations": {"readOnlyHint": True},
     },
@@ -51,6 +58,11 @@ def answer(request):
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": "broken"}})
     elif method == "tools/call" and request["params"]["name"] == "exits":
         sys.exit(0)
+    elif method == "tools/call" and request["params"]["name"] == "asks":
+        send({"jsonrpc": "2.0", "id": "bad-request", "method": 7})
+        reply = wait_for("bad-request")
+        text = f"the client said {reply['error']['code']}"
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif method == "ping":
@@ -59,6 +71,34 @@ def answer(request):
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"unknown method {method}"}})
 
 
-for line in sys.stdin:
-    if line.strip():
-        answer(json.loads(line))
+# What the client sent while the server waited for a reply, handled after it.
+backlog = []
+
+
+def messages():
+    while True:
+        if backlog:
+            yield backlog.pop(0)
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        if line.strip():
+            yield json.loads(line)
+
+
+def wait_for(rid):
+    """The client's reply to the server's request `rid`; what comes before it waits."""
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            sys.exit(0)
+        if line.strip():
+            message = json.loads(line)
+            if message.get("id") == rid and "method" not in message:
+                return message
+            backlog.append(message)
+
+
+for request in messages():
+    answer(request)

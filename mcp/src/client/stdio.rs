@@ -166,13 +166,15 @@ impl Transport<RoleClient> for ChildTransport {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let lines = &mut self.stdout;
-        while lines.next_line().await {
-            let line = lines.line.trim_ascii_end();
+        while self.stdout.next_line().await {
+            let line = self.stdout.line.trim_ascii_end();
             let read = if line.is_empty() { Read::Skipped } else { read_message(line) };
-            lines.line.clear();
-            if let Read::Message(message) = read {
-                return Some(*message);
+            self.stdout.line.clear();
+            match read {
+                Read::Message(message) => return Some(*message),
+                // Sent apart, so that a `receive` dropped mid-way leaves no half line.
+                Read::Refused(answer) => drop(tokio::spawn(self.send(*answer))),
+                Read::Skipped => {}
             }
         }
         None
@@ -187,12 +189,15 @@ impl Transport<RoleClient> for ChildTransport {
 enum Read {
     /// A message for rmcp: what the server sent, or the error a malformed answer is.
     Message(Box<RxJsonRpcMessage<RoleClient>>),
+    /// A malformed request of the server's: the error that answers it.
+    Refused(Box<TxJsonRpcMessage<RoleClient>>),
     /// Nothing to hand on (logged).
     Skipped,
 }
 
 /// The message a line holds. A line that is JSON but no message becomes, when it answers
-/// a request (it names an id and no method), an error answering that request; anything
+/// a request (it names an id and no method), an error answering that request; when it is
+/// a request (an id and a method), the "invalid request" error the server gets; anything
 /// else unreadable is logged and skipped, as MCP's SDKs do.
 fn read_message(line: &[u8]) -> Read {
     let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
@@ -216,7 +221,12 @@ fn read_message(line: &[u8]) -> Read {
             let error = JsonRpcError::new(Some(id), ErrorData::new(MALFORMED, message, None));
             Read::Message(Box::new(JsonRpcMessage::Error(error)))
         }
-        _ => {
+        Some(id) => {
+            tracing::warn!(line = %shown, %error, "an MCP server sent a request that is not JSON-RPC; refused");
+            let refusal = ErrorData::invalid_request(format!("not a JSON-RPC request: {error}"), None);
+            Read::Refused(Box::new(JsonRpcMessage::Error(JsonRpcError::new(Some(id), refusal))))
+        }
+        None => {
             tracing::warn!(line = %shown, %error, "an MCP server sent a message that is not JSON-RPC; skipped");
             Read::Skipped
         }
@@ -251,7 +261,7 @@ mod tests {
                 JsonRpcMessage::Error(error) => error.error,
                 _ => panic!("not an error: {line}"),
             },
-            Read::Skipped => panic!("skipped: {line}"),
+            Read::Refused(_) | Read::Skipped => panic!("not handed on: {line}"),
         }
     }
 
@@ -291,15 +301,17 @@ mod tests {
     }
 
     #[test]
-    fn a_good_message_passes_and_other_bad_lines_are_skipped() {
+    fn a_good_message_passes_a_bad_request_is_refused_and_other_bad_lines_are_skipped() {
         let good = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
         assert!(matches!(read_message(good.as_bytes()), Read::Message(m) if matches!(*m, JsonRpcMessage::Response(_))));
-        for bad in [
-            "not json",
-            "[1,2]",
-            r#"{"jsonrpc":"2.0","method":7,"id":1}"#,
-            r#"{"jsonrpc":"2.0","id":{"no":1},"result":{}}"#,
-        ] {
+        let Read::Refused(answer) = read_message(br#"{"jsonrpc":"2.0","method":7,"id":9}"#) else {
+            panic!("a malformed request is answered");
+        };
+        let answer = serde_json::to_value(*answer).expect("an answer is JSON");
+        assert_eq!((&answer["id"], &answer["error"]["code"]), (&serde_json::json!(9), &serde_json::json!(-32600)));
+        for bad in
+            ["not json", "[1,2]", r#"{"jsonrpc":"2.0","method":7}"#, r#"{"jsonrpc":"2.0","id":{"no":1},"result":{}}"#]
+        {
             assert!(matches!(read_message(bad.as_bytes()), Read::Skipped), "{bad}");
         }
     }
