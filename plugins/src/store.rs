@@ -1,9 +1,14 @@
 //! Installed plugins, kept in the space's `plugins` document: each bundle's exact
-//! manifest, module and signature, and whether it is enabled.
+//! manifest and signature, and whether it is enabled; its module (base64) has a document
+//! of its own, `plugins-module-NAME`, so that listing, installing or enabling a plugin
+//! reads and writes no other plugin's module.
 //!
 //! ```json
-//! {"installed": {"text-tools": {"manifest": "{…}", "module": "<base64>", "signature": {…} | null, "enabled": true}}}
+//! {"installed": {"text-tools": {"manifest": "{…}", "signature": {…} | null, "enabled": true}}}
 //! ```
+//!
+//! A record written before modules had their own documents holds its module as `module`,
+//! and still loads.
 //!
 //! What may run is not the space's to say: the keys trusted to sign bundles, the
 //! permissions granted and the bundles accepted unsigned are the user's own decisions, in
@@ -28,13 +33,11 @@ use crate::trust::{Approval, Decisions, TrustError, TrustFile};
 /// The space's document holding the installed plugins.
 pub const PLUGINS_DOC: &str = "plugins";
 
-/// An installed plugin's record.
+/// An installed plugin's record (its module is apart: see the module's text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// The manifest's exact text.
     pub manifest: String,
-    /// The module, base64.
-    pub module: String,
     /// Its signature, or none when installed with `allow_unsigned`.
     pub signature: Option<Signature>,
     /// Whether its tools are offered.
@@ -128,6 +131,25 @@ fn link(path: &[&str]) -> Link {
     Link::new(PLUGINS_DOC, Path::new(path.iter().copied()))
 }
 
+/// Where the module (base64) of the installed plugin `name` is kept.
+fn module_link(name: &str) -> Link {
+    Link::new(format!("{PLUGINS_DOC}-module-{name}"), Path::root())
+}
+
+/// The module (base64) of the installed plugin `name`: in its own document, else in a
+/// record written before modules had one.
+fn module_of(reader: &impl Read, name: &str) -> Result<std::sync::Arc<str>, StoreError> {
+    let legacy = || reader.read_raw(&DocId::from(PLUGINS_DOC), &Path::new(["installed", name, "module"]));
+    let module = match reader.read_raw(&module_link(name).doc, &Path::root()) {
+        Value::Null => legacy(),
+        module => module,
+    };
+    match module {
+        Value::String(module) => Ok(module),
+        _ => Err(StoreError::Damaged(name.to_string(), "its module is missing".into())),
+    }
+}
+
 /// The entries of the object at `key`, each read as a `T` or the reason it cannot be.
 fn read_map<T: serde::de::DeserializeOwned>(reader: &impl Read, key: &str) -> BTreeMap<String, Result<T, String>> {
     let value = reader.read_raw(&DocId::from(PLUGINS_DOC), &Path::new([key]));
@@ -182,22 +204,19 @@ impl<'rt> PluginStore<'rt> {
         let name = bundle.manifest.name.clone();
         let manifest_text = String::from_utf8(manifest.clone())
             .map_err(|_| BundleError::Manifest(ManifestError::Invalid("not UTF-8".into())))?;
-        let record = Record {
-            manifest: manifest_text,
-            module: base64::engine::general_purpose::STANDARD.encode(module),
-            signature: bundle.signature.clone(),
-            enabled: true,
-        };
+        let encoded = Value::String(base64::engine::general_purpose::STANDARD.encode(module).into());
+        let record = Record { manifest: manifest_text, signature: bundle.signature.clone(), enabled: true };
         let value = Value::from_serialize(&record).map_err(|e| StoreError::Damaged(name.clone(), e.to_string()))?;
         let outcome = self.rt.transact(|tx| {
             let installed: BTreeMap<String, Result<Record, String>> = read_map(tx, "installed");
             if let Some(present) = installed.get(&name) {
-                let same = present.as_ref().is_ok_and(|r| r.manifest == record.manifest && r.module == record.module);
-                if !same {
+                let same_module = || module_of(tx, &name).is_ok_and(|m| encoded.as_str() == Some(&*m));
+                if !present.as_ref().is_ok_and(|r| r.manifest == record.manifest) || !same_module() {
                     return Ok(Err(StoreError::AlreadyInstalled(name.clone())));
                 }
                 // The same bundle: the record becomes this install's (its signature,
                 // enabled), so what was verified here is what loads.
+                tx.write(&module_link(&name), encoded.clone())?;
                 tx.write(&link(&["installed", &name]), value.clone())?;
                 return Ok(Ok(()));
             }
@@ -212,6 +231,7 @@ impl<'rt> PluginStore<'rt> {
             if let Err(e) = crate::rules::check(&plugin, owner, &Default::default()) {
                 return Ok(Err(e.into()));
             }
+            tx.write(&module_link(&name), encoded.clone())?;
             tx.write(&link(&["installed", &name]), value.clone())?;
             Ok(Ok(()))
         })?;
@@ -262,10 +282,16 @@ impl<'rt> PluginStore<'rt> {
         if let Err(StoreError::NotInstalled(_)) = record {
             return record.map(drop);
         }
-        self.rt.transact(|tx| tx.write(&link(&["installed", name]), Value::Null))?;
         // A damaged record has no bundle to name: it goes, and its approval (if any) stays.
-        if let Ok(bundle) = record.and_then(|record| self.bundle(name, &record)) {
-            let hash = content_hash(&bundle.manifest_bytes, &bundle.module);
+        let hash = record
+            .and_then(|record| self.bundle(name, &record))
+            .ok()
+            .map(|b| content_hash(&b.manifest_bytes, &b.module));
+        self.rt.transact(|tx| {
+            tx.write(&module_link(name), Value::Null)?;
+            tx.write(&link(&["installed", name]), Value::Null)
+        })?;
+        if let Some(hash) = hash {
             self.trust.update(|trust| trust.forget(&hash))?;
         }
         Ok(())
@@ -340,7 +366,7 @@ impl<'rt> PluginStore<'rt> {
 
     fn bundle(&self, name: &str, record: &Record) -> Result<Bundle, StoreError> {
         let module = base64::engine::general_purpose::STANDARD
-            .decode(&record.module)
+            .decode(&*module_of(self.rt, name)?)
             .map_err(|e| StoreError::Damaged(name.to_string(), e.to_string()))?;
         let bundle = Bundle::from_parts(record.manifest.clone().into_bytes(), module, record.signature.clone())?;
         if bundle.manifest.name != name {

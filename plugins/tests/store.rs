@@ -96,7 +96,7 @@ async fn installed_plugins_load_until_disabled_or_their_key_is_untrusted() {
 fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
     let (rt, user) = with_the_example_unsigned();
     let store = user.store(&rt);
-    let module = Link::new("plugins", Path::new(["installed", "text-tools", "module"]));
+    let module = Link::new("plugins-module-text-tools", Path::root());
     rt.transact(|tx| tx.write(&module, Value::from("not base64!"))).expect("damage");
     let (_, failed) = loaded(&store);
     assert!(failed[0].1.to_string().contains("the stored plugin `text-tools` is damaged"), "{}", failed[0].1);
@@ -108,6 +108,33 @@ fn a_damaged_record_is_listed_reported_at_load_and_can_be_removed() {
     assert!(listed[0].description.contains("damaged") && listed[0].description.contains("install it again"));
     store.remove("text-tools").expect("a damaged plugin can be removed");
     assert!(store.list().expect("list").is_empty());
+}
+
+#[test]
+fn each_module_is_kept_apart_from_the_records_and_a_record_holding_its_module_still_loads() {
+    let (rt, user) = with_the_example_unsigned();
+    let store = user.store(&rt);
+    let record = Link::new("plugins", Path::new(["installed", "text-tools"]));
+    let module = Link::new("plugins-module-text-tools", Path::root());
+    let inline = record.child("module");
+    assert!(rt.read_raw(&inline.doc, &inline.path).to_json().is_null(), "not in the record");
+    let stored = rt.read_raw(&module.doc, &module.path);
+    assert!(stored.as_str().is_some_and(|m| m.len() > 100), "in its own document");
+
+    // As a space written before modules had their own documents holds it.
+    rt.transact(|tx| {
+        tx.write(&record.child("module"), stored.clone())?;
+        tx.write(&module, Value::Null)
+    })
+    .expect("the old form");
+    let (manager, failed) = loaded(&store);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(manager.has_tool("count_words"));
+    assert_eq!(store.list().expect("list")[0].hash.len(), 64, "listed whole");
+    store.install(&example(None), &unsigned_with_clock()).expect("the same bundle, installed again");
+    assert!(rt.read_raw(&module.doc, &module.path).as_str().is_some(), "now in its own document");
+    store.remove("text-tools").expect("remove");
+    assert!(rt.read_raw(&module.doc, &module.path).to_json().is_null(), "and gone with its plugin");
 }
 
 #[test]
