@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use trellis_mcp::MAX_SUBSCRIPTIONS;
 
 /// Runs the SDK client (`tests/mcp/client.py`) speaking `revision` with `args`; what it saw.
@@ -114,8 +114,9 @@ fn an_mcp_host_over_stdio_lists_and_calls_the_charms_handlers() {
 }
 
 /// A line that is not JSON (broken, two messages on one line, nested past any reader)
-/// gets JSON-RPC's parse error, so a host waiting for an answer is not left waiting; the
-/// lines around it are answered as ever.
+/// gets JSON-RPC's parse error, and a request that is JSON but no MCP request gets an
+/// error under its id that says why, so a host waiting for an answer is not left waiting;
+/// the lines around them are answered as ever.
 #[test]
 fn every_line_a_host_sends_over_stdio_is_answered() {
     use std::io::Write;
@@ -135,6 +136,10 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
         r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
         &deep,
         r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":5}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":"oops"}"#,
+        r#"{"jsonrpc":"2.0","id":"seven","method":7}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/explode","params":{}}"#,
     ];
     let mut stdin = child.stdin.take().unwrap();
     for line in lines {
@@ -153,6 +158,16 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
         .all(|a| a["id"].is_null() && a["error"]["message"].as_str().unwrap().contains("not JSON")));
     let ids: Vec<&Value> = answers.iter().filter(|a| a.get("result").is_some()).map(|a| &a["id"]).collect();
     assert_eq!(ids, [0, 4], "{answers:?}");
+    let refusal = |id: Value| {
+        let answer = answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("{id} unanswered: {answers:?}"));
+        (answer["error"]["code"].as_i64().unwrap(), answer["error"]["message"].as_str().unwrap().to_string())
+    };
+    let (code, message) = refusal(json!(5));
+    assert_eq!(code, -32602, "invalid params");
+    assert!(message.contains("the params of `tools/call` do not fit it: invalid type: integer `5`"), "{message}");
+    assert_eq!(refusal(json!(6)), (-32600, "Invalid request: its `params` is not an object".to_string()));
+    assert_eq!(refusal(json!("seven")), (-32600, "Invalid request: its `method` is not a text".to_string()));
+    assert_eq!(refusal(json!(8)), (-32601, "no method `tools/explode`".to_string()));
 }
 
 #[test]

@@ -1,10 +1,14 @@
 //! MCP over standard input and output, with every line a client sends answered. rmcp
-//! drops a line that is not JSON (or one longer than it reads) without a word, and a host
-//! waiting for the answer waits for ever. So lines pass through here first: one that is
-//! not JSON, or is too long, is answered with JSON-RPC's parse error (`"id": null`, since
-//! no id could be read), and the rest go on to rmcp. rmcp's answers and these errors reach
-//! standard output a whole line at a time, never one inside the other.
+//! drops a line that is not JSON (or one longer than it reads) without a word, and answers
+//! a request it cannot read as a message without its id, so a host waiting for the answer
+//! waits for ever. So lines pass through here first: one that is not JSON, or is too long,
+//! is answered with JSON-RPC's parse error (`"id": null`, since no id could be read); a
+//! request that is JSON but no message (its `params` not an object, say) is answered, under
+//! its id, with "invalid request" and why; the rest go on to rmcp. rmcp's answers and these
+//! errors reach standard output a whole line at a time, never one inside the other.
 
+use rmcp::model::ClientJsonRpcMessage;
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -20,6 +24,9 @@ const REFUSALS: usize = 64;
 
 /// JSON-RPC's code for a message that is not JSON.
 const PARSE_ERROR: i32 = -32700;
+
+/// JSON-RPC's code for JSON that is no request.
+const INVALID_REQUEST: i32 = -32600;
 
 /// The two ends rmcp is served over (what it reads, where it writes), and the task that
 /// writes to `output`: await it once rmcp is done, so the last answers are written.
@@ -40,31 +47,72 @@ pub(super) fn transport(
 async fn read_lines(mut input: impl AsyncBufRead + Unpin, mut feed: DuplexStream, errors: mpsc::Sender<String>) {
     let mut line = Vec::new();
     loop {
-        let refusal = match read_line(&mut input, &mut line).await {
+        let (id, code, refusal) = match read_line(&mut input, &mut line).await {
             Ok(Line::End) | Err(_) => return,
-            Ok(Line::TooLong) => format!("the message is longer than {MAX_LINE} bytes"),
+            Ok(Line::TooLong) => {
+                (None, PARSE_ERROR, format!("Parse error: the message is longer than {MAX_LINE} bytes"))
+            }
             Ok(Line::Read) if line.trim_ascii().is_empty() => continue,
-            // Read whole (`IgnoredAny` would skip nesting past the depth rmcp reads).
-            Ok(Line::Read) => match serde_json::from_slice::<serde_json::Value>(&line) {
-                Ok(_) => {
-                    line.push(b'\n');
-                    if feed.write_all(&line).await.is_err() {
-                        return;
+            // Read whole, as rmcp reads it (`IgnoredAny` would skip nesting past the depth
+            // rmcp reads); only a line rmcp could not read is read again.
+            Ok(Line::Read) => {
+                match serde_json::from_slice::<ClientJsonRpcMessage>(&line).map_err(|_| unreadable(&line)) {
+                    Ok(_) | Err(Unreadable::Other) => {
+                        line.push(b'\n');
+                        if feed.write_all(&line).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
-                    continue;
+                    Err(Unreadable::Request { id, why }) => {
+                        (Some(id), INVALID_REQUEST, format!("Invalid request: {why}"))
+                    }
+                    Err(Unreadable::NotJson(error)) => {
+                        (None, PARSE_ERROR, format!("Parse error: the message is not JSON: {error}"))
+                    }
                 }
-                Err(error) => format!("the message is not JSON: {error}"),
-            },
+            }
         };
         let answer = serde_json::json!({
             "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": PARSE_ERROR, "message": format!("Parse error: {refusal}")},
+            "id": id,
+            "error": {"code": code, "message": refusal},
         });
         if errors.send(answer.to_string()).await.is_err() {
             return;
         }
     }
+}
+
+/// Why rmcp cannot read a line.
+enum Unreadable {
+    /// It is not JSON.
+    NotJson(serde_json::Error),
+    /// It is a request (an id and a method) that is no MCP message: its id, and why.
+    Request { id: Value, why: String },
+    /// Anything else, which is rmcp's to answer or ignore.
+    Other,
+}
+
+/// Why rmcp cannot read `line` as a message.
+fn unreadable(line: &[u8]) -> Unreadable {
+    let message = match serde_json::from_slice::<Value>(line) {
+        Ok(message) => message,
+        Err(error) => return Unreadable::NotJson(error),
+    };
+    let Some(id) = message.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()) else {
+        return Unreadable::Other;
+    };
+    let why = match (message.get("method"), message.get("params")) {
+        (None, _) => return Unreadable::Other,
+        (Some(method), _) if !method.is_string() => "its `method` is not a text".to_string(),
+        (_, Some(params)) if !params.is_object() => "its `params` is not an object".to_string(),
+        _ => match serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
+            Err(error) => error.to_string(),
+            Ok(_) => return Unreadable::Other,
+        },
+    };
+    Unreadable::Request { id: id.clone(), why }
 }
 
 /// What [`read_line`] read.
