@@ -9,31 +9,15 @@ malformed request (its method is a number) and answers with what the client said
 import json
 import sys
 
+# Each tool, read-only (so a call needs no approval), by name and description.
 TOOLS = [
-    {
-        "name": "broken",
-        "description": "Answers with a malformed JSON-RPC error.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"readOnlyHint": True},
-    },
-    {
-        "name": "exits",
-        "description": "Exits without answering.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"readOnlyHint": True},
-    },
-    {
-        "name": "asks",
-        "description": "Sends the client a malformed request; answers with the client's reply.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"readOnlyHint": True},
-    },
-    {
-        "name": "fine",
-        "description": "Answers well.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"readOnlyHint": True},
-    },
+    {"name": name, "description": description, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+    for name, description in [
+        ("broken", "Answers with a malformed JSON-RPC error."),
+        ("exits", "Exits without answering."),
+        ("asks", "Sends the client a malformed request; answers with the client's reply."),
+        ("fine", "Answers well."),
+    ]
 ]
 
 
