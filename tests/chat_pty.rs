@@ -281,6 +281,7 @@ fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
     t.send("\u{3}"); // the terminal is in cooked mode now: this is SIGINT
     t.expect("(cancelled)");
     t.expect("> ");
+    assert!(!t.text().contains("WARN"), "a cancel is no failure to log: {}", t.text());
     t.send("/help\r");
     t.expect("/tools");
     t.expect("> ");

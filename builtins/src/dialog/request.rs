@@ -82,21 +82,23 @@ pub(super) fn is_current(tx: &impl Read, cells: &DialogCells, id: RequestId) -> 
     Ok(cells.request.get(tx)? == id)
 }
 
-/// Ends the request: clears `pending` unless a newer request took over.
+/// Ends the request: clears `pending` and records its error unless a newer request took
+/// over. Only then is the error logged: a request cancelled or superseded stops short by
+/// design (its task is aborted mid-way), and nobody waits for its outcome.
 fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String>) {
-    if let Some(error) = &error {
-        tracing::warn!(%error, "llm request failed");
-    }
     let result = rt.transact(|tx| {
-        if is_current(tx, cells, id)? {
+        let current = is_current(tx, cells, id)?;
+        if current {
             cells.pending.set(tx, false)?;
             cells.partial.set(tx, String::new())?;
             cells.error.set(tx, error.clone())?;
         }
-        Ok(())
+        Ok(current)
     });
-    if let Err(e) = result {
-        rt.report(e);
+    match (result, &error) {
+        (Ok(true), Some(error)) => tracing::warn!(%error, "llm request failed"),
+        (Ok(_), _) => {}
+        (Err(e), _) => rt.report(e),
     }
 }
 
