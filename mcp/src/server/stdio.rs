@@ -56,7 +56,7 @@ async fn read_lines(mut input: impl AsyncBufRead + Unpin, mut feed: DuplexStream
             // Read whole, as rmcp reads it (`IgnoredAny` would skip nesting past the depth
             // rmcp reads); only a line rmcp could not read is read again.
             Ok(Line::Read) => {
-                match serde_json::from_slice::<ClientJsonRpcMessage>(&line).map_err(|_| unreadable(&line)) {
+                match serde_json::from_slice::<ClientJsonRpcMessage>(&line).map_err(|e| unreadable(&line, e)) {
                     Ok(_) | Err(Unreadable::Other) => {
                         line.push(b'\n');
                         if feed.write_all(&line).await.is_err() {
@@ -94,8 +94,8 @@ enum Unreadable {
     Other,
 }
 
-/// Why rmcp cannot read `line` as a message.
-fn unreadable(line: &[u8]) -> Unreadable {
+/// Why rmcp cannot read `line` as a message, given what reading it said (`error`).
+fn unreadable(line: &[u8], error: serde_json::Error) -> Unreadable {
     let message = match serde_json::from_slice::<Value>(line) {
         Ok(message) => message,
         Err(error) => return Unreadable::NotJson(error),
@@ -107,10 +107,7 @@ fn unreadable(line: &[u8]) -> Unreadable {
         (None, _) => return Unreadable::Other,
         (Some(method), _) if !method.is_string() => "its `method` is not a text".to_string(),
         (_, Some(params)) if !params.is_object() => "its `params` is not an object".to_string(),
-        _ => match serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
-            Err(error) => error.to_string(),
-            Ok(_) => return Unreadable::Other,
-        },
+        _ => error.to_string(),
     };
     Unreadable::Request { id: id.clone(), why }
 }
