@@ -196,8 +196,10 @@ impl Session {
         let mut request = Request { message: text.to_string(), ..Request::default() };
         self.plugins.before_request(&mut request);
         self.report_hooks();
+        let sent = self.chat.start(&request.message).await.map_err(shown)?;
+        // After the message's mentions are attached: their charms' tools are offered too.
         self.learn_names();
-        self.chat.start(&request.message).await.map_err(shown)
+        Ok(sent)
     }
 
     /// Runs the plugins' `after_response` hooks once the answer to the last message is
