@@ -196,8 +196,10 @@ impl Session {
         let mut request = Request { message: text.to_string(), ..Request::default() };
         self.plugins.before_request(&mut request);
         self.report_hooks();
+        // Before the request starts (it may call a tool whose server then leaves at once),
+        // and again once the message's mentions are attached (their charms' tools).
+        self.learn_names();
         let sent = self.chat.start(&request.message).await.map_err(shown)?;
-        // After the message's mentions are attached: their charms' tools are offered too.
         self.learn_names();
         Ok(sent)
     }
