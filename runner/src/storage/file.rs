@@ -70,15 +70,17 @@ fn resolved(path: &Path) -> PathBuf {
 
 /// Refuses a database that holds tables and not the space's: another program's data,
 /// which a space would otherwise be made in, beside it. Asked before anything is written
-/// (switching to WAL writes to the file).
-pub(super) fn check_is_space(conn: &Connection, path: &Path) -> Result<(), StorageError> {
+/// (switching to WAL writes to the file). Whether the space's table is there already (a
+/// file with no table at all is a space nothing was saved in yet).
+pub(super) fn check_is_space(conn: &Connection, path: &Path) -> Result<bool, StorageError> {
     let sqlite = |source| StorageError::Sqlite { path: path.display().to_string(), source };
     let mut query =
         conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").map_err(sqlite)?;
     let tables = query.query_map([], |row| row.get::<_, String>(0)).map_err(sqlite)?;
     let tables = tables.collect::<rusqlite::Result<Vec<String>>>().map_err(sqlite)?;
-    if tables.is_empty() || tables.iter().any(|table| table == "documents") {
-        return Ok(());
+    let has_documents = tables.iter().any(|table| table == "documents");
+    if tables.is_empty() || has_documents {
+        return Ok(has_documents);
     }
     Err(StorageError::NotASpace { path: path.display().to_string(), tables: tables.join(", ") })
 }

@@ -43,13 +43,7 @@ impl SqliteSnapshot {
             }
             Err(error) => return Err(sqlite(error)),
         };
-        check_is_space(&conn, &path)?;
-        let has_table = conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'documents'", [], |row| {
-                row.get::<_, i64>(0)
-            })
-            .map_err(sqlite)?
-            > 0;
+        let has_table = check_is_space(&conn, &path)?;
         Ok(SqliteSnapshot { path, conn: has_table.then(|| Mutex::new(conn)) })
     }
 
