@@ -68,6 +68,10 @@ pub enum Error {
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A change committed in memory could not be made durable: it was undone, with
+    /// everything committed after it, and readers see the space as storage holds it.
+    #[error("the change was not saved: {0}; it was undone (the space is as it was last saved), so sending it again applies it once")]
+    NotSaved(StorageError),
     /// An event went to a stream that has no handler and no charm to start.
     #[error("no handler for stream {0}: it does not belong to a charm that can be started")]
     NoHandler(Link),

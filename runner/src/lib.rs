@@ -13,6 +13,7 @@ pub mod dirs;
 pub mod error;
 mod intern;
 pub mod link;
+mod park;
 pub mod pattern;
 mod prefetch;
 pub mod read;

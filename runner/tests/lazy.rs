@@ -33,8 +33,12 @@ impl Storage for Counted {
         self.inner.submit(writes)
     }
 
-    fn failed_writes(&self) -> u64 {
-        self.inner.failed_writes()
+    fn refusing(&self) -> bool {
+        self.inner.refusing()
+    }
+
+    fn resume(&self) {
+        self.inner.resume()
     }
 }
 

@@ -55,7 +55,9 @@ impl IntoResponse for ApiError {
 }
 
 /// The runtime's errors: what the client named does not exist (404), is ambiguous (409),
-/// or was refused (422); a timeout is 504; anything else is the server's failure (500).
+/// or was refused (422); a change that could not be saved (and was undone) is 503, to be
+/// sent again once the server has room; a timeout is 504; anything else is the server's
+/// failure (500).
 impl From<trellis_runner::Error> for ApiError {
     fn from(error: trellis_runner::Error) -> Self {
         use trellis_runner::Error as E;
@@ -69,6 +71,7 @@ impl From<trellis_runner::Error> for ApiError {
             | E::Refused(_)
             | E::HandlerFailed { .. }
             | E::Shape { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            E::NotSaved(_) => StatusCode::SERVICE_UNAVAILABLE,
             E::Timeout(..) => StatusCode::GATEWAY_TIMEOUT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -38,7 +38,7 @@ impl Runtime {
             .await
             .map_err(|_| Error::NoHandler(stream.clone()))??;
         // The computations the handler triggered committed after it: wait for them too.
-        self.0.space.durable_after(committed).await?;
+        self.durable_after(committed).await?;
         Ok(sent)
     }
 

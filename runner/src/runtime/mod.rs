@@ -19,6 +19,7 @@ use rustc_hash::FxBuildHasher;
 use tokio::sync::Notify;
 
 mod build;
+mod durable;
 mod engine;
 mod observers;
 mod wait;
@@ -231,7 +232,7 @@ impl Runtime {
         // Settled with the engine the commit took, if it took it.
         self.pump_from(result.as_mut().ok().and_then(|(_, _, engine)| engine.take()));
         let (value, committed, _) = result?;
-        self.0.space.wait_durable_after(committed)?;
+        self.wait_durable_after(committed)?;
         Ok(value)
     }
 

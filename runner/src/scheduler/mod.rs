@@ -343,6 +343,16 @@ impl Graph {
         });
     }
 
+    /// Marks dirty every computation that reads document `key` or writes into it: the
+    /// document went back to an older value (see the space's `restore`), and what a
+    /// computation wrote there may be undone too.
+    pub fn restored(&mut self, key: DocKey) {
+        self.changed(key, std::iter::once(&Path::root()));
+        let writers: SmallVec<[ComputationId; 4]> =
+            self.writers.get(key.0).into_iter().flatten().map(|(_, id)| *id).collect();
+        self.mark_all(&writers);
+    }
+
     /// Whether any computation waits to run.
     pub fn has_dirty(&self) -> bool {
         self.dirty_count.load(Ordering::Relaxed) > 0

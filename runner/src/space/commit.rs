@@ -109,6 +109,7 @@ impl Space {
             state.recent.record(version, writes.ops.iter().map(|(path, _)| path.clone()));
             state.value = value;
             state.version = version;
+            state.exists = true;
             writes.entry.committed.store(version.0, Ordering::Release);
             writes.read_version = version;
             if !tells {

@@ -25,12 +25,14 @@ use crate::value::{Path, Value};
 mod commit;
 mod found;
 mod recent;
+mod restore;
 mod watch;
 
 pub(crate) use commit::Committing;
 pub use commit::{Commit, Committed};
 use found::Found;
 use recent::Recent;
+pub(crate) use restore::Outcome;
 use watch::committed_read;
 pub(crate) use watch::{take_read, watching};
 
@@ -74,12 +76,17 @@ struct DocState {
     version: Version,
     /// The paths its latest commits wrote.
     recent: Recent,
+    /// Whether the document exists: written by a commit, or found in storage. (Not its
+    /// version alone: one restored to being absent keeps a version above storage's, so
+    /// that every transaction that saw it before is validated; see `restore`.)
+    exists: bool,
 }
 
 impl DocEntry {
     fn new(number: usize, value: Value, version: Version) -> Arc<Self> {
         let committed = AtomicU64::new(version.0);
-        let state = RwLock::new(DocState { value, version, recent: Recent::default() });
+        let exists = version > Version::default();
+        let state = RwLock::new(DocState { value, version, recent: Recent::default(), exists });
         Arc::new(DocEntry { number, state, committed })
     }
 
@@ -147,8 +154,6 @@ pub struct Space {
     id_prefix: String,
     /// How many commits with writes this space has made (the sequence of the latest).
     commits: AtomicU64,
-    /// How many failed storage writes have been reported to a caller.
-    reported_failures: AtomicU64,
     /// Whether storage keeps what is written. If not (memory), documents have nothing to
     /// load and commits nothing to wait for.
     keeps_writes: bool,
@@ -179,7 +184,6 @@ impl Space {
             .unwrap_or_default();
         let id_prefix = format!("{:x}{:x}", nanos % (1 << 48), std::process::id() % 0xfff);
         Ok(Space {
-            reported_failures: AtomicU64::new(0),
             docs: DashMap::with_hasher(FxBuildHasher),
             commit_lock: ReentrantMutex::new(()),
             keeps_writes: storage.keeps_writes(),
@@ -257,7 +261,7 @@ impl Space {
     /// Whether the document exists.
     pub fn contains(&self, doc: &str) -> bool {
         committed_read();
-        self.entry_to_read(doc).is_some_and(|entry| entry.state.read().version > Version::default())
+        self.entry_to_read(doc).is_some_and(|entry| entry.state.read().exists)
     }
 
     /// [`Space::entry`] for a read outside a transaction: in memory, a document never
@@ -290,7 +294,7 @@ impl Space {
         ids.extend(
             self.docs
                 .iter()
-                .filter(|e| e.key().starts_with(prefix) && e.state.read().version > Version::default())
+                .filter(|e| e.key().starts_with(prefix) && e.state.read().exists)
                 .map(|e| e.key().clone()),
         );
         ids.sort();
@@ -303,48 +307,54 @@ impl Space {
         self.storage.submit(Vec::new())
     }
 
-    /// Waits until everything committed up to now is durable, given that `committed` was
-    /// the caller's commit: when nothing committed after it, its own ticket is enough and
-    /// no extra round trip to storage is made.
+    /// Waits until the caller's commit (`committed`) and everything committed up to now
+    /// are durable: when nothing committed after it, its own ticket is enough and no extra
+    /// round trip to storage is made.
     ///
-    /// A failed write that nobody waited for (a derived value's) is reported here, to the
-    /// next caller that waits, so it cannot pass unnoticed.
-    pub(crate) async fn durable_after(&self, committed: Committed) -> Result<(), StorageError> {
+    /// If a write failed, the space first goes back to what storage holds ([`Space::restore`]),
+    /// so that what the caller is told failed is seen by nobody. The caller's commit failing
+    /// is its error; a later one's (a derived value's, recomputed from what was restored) is
+    /// not. Returns the documents restored, for the runtime to re-run what reads them.
+    pub(crate) async fn durable_after(&self, committed: Committed) -> Outcome {
         if !self.keeps_writes {
             // Storage that keeps nothing has nothing to wait for and never fails.
-            return Ok(());
+            return Outcome::default();
         }
-        let mut result = committed.durable.await;
-        if result.is_ok() && self.commits.load(Ordering::Acquire) != committed.seq.0 {
-            result = self.barrier().await;
+        let mut outcome = Outcome { result: committed.durable.await, restored: Vec::new() };
+        let later = outcome.result.is_ok() && self.commits.load(Ordering::Acquire) != committed.seq.0;
+        let after = if later { self.barrier().await } else { Ok(()) };
+        if outcome.result.is_err() || after.is_err() {
+            let refused = self.storage.refusing();
+            match self.restore() {
+                Ok(restored) => outcome.restored = restored,
+                Err(error) => outcome.result = outcome.result.and(Err(error)),
+            }
+            if !refused {
+                // Not a write that failed (the writer is gone): nothing is durable now.
+                outcome.result = outcome.result.and(after);
+            }
         }
-        let failed = self.storage.failed_writes();
-        let reported = self.reported_failures.swap(failed, Ordering::SeqCst);
-        result?;
-        match failed.saturating_sub(reported) {
-            0 => Ok(()),
-            count => Err(StorageError::LostWrites { count }),
-        }
+        outcome
     }
 
     /// [`Space::durable_after`] for a thread that may block: in memory there is nothing
     /// to wait for (answered inline), and a ticket resolved while this thread spins
     /// briefly (the writer's answer often comes soon) is taken without an executor.
     #[inline]
-    pub(crate) fn wait_durable_after(&self, committed: Committed) -> Result<(), StorageError> {
+    pub(crate) fn wait_durable_after(&self, committed: Committed) -> Outcome {
         if !self.keeps_writes {
-            return Ok(()); // as `durable_after` says, without making its future
+            return Outcome::default(); // as `durable_after` says, without making its future
         }
         self.wait_stored_after(committed)
     }
 
-    fn wait_stored_after(&self, mut committed: Committed) -> Result<(), StorageError> {
+    fn wait_stored_after(&self, mut committed: Committed) -> Outcome {
         use std::future::Future;
         committed.durable.spin(crate::storage::SPIN);
         let mut waiting = std::pin::pin!(self.durable_after(committed));
         match waiting.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-            std::task::Poll::Ready(result) => result,
-            std::task::Poll::Pending => futures::executor::block_on(waiting),
+            std::task::Poll::Ready(outcome) => outcome,
+            std::task::Poll::Pending => crate::park::block_on(waiting),
         }
     }
 
@@ -405,59 +415,7 @@ impl std::fmt::Debug for Space {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Arc;
-
     use super::*;
-    use crate::storage::StoredDoc;
-
-    /// Storage that fails the next non-empty write when told to (a disk that filled up).
-    #[derive(Default)]
-    struct FlakyDisk {
-        fail_next: Arc<AtomicBool>,
-        failed: AtomicU64,
-    }
-
-    impl Storage for FlakyDisk {
-        fn load_doc(&self, _id: &str) -> Result<Option<StoredDoc>, StorageError> {
-            Ok(None)
-        }
-
-        fn doc_ids(&self, _prefix: &str) -> Result<Vec<String>, StorageError> {
-            Ok(Vec::new())
-        }
-
-        fn submit(&self, writes: Vec<StoredDoc>) -> Durable {
-            if !writes.is_empty() && self.fail_next.swap(false, Ordering::SeqCst) {
-                self.failed.fetch_add(1, Ordering::SeqCst);
-                return Durable::ready(Err(StorageError::WriterGone));
-            }
-            Durable::ready(Ok(()))
-        }
-
-        fn failed_writes(&self) -> u64 {
-            self.failed.load(Ordering::SeqCst)
-        }
-    }
-
-    #[test]
-    fn a_failed_derived_write_is_reported_to_the_next_waiter_once() {
-        let fail_next = Arc::new(AtomicBool::new(false));
-        let disk = FlakyDisk { fail_next: fail_next.clone(), failed: AtomicU64::new(0) };
-        let rt = crate::Runtime::with_storage(Box::new(disk)).expect("open");
-        let n = rt.new_cell("n", 5i64).expect("cell");
-        // The disk fails exactly when this derived value is first written (for n = 5),
-        // in a settle nobody waits for.
-        rt.computed("double", move |tx| {
-            let n = n.get(tx)?;
-            fail_next.store(n == 5, Ordering::SeqCst);
-            Ok(n * 2)
-        })
-        .expect("computed");
-        let err = rt.transact(|tx| n.set(tx, 6)).expect_err("the lost derived write is reported");
-        assert!(err.to_string().contains("1 earlier write(s) of derived values did not reach storage"), "{err}");
-        rt.transact(|tx| n.set(tx, 7)).expect("reported once, then quiet");
-    }
 
     #[test]
     fn reading_the_space_follows_links_on_the_way_and_at_the_end() {

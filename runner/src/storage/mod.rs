@@ -125,11 +125,12 @@ pub enum StorageError {
         /// Why it could not be read.
         reason: String,
     },
-    /// Writes nobody waited for (derived values) failed earlier.
-    #[error("{count} earlier write(s) of derived values did not reach storage; the space on disk is behind; check the disk (space, permissions) and restart")]
-    LostWrites {
-        /// How many failed since the last report.
-        count: u64,
+    /// A write submitted after one that failed, refused unwritten: every write holds
+    /// whole documents, so writing it would make the failed one's changes durable.
+    #[error("not saved: an earlier write to the space failed ({reason}), and nothing after it is written until the space is back to what was last saved")]
+    Refused {
+        /// Why the earlier write failed.
+        reason: String,
     },
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
@@ -137,17 +138,18 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    /// Whether the space file, or the lock file beside it, may not be written by this user
-    /// (a [`SqliteSnapshot`] may still read it).
+    /// Whether the space file, or the lock file beside it, cannot be written: this user
+    /// may not, or the disk is full (a [`SqliteSnapshot`] may still read it).
     pub fn is_unwritable(&self) -> bool {
         use rusqlite::ErrorCode;
         use std::io::ErrorKind;
         match self {
             StorageError::Sqlite { source, .. } => {
-                matches!(source.sqlite_error_code(), Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied))
+                matches!(source.sqlite_error_code(), Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::DiskFull))
             }
             StorageError::Io { source, .. } => {
-                matches!(source.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem)
+                matches!(source.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem | ErrorKind::StorageFull
+                )
             }
             _ => false,
         }
@@ -179,18 +181,25 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Queues the writes of one committed transaction. Transactions become durable in
     /// the order they were submitted; the returned ticket resolves when these writes are.
+    ///
+    /// Once one fails, storage refuses every transaction submitted after it
+    /// ([`StorageError::Refused`]) without writing it, until [`Storage::resume`]: a write
+    /// holds whole documents, so a later one would carry the failed one's changes to disk.
     fn submit(&self, writes: Vec<StoredDoc>) -> Durable;
+
+    /// Whether storage refuses writes since one failed (see [`Storage::submit`]).
+    fn refusing(&self) -> bool {
+        false
+    }
+
+    /// Writes again what is submitted from now on. The space calls it once everything
+    /// submitted before has been answered and its documents are back to what storage holds.
+    fn resume(&self) {}
 
     /// Whether writes go anywhere. The space skips preparing writes for storage that
     /// keeps nothing (in-memory spaces), which is most of a commit's cost there.
     fn keeps_writes(&self) -> bool {
         true
-    }
-
-    /// How many submitted transactions failed to become durable so far. The space uses
-    /// it to report failures of writes nobody waited for (derived values).
-    fn failed_writes(&self) -> u64 {
-        0
     }
 }
 
@@ -221,9 +230,9 @@ impl Durable {
         (tx, Durable(DurableInner::Waiting(rx)))
     }
 
-    /// Blocks the current thread until the writes are durable.
+    /// Blocks the current thread until the writes are durable (also inside an executor).
     pub fn wait(self) -> Result<(), StorageError> {
-        futures::executor::block_on(self)
+        crate::park::block_on(self)
     }
 
     /// Watches for the writer's answer on this CPU for up to `limit` before anyone blocks

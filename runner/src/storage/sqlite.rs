@@ -17,9 +17,12 @@
 //! * Transactions are applied in submission order: the queue is FIFO, groups are taken from
 //!   its head, and inside a group the rows are written in queue order (a later write of the
 //!   same document overwrites an earlier one).
-//! * If a group fails, it is rolled back and each of its transactions is retried on its own,
-//!   so one bad transaction (for instance a version that does not fit in SQLite's signed
-//!   64-bit integer) fails only its own ticket. The writer keeps running afterwards.
+//! * If a group fails, it is rolled back and its transactions are retried one by one, in
+//!   order, so those before the bad one (for instance a version that does not fit in
+//!   SQLite's signed 64-bit integer, or the one that met a full disk) are still written.
+//!   From the first that fails on, the writer refuses every transaction
+//!   ([`StorageError::Refused`]) until [`Storage::resume`]: each carries whole documents,
+//!   which hold the failed one's changes if it touched them.
 //! * [`Storage::load_doc`] and [`Storage::doc_ids`] read through a separate read
 //!   connection; in WAL mode readers never block the writer and see only committed data.
 //!   Opening reads no document: the space loads each one when it is first read.
@@ -83,6 +86,8 @@ pub struct SqliteStorage {
     writer: Option<JoinHandle<()>>,
     reader: Mutex<Connection>,
     counters: Arc<Counters>,
+    /// Why the writer refuses writes, since one failed (see [`Storage::submit`]).
+    refusal: Arc<Mutex<Option<String>>>,
     /// An exclusive lock on `<file>.lock` while this storage is open: two processes
     /// writing whole documents to one file would silently lose each other's updates.
     _lock: std::fs::File,
@@ -154,8 +159,14 @@ impl SqliteStorage {
         let reader = open_reader(&path).map_err(sqlite)?;
 
         let counters = Arc::new(Counters::default());
+        let refusal = Arc::new(Mutex::new(None));
         let (queue, jobs) = mpsc::channel();
-        let writer = Writer { conn: writer_conn, path: shown.clone(), counters: Arc::clone(&counters) };
+        let writer = Writer {
+            conn: writer_conn,
+            path: shown.clone(),
+            counters: Arc::clone(&counters),
+            refusal: Arc::clone(&refusal),
+        };
         let handle =
             std::thread::Builder::new().name(WRITER_THREAD.to_owned()).spawn(move || writer.run(jobs)).map_err(
                 |source| StorageError::Io { path: shown.clone(), action: "start the storage writer thread", source },
@@ -167,6 +178,7 @@ impl SqliteStorage {
             writer: Some(handle),
             reader: Mutex::new(reader),
             counters,
+            refusal,
             _lock: lock,
         })
     }
@@ -216,8 +228,12 @@ impl Storage for SqliteStorage {
         }
     }
 
-    fn failed_writes(&self) -> u64 {
-        self.counters.failed.load(Ordering::Relaxed)
+    fn refusing(&self) -> bool {
+        self.refusal.lock().is_some()
+    }
+
+    fn resume(&self) {
+        *self.refusal.lock() = None;
     }
 }
 
@@ -333,6 +349,7 @@ struct Writer {
     conn: Connection,
     path: String,
     counters: Arc<Counters>,
+    refusal: Arc<Mutex<Option<String>>>,
 }
 
 /// The next queued job, `None` once the queue is closed and empty. The writer watches the
@@ -374,13 +391,17 @@ impl Writer {
         let encoded: Vec<(DurableSender, Result<Vec<Row>, StorageError>)> =
             group.map(|job| (job.done, encode(job.writes, &self.path))).collect();
 
-        let group_result = {
-            let txns: Vec<&[Row]> = encoded.iter().filter_map(|(_, rows)| rows.as_deref().ok()).collect();
-            self.write(&txns)
+        // Checked once a group: whatever is submitted after a resume comes in a later one.
+        let refused = self.refusal.lock().clone();
+        let group_result = match &refused {
+            Some(_) => Ok(()),
+            None if encoded.iter().any(|(_, rows)| rows.is_err()) => Err(None),
+            None => {
+                let txns: Vec<&[Row]> = encoded.iter().filter_map(|(_, rows)| rows.as_deref().ok()).collect();
+                self.write(&txns).map_err(Some)
+            }
         };
-
-        let failed = group_result.is_err();
-        if let Err(error) = &group_result {
+        if let Err(Some(error)) = &group_result {
             tracing::warn!(
                 path = %self.path,
                 %error,
@@ -389,18 +410,28 @@ impl Writer {
             );
         }
 
+        let mut refused = refused;
         for (done, rows) in encoded {
-            let result = match rows {
-                Err(error) => Err(error),
-                Ok(_) if !failed => Ok(()),
+            let result = match (&refused, rows) {
+                (Some(reason), _) => Err(StorageError::Refused { reason: reason.clone() }),
+                (None, Err(error)) => Err(error),
+                (None, Ok(_)) if group_result.is_ok() => Ok(()),
                 // Upserts are idempotent, so writing a transaction again is safe.
-                Ok(rows) => {
+                (None, Ok(rows)) => {
                     self.write(&[&rows]).map_err(|source| StorageError::Sqlite { path: self.path.clone(), source })
                 }
             };
-            let counter = match result {
+            let counter = match &result {
                 Ok(()) => &self.counters.durable,
-                Err(_) => &self.counters.failed,
+                Err(error) => {
+                    if refused.is_none() {
+                        let reason = error.to_string();
+                        tracing::error!(path = %self.path, %error, "a write failed; the space refuses writes until it is back to what was saved");
+                        *self.refusal.lock() = Some(reason.clone());
+                        refused = Some(reason);
+                    }
+                    &self.counters.failed
+                }
             };
             counter.fetch_add(1, Ordering::Relaxed);
             // The submitter may have dropped its ticket; nothing to tell it then.
@@ -612,29 +643,37 @@ mod tests {
     }
 
     #[test]
-    fn storage_failed_transaction_fails_alone_and_writer_keeps_running() {
+    fn after_a_failed_transaction_nothing_is_written_until_resumed() {
         let (_dir, path) = temp_db();
         let storage = SqliteStorage::open(&path).expect("open");
         // u64::MAX does not fit in SQLite's signed 64-bit INTEGER: that transaction fails.
         let before = storage.submit(vec![doc("before", 1, json!(1))]);
         let bad = storage.submit(vec![doc("ok-part", 1, json!(0)), doc("bad", u64::MAX, json!(2))]);
+        // Submitted before anyone heard of the failure: it may carry the failed changes.
         let after = storage.submit(vec![doc("after", 1, json!(3))]);
         before.wait().expect("before is durable");
         match bad.wait() {
             Err(StorageError::Sqlite { .. }) => {}
             other => panic!("expected a SQLite error, got {other:?}"),
         }
-        after.wait().expect("after is durable");
-        storage.submit(vec![doc("later", 1, json!(4))]).wait().expect("writer still running");
+        match after.wait() {
+            Err(StorageError::Refused { reason }) => assert!(reason.contains("larger than SQLite can store"), "{reason}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(storage.refusing());
+        assert!(matches!(storage.submit(Vec::new()).wait(), Err(StorageError::Refused { .. })));
+        storage.resume();
+        assert!(!storage.refusing());
+        storage.submit(vec![doc("later", 1, json!(4))]).wait().expect("written again once resumed");
 
         let docs = by_id(storage.load().expect("load"));
         let mut ids: Vec<&str> = docs.keys().map(String::as_str).collect();
         ids.sort_unstable();
         // The failed transaction left nothing behind, not even its valid first write.
-        assert_eq!(ids, ["after", "before", "later"]);
+        assert_eq!(ids, ["before", "later"]);
         let stats = storage.stats();
-        assert_eq!(stats.transactions_failed, 1);
-        assert_eq!(stats.transactions_durable, 3);
+        assert_eq!(stats.transactions_failed, 3);
+        assert_eq!(stats.transactions_durable, 2);
     }
 
     #[test]
