@@ -487,3 +487,28 @@ fn the_demo_shows_an_event_and_its_label_and_uses_its_counter_again() {
     assert_eq!(demos.len(), 1, "one demo counter however often the demo runs: {demos:?}");
     assert_eq!(demos[0]["id"], again["id"]);
 }
+
+/// Makes the stored JSON of document `id` unreadable (a torn copy of the file).
+fn tear(space: &Path, id: &str) {
+    let script = "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\n\
+                  n = c.execute(\"UPDATE documents SET value = '{\\\"torn' WHERE id = ?\", (sys.argv[2],)).rowcount\n\
+                  c.commit()\nsys.exit(0 if n == 1 else 1)";
+    let status = std::process::Command::new("python3").args(["-c", script]).arg(space).arg(id).status().unwrap();
+    assert!(status.success(), "document {id} torn");
+}
+
+/// A document that cannot be read is not shown as empty: the commands that read the space
+/// fail, saying it is damaged, where they printed a blank list or "unknown charm".
+#[test]
+fn a_damaged_space_is_said_to_be_damaged_not_shown_as_empty() {
+    let s = space();
+    ok(&s.path, &["token", "new", "--name", "t"]);
+    tear(&s.path, "charms");
+    for args in [&["charm", "list"][..], &["charm", "send", "Counter", "increment", "{}"], &["charm", "get", "Counter"]] {
+        let err = fails(&s.path, args);
+        assert!(err.contains("could not be read whole") && err.contains("document charms"), "{args:?}: {err}");
+    }
+    tear(&s.path, "trellis-serve-tokens");
+    let err = fails(&s.path, &["token", "list"]);
+    assert!(err.contains("document trellis-serve-tokens"), "not \"no tokens\": {err}");
+}

@@ -6,6 +6,7 @@ pub mod dice;
 pub mod notes;
 pub mod todo;
 
+use trellis_runner::charm::NewCharm;
 use trellis_runner::Runtime;
 
 /// Registers the `llm_dialog` builtin and every reference pattern with `rt`.
@@ -20,9 +21,7 @@ pub fn register_all(rt: &Runtime) {
 
 /// Creates one charm of each reference pattern (for a fresh space).
 pub fn seed(rt: &Runtime) -> trellis_runner::Result<()> {
-    rt.charms().create("counter", serde_json::json!({}))?;
-    rt.charms().create("dice", serde_json::json!({}))?;
-    rt.charms().create("notes", serde_json::json!({}))?;
-    rt.charms().create("todo", serde_json::json!({}))?;
+    let new = |pattern| NewCharm { pattern, argument: serde_json::json!({}), name: None };
+    rt.charms().create_all(&[new("counter"), new("dice"), new("notes"), new("todo")])?;
     Ok(())
 }

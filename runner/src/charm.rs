@@ -65,6 +65,17 @@ pub struct CharmRecord {
     pub name: Option<String>,
 }
 
+/// A charm to create with [`Charms::create_all`].
+#[derive(Debug, Clone)]
+pub struct NewCharm<'a> {
+    /// The pattern it instantiates.
+    pub pattern: &'a str,
+    /// The argument it is created with.
+    pub argument: serde_json::Value,
+    /// A name that overrides the pattern's.
+    pub name: Option<&'a str>,
+}
+
 /// A charm as listed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CharmInfo {
@@ -102,20 +113,43 @@ impl Charms<'_> {
 
     /// Like [`Charms::create`], with a display name that overrides the pattern's.
     pub fn create_named(&self, pattern: &str, argument: serde_json::Value, name: Option<&str>) -> Result<DocId> {
-        crate::depth::check_depth_of(&argument, format_args!("the argument for pattern `{pattern}`"))?;
-        let name = name.map(check_name).transpose()?;
-        let found = self.rt.patterns().get(pattern).ok_or_else(|| Error::UnknownPattern(pattern.to_string()))?;
-        let id = self.rt.space().new_doc_id("charm");
-        // Held until the charm is active, so an early event waits instead of starting it
-        // a second time.
+        let mut ids = self.create_all(&[NewCharm { pattern, argument, name }])?;
+        ids.pop().ok_or_else(|| Error::UnknownPattern(pattern.to_string()))
+    }
+
+    /// Creates several charms in one transaction and starts them: a reader sees all of
+    /// them or none, and a process killed meanwhile leaves none behind. Returns their ids,
+    /// in order.
+    pub fn create_all(&self, charms: &[NewCharm<'_>]) -> Result<Vec<DocId>> {
+        let mut checked = Vec::with_capacity(charms.len());
+        for new in charms {
+            crate::depth::check_depth_of(&new.argument, format_args!("the argument for pattern `{}`", new.pattern))?;
+            let name = new.name.map(check_name).transpose()?;
+            let found = self.rt.patterns().get(new.pattern).ok_or_else(|| Error::UnknownPattern(new.pattern.into()))?;
+            let id = self.rt.space().new_doc_id("charm");
+            let record = CharmRecord { pattern: new.pattern.into(), argument: new.argument.clone(), name: name.map(Into::into) };
+            let value = Value::from_serialize(&record).map_err(Error::Serialize)?;
+            checked.push((found, id, record, value));
+        }
+        // Held until the charms are active, so an early event waits instead of starting
+        // one a second time.
         let _starting = self.rt.0.charms.starting.lock();
-        // Build first: a pattern that rejects its argument leaves no record behind.
-        let wiring = self.rt.build_charm(&found, &id, argument.clone(), name)?;
-        let record = CharmRecord { pattern: pattern.to_string(), argument, name: name.map(str::to_string) };
-        let value = Value::from_serialize(&record).map_err(Error::Serialize)?;
-        self.rt.transact(|tx| tx.write(&Self::record_link(&id), value.clone()))?;
-        self.activate(&id, wiring);
-        Ok(id)
+        // A pattern that rejects its argument leaves no record behind, nor any other charm.
+        let wirings = self.rt.transact_owned(|mut tx| {
+            let mut wirings = Vec::with_capacity(checked.len());
+            for (pattern, id, record, value) in &checked {
+                let wiring;
+                (tx, wiring) = self.rt.build_in(tx, pattern, id, &record.argument, record.name.as_deref())?;
+                tx.write(&Self::record_link(id), value.clone())?;
+                wirings.push(wiring);
+            }
+            Ok((tx, wirings))
+        })?;
+        let ids: Vec<DocId> = checked.into_iter().map(|(_, id, _, _)| id).collect();
+        for (id, wiring) in ids.iter().zip(wirings) {
+            self.activate(id, wiring);
+        }
+        Ok(ids)
     }
 
     fn activate(&self, id: &DocId, wiring: Wiring) {
@@ -247,5 +281,45 @@ impl Charms<'_> {
             return Err(Error::UnknownCharm(id.to_string()));
         }
         Ok(self.rt.read_deep(&self.result(&DocId::from(id)))?.to_json())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NewCharm;
+    use crate::prelude::*;
+
+    fn counter(fails_when_negative: bool) -> Pattern {
+        Pattern::new(if fails_when_negative { "picky" } else { "counter" }, move |b, start: i64| {
+            if fails_when_negative && start < 0 {
+                return Err("the start must not be negative".into());
+            }
+            let count = b.state("count", start)?;
+            b.lift("label", count, |n: i64| format!("Count: {n}"))?;
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn charms_created_together_commit_as_one_or_not_at_all() {
+        let rt = Runtime::in_memory();
+        rt.register_pattern(counter(false));
+        rt.register_pattern(counter(true));
+        let new = |pattern, start: i64| NewCharm { pattern, argument: serde_json::json!(start), name: None };
+
+        let refused = rt.charms().create_all(&[new("counter", 1), new("picky", -1)]);
+        assert!(refused.is_err(), "the second pattern refuses its argument");
+        assert!(rt.charms().list().is_empty(), "so the first is not created either");
+
+        let changes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let heard = changes.clone();
+        let _records = rt.observe(&Link::new(super::CHARMS_DOC, Path::root()), move |_| {
+            heard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            true
+        });
+        let ids = rt.charms().create_all(&[new("counter", 1), new("picky", 2), new("counter", 3)]).expect("created");
+        assert_eq!(changes.load(std::sync::atomic::Ordering::SeqCst), 1, "their records (and cells) in one commit");
+        let labels: Vec<_> = ids.iter().map(|id| rt.charms().get(id).expect("charm")["label"].clone()).collect();
+        assert_eq!(labels, ["Count: 1", "Count: 2", "Count: 3"]);
     }
 }

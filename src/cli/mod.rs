@@ -356,7 +356,18 @@ impl App {
             Err(e) if unwritable(&e) => return Err(space::readers_still_can(&e)),
             Err(e) => return Err(e),
         };
-        match cli.command {
+        let done = self.run_command(rt.clone(), cli.command, path, format).await;
+        // A document that could not be read was read as empty: what was shown (an empty
+        // list, "unknown charm") would be false.
+        match rt.space().damage() {
+            Some(damage) => Err(anyhow::Error::new(damage)
+                .context("the space could not be read whole, so what was shown may be incomplete or wrong")),
+            None => done,
+        }
+    }
+
+    async fn run_command(&self, rt: Runtime, command: Command, path: PathBuf, format: Format) -> anyhow::Result<()> {
+        match command {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),

@@ -38,20 +38,13 @@ impl Written {
 }
 
 impl Handoff {
-    /// Writes the file beside `space`, readable and writable by its owner only.
+    /// Writes the file beside `space`, readable and writable by its owner only. It is
+    /// made anew and renamed into place, so a file or link left there (by an earlier
+    /// server, or planted to have the token written elsewhere) is replaced, not followed.
     pub fn write(&self, space: &Path) -> anyhow::Result<Written> {
         let at = path(space);
         let json = serde_json::to_vec(self)?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&at).with_context(|| format!("cannot write {}", at.display()))?;
-        // A file left by an earlier server keeps its mode: make it the owner's only.
-        #[cfg(unix)]
-        std::fs::set_permissions(&at, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .with_context(|| format!("cannot restrict {}", at.display()))?;
-        std::io::Write::write_all(&mut file, &json).with_context(|| format!("cannot write {}", at.display()))?;
+        trellis_plugins::files::replace(&at, &json, true).with_context(|| format!("cannot write {}", at.display()))?;
         Ok(Written(at))
     }
 
@@ -62,5 +55,28 @@ impl Handoff {
         let file = std::fs::File::open(path(space)).ok()?;
         std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut bytes).ok()?;
         (bytes.len() < 4096).then(|| serde_json::from_slice(&bytes).ok()).flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_in_its_place_is_replaced_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let space = dir.path().join("space.sqlite");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").expect("victim");
+        std::os::unix::fs::symlink(&victim, path(&space)).expect("planted link");
+        let handoff = Handoff { url: "http://127.0.0.1:1".into(), token: "secret".into() };
+        handoff.write(&space).expect("written");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me", "the link's target is untouched");
+        let written = std::fs::symlink_metadata(path(&space)).expect("hand-off file");
+        assert!(written.file_type().is_file(), "a file of its own in the link's place");
+        assert_eq!(written.permissions().mode() & 0o777, 0o600);
+        assert_eq!(Handoff::read(&space).map(|h| h.token).as_deref(), Some("secret"));
     }
 }

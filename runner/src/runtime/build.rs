@@ -56,6 +56,28 @@ impl Runtime {
         self.0.builtins.register(builtin);
     }
 
+    /// Builds a charm of `pattern` in `tx` (its cells' first values, its name); gives back
+    /// the transaction and what to register once it committed.
+    pub(crate) fn build_in<'a>(
+        &'a self,
+        tx: Tx<'a>,
+        pattern: &Pattern,
+        charm: &DocId,
+        argument: &serde_json::Value,
+        name: Option<&str>,
+    ) -> Result<(Tx<'a>, Wiring)> {
+        let mut builder = Builder::new(self, charm.clone(), tx);
+        (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e {
+            Error::Refused(message) => Error::PatternFailed { pattern: pattern.id().to_string(), message },
+            other => other,
+        })?;
+        if let Some(name) = name {
+            builder.write(NAME, Value::from(name))?;
+        }
+        Ok(builder.into_parts())
+    }
+
+    /// Builds a stored charm again, in a transaction of its own.
     pub(crate) fn build_charm(
         &self,
         pattern: &Pattern,
@@ -64,15 +86,7 @@ impl Runtime {
         name: Option<&str>,
     ) -> Result<Wiring> {
         self.with_retries(|| {
-            let mut builder = Builder::new(self, charm.clone(), self.tx());
-            (pattern.build)(&mut builder, argument.clone()).map_err(|e| match e {
-                Error::Refused(message) => Error::PatternFailed { pattern: pattern.id().to_string(), message },
-                other => other,
-            })?;
-            if let Some(name) = name {
-                builder.write(NAME, Value::from(name))?;
-            }
-            let (tx, wiring) = builder.into_parts();
+            let (tx, wiring) = self.build_in(self.tx(), pattern, charm, &argument, name)?;
             self.commit_marking(tx, true, false)?;
             Ok(wiring)
         })

@@ -223,9 +223,16 @@ impl Runtime {
     /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
     /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
     pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
+        self.transact_owned(|tx| f(&tx).map(|value| (tx, value)))
+    }
+
+    /// [`Runtime::transact`] with a transaction `f` takes and gives back (a [`Builder`]
+    /// holds one while a pattern builds).
+    ///
+    /// [`Builder`]: crate::builder::Builder
+    pub(crate) fn transact_owned<'a, R>(&'a self, f: impl Fn(Tx<'a>) -> Result<(Tx<'a>, R)>) -> Result<R> {
         let mut result = self.with_retries(|| {
-            let tx = self.tx();
-            let value = f(&tx)?;
+            let (tx, value) = f(self.tx())?;
             let (commit, engine) = self.commit_writer(tx)?;
             Ok((value, commit.committed, engine))
         });

@@ -241,6 +241,13 @@ impl Space {
         DocEntry::new(self.entries_made.fetch_add(1, Ordering::Relaxed), value, version)
     }
 
+    /// The first document storage failed to give, if any: from then on the space refuses
+    /// commits, and what was read in its place is empty, so whatever was shown from the
+    /// space may be incomplete.
+    pub fn damage(&self) -> Option<StorageError> {
+        self.unreadable()
+    }
+
     /// The load failure that stops commits, if any.
     fn unreadable(&self) -> Option<StorageError> {
         self.unreadable.get().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
