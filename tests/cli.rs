@@ -504,7 +504,8 @@ fn a_damaged_space_is_said_to_be_damaged_not_shown_as_empty() {
     let s = space();
     ok(&s.path, &["token", "new", "--name", "t"]);
     tear(&s.path, "charms");
-    for args in [&["charm", "list"][..], &["charm", "send", "Counter", "increment", "{}"], &["charm", "get", "Counter"]] {
+    for args in [&["charm", "list"][..], &["charm", "send", "Counter", "increment", "{}"], &["charm", "get", "Counter"]]
+    {
         let err = fails(&s.path, args);
         assert!(err.contains("could not be read whole") && err.contains("document charms"), "{args:?}: {err}");
     }

@@ -83,7 +83,8 @@ fn a_change_refused_on_a_full_disk_is_undone_and_never_saved_and_reading_goes_on
         let body = json!({"amount": 1}).to_string();
         served.request("POST", "/api/charms/Counter/handlers/increment", &[&auth], Some(&body))
     };
-    let shown = |served: &Served| served.request("GET", "/api/charms/Counter", &[&auth], None).json()["data"]["count"].clone();
+    let shown =
+        |served: &Served| served.request("GET", "/api/charms/Counter", &[&auth], None).json()["data"]["count"].clone();
 
     let mut acknowledged = 0;
     for _ in 0..5 {

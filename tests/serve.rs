@@ -118,6 +118,15 @@ fn every_route_answers_a_bearer_token() {
     c.ok("DELETE", "/api/chat/attachments/Dice", None, 204);
     assert_eq!(c.call("DELETE", "/api/chat/attachments/Dice", None).status, 404);
     assert_eq!(c.call("PUT", "/api/chat/model", Some(json!({"model": "nonsense"}))).status, 422);
+    // A model backed by a file is for the command line: the server opens no file a client
+    // names (this one was started without --scripts), and says nothing of what is there.
+    let secret = s.path.with_file_name("secret.json");
+    std::fs::write(&secret, r#"["sk-not-for-you"]"#).unwrap();
+    for path in [secret.display().to_string(), "/nonexistent".into()] {
+        let refused = c.call("PUT", "/api/chat/model", Some(json!({"model": format!("scripted:{path}")})));
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert!(refused.body.contains("--scripts DIR") && !refused.body.contains("sk-"), "{}", refused.body);
+    }
     c.ok("PUT", "/api/chat/model", Some(json!({"model": "offline"})), 204);
     c.ok("POST", "/api/chat/cancel", None, 204);
     // A method a route does not take is refused as every refusal is: JSON, saying why.
@@ -374,7 +383,8 @@ fn the_page_gets_the_enabled_plugins_and_their_verified_modules_and_their_calls_
     let s = common::space();
     let author = example_plugin::Author::new(&s.path);
     let installed = author.install_example(&s.path);
-    let c = client(&s.path, &[]);
+    let scripts = s.path.parent().unwrap().display().to_string();
+    let c = client(&s.path, &["--scripts", &scripts]);
     for path in ["/api/plugins", "/api/plugins/text-tools/module"] {
         let refused = c.served.request("GET", path, &[], None);
         assert_eq!(refused.status, 401, "{path} needs a session or a token: {}", refused.body);

@@ -112,7 +112,8 @@ fn installed_plugins_run_in_the_page() {
                 wasm.iter().map(|b| format!("{b:02x}")).collect()
             })
             .collect();
-    let served = server::Served::start(&s.path, &[], &[]);
+    let scripts = s.path.parent().unwrap().display().to_string();
+    let served = server::Served::start(&s.path, &["--scripts", &scripts], &[]);
     let model = format!("scripted:{}", script.display());
     let shots = browse("plugins.py", &served, &[&model, &refused[0], &refused[1]]);
     for step in ["10-plugin-ran-in-the-page", "12-plugin-stopped-and-trapped"] {

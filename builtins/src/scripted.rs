@@ -147,9 +147,18 @@ impl ScriptedModel {
     /// A model replaying the JSON script `json`.
     pub fn from_json(json: &str) -> Result<Self, ModelError> {
         let turns: Vec<Turn> = serde_json::from_str(json).map_err(|e| {
+            // Where, not what: serde's message quotes the text it met, and a file named
+            // as a script may hold a secret.
+            let what = match e.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Io => "not JSON",
+                serde_json::error::Category::Data => "JSON, but not turns",
+                serde_json::error::Category::Eof => "cut short",
+            };
             ModelError::Script(format!(
-                "not a valid script ({e}); expected a JSON array of turns such as \
-                 [{{\"text\": \"...\"}}, {{\"tool_calls\": [{{\"name\": \"...\", \"arguments\": {{}}}}]}}]"
+                "not a valid script ({what} at line {} column {}); expected a JSON array of turns such as \
+                 [{{\"text\": \"...\"}}, {{\"tool_calls\": [{{\"name\": \"...\", \"arguments\": {{}}}}]}}]",
+                e.line(),
+                e.column()
             ))
         })?;
         Ok(Self::from_turns(turns))
@@ -370,7 +379,9 @@ mod tests {
     #[test]
     fn bad_scripts_are_clear_errors() {
         let error = ScriptedModel::from_json(r#"[{"txt": "typo"}]"#).unwrap_err();
-        assert!(error.to_string().contains("txt"), "{error}");
+        assert!(error.to_string().contains("not turns at line 1 column 7"), "{error}");
+        let error = ScriptedModel::from_json(r#"["sk-secret"]"#).unwrap_err();
+        assert!(!error.to_string().contains("sk-secret"), "what a file holds is not told: {error}");
         let error = ScriptedModel::from_file("/nonexistent/script.json").unwrap_err();
         assert!(error.to_string().contains("/nonexistent/script.json"), "{error}");
     }

@@ -127,7 +127,8 @@ impl Charms<'_> {
             let name = new.name.map(check_name).transpose()?;
             let found = self.rt.patterns().get(new.pattern).ok_or_else(|| Error::UnknownPattern(new.pattern.into()))?;
             let id = self.rt.space().new_doc_id("charm");
-            let record = CharmRecord { pattern: new.pattern.into(), argument: new.argument.clone(), name: name.map(Into::into) };
+            let record =
+                CharmRecord { pattern: new.pattern.into(), argument: new.argument.clone(), name: name.map(Into::into) };
             let value = Value::from_serialize(&record).map_err(Error::Serialize)?;
             checked.push((found, id, record, value));
         }

@@ -146,6 +146,10 @@ enum Command {
         /// open connection, before it is closed (a stalled client holds a connection).
         #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
         header_timeout: u64,
+        /// Let clients choose scripted models (`scripted:PATH`, replayed JSON turns, for
+        /// tests) from the files in DIR; without it the server opens no file a client names.
+        #[arg(long, value_name = "DIR")]
+        scripts: Option<PathBuf>,
     },
     /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
     #[command(subcommand)]
@@ -391,7 +395,7 @@ impl App {
             Command::Mcp(command) => mcp::run(rt, command, format).await,
             Command::Demo => charm::demo(&rt, format).await,
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
-            Command::Serve { addr, allow_remote, chatbot, rate_limit, header_timeout } => {
+            Command::Serve { addr, allow_remote, chatbot, rate_limit, header_timeout, scripts } => {
                 let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
                 let options = crate::serve::Options {
                     addr,
@@ -401,6 +405,7 @@ impl App {
                     header_timeout: std::time::Duration::from_secs(header_timeout),
                     space: path,
                     tools: self.tools.clone(),
+                    scripts,
                 };
                 crate::serve::run(rt, options).await
             }

@@ -20,6 +20,7 @@ pub mod handoff;
 mod limits;
 mod openapi;
 mod routes;
+mod scripts;
 pub mod tokens;
 
 use std::net::SocketAddr;
@@ -49,6 +50,8 @@ pub struct Options {
     pub space: std::path::PathBuf,
     /// The program's tools defined in Rust, which its chatbot's dialog may refer to.
     pub tools: trellis_builtins::tool::ToolRegistry,
+    /// The directory clients may choose scripted models from (`scripted:PATH`), if any.
+    pub scripts: Option<std::path::PathBuf>,
 }
 
 /// The server's shared state: cheap to clone, one per process.
@@ -62,6 +65,7 @@ struct Inner {
     limits: limits::RateLimit,
     addr: SocketAddr,
     remote: bool,
+    scripts: scripts::Scripts,
 }
 
 impl Server {
@@ -71,6 +75,10 @@ impl Server {
 
     fn chat(&self) -> &Session {
         &self.0.chat
+    }
+
+    fn scripts(&self) -> &scripts::Scripts {
+        &self.0.scripts
     }
 
     fn auth(&self) -> &auth::Auth {
@@ -110,6 +118,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
             options.addr
         );
     }
+    let scripts = scripts::Scripts::new(options.scripts.as_deref())?;
     // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
     let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
     // The page runs the enabled plugins' tools: the model is offered them as client tools.
@@ -126,6 +135,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         limits: limits::RateLimit::new(options.rate_per_minute),
         addr,
         remote: options.allow_remote,
+        scripts,
     }));
     let router = router(server);
     eprintln!("trellis serve: open http://{addr}/?token={token}");

@@ -53,8 +53,8 @@ mod tests {
     use parking_lot::Mutex;
 
     use crate::prelude::*;
-    use crate::Error;
     use crate::storage::{Durable, Storage, StorageError, StoredDoc};
+    use crate::Error;
 
     /// Storage in memory that keeps what it is given, can be told to fail the next write
     /// (a disk that filled up), and refuses what comes after a failed write until resumed,
@@ -119,8 +119,8 @@ mod tests {
         rt.transact(|tx| n.set(tx, 2)).expect("saved");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let heard = seen.clone();
-        let _watch = rt.observe(&n.link(), move |rt| {
-            heard.lock().push(int(rt.read(&n.link()).ok()));
+        let _watch = rt.observe(n.link(), move |rt| {
+            heard.lock().push(int(rt.read(n.link()).ok()));
             true
         });
 
@@ -128,15 +128,15 @@ mod tests {
         let error = rt.transact(|tx| n.set(tx, 3)).expect_err("the disk refused it");
         assert!(matches!(error, Error::NotSaved(_)), "{error}");
         assert!(error.to_string().contains("it was undone"), "{error}");
-        assert_eq!(int(rt.read(&n.link()).ok()), Some(2), "nobody reads what was refused");
-        assert_eq!(int(rt.read(&double.link()).ok()), Some(4));
+        assert_eq!(int(rt.read(n.link()).ok()), Some(2), "nobody reads what was refused");
+        assert_eq!(int(rt.read(double.link()).ok()), Some(4));
         assert_eq!(*seen.lock(), [Some(3), Some(2)], "an observer hears of the undoing");
 
         // The next change builds on what was saved, and saves nothing of what was refused.
         rt.transact(|tx| n.update(tx, |v| v + 10)).expect("room again");
-        assert_eq!(int(disk.stored(&n.link())), Some(12));
-        assert_eq!(int(rt.read(&double.link()).ok()), Some(24));
-        assert_eq!(int(disk.stored(&double.link())), Some(24));
+        assert_eq!(int(disk.stored(n.link())), Some(12));
+        assert_eq!(int(rt.read(double.link()).ok()), Some(24));
+        assert_eq!(int(disk.stored(double.link())), Some(24));
     }
 
     #[test]
@@ -160,11 +160,11 @@ mod tests {
         assert!(disk.refusing(), "the derived write failed");
         let error = rt.transact(|tx| n.set(tx, 6)).expect_err("refused after the failed write");
         assert!(error.to_string().contains("not saved: an earlier write to the space failed"), "{error}");
-        assert_eq!(int(rt.read(&n.link()).ok()), Some(5));
-        assert_eq!(int(rt.read(&double.link()).ok()), Some(10), "computed again once restored");
+        assert_eq!(int(rt.read(n.link()).ok()), Some(5));
+        assert_eq!(int(rt.read(double.link()).ok()), Some(10), "computed again once restored");
         rt.transact(|tx| n.set(tx, 7)).expect("saved");
-        assert_eq!(int(disk.stored(&n.link())), Some(7));
-        assert_eq!(int(disk.stored(&double.link())), Some(14));
+        assert_eq!(int(disk.stored(n.link())), Some(7));
+        assert_eq!(int(disk.stored(double.link())), Some(14));
     }
 
     #[test]

@@ -299,10 +299,7 @@ impl Space {
         });
         let mut ids: Vec<DocId> = stored.into_iter().map(DocId::from).collect();
         ids.extend(
-            self.docs
-                .iter()
-                .filter(|e| e.key().starts_with(prefix) && e.state.read().exists)
-                .map(|e| e.key().clone()),
+            self.docs.iter().filter(|e| e.key().starts_with(prefix) && e.state.read().exists).map(|e| e.key().clone()),
         );
         ids.sort();
         ids.dedup();

@@ -145,10 +145,15 @@ impl StorageError {
         use std::io::ErrorKind;
         match self {
             StorageError::Sqlite { source, .. } => {
-                matches!(source.sqlite_error_code(), Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::DiskFull))
+                matches!(
+                    source.sqlite_error_code(),
+                    Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::DiskFull)
+                )
             }
             StorageError::Io { source, .. } => {
-                matches!(source.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem | ErrorKind::StorageFull
+                matches!(
+                    source.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem | ErrorKind::StorageFull
                 )
             }
             _ => false,

@@ -657,7 +657,9 @@ mod tests {
             other => panic!("expected a SQLite error, got {other:?}"),
         }
         match after.wait() {
-            Err(StorageError::Refused { reason }) => assert!(reason.contains("larger than SQLite can store"), "{reason}"),
+            Err(StorageError::Refused { reason }) => {
+                assert!(reason.contains("larger than SQLite can store"), "{reason}")
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
         assert!(storage.refusing());

@@ -79,7 +79,8 @@ pub struct Accepted {
 /// `PUT /api/chat/model`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetModel {
-    /// `offline`, `scripted:PATH`, `openai:MODEL`, `anthropic:MODEL`, `ollama:MODEL`.
+    /// `offline`, `openai:MODEL`, `anthropic:MODEL`, `ollama:MODEL`; `scripted:PATH` only
+    /// for a file in the directory the server was given with `--scripts`.
     #[schemars(pattern(MODEL_PATTERN))]
     pub model: String,
 }
@@ -170,11 +171,12 @@ pub async fn set_model(State(server): State<Server>, Body(set): Body<SetModel>) 
     use trellis_builtins::model::ModelError;
     // A model string that names no model is refused content; a model that cannot be used
     // here (no key set, no script file) conflicts with the server's environment.
-    trellis_builtins::provider::model_from_str(&set.model).map_err(|e| match e {
+    let model = server.scripts().check(&set.model)?;
+    trellis_builtins::provider::model_from_str(&model).map_err(|e| match e {
         ModelError::UnknownModel(_) => ApiError::unprocessable(e.to_string()),
         _ => ApiError::new(StatusCode::CONFLICT, e.to_string()),
     })?;
-    server.chat().chatbot().set_model(&set.model).await?;
+    server.chat().chatbot().set_model(&model).await?;
     Ok(DONE)
 }
 
