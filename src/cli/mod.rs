@@ -345,6 +345,7 @@ impl App {
             Some(path) => path,
             None => default_space()?,
         };
+        space::check_not_url(&path)?;
         let rt = match self.open_space(&path) {
             Ok(rt) => rt,
             // `trellis serve` holds the space: talk to it instead.

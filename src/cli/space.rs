@@ -119,9 +119,42 @@ fn storage_error(error: &anyhow::Error) -> Option<&StorageError> {
     error.chain().find_map(|cause| cause.downcast_ref::<StorageError>())
 }
 
+/// Refuses a space given as a URL (`postgres://...`, `file://...`): taken for a relative
+/// path, it would make a folder tree named after the scheme in the current directory.
+pub(super) fn check_not_url(path: &Path) -> anyhow::Result<()> {
+    let text = path.to_string_lossy();
+    let scheme = text.split_once("://").map(|(scheme, _)| scheme).filter(|scheme| {
+        scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    match scheme {
+        Some(scheme) => anyhow::bail!(
+            "--space {} is a URL ({scheme}://), and Trellis keeps a space in a file: give the path of one              (it is created if missing); spaces on a database server are not supported",
+            terminal::safe_line(&text)
+        ),
+        None => Ok(()),
+    }
+}
+
 /// The default space: `space.sqlite` in the user's data directory.
 pub(super) fn default_space() -> anyhow::Result<PathBuf> {
     let data = trellis_runner::dirs::data_dir()
         .context("cannot find a data directory (neither XDG_DATA_HOME nor HOME is set); pass --space PATH")?;
     Ok(data.join("space.sqlite"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn a_space_named_by_a_url_is_refused_and_a_path_is_not() {
+        for url in ["postgres://localhost/trellis", "file:///tmp/s.db", "sqlite+x://a"] {
+            let error = super::check_not_url(Path::new(url)).expect_err(url).to_string();
+            assert!(error.contains("is a URL") && error.contains("give the path"), "{error}");
+        }
+        for path in ["s.db", "/tmp/a://b/s.db", "./postgres:/x", "dir/s.db"] {
+            assert!(super::check_not_url(Path::new(path)).is_ok(), "{path}");
+        }
+    }
 }
