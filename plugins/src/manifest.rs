@@ -24,13 +24,14 @@
 //!   see `crate::sandbox` for the ABI.
 //! - `permissions` lists what the module may import beyond computing ([`Permission`]); the
 //!   user must grant each at install.
-//! - `limits` may lower the sandbox's budgets (never raise them past
-//!   [`MAX_FUEL`] and [`MAX_MEMORY_MIB`], nor take fuel below [`MIN_FUEL`]).
+//! - `limits` may lower the sandbox's budgets, never raise them past [`DEFAULT_FUEL`] and
+//!   [`DEFAULT_MEMORY_MIB`] (nor take fuel below [`MIN_FUEL`]): a bundle does not decide
+//!   how much of the user's machine it gets.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::sandbox::{MAX_FUEL, MAX_MEMORY_MIB, MIN_FUEL};
+use crate::sandbox::{DEFAULT_FUEL, DEFAULT_MEMORY_MIB, MIN_FUEL};
 use crate::tool::ToolDefinition;
 
 /// The largest manifest read.
@@ -52,7 +53,7 @@ pub struct Manifest {
     /// What it asks to be allowed beyond computing.
     #[serde(default)]
     pub permissions: Vec<Permission>,
-    /// Budgets lower than the sandbox's defaults.
+    /// Budgets lower than the sandbox's defaults (never higher).
     #[serde(default)]
     pub limits: Limits,
 }
@@ -166,8 +167,8 @@ pub enum ManifestError {
     /// It is not a manifest.
     #[error("the manifest is not valid: {0} (see the manifest format in the plugins README section)")]
     Invalid(String),
-    /// Its limits are above the sandbox's.
-    #[error("the manifest's limits ask for more than the sandbox allows: {0}")]
+    /// Its limits are above the sandbox's defaults, or too low to run anything.
+    #[error("the manifest's limits are out of range: {0}")]
     Limits(String),
     /// Two tools name one export, or an export name is reserved.
     #[error("the manifest's export {0:?} is not usable: exports are 1 to 64 characters, one per tool, and not `memory` or `alloc`")]
@@ -182,14 +183,18 @@ impl Manifest {
             return Err(ManifestError::TooLarge(bytes.len()));
         }
         let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
-        if manifest.limits.fuel.is_some_and(|fuel| !(MIN_FUEL..=MAX_FUEL).contains(&fuel)) {
-            return Err(ManifestError::Limits(format!("fuel is {MIN_FUEL} to {MAX_FUEL}")));
+        if manifest.limits.fuel.is_some_and(|fuel| !(MIN_FUEL..=DEFAULT_FUEL).contains(&fuel)) {
+            return Err(ManifestError::Limits(format!(
+                "fuel is {MIN_FUEL} to {DEFAULT_FUEL} (a manifest may only lower the sandbox's budgets)"
+            )));
         }
         if manifest.tools.is_empty() {
             return Err(ManifestError::Invalid("it has no tools: a plugin brings at least one".into()));
         }
-        if manifest.limits.memory_mib.is_some_and(|mib| mib == 0 || mib > MAX_MEMORY_MIB) {
-            return Err(ManifestError::Limits(format!("memory_mib is 1 to {MAX_MEMORY_MIB}")));
+        if manifest.limits.memory_mib.is_some_and(|mib| mib == 0 || mib > DEFAULT_MEMORY_MIB) {
+            return Err(ManifestError::Limits(format!(
+                "memory_mib is 1 to {DEFAULT_MEMORY_MIB} (a manifest may only lower the sandbox's budgets)"
+            )));
         }
         let mut exports = std::collections::HashSet::new();
         for tool in &manifest.tools {

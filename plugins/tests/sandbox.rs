@@ -262,7 +262,10 @@ fn manifests_are_checked() {
         (json!({"name": "x", "version": "1", "tools": [], "permissions": ["network"]}), "unknown permission"),
         (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"fuel": 1u64 << 40}}), "fuel is 10000 to"),
         (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"fuel": 1}}), "fuel is 10000 to"),
-        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"memory_mib": 0}}), "memory_mib is 1 to 256"),
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"memory_mib": 0}}), "memory_mib is 1 to 32"),
+        // Above the defaults: a bundle may not raise its own budget.
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"fuel": 50_000_001}}), "only lower"),
+        (json!({"name": "x", "version": "1", "tools": [tool], "limits": {"memory_mib": 33}}), "only lower"),
         (json!({"name": "x", "version": "1", "tools": []}), "it has no tools"),
         (
             json!({"name": "x", "version": "1", "tools": [

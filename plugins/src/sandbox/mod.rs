@@ -29,17 +29,16 @@ use wasmi::{Config, EnforcedLimits, Engine, ExternType, Linker, Module, Resource
 use crate::manifest::{Manifest, Permission};
 
 /// Fuel for one call unless the manifest asks for less (about one unit per instruction,
-/// and per 64 bytes a bulk memory instruction moves: a fraction of a second of work).
+/// and per 64 bytes a bulk memory instruction moves: a fraction of a second of work). A
+/// manifest may not ask for more: a bundle would raise its own budget without the user
+/// ever deciding so.
 pub const DEFAULT_FUEL: u64 = 50_000_000;
-/// The most fuel a manifest may ask for.
-pub const MAX_FUEL: u64 = 1_000_000_000;
 /// The least fuel a manifest may ask for: less, and a call could not even place its
 /// arguments (every call would fail).
 pub const MIN_FUEL: u64 = 10_000;
-/// Linear memory for one call unless the manifest asks for less, in MiB.
+/// Linear memory for one call unless the manifest asks for less, in MiB; nor more (as
+/// with [`DEFAULT_FUEL`]).
 pub const DEFAULT_MEMORY_MIB: u32 = 32;
-/// The most memory a manifest may ask for, in MiB.
-pub const MAX_MEMORY_MIB: u32 = 256;
 /// The largest module accepted.
 pub const MAX_MODULE_BYTES: usize = 8 * 1024 * 1024;
 /// The largest arguments or result passed through the ABI.
