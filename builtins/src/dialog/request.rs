@@ -401,4 +401,32 @@ mod tests {
         let next = throttle.next.expect("a write sets the next time");
         assert!(next >= Instant::now() + Duration::from_secs(39), "a 10 s write pauses 40 s");
     }
+
+    /// The request-id guard on its own, with no task to abort: a request that is no
+    /// longer the dialog's current one writes nothing, neither a message nor its end.
+    #[test]
+    fn a_superseded_request_writes_nothing_though_it_is_never_aborted() {
+        use super::super::{DialogCells, RequestId};
+        let rt = Runtime::in_memory();
+        let cells = DialogCells::at(trellis_runner::Link::new(rt.space().new_doc_id("dialog"), Default::default()));
+        rt.transact(|tx| {
+            cells.messages().set(tx, Vec::new())?;
+            cells.pending.set(tx, true)?;
+            cells.error.set(tx, None)?;
+            // Request 1 was superseded (a new message, a cancel) by request 2.
+            cells.request.set(tx, RequestId(2))
+        })
+        .expect("a dialog's state");
+
+        assert_eq!(append(&rt, &cells, RequestId(1), Message::assistant("late")), Ok(false));
+        finish(&rt, &cells, RequestId(1), Some("a late failure".into()));
+        assert!(cells.messages().get(&rt).expect("messages").is_empty(), "no late message");
+        assert!(cells.pending.get(&rt).expect("pending"), "the current request is still running");
+        assert_eq!(cells.error.get(&rt).expect("error"), None, "no late error");
+
+        assert_eq!(append(&rt, &cells, RequestId(2), Message::assistant("on time")), Ok(true));
+        finish(&rt, &cells, RequestId(2), None);
+        assert_eq!(cells.messages().get(&rt).expect("messages").len(), 1);
+        assert!(!cells.pending.get(&rt).expect("pending"), "the current request ended");
+    }
 }

@@ -831,4 +831,44 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1 + 1 + 4);
         assert!(rt.take_errors().is_empty());
     }
+
+    /// Handlers run one at a time, whichever thread sends their events: a handler never
+    /// sees another's uncommitted work half way.
+    #[test]
+    fn two_handlers_never_run_at_once() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 0i64).expect("cell");
+        let inside = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let overlaps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let streams: Vec<Link> = (0..2)
+            .map(|_| {
+                let stream = Link::new(rt.space().new_doc_id("slow"), Path::root());
+                let (inside, overlaps) = (inside.clone(), overlaps.clone());
+                let run: crate::runtime::HandlerFn = Arc::new(move |tx, _| {
+                    if inside.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Long enough for the other thread's event to arrive meanwhile.
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    let result = n.update(tx, |v| v + 1);
+                    inside.store(false, Ordering::SeqCst);
+                    result
+                });
+                rt.set_handler(stream.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+                stream
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            for stream in &streams {
+                let rt = rt.clone();
+                scope.spawn(move || {
+                    for _ in 0..25 {
+                        futures::executor::block_on(rt.send(stream, serde_json::json!({}))).expect("sent");
+                    }
+                });
+            }
+        });
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0, "a handler ran while another was running");
+        assert_eq!(n.get(&rt).expect("read"), 50, "every event ran once");
+    }
 }
