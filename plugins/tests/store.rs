@@ -208,20 +208,24 @@ async fn what_may_run_is_the_users_decision_not_the_spaces() {
     assert!(failed[0].1.to_string().contains("install its bundle yourself"), "{}", failed[0].1);
     let listed = theirs.list().expect("list");
     assert!(!listed[0].approved && listed[0].granted.is_empty(), "{listed:?}");
-    // Keys and grants written into the space's document are not read.
-    let forged = Link::new("plugins", Path::new(["trusted_keys", &key.public().to_hex()]));
-    rt.transact(|tx| tx.write(&forged, Value::from(json!({"label": "trust me"})))).expect("forge");
-    let granted = Link::new("plugins", Path::new(["installed", "text-tools", "granted"]));
-    rt.transact(|tx| tx.write(&granted, Value::from(json!(["env:HOME"])))).expect("forge");
-    assert!(theirs.trusted_keys().expect("keys").is_empty());
-    assert!(matches!(&loaded(&theirs).1[..], [(_, StoreError::NotApproved(_))]));
 
-    // Signed by a key they trust, but installed by someone else: it loads with no
-    // permissions, so a plugin that asks for one does not load.
+    // Signed by a key they do not trust: a key written into the space's document as
+    // trusted is not read, so its signer is still not trusted (read, it would be).
     theirs.remove("text-tools").expect("remove");
     author.store(&rt).trust(&key.public(), "author").expect("trust");
     author.store(&rt).install(&example(Some(&key)), &grant_clock()).expect("install signed");
+    let forged = Link::new("plugins", Path::new(["trusted_keys", &key.public().to_hex()]));
+    rt.transact(|tx| tx.write(&forged, Value::from(json!({"label": "trust me"})))).expect("forge");
+    assert!(theirs.trusted_keys().expect("keys").is_empty());
+    let failed = loaded(&theirs).1;
+    assert!(failed[0].1.to_string().contains("which is not among your trusted keys"), "{failed:?}");
+
+    // Signed by a key they trust, but installed by someone else: it loads with no
+    // permissions, so a plugin that asks for one does not load; a grant written into the
+    // space's record is not read (read, it would load).
     theirs.trust(&key.public(), "the author").expect("trust");
+    let granted = Link::new("plugins", Path::new(["installed", "text-tools", "granted"]));
+    rt.transact(|tx| tx.write(&granted, Value::from(json!(["clock"])))).expect("forge");
     let failed = loaded(&theirs).1;
     assert!(failed[0].1.to_string().contains("asks for the permission `clock`"), "{}", failed[0].1);
 
