@@ -145,12 +145,25 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
     for line in lines {
         writeln!(stdin, "{line}").unwrap();
     }
-    // Answered before the host goes: a host reads its answers, then closes.
-    std::thread::sleep(Duration::from_millis(500));
+    // A host reads its answers, then closes: read until every line is answered (the
+    // three parse errors and the six requests with ids), however long the server takes.
+    let (answered, answers_read) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stdout).map_while(Result::ok) {
+            let _ = answered.send(line);
+        }
+    });
+    let mut answers: Vec<Value> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while answers.len() < 9 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = answers_read.recv_timeout(left).unwrap_or_else(|_| panic!("unanswered lines: {answers:?}"));
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
     drop(stdin);
     let out = common::output_within(child, Duration::from_secs(60), "trellis mcp serve");
-    let answers: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let parse_errors: Vec<&Value> = answers.iter().filter(|a| a["error"]["code"] == -32700).collect();
     assert_eq!(parse_errors.len(), 3, "{answers:?}");
     assert!(parse_errors
