@@ -11,6 +11,7 @@ mod common;
 #[path = "common/slow_model.rs"]
 mod slow_model;
 
+use common::Finish;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -142,7 +143,7 @@ fn strip_ansi(s: &str) -> String {
 }
 
 fn count(space: &Path) -> i64 {
-    let out = trellis(space).args(["--json", "charm", "get", "Counter"]).output().unwrap();
+    let out = trellis(space).args(["--json", "charm", "get", "Counter"]).finish();
     assert!(out.status.success(), "charm get failed: {}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     json["count"].as_i64().unwrap()
@@ -230,7 +231,7 @@ fn a_client_tool_asks_for_its_output_at_the_prompt() {
         "description": "Looks a word up",
         "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}
     }}}});
-    let created = trellis(&s.path).args(["charm", "new", "chatbot", "--arg", &tools.to_string()]).output().unwrap();
+    let created = trellis(&s.path).args(["charm", "new", "chatbot", "--arg", &tools.to_string()]).finish();
     assert!(created.status.success());
     let script = s.path.with_file_name("script.json");
     let turns = serde_json::json!([

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::Finish;
 use std::path::Path;
 
 use common::{fails, json_of, ok, run as trellis, space};
@@ -460,7 +461,7 @@ fn the_log_goes_to_standard_error_escaped_at_the_level_trellis_log_names() {
         std::fs::write(&script, turns.to_string()).unwrap();
         let model = format!("scripted:{}", script.display());
         let mut command = common::trellis(&s.path);
-        let out = command.env("TRELLIS_LOG", level).args(["chat", "--model", &model, "-m", "hi"]).output().unwrap();
+        let out = command.env("TRELLIS_LOG", level).args(["chat", "--model", &model, "-m", "hi"]).finish();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stderr).to_string()
     };
@@ -470,7 +471,7 @@ fn the_log_goes_to_standard_error_escaped_at_the_level_trellis_log_names() {
     assert_eq!(chat("off"), "", "off logs nothing");
 
     let s = space();
-    let bogus = common::trellis(&s.path).env("TRELLIS_LOG", "loud").args(["patterns"]).output().unwrap();
+    let bogus = common::trellis(&s.path).env("TRELLIS_LOG", "loud").args(["patterns"]).finish();
     let stderr = String::from_utf8_lossy(&bogus.stderr);
     assert!(bogus.status.success() && stderr.contains("TRELLIS_LOG=loud is not a level"), "{stderr}");
 }

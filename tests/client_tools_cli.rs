@@ -5,13 +5,14 @@
 
 mod common;
 
+use common::Finish;
 use std::path::Path;
 use std::process::Output;
 
 use serde_json::{json, Value};
 
 fn trellis(space: &Path, args: &[&str]) -> Output {
-    common::trellis(space).args(args).output().expect("run trellis")
+    common::trellis(space).args(args).finish()
 }
 
 fn text(out: &Output) -> (String, String) {

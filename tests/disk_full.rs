@@ -9,6 +9,7 @@ mod common;
 #[path = "common/server.rs"]
 mod server;
 
+use common::Finish;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -74,7 +75,7 @@ fn a_change_refused_on_a_full_disk_is_undone_and_never_saved_and_reading_goes_on
     }
     let disk = Tmpfs::mount("2m");
     let space = disk.path().join("space.sqlite");
-    let out = common::trellis(&space).args(["--json", "token", "new", "--name", "tests"]).output().unwrap();
+    let out = common::trellis(&space).args(["--json", "token", "new", "--name", "tests"]).finish();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let token: Value = serde_json::from_slice(&out.stdout).unwrap();
     let auth = format!("Authorization: Bearer {}", token["token"].as_str().unwrap());

@@ -112,6 +112,9 @@ fn dynamic_dependencies_are_tracked() {
     assert_eq!(pick.get(&rt).unwrap(), 101);
     rt.transact(|tx| left.set(tx, 2)).unwrap();
     assert_eq!(runs.load(Ordering::Relaxed), 2, "left is no longer a dependency");
+    // The control: a change to what it reads now does run it.
+    rt.transact(|tx| right.set(tx, 102)).unwrap();
+    assert_eq!((runs.load(Ordering::Relaxed), pick.get(&rt).unwrap()), (3, 102), "right is a dependency");
 }
 
 #[test]
@@ -130,6 +133,9 @@ fn equal_values_stop_propagation() {
     .unwrap();
     rt.transact(|tx| n.set(tx, 3)).unwrap();
     assert_eq!(runs.load(Ordering::Relaxed), 1, "parity did not change, so `after` did not re-run");
+    // The control: a change that changes parity does reach it.
+    rt.transact(|tx| n.set(tx, 4)).unwrap();
+    assert_eq!(runs.load(Ordering::Relaxed), 2, "parity changed, so `after` ran");
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod common;
 #[path = "mcp/tools.rs"]
 mod tools;
 
+use common::Finish;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -100,7 +101,7 @@ fn check_current(seen: &Value, leeway: u64) {
 
 /// The counter's count as `trellis charm get` reads it after the server is gone.
 fn count(space: &Path) -> Value {
-    let counter = common::trellis(space).args(["--json", "charm", "get", "Counter"]).output().unwrap();
+    let counter = common::trellis(space).args(["--json", "charm", "get", "Counter"]).finish();
     serde_json::from_slice::<Value>(&counter.stdout).unwrap()["count"].clone()
 }
 
@@ -262,7 +263,7 @@ fn an_mcp_host_over_streamable_http_sees_the_same_and_web_pages_are_refused() {
 #[test]
 fn http_on_a_non_loopback_address_needs_allow_remote() {
     let s = common::space();
-    let out = common::trellis(&s.path).args(["mcp", "serve", "--http", "0.0.0.0:0"]).output().unwrap();
+    let out = common::trellis(&s.path).args(["mcp", "serve", "--http", "0.0.0.0:0"]).finish();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");

@@ -8,6 +8,7 @@ mod common;
 #[path = "mcp/tools.rs"]
 mod tools;
 
+use common::Finish;
 use std::path::Path;
 use std::process::Output;
 
@@ -15,7 +16,7 @@ use serde_json::{json, Value};
 
 /// `trellis` on `space`, ignoring any MCP configuration of the person running the tests.
 fn trellis(space: &Path, args: &[&str]) -> Output {
-    common::trellis(space).env("TRELLIS_MCP_CONFIG", "").args(args).output().unwrap()
+    common::trellis(space).env("TRELLIS_MCP_CONFIG", "").args(args).finish()
 }
 
 fn stdout(out: &Output) -> String {
@@ -201,7 +202,7 @@ fn a_malformed_mcp_flag_or_file_is_refused_with_the_form_to_use() {
 
     // A file that $TRELLIS_MCP_CONFIG names must exist; the reason is given once.
     let missing = s.path.with_file_name("missing-mcp.json");
-    let out = common::trellis(&s.path).env("TRELLIS_MCP_CONFIG", &missing).args(["mcp", "list"]).output().unwrap();
+    let out = common::trellis(&s.path).env("TRELLIS_MCP_CONFIG", &missing).args(["mcp", "list"]).finish();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("$TRELLIS_MCP_CONFIG names") && err.contains("missing-mcp.json"), "{err}");

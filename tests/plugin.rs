@@ -8,6 +8,7 @@
 mod bundles;
 mod common;
 
+use common::Finish;
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -181,7 +182,7 @@ fn a_bundle_changed_after_signing_is_refused() {
         let rt = trellis_runner::Runtime::open(&space.path).unwrap();
         let at =
             trellis_runner::Link::new("plugins", trellis_runner::Path::new(["installed", "text-tools", "manifest"]));
-        let forged = String::from_utf8(manifest).unwrap().replace("\"fuel\": 10000000", "\"fuel\": 900000000");
+        let forged = String::from_utf8(manifest).unwrap().replace("\"fuel\": 10000000", "\"fuel\": 40000000");
         rt.transact(|tx| tx.write(&at, trellis_runner::Value::from(forged.as_str()))).unwrap();
     }
     let out = trellis(&space.path, &["plugin", "call", "count_words", r#"{"text": "a"}"#]);
@@ -344,9 +345,8 @@ fn a_plugin_that_came_with_a_space_does_not_run_until_the_user_installs_it() {
     ok(&space.path, &["plugin", "install", &bundle, "--grant", "clock", "--allow-unsigned"]);
     // Another user (their own configuration) opens the same space.
     let elsewhere = tempfile::tempdir().unwrap();
-    let as_other = |args: &[&str]| {
-        common::trellis(&space.path).env("XDG_CONFIG_HOME", elsewhere.path()).args(args).output().unwrap()
-    };
+    let as_other =
+        |args: &[&str]| common::trellis(&space.path).env("XDG_CONFIG_HOME", elsewhere.path()).args(args).finish();
     let listed = String::from_utf8(as_other(&["plugin", "list"]).stdout).unwrap();
     assert!(listed.contains("UNSIGNED, came with the space (does not load until you install it)"), "{listed}");
     let call = as_other(&["plugin", "call", "count_words", r#"{"text": "a"}"#]);

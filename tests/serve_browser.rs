@@ -3,7 +3,7 @@
 //! and the counter changing in the panel, an approval answered in the page and seen
 //! resolved in a second tab, a question answered, Stop cancelling a slow reply; and an
 //! installed plugin's tool run by the page, in a Web Worker, its result inline.
-//! Screenshots of each step land in `target/tmp/serve-screenshots`.
+//! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
@@ -43,7 +43,10 @@ fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
          chromium chromium-driver fonts-liberation"
     );
     let python = python::venv("playwright-venv", &[PLAYWRIGHT]);
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-screenshots");
+    // A folder of this run's own: a screenshot left by an earlier run proves nothing.
+    let stem = script.trim_end_matches(".py");
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-screenshots").join(stem);
+    let _ = std::fs::remove_dir_all(&shots);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser").join(script);
     let child = Command::new(python)
         .arg(script)
@@ -65,6 +68,8 @@ fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.lines().last() == Some(r#"{"ok": true}"#), "the session did not run to its end: {said}");
     shots
 }
 
@@ -104,18 +109,23 @@ fn installed_plugins_run_in_the_page() {
     std::fs::write(&script, turns.to_string()).unwrap();
     // Modules the server would refuse to load, handed to the page's worker directly: it
     // refuses them too (an import from elsewhere; a `trellis` import not granted).
+    let hex = |imports: &str, items: &str| -> String {
+        wat::parse_str(bundles::module(imports, items)).unwrap().iter().map(|b| format!("{b:02x}")).collect()
+    };
     let refused: Vec<String> =
         [r#"(import "env" "x" (func))"#, r#"(import "trellis" "random" (func (param i32 i32)))"#]
             .iter()
-            .map(|import| {
-                let wasm = wat::parse_str(bundles::module(import, "")).unwrap();
-                wasm.iter().map(|b| format!("{b:02x}")).collect()
-            })
+            .map(|import| hex(import, ""))
             .collect();
     let scripts = s.path.parent().unwrap().display().to_string();
+    // Grows its memory by 64 pages (4 MiB) and traps if it cannot.
+    let grow = r#"(func (export "run") (param i32 i32) (result i64)
+        (if (i32.eq (memory.grow (i32.const 64)) (i32.const -1)) (then unreachable))
+        (i64.const 0))"#;
+    let grower = hex("", grow);
     let served = server::Served::start(&s.path, &["--scripts", &scripts], &[]);
     let model = format!("scripted:{}", script.display());
-    let shots = browse("plugins.py", &served, &[&model, &refused[0], &refused[1]]);
+    let shots = browse("plugins.py", &served, &[&model, &grower, &refused[0], &refused[1]]);
     for step in ["10-plugin-ran-in-the-page", "12-plugin-stopped-and-trapped"] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }

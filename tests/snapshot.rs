@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::Finish;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -77,7 +78,7 @@ fn as_a_reader(space: &Path, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_trellis"))
     };
     command.arg("--space").arg(space).args(args).env("XDG_CONFIG_HOME", common::config_dir(space));
-    command.output().unwrap()
+    command.finish()
 }
 
 #[cfg(unix)]

@@ -15,6 +15,9 @@ with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True)
     context = browser.new_context(viewport={"width": 1200, "height": 800})
     context.set_default_timeout(20_000)
+    # Text from charms is data: no alert (or any dialog) may ever open, in any tab.
+    dialogs = []
+    context.on("page", lambda tab: tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss())))
     page = context.new_page()
     page.goto(sign_in)
     expect(page).to_have_url(base + "/")  # the one-time token is gone from the address
@@ -73,7 +76,8 @@ with sync_playwright() as p:
     expect(other).to_contain_text("Notes.delete")
     notes = page.locator('#panel [data-charm="Notes"] dd[data-field="notes"]')
     expect(notes).to_contain_text("<img src=x onerror=alert(1)>")
-    assert page.locator("#panel img").count() == 0
+    for tab in (page, second):  # the note's title shows in the panel, the tool results, the prompt
+        assert tab.locator("img").count() == 0, tab.content()
     shot(page, "04-approval-prompt")
     shot(second, "05-second-tab-waiting")
     prompt.get_by_role("button", name="Approve").click()
@@ -108,6 +112,7 @@ with sync_playwright() as p:
     expect(streaming).to_have_count(0)
     expect(page.locator("#messages .stopped")).to_have_text("(stopped)")
     shot(page, "09-stopped")
+    assert not dialogs, dialogs
     browser.close()
 
 print(json.dumps({"ok": True}))

@@ -3,8 +3,9 @@
 Usage: plugins.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM MODEL HEX... (see session.py); MODEL is a
 scripted model that calls `count_words` on "the quick brown fox jumps", then answers; to
 the next message it calls `spin` (a loop) and `crash` (a trap) of the plugin `faulty`,
-then answers. Each HEX is a module with an import it was not granted, which the page's
-worker must refuse. The page runs the plugin's WebAssembly in a Web Worker under the page's strict policy
+then answers. The first HEX is a module whose `run` grows its memory by 4 MiB (trapping
+if it cannot), which the page's memory cap must stop; each other HEX is a module with an
+import it was not granted, which the page's worker must refuse. The page runs the plugin's WebAssembly in a Web Worker under the page's strict policy
 and resolves the call; two tabs are open, only one result counts, and neither shows an
 error.
 """
@@ -15,7 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from session import api, base, chromium, extra, shot, sign_in
 
-model, refused = extra[0], extra[1:]
+model, grower, refused = extra[0], extra[1], extra[2:]
 
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True)
@@ -77,20 +78,30 @@ with sync_playwright() as p:
     expect(page.locator("#messages .assistant").last).to_have_text("Both plugins failed, and we go on.")
     expect(page.locator("#notice")).to_be_hidden()
     shot(page, "12-plugin-stopped-and-trapped")
-    # The worker itself refuses a module importing what was not granted.
-    for module in refused:
-        answer = page.evaluate(
-            """(hex) => new Promise((done) => {
+    def in_worker(module, memory_mib):
+        """What the page's worker answers for `run` of `module` (hex), granted `clock`."""
+        return page.evaluate(
+            """([hex, memoryMib]) => new Promise((done) => {
                 const worker = new Worker("/plugin-worker.js");
                 worker.onmessage = (event) => { worker.terminate(); done(event.data); };
                 setTimeout(() => done({error: "the worker did not answer within 10 s"}), 10000);
                 const bytes = Uint8Array.from(hex.match(/../g), (pair) => parseInt(pair, 16));
-                worker.postMessage({module: bytes.buffer, export: "run", granted: ["clock"], memoryMib: 2,
+                worker.postMessage({module: bytes.buffer, export: "run", granted: ["clock"], memoryMib,
                                     arguments: {}});
             })""",
-            module,
+            [module, memory_mib],
         )
+
+    # The worker itself refuses a module importing what was not granted.
+    for module in refused:
+        answer = in_worker(module, 2)
         assert "which it was not granted" in answer.get("error", ""), answer
+    # The memory cap is the page's only bound on a plugin's memory: growing 4 MiB past a
+    # cap of 2 MiB fails (the module traps); under a cap of 8 MiB the same growth succeeds.
+    capped = in_worker(grower, 2)
+    assert "unreachable" in capped.get("error", ""), capped
+    roomy = in_worker(grower, 8)
+    assert "unreachable" not in json.dumps(roomy), roomy
 
     assert not problems, problems
     browser.close()

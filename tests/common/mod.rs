@@ -75,6 +75,26 @@ pub fn json_of(space: &Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(space, &all)).expect("valid JSON output")
 }
 
+/// A command run to its end, its output captured (its input empty), within two minutes:
+/// past them it is killed and the test fails, so a command that hangs never hangs the suite.
+pub trait Finish {
+    /// Runs the command: `Command::output` with a deadline.
+    fn finish(&mut self) -> Output;
+}
+
+impl Finish for Command {
+    fn finish(&mut self) -> Output {
+        let what = format!("{self:?}");
+        let child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        output_within(child, COMMAND_DEADLINE, &what)
+    }
+}
+
 /// Waits for `child` (its output piped) to finish; past `deadline` it is killed and the
 /// test fails, naming `what`, so a hung process never hangs the suite.
 pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
