@@ -661,6 +661,16 @@ async fn malformed_json_payload_and_mid_stream_error() {
 }
 
 #[tokio::test]
+async fn anthropic_stream_ending_before_it_starts_is_malformed() {
+    // Its end before its start: a broken stream, not an empty answer.
+    let body = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n\
+                event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n";
+    let server = Server::start(vec![Canned::sse(body)]).await;
+    let error = collect(&server.anthropic(), hello()).await.expect_err("should fail");
+    assert_eq!(error.to_string(), "malformed stream from anthropic: the stream sent message_stop before message_start");
+}
+
+#[tokio::test]
 async fn stream_cut_short_is_an_error() {
     let full = fixture("openai-compatible-tool-call.sse");
     let cut = &full[..full.find("finish_reason\":\"tool_calls").expect("fixture has a finish") - 40];
