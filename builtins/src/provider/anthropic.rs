@@ -211,7 +211,8 @@ fn input_object(input: &Value) -> Value {
 /// Pure parser of an Anthropic Messages stream.
 ///
 /// Feed it each event's JSON payload with [`AnthropicStreamParser::push_data`] (the
-/// payload's `type` names the event, so the SSE `event:` line is not needed). Text
+/// payload's `type` names the event, so the SSE `event:` line is not needed); the
+/// message's events must follow its one `message_start`. Text
 /// deltas come out as they arrive; a tool call comes out at its `content_block_stop`
 /// with its `input_json_delta` fragments concatenated and parsed; `message_stop` ends
 /// the answer with [`ModelEvent::Finish`], whose reason uses the common vocabulary
@@ -226,6 +227,7 @@ fn input_object(input: &Value) -> Value {
 /// let mut parser = AnthropicStreamParser::new();
 /// let mut events = Vec::new();
 /// for data in [
+///     r#"{"type":"message_start","message":{}}"#,
 ///     r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"add","input":{}}}"#,
 ///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
 ///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
