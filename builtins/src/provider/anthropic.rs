@@ -211,7 +211,8 @@ fn input_object(input: &Value) -> Value {
 /// Pure parser of an Anthropic Messages stream.
 ///
 /// Feed it each event's JSON payload with [`AnthropicStreamParser::push_data`] (the
-/// payload's `type` names the event, so the SSE `event:` line is not needed). Text
+/// payload's `type` names the event, so the SSE `event:` line is not needed); the
+/// message's events must follow its one `message_start`. Text
 /// deltas come out as they arrive; a tool call comes out at its `content_block_stop`
 /// with its `input_json_delta` fragments concatenated and parsed; `message_stop` ends
 /// the answer with [`ModelEvent::Finish`], whose reason uses the common vocabulary
@@ -226,6 +227,7 @@ fn input_object(input: &Value) -> Value {
 /// let mut parser = AnthropicStreamParser::new();
 /// let mut events = Vec::new();
 /// for data in [
+///     r#"{"type":"message_start","message":{}}"#,
 ///     r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"add","input":{}}}"#,
 ///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
 ///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
@@ -246,6 +248,8 @@ pub struct AnthropicStreamParser {
     stop_reason: Option<String>,
     usage: TokenCounts,
     calls_emitted: bool,
+    /// `message_start` came: the message's content and end may follow.
+    started: bool,
     done: bool,
 }
 
@@ -315,6 +319,7 @@ impl AnthropicStreamParser {
         }
         let kind = payload.get("type").and_then(Value::as_str).or(sse_event).unwrap_or_default();
         let index = || payload.get("index").and_then(Value::as_u64).ok_or_else(|| malformed("event has no index"));
+        self.check_order(kind)?;
         let mut events = Vec::new();
         match kind {
             "content_block_start" => {
@@ -368,7 +373,10 @@ impl AnthropicStreamParser {
                     events.push(self.tool_call(block));
                 }
             }
-            "message_start" => self.usage.update(payload.pointer("/message/usage")),
+            "message_start" => {
+                self.started = true;
+                self.usage.update(payload.pointer("/message/usage"));
+            }
             "message_delta" => {
                 self.usage.update(payload.get("usage"));
                 if let Some(reason) = payload.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -404,6 +412,24 @@ impl AnthropicStreamParser {
             _ => {}
         }
         Ok(events)
+    }
+
+    /// Refuses an event of the message before its `message_start`, or a second start: a
+    /// stream out of order may have lost part of the answer, so an empty answer taken from
+    /// it would be a wrong one. `ping` and `error` may come at any time.
+    fn check_order(&self, kind: &str) -> Result<(), ParseError> {
+        let out_of_order = match kind {
+            "message_start" => self.started,
+            "content_block_start" | "content_block_delta" | "content_block_stop" | "message_delta" | "message_stop" => {
+                !self.started
+            }
+            _ => false,
+        };
+        match (out_of_order, kind) {
+            (false, _) => Ok(()),
+            (true, "message_start") => Err(ParseError::Malformed("the stream sent a second message_start".into())),
+            (true, kind) => Err(ParseError::Malformed(format!("the stream sent {kind} before message_start"))),
+        }
     }
 
     fn tool_call(&mut self, block: ToolBlock) -> ModelEvent {
@@ -456,9 +482,13 @@ mod tests {
         test_support::run(AnthropicStreamParser::new(), payloads)
     }
 
+    fn message_start() -> String {
+        json!({"type": "message_start", "message": {}}).to_string()
+    }
+
     fn tool_stream(fragments: &[&str]) -> Vec<String> {
         let mut payloads = vec![
-            json!({"type": "message_start", "message": {}}).to_string(),
+            message_start(),
             json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}).to_string(),
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Sure."}}).to_string(),
             json!({"type": "content_block_stop", "index": 0}).to_string(),
@@ -505,10 +535,11 @@ mod tests {
             json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("t{index}"), "name": "f"}})
                 .to_string()
         };
-        let error = run(&(0..100).map(start).collect::<Vec<_>>()).unwrap_err().to_string();
+        let many: Vec<String> = std::iter::once(message_start()).chain((0..100).map(start)).collect();
+        let error = run(&many).unwrap_err().to_string();
         assert!(error.contains("more than 64 tool calls"), "{error}");
         // A second block at the index of one not stopped would replace it: a call lost.
-        let error = run(&[start(1), start(1)]).unwrap_err().to_string();
+        let error = run(&[message_start(), start(1), start(1)]).unwrap_err().to_string();
         assert!(error.contains("starts at the index of one not stopped"), "{error}");
     }
 
@@ -526,6 +557,7 @@ mod tests {
     fn stop_reasons_are_normalised() {
         for (wire, ours) in [("end_turn", "stop"), ("max_tokens", "length"), ("refusal", "refusal")] {
             let events = run(&[
+                message_start(),
                 json!({"type": "message_delta", "delta": {"stop_reason": wire}}).to_string(),
                 json!({"type": "message_stop"}).to_string(),
             ])
@@ -578,14 +610,46 @@ mod tests {
             Err(ParseError::Provider("overloaded_error: Overloaded".into()))
         );
         assert!(matches!(run(&["nope".into()]), Err(ParseError::Malformed(_))));
-        assert!(matches!(
-            run(&[json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{"}}).to_string()]),
-            Err(ParseError::Malformed(_))
-        ));
+        let stray = json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{"}});
+        let error = run(&[message_start(), stray.to_string()]).unwrap_err().to_string();
+        assert!(error.contains("input_json_delta for a block that is not a started tool_use"), "{error}");
         // Cut off before message_stop.
         let mut cut = tool_stream(&["{}"]);
         cut.pop();
         assert!(matches!(run(&cut), Err(ParseError::Malformed(_))));
+    }
+
+    #[test]
+    fn the_message_starts_first_and_once() {
+        // A recorded stream with its events out of order: the end of an answer before its
+        // start is a broken stream, not an empty answer.
+        let stop = json!({"type": "message_stop"}).to_string();
+        let delta = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}).to_string();
+        assert_eq!(
+            run(&[stop.clone(), message_start()]),
+            Err(ParseError::Malformed("the stream sent message_stop before message_start".into()))
+        );
+        let mut late_start = tool_stream(&["{}"]);
+        late_start.remove(0);
+        late_start.push(message_start());
+        assert_eq!(
+            run(&late_start),
+            Err(ParseError::Malformed("the stream sent content_block_start before message_start".into()))
+        );
+        assert_eq!(
+            run(&[delta.clone(), message_start(), stop.clone()]),
+            Err(ParseError::Malformed("the stream sent message_delta before message_start".into()))
+        );
+        assert_eq!(
+            run(&[message_start(), message_start(), stop.clone()]),
+            Err(ParseError::Malformed("the stream sent a second message_start".into()))
+        );
+        // Pings (and errors) may come before the start.
+        let ping = json!({"type": "ping"}).to_string();
+        assert_eq!(
+            run(&[ping, message_start(), delta, stop]),
+            Ok(vec![ModelEvent::Finish { reason: "stop".into(), usage: None }])
+        );
     }
 
     #[test]

@@ -194,6 +194,10 @@ fn tool_json(tool: &ToolSpec) -> Value {
 /// Appends the wire messages for `message`: a message's text parts become one `content`
 /// string (empty text is dropped), tool calls become `tool_calls`, and every tool result
 /// becomes its own `role: tool` message.
+///
+/// `content` is always a string, `""` beside tool calls without text: llama-cpp-python's
+/// server refuses `null` and a missing `content` (its chat template reads it), and
+/// OpenAI, vLLM and Ollama all accept `""`.
 fn translate_message(message: &Message, out: &mut Vec<Value>) {
     let text: String = message
         .content
@@ -221,7 +225,7 @@ fn translate_message(message: &Message, out: &mut Vec<Value>) {
             if has_text || !tool_calls.is_empty() {
                 let mut wire = Map::new();
                 wire.insert("role".into(), json!("assistant"));
-                wire.insert("content".into(), if has_text { json!(text) } else { Value::Null });
+                wire.insert("content".into(), json!(if has_text { text.as_str() } else { "" }));
                 if !tool_calls.is_empty() {
                     wire.insert("tool_calls".into(), Value::Array(tool_calls));
                 }
@@ -318,7 +322,7 @@ mod tests {
                 "messages": [
                     {"role": "system", "content": "Be brief."},
                     {"role": "user", "content": "Read a.txt"},
-                    {"role": "assistant", "content": null, "tool_calls": [
+                    {"role": "assistant", "content": "", "tool_calls": [
                         {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}},
                         {"id": "c2", "type": "function", "function": {"name": "oops", "arguments": "{bad"}},
                     ]},
