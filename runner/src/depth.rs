@@ -169,7 +169,7 @@ mod tests {
         value = json!({"ok": 1, "deep": {"x": value}});
         let err = check_depth_of(&value, "the event for c/increment").expect_err("too deep");
         let text = err.to_string();
-        assert!(text.starts_with("the event for c/increment is nested more than 64 levels"), "{text}");
+        assert!(text.starts_with("the event for c/increment: nested more than 64 levels"), "{text}");
         assert!(text.contains("(at /deep/x/0/0/0"), "{text}");
     }
 

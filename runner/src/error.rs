@@ -31,7 +31,7 @@ pub enum Error {
     #[error("link loop while reading {0}: links point at each other")]
     LinkLoop(Link),
     /// A value nests deeper than the runtime accepts (see [`crate::depth`]).
-    #[error("{what} is nested more than {limit} levels deep (at {at}); flatten it: deeper values are refused so that the space stays loadable")]
+    #[error("{what}: nested more than {limit} levels deep (at {at}); values nested deeper are refused so that the space stays loadable, so send a flatter value")]
     TooDeep {
         /// What the value is, e.g. "the event for counter/increment".
         what: String,

@@ -257,6 +257,9 @@ async fn answer(
     request: ModelRequest,
     max_reply_bytes: usize,
 ) -> Result<Answer, String> {
+    // What the model was shown each tool as, to name a call in what it is told back.
+    let shown_as: Vec<(String, String)> =
+        request.tools.iter().map(|t| (t.name.clone(), t.display_name.clone())).collect();
     let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
     let mut answer = Answer::default();
     let mut shown = Throttle::default();
@@ -291,7 +294,8 @@ async fn answer(
                 if answer.calls.len() == MAX_TOOL_CALLS {
                     return Err(format!("the model's answer has more than {MAX_TOOL_CALLS} tool calls"));
                 }
-                answer.calls.push(Call::checked(id, name, input));
+                let display = shown_as.iter().find(|(wire, _)| *wire == name).map(|(_, display)| display.clone());
+                answer.calls.push(Call::checked(id, name, display, input));
             }
             ModelEvent::Finish { usage, .. } => {
                 answer.usage = usage;
@@ -336,12 +340,14 @@ impl Call {
     /// or are larger than [`MAX_TOOL_ARGUMENTS`]: then its arguments are not kept (the
     /// conversation must stay loadable, and it is sent again with every request) and the
     /// model is told why.
-    fn checked(id: String, name: String, input: serde_json::Value) -> Call {
-        let refused = match trellis_runner::depth::check_depth_of(&input, format!("the arguments of `{name}`")) {
-            Err(error) => Some(("nested too deeply", format!("{error}; flatten them"))),
+    /// `display`: the tool's name as the model was shown it, if it was offered one.
+    fn checked(id: String, name: String, display: Option<String>, input: serde_json::Value) -> Call {
+        let shown = display.as_deref().unwrap_or(&name);
+        let refused = match trellis_runner::depth::check_depth_of(&input, format!("the arguments of `{shown}`")) {
+            Err(error) => Some(("nested too deeply", error.to_string())),
             Ok(()) if serde_json::to_vec(&input).map_or(true, |json| json.len() > MAX_TOOL_ARGUMENTS) => Some((
                 "too large",
-                format!("the arguments of `{name}` are larger than {} KiB; send less", MAX_TOOL_ARGUMENTS >> 10),
+                format!("the arguments of `{shown}` are larger than {} KiB; send less", MAX_TOOL_ARGUMENTS >> 10),
             )),
             Ok(()) => None,
         };
