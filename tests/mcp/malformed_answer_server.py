@@ -3,7 +3,9 @@ and lists its tools as MCP says, but answers a call of its tool `broken` with a 
 is JSON yet no JSON-RPC message (its error's code is a text, and it has no message).
 Calling `fine` answers well, so a test can see the session outlive the bad answer; calling
 `exits` ends the process without an answer; calling `asks` first sends the client a
-malformed request (its method is a number) and answers with what the client said to it.
+malformed request (its method is a number) and answers with what the client said to it;
+`deep` answers with a result nested 200 levels deep (past what a reader takes), `long`
+with one of 17 MiB (past the most a message may be).
 """
 
 import json
@@ -17,12 +19,18 @@ TOOLS = [
         ("exits", "Exits without answering."),
         ("asks", "Sends the client a malformed request; answers with the client's reply."),
         ("fine", "Answers well."),
+        ("deep", "Answers with a result nested 200 levels deep."),
+        ("long", "Answers with a result of 17 MiB."),
     ]
 ]
 
 
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
+    write(json.dumps(message))
+
+
+def write(line):
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
@@ -47,6 +55,10 @@ def answer(request):
         reply = wait_for("bad-request")
         text = f"the client said {reply['error']['code']}"
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif method == "tools/call" and request["params"]["name"] == "deep":
+        write(f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"x": {"[" * 200}{"]" * 200}}}}}')
+    elif method == "tools/call" and request["params"]["name"] == "long":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "a" * (17 << 20)}]}})
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif method == "ping":

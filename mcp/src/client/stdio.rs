@@ -4,7 +4,10 @@
 //! rmcp's own child transport drops a line it cannot read as a message, so a request whose
 //! answer is malformed would wait out its whole timeout and then be reported as unanswered.
 //! This one reads each line itself: a malformed answer that still names its request's id
-//! settles that request at once, with an error saying what was wrong with it.
+//! settles that request at once, with an error saying what was wrong with it. So does an
+//! answer nested too deeply to read (its id is found by skipping over the deep part, which
+//! reads only brackets), or longer than [`MAX_LINE`] when its id stands in the first
+//! [`HEAD`] bytes (as every SDK writes it: `jsonrpc`, `id`, then `result`; see [`head`]).
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -25,6 +28,9 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long a server may take to exit once its input is closed, and again once it is
 /// asked to terminate, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// How much of a line longer than [`MAX_LINE`] is kept to find its id in.
+const HEAD: usize = 64 * 1024;
 
 /// The code of the error a malformed answer becomes: JSON-RPC's "parse error" (what was
 /// received is not a message).
@@ -47,6 +53,8 @@ struct Lines<R> {
     line: Vec<u8>,
     /// Whether the rest of a line too long to keep is being skipped.
     skipping: bool,
+    /// The start of the line too long to keep, once it has been skipped: `line` is empty.
+    cut: Option<Vec<u8>>,
 }
 
 impl ChildTransport {
@@ -91,11 +99,12 @@ impl ChildTransport {
 
 impl<R: AsyncBufRead + Unpin> Lines<R> {
     fn new(reader: R, max: usize) -> Self {
-        Lines { reader, max, line: Vec::new(), skipping: false }
+        Lines { reader, max, line: Vec::new(), skipping: false, cut: None }
     }
 
-    /// Reads until `self.line` holds a whole line (with its end); false at the end of the
-    /// output or on a read error. A line longer than `max` is skipped whole.
+    /// Reads until `self.line` holds a whole line (with its end), or a line longer than
+    /// `max` has been skipped whole (then `self.cut` holds its start); false at the end of
+    /// the output or on a read error.
     ///
     /// Cancel-safe, as rmcp's service loop needs (it drops `receive` whenever another of
     /// its branches is ready first): what was read of a line stays in `self.line`, and of
@@ -108,6 +117,9 @@ impl<R: AsyncBufRead + Unpin> Lines<R> {
                     return false;
                 }
                 self.skipping = false;
+                if self.cut.is_some() {
+                    return true;
+                }
             }
             let room = (self.max + 1).saturating_sub(self.line.len()) as u64;
             match (&mut self.reader).take(room).read_until(b'\n', &mut self.line).await {
@@ -115,8 +127,8 @@ impl<R: AsyncBufRead + Unpin> Lines<R> {
                 Ok(0) => return false,
                 Ok(_) if self.line.ends_with(b"\n") => return true,
                 Ok(_) if self.line.len() > self.max => {
-                    tracing::error!(limit = self.max, "an MCP server's message is longer than the limit; dropped");
-                    self.line.clear();
+                    self.line.truncate(HEAD);
+                    self.cut = Some(std::mem::take(&mut self.line));
                     self.skipping = true;
                 }
                 Ok(_) => {}
@@ -168,7 +180,11 @@ impl Transport<RoleClient> for ChildTransport {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         while self.stdout.next_line().await {
             let line = self.stdout.line.trim_ascii_end();
-            let read = if line.is_empty() { Read::Skipped } else { read_message(line) };
+            let read = match self.stdout.cut.take() {
+                Some(start) => too_long(&start, self.stdout.max),
+                None if line.is_empty() => Read::Skipped,
+                None => read_message(line),
+            };
             self.stdout.line.clear();
             match read {
                 Read::Message(message) => return Some(*message),
@@ -205,21 +221,29 @@ fn read_message(line: &[u8]) -> Read {
         Err(error) => error,
     };
     let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(line) else {
-        tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON; skipped");
-        return Read::Skipped;
+    let fields = match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(fields)) => fields,
+        // Too deep to read, or broken after its id: an answer still settles its request.
+        Err(unreadable) => match head(line) {
+            Head { id: Some(id), method: false } => {
+                return answered_badly(id, format!("the server's answer cannot be read ({unreadable})"));
+            }
+            _ => {
+                tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON; skipped");
+                return Read::Skipped;
+            }
+        },
+        Ok(_) => {
+            tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON-RPC; skipped");
+            return Read::Skipped;
+        }
     };
     let id = fields.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
     match id {
         Some(id) if !fields.contains_key("method") => {
-            let message = format!(
-                "the server's answer is not a JSON-RPC response ({}); the server is at fault",
-                why(&fields, &error)
-            );
             // Told by the answer itself; logged for whoever reads the debug log.
-            tracing::debug!(line = %shown, "{message}");
-            let error = JsonRpcError::new(Some(id), ErrorData::new(MALFORMED, message, None));
-            Read::Message(Box::new(JsonRpcMessage::Error(error)))
+            tracing::debug!(line = %shown, "a malformed answer");
+            answered_badly(id, format!("the server's answer is not a JSON-RPC response ({})", why(&fields, &error)))
         }
         Some(id) => {
             tracing::warn!(line = %shown, %error, "an MCP server sent a request that is not JSON-RPC; refused");
@@ -231,6 +255,68 @@ fn read_message(line: &[u8]) -> Read {
             Read::Skipped
         }
     }
+}
+
+/// The error that answers request `id` in place of its malformed answer; `what` says what
+/// was wrong with it.
+fn answered_badly(id: RequestId, what: String) -> Read {
+    let message = format!("{what}; the server is at fault");
+    let error = JsonRpcError::new(Some(id), ErrorData::new(MALFORMED, message, None));
+    Read::Message(Box::new(JsonRpcMessage::Error(error)))
+}
+
+/// A line longer than `max` bytes, of which `start` was kept: an answer whose id stands
+/// there settles its request; anything else is dropped, and said.
+fn too_long(start: &[u8], max: usize) -> Read {
+    match head(start) {
+        Head { id: Some(id), method: false } => answered_badly(
+            id,
+            format!("the server's answer is longer than {} MiB, the most a message may be", max >> 20),
+        ),
+        _ => {
+            tracing::error!(limit = max, "an MCP server's message is longer than the limit; dropped");
+            Read::Skipped
+        }
+    }
+}
+
+/// What the members of a message before its first unreadable part say: its id, and
+/// whether it has a method (then it is no answer).
+#[derive(Default)]
+struct Head {
+    id: Option<RequestId>,
+    method: bool,
+}
+
+/// The [`Head`] of `line`, read member by member until the line ends, breaks, or nests
+/// too deeply: what was read by then stays.
+fn head(line: &[u8]) -> Head {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    struct Members<'h>(&'h mut Head);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON-RPC message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'_, str>>()? {
+                match &*key {
+                    "id" => self.0.id = map.next_value::<RequestId>().ok(),
+                    "method" => {
+                        self.0.method = true;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut found = Head::default();
+    let _ = serde_json::Deserializer::from_slice(line).deserialize_map(Members(&mut found));
+    found
 }
 
 /// What is wrong with an answer `fields` that is no message: its error or its version read
@@ -276,6 +362,30 @@ mod tests {
         assert!(error.message.contains("neither `result` nor `error`"), "{}", error.message);
     }
 
+    #[test]
+    fn an_answer_too_deep_or_too_long_to_read_settles_its_request_when_its_id_comes_first() {
+        let deep = format!(r#"{{"jsonrpc":"2.0","id":4,"result":{}{}}}"#, "[".repeat(200), "]".repeat(200));
+        let error = error_of(&deep);
+        assert_eq!(error.code, MALFORMED);
+        assert!(error.message.contains("cannot be read (recursion limit exceeded"), "{}", error.message);
+        let broken = error_of(r#"{"jsonrpc":"2.0","id":"x","result":{"content": [}"#);
+        assert!(broken.message.contains("cannot be read"), "{}", broken.message);
+        let Read::Message(message) =
+            too_long(br#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"text":"aaaa"#, 16 << 20)
+        else {
+            panic!("an answer");
+        };
+        let JsonRpcMessage::Error(error) = *message else { panic!("an error") };
+        assert_eq!(error.id, Some(RequestId::Number(5)));
+        assert!(error.error.message.contains("longer than 16 MiB"), "{}", error.error.message);
+        // Skipping a member reads no deeper than its brackets (no recursion, however deep).
+        let late = format!(r#"{{"jsonrpc":"2.0","result":{}{},"id":4}}"#, "[".repeat(1 << 20), "]".repeat(1 << 20));
+        assert!(error_of(&late).message.contains("cannot be read"));
+        // No id in what was kept, or a request: nothing to settle.
+        assert!(matches!(too_long(br#"{"jsonrpc":"2.0","result":{"content":[{"text":"aaaa"#, 16 << 20), Read::Skipped));
+        assert!(matches!(too_long(br#"{"jsonrpc":"2.0","id":5,"method":"x","params":{"#, 16 << 20), Read::Skipped));
+    }
+
     #[tokio::test]
     async fn a_line_read_in_pieces_across_cancelled_reads_comes_whole_and_a_long_one_is_skipped() {
         let (mut server, client) = tokio::io::duplex(64);
@@ -293,7 +403,10 @@ mod tests {
         assert!(pending.is_err(), "still skipping: its end has not come");
         server.write_all(b" ends here\nnext\n").await.unwrap();
         assert!(lines.next_line().await);
-        assert_eq!(lines.line, b"next\n", "the long line is skipped whole");
+        assert_eq!(lines.cut.take().as_deref(), Some(&b"a line far longer"[..]), "its start, as much as was read");
+        assert!(lines.line.is_empty(), "the long line is skipped whole");
+        assert!(lines.next_line().await);
+        assert_eq!(lines.line, b"next\n");
         lines.line.clear();
         server.write_all(b"no end").await.unwrap();
         drop(server);
