@@ -130,6 +130,8 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
         .spawn()
         .unwrap();
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let long_name = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "x".repeat(1 << 20)}});
+    let long_name = long_name.to_string();
     let lines = [
         r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -141,13 +143,14 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
         r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":"oops"}"#,
         r#"{"jsonrpc":"2.0","id":"seven","method":7}"#,
         r#"{"jsonrpc":"2.0","id":8,"method":"tools/explode","params":{}}"#,
+        &long_name,
     ];
     let mut stdin = child.stdin.take().unwrap();
     for line in lines {
         writeln!(stdin, "{line}").unwrap();
     }
     // A host reads its answers, then closes: read until every line is answered (the
-    // three parse errors and the six requests with ids), however long the server takes.
+    // three parse errors and the seven requests with ids), however long the server takes.
     let (answered, answers_read) = std::sync::mpsc::channel();
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     std::thread::spawn(move || {
@@ -157,7 +160,7 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
     });
     let mut answers: Vec<Value> = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while answers.len() < 9 {
+    while answers.len() < 10 {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let line = answers_read.recv_timeout(left).unwrap_or_else(|_| panic!("unanswered lines: {answers:?}"));
         answers.push(serde_json::from_str(&line).unwrap());
@@ -182,6 +185,9 @@ fn every_line_a_host_sends_over_stdio_is_answered() {
     assert_eq!(refusal(json!(6)), (-32600, "Invalid request: its `params` is not an object".to_string()));
     assert_eq!(refusal(json!("seven")), (-32600, "Invalid request: its `method` is not a text".to_string()));
     assert_eq!(refusal(json!(8)), (-32601, "no method `tools/explode`".to_string()));
+    // A name a megabyte long is echoed short, saying how long it was.
+    let (_, message) = refusal(json!(9));
+    assert!(message.len() < 500 && message.contains("(1048576 bytes in all)"), "{message}");
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn chat_warns_of_the_tools_a_server_listed_that_were_left_out() {
 #[test]
 fn a_malformed_answer_fails_its_call_at_once_a_malformed_request_is_refused_and_the_server_goes_on() {
     let s = common::space();
-    let calls = json!([{"name": "bad.broken"}, {"name": "bad.asks"}, {"name": "bad.deep"}, {"name": "bad.long"}, {"name": "bad.fine"}]);
+    let calls = json!([{"name": "bad.broken"}, {"name": "bad.asks"}, {"name": "bad.deep"}, {"name": "bad.long"}, {"name": "bad.junk"}, {"name": "bad.fine"}]);
     let model = script(&s.path, json!([{"tool_calls": calls}, {"text": "Done."}]));
     let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/malformed_answer_server.py");
     let server = vec![tools::python().display().to_string(), script_path.display().to_string()];
@@ -132,6 +132,11 @@ fn a_malformed_answer_fails_its_call_at_once_a_malformed_request_is_refused_and_
     // Too deep to read, or too long to keep: still an answer to its call, at once.
     assert!(text.contains("← error: `bad.deep` failed: the server's answer cannot be read (recursion limit"), "{text}");
     assert!(text.contains("← error: `bad.long` failed: the server's answer is longer than 16 MiB"), "{text}");
+    assert!(text.contains("← after the junk"), "{text}");
+    // 100,000 junk lines: a few warnings, not one a line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warned = stderr.lines().filter(|line| line.contains("a line that is not JSON")).count();
+    assert!((1..=10).contains(&warned), "{warned} warnings of junk lines");
     assert!(text.contains("← fine"), "the session outlives the bad answer: {text}");
     assert!(text.contains("← the client said -32600"), "a malformed request is answered as invalid: {text}");
     assert!(text.contains("assistant: Done."), "{text}");

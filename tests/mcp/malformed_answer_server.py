@@ -5,7 +5,8 @@ Calling `fine` answers well, so a test can see the session outlive the bad answe
 `exits` ends the process without an answer; calling `asks` first sends the client a
 malformed request (its method is a number) and answers with what the client said to it;
 `deep` answers with a result nested 200 levels deep (past what a reader takes), `long`
-with one of 17 MiB (past the most a message may be).
+with one of 17 MiB (past the most a message may be); `junk` writes 100,000 lines that are
+not JSON before it answers well.
 """
 
 import json
@@ -21,6 +22,7 @@ TOOLS = [
         ("fine", "Answers well."),
         ("deep", "Answers with a result nested 200 levels deep."),
         ("long", "Answers with a result of 17 MiB."),
+        ("junk", "Writes 100,000 junk lines, then answers well."),
     ]
 ]
 
@@ -59,6 +61,9 @@ def answer(request):
         write(f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"x": {"[" * 200}{"]" * 200}}}}}')
     elif method == "tools/call" and request["params"]["name"] == "long":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "a" * (17 << 20)}]}})
+    elif method == "tools/call" and request["params"]["name"] == "junk":
+        sys.stdout.write("junk, not JSON\n" * 100_000)
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "after the junk"}]}})
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif method == "ping":

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
+use trellis_builtins::text::Throttle;
 
 /// The longest line read as one message (rmcp's limit too); a longer one is dropped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -28,6 +29,10 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long a server may take to exit once its input is closed, and again once it is
 /// asked to terminate, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// What a server writes that is not for the client (junk lines, requests that are none,
+/// lines too long) is warned of a few times a minute, not once a line.
+static JUNK: Throttle = Throttle::new();
 
 /// How much of a line longer than [`MAX_LINE`] is kept to find its id in.
 const HEAD: usize = 64 * 1024;
@@ -220,7 +225,7 @@ fn read_message(line: &[u8]) -> Read {
         Ok(message) => return Read::Message(Box::new(message)),
         Err(error) => error,
     };
-    let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+    let shown = trellis_builtins::text::echo_bytes(line);
     let fields = match serde_json::from_slice::<Value>(line) {
         Ok(Value::Object(fields)) => fields,
         // Too deep to read, or broken after its id: an answer still settles its request.
@@ -229,12 +234,16 @@ fn read_message(line: &[u8]) -> Read {
                 return answered_badly(id, format!("the server's answer cannot be read ({unreadable})"));
             }
             _ => {
-                tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON; skipped");
+                if let Some(held) = JUNK.admit() {
+                    tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON; skipped{}", Throttle::held_back(held));
+                }
                 return Read::Skipped;
             }
         },
         Ok(_) => {
-            tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON-RPC; skipped");
+            if let Some(held) = JUNK.admit() {
+                tracing::warn!(line = %shown, "an MCP server wrote a line that is not JSON-RPC; skipped{}", Throttle::held_back(held));
+            }
             return Read::Skipped;
         }
     };
@@ -246,12 +255,16 @@ fn read_message(line: &[u8]) -> Read {
             answered_badly(id, format!("the server's answer is not a JSON-RPC response ({})", why(&fields, &error)))
         }
         Some(id) => {
-            tracing::warn!(line = %shown, %error, "an MCP server sent a request that is not JSON-RPC; refused");
+            if let Some(held) = JUNK.admit() {
+                tracing::warn!(line = %shown, %error, "an MCP server sent a request that is not JSON-RPC; refused{}", Throttle::held_back(held));
+            }
             let refusal = ErrorData::invalid_request(format!("not a JSON-RPC request: {error}"), None);
             Read::Refused(Box::new(JsonRpcMessage::Error(JsonRpcError::new(Some(id), refusal))))
         }
         None => {
-            tracing::warn!(line = %shown, %error, "an MCP server sent a message that is not JSON-RPC; skipped");
+            if let Some(held) = JUNK.admit() {
+                tracing::warn!(line = %shown, %error, "an MCP server sent a message that is not JSON-RPC; skipped{}", Throttle::held_back(held));
+            }
             Read::Skipped
         }
     }
@@ -274,7 +287,13 @@ fn too_long(start: &[u8], max: usize) -> Read {
             format!("the server's answer is longer than {} MiB, the most a message may be", max >> 20),
         ),
         _ => {
-            tracing::error!(limit = max, "an MCP server's message is longer than the limit; dropped");
+            if let Some(held) = JUNK.admit() {
+                tracing::error!(
+                    limit = max,
+                    "an MCP server's message is longer than the limit; dropped{}",
+                    Throttle::held_back(held)
+                );
+            }
             Read::Skipped
         }
     }

@@ -152,7 +152,8 @@ impl ServerHandler for TrellisMcp {
         }
         let catalog = self.catalog();
         if catalog.get(&request.name).is_none() {
-            let message = format!("unknown tool `{}`; tools/list shows the tools", request.name);
+            let name = trellis_builtins::text::echo(&request.name);
+            let message = format!("unknown tool `{name}`; tools/list shows the tools");
             return Err(ErrorData::invalid_params(message, None));
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
