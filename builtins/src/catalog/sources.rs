@@ -304,12 +304,25 @@ pub(super) fn stamp(rt: &Runtime) -> Stamp {
 }
 
 /// Adds the tools of every source attached to `rt` to a catalog being built.
+///
+/// The space's own tools keep their names: a source's tool whose name would read as one of
+/// theirs (`--mcp Counter=...` serving `increment`, beside the charm Counter) is shown as
+/// `Counter.increment (tool source Counter)`, so each display name stays one tool's, and
+/// the charm's wire name does not change because a source came.
 pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
-    for source in attached(rt) {
+    let sources = attached(rt);
+    if sources.is_empty() {
+        return;
+    }
+    let own: std::collections::HashSet<String> = out.tools.iter().map(|t| naming::sanitize(&t.display)).collect();
+    for source in sources {
         let name = source.name();
         let trusted = source.trusted();
         for tool in source.tools().iter() {
-            let display = naming::display_name(name, &tool.name);
+            let mut display = naming::display_name(name, &tool.name);
+            if own.contains(&naming::sanitize(&display)) {
+                display = format!("{display} (tool source {name})");
+            }
             let prepared = match prepare_input_schema(&tool.input_schema) {
                 Ok(prepared) => prepared,
                 Err(error) => {
@@ -417,6 +430,35 @@ mod tests {
         assert!(cache.get(&rt, &Value::Null).is_empty(), "detached: gone");
         let gone = grown.invoke(&rt, "grow_t0", json!({}), Duration::from_secs(5)).await;
         assert!(gone.is_error(), "an old catalog's call of a detached source fails in words: {gone:?}");
+    }
+
+    #[test]
+    fn a_sources_tool_named_like_a_charms_is_told_apart_and_the_charms_names_stay() {
+        /// Add to the count.
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        struct Add {}
+        let rt = Runtime::in_memory();
+        rt.register_pattern(trellis_runner::Pattern::new("grow", |b, _: Value| {
+            b.name("grow")?;
+            let count = b.state("count", 0i64)?;
+            b.handler("t0", move |tx, _: Add| count.update(tx, |n| n + 1))?;
+            Ok(())
+        }));
+        let charm = rt.charms().create("grow", json!({})).expect("the charm grow");
+        let tools = json!({"g": {"charm": rt.charms().result(&charm).to_json()}});
+        let wire = |catalog: &Catalog, display: &str| catalog.get(display).map(|t| t.wire.clone());
+        let before = Catalog::build(&rt, &tools);
+        assert_eq!(wire(&before, "grow.t0").as_deref(), Some("grow_t0"));
+
+        attach(&rt, Arc::new(Growing(AtomicU64::new(1), false))).expect("attach the source grow");
+        let after = Catalog::build(&rt, &tools);
+        let shown = displays(&after);
+        assert!(shown.contains(&"grow.t0 (tool source grow)") && shown.contains(&"grow.t1"), "{shown:?}");
+        let unique: std::collections::HashSet<&&str> = shown.iter().collect();
+        assert_eq!(unique.len(), shown.len(), "one tool a display name: {shown:?}");
+        assert_eq!(wire(&after, "grow.t0"), wire(&before, "grow.t0"), "the charm's wire name stays");
+        let source_t0 = after.get("grow.t0 (tool source grow)").expect("the source's t0");
+        assert!(matches!(&source_t0.target, ToolTarget::Source { tool, .. } if tool == "t0"));
     }
 
     #[test]
