@@ -151,7 +151,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             Json(202, schema::<chat::Accepted>),
             post(chat::send),
         ),
-        endpoint("post", "/api/chat/cancel", "cancelReply", "Stop the reply", None, Nothing, post(chat::cancel)),
+        endpoint(
+            "post",
+            "/api/chat/cancel",
+            "cancelReply",
+            "Stop the reply (the body is any JSON object, `{}`: a write is JSON)",
+            Some(schema::<serde_json::Map<String, serde_json::Value>>),
+            Nothing,
+            post(chat::cancel),
+        ),
         endpoint(
             "put",
             "/api/chat/model",

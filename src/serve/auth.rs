@@ -10,12 +10,16 @@
 //!   session cookie (`HttpOnly`, `SameSite=Strict`) and redirects to `/`, so the token
 //!   leaves the address bar and cannot be used again.
 //! - **Sessions** live in memory: a restart prints a new URL.
+//! - **Writes are JSON.** A POST, PUT or PATCH without `Content-Type: application/json` is
+//!   refused (415): a browser sends that type elsewhere only after a preflight, which this
+//!   server never grants, so no write from another site rests on `SameSite` alone (DELETE
+//!   is always preflighted).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use parking_lot::Mutex;
@@ -140,6 +144,30 @@ pub async fn require_auth(State(server): State<Server>, request: Request, next: 
         StatusCode::UNAUTHORIZED,
         "sign in: open the URL `trellis serve` printed (it sets a session cookie), or send \
          `Authorization: Bearer TOKEN` with a token from `trellis token new`",
+    )
+    .into_response()
+}
+
+/// Refuses an API write (POST, PUT, PATCH) whose `Content-Type` is not
+/// `application/json` (415), a write without a body too: a form or a text body is what a
+/// page elsewhere may send without a preflight.
+pub async fn require_json(request: Request, next: Next) -> Response {
+    let write = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH);
+    let given = request.headers().get(header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let json = given
+        .as_deref()
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !write || json {
+        return next.run(request).await;
+    }
+    let given = given.map_or_else(|| "none".to_string(), |v| format!("`{}`", v.escape_debug()));
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!(
+            "send `Content-Type: application/json` with every POST, PUT and PATCH, even one without a body \
+             (send `{{}}`); this request's was {given}"
+        ),
     )
     .into_response()
 }

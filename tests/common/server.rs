@@ -44,10 +44,9 @@ impl Served {
         format!("http://{}", self.authority)
     }
 
-    /// Sends one request (`headers` as `Name: value` lines; `Host` is added unless given).
+    /// Sends one request (`headers` as `Name: value` lines; `Host` is added unless given, and
+    /// `Content-Type: application/json` to one with a body or other than GET, unless given).
     pub fn request(&self, method: &str, path: &str, headers: &[&str], body: Option<&str>) -> Response {
-        let mut stream = TcpStream::connect(&self.authority).expect("the server accepts connections");
-        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("host:")) {
             head.push_str(&format!("Host: {}\r\n", self.authority));
@@ -57,13 +56,21 @@ impl Served {
         }
         let body = body.unwrap_or_default();
         if !body.is_empty() || method != "GET" {
-            head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+            if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("content-type:")) {
+                head.push_str("Content-Type: application/json\r\n");
+            }
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         head.push_str("\r\n");
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(body.as_bytes()))
-            .expect("the request is sent");
+        head.push_str(body);
+        self.raw(&head)
+    }
+
+    /// Sends `request` as it is, on a connection of its own; the response.
+    pub fn raw(&self, request: &str) -> Response {
+        let mut stream = TcpStream::connect(&self.authority).expect("the server accepts connections");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
+        stream.write_all(request.as_bytes()).expect("the request is sent");
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
         Response::parse(&raw)

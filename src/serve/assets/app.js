@@ -362,7 +362,7 @@ function start() {
   $("#composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
   $("#stop").addEventListener("click", () => {
     if (chat) stoppedAt.add(chat.messages.length);
-    reporting(api("POST", "/api/chat/cancel"));
+    reporting(api("POST", "/api/chat/cancel", {}));
   });
   $("#tools-chip").addEventListener("click", () => {
     const list = $("#tools-list");

@@ -160,7 +160,11 @@ pub async fn send(
 }
 
 /// `POST /api/chat/cancel`: stops the reply being generated (and closes waiting calls).
-pub async fn cancel(State(server): State<Server>) -> Result<StatusCode, ApiError> {
+/// Its body (a JSON object, `{}`) says nothing; it is read so that the write is JSON.
+pub async fn cancel(
+    State(server): State<Server>,
+    Body(_): Body<serde_json::Map<String, serde_json::Value>>,
+) -> Result<StatusCode, ApiError> {
     server.chat().chatbot().cancel().await?;
     Ok(DONE)
 }
