@@ -191,10 +191,11 @@ pub fn endpoints() -> Vec<Endpoint> {
             "get",
             "/api/chat/events",
             "chatEvents",
-            "The conversation now and after each change, the streamed reply, the attached charms' data",
+            "The conversation now (`chat`), then its changes (`change`), the streamed reply, the attached charms' data",
             None,
             Events(&[
                 ("chat", schema::<chat::ChatState>),
+                ("change", schema::<chat::ChatChange>),
                 ("partial", schema::<Partial>),
                 ("charm", schema::<charms::CharmData>),
             ]),
@@ -267,8 +268,10 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The `partial` event: the reply streamed so far.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct Partial {
-    /// Its text.
+    /// Its text: what follows the text sent before when `append`, else all of it.
     pub text: String,
+    /// Whether `text` goes on from the text sent before.
+    pub append: bool,
 }

@@ -126,18 +126,48 @@ pub async fn rate_limit(
     }
 }
 
+/// What a request signed in with: a stream it opens lasts only as long as this does.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// A session cookie from the sign-in link (it lasts as long as the process).
+    Session,
+    /// The hand-off file's token (the same).
+    Local,
+    /// A bearer token of the space, by its SHA-256: revoking it ends its streams.
+    Token(String),
+}
+
+impl Credential {
+    /// Resolves once the credential no longer signs anyone in (its token was revoked);
+    /// never for a session or the hand-off token.
+    pub async fn revoked(self, server: Server) {
+        let Credential::Token(sha256) = self else { return std::future::pending().await };
+        let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+        let notify = changed.clone();
+        // Held while this waits: the stream going drops it.
+        let _observation = tokens::observe(server.runtime(), move || notify.notify_one());
+        while tokens::is_current(server.runtime(), &sha256) {
+            changed.notified().await;
+        }
+    }
+}
+
 /// Lets an API request through with a session cookie or a bearer token of the space
-/// (401 otherwise).
-pub async fn require_auth(State(server): State<Server>, request: Request, next: Next) -> Response {
+/// (401 otherwise), with its [`Credential`] among its extensions.
+pub async fn require_auth(State(server): State<Server>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     let session = cookie(headers, COOKIE).is_some_and(|session| server.auth().has_session(session));
     let bearer = || {
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
-        let token = token.trim();
-        Some(tokens::hash(token) == server.auth().local || tokens::verify(server.runtime(), token).is_some())
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
+        if tokens::hash(token) == server.auth().local {
+            return Some(Credential::Local);
+        }
+        tokens::verify(server.runtime(), token).map(|record| Credential::Token(record.sha256))
     };
-    if session || bearer() == Some(true) {
+    let credential = if session { Some(Credential::Session) } else { bearer() };
+    if let Some(credential) = credential {
+        request.extensions_mut().insert(credential);
         return next.run(request).await;
     }
     ApiError::new(

@@ -6,7 +6,9 @@
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
 //!   (`tokens`: kept in the space as hashes), JSON writes only (415);
 //! - `limits`: body size (413), message length (422), request rate (429);
-//! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
+//! - `events`: charm and chat changes as server-sent events, from the runtime's observers
+//!   (`delta`: a chat stream sends the conversation once, then what changed), each stream
+//!   ending when the token that opened it is revoked;
 //! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
 //!   embedded in the binary.
 
@@ -14,6 +16,7 @@ mod api;
 mod assets;
 mod auth;
 pub mod client;
+mod delta;
 mod error;
 mod events;
 pub mod handoff;

@@ -86,7 +86,7 @@ impl Served {
         }
         head.push_str("\r\n");
         stream.write_all(head.as_bytes()).expect("the request is sent");
-        Events { reader: BufReader::new(stream), event: String::new() }
+        Events { reader: BufReader::new(stream), event: String::new(), chat: None }
     }
 }
 
@@ -137,11 +137,38 @@ impl Response {
 pub struct Events {
     reader: BufReader<TcpStream>,
     event: String,
+    /// The chat's state: its first `chat` event, with each `change` since applied.
+    chat: Option<serde_json::Value>,
 }
 
 impl Events {
-    /// The next event as (name, data); the read times out (a failure) after 60 s.
+    /// The next event as (name, data), a chat's `change` as the `chat` state it makes; the
+    /// read times out (a failure) after 60 s.
     pub fn next(&mut self) -> (String, serde_json::Value) {
+        let (event, data) = self.next_raw();
+        match event.as_str() {
+            "chat" => self.chat = Some(data.clone()),
+            "change" => {
+                let chat = self.chat.as_mut().expect("the whole chat comes before its changes");
+                let from = data["from"].as_u64().unwrap() as usize;
+                let messages = chat["messages"].as_array_mut().unwrap();
+                assert!(from <= messages.len(), "a change from {from} of {} messages", messages.len());
+                messages.truncate(from);
+                messages.extend(data["messages"].as_array().unwrap().iter().cloned());
+                for (key, value) in data.as_object().unwrap() {
+                    if key != "from" && key != "messages" {
+                        chat[key] = value.clone();
+                    }
+                }
+                return ("chat".into(), chat.clone());
+            }
+            _ => {}
+        }
+        (event, data)
+    }
+
+    /// The next event as (name, data), as it came; the read times out (a failure) after 60 s.
+    pub fn next_raw(&mut self) -> (String, serde_json::Value) {
         loop {
             let mut line = String::new();
             let read = self.reader.read_line(&mut line).expect("an event within 60 s");
