@@ -52,6 +52,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// since. hyper's default is about 400 KiB.
 pub const MAX_BUFFER: usize = 64 * 1024;
 
+/// The kernel's send buffer for each connection (Linux doubles it), instead of one that
+/// grows to megabytes: what a client does not read fills it soon, and the write deadline
+/// then applies. A quarter of a MiB a round trip is plenty for a chat and its API.
+pub const SEND_BUFFER: usize = 128 * 1024;
+
 /// How long a client may take to send a request's headers, or stay silent between requests.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -130,6 +135,9 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
             router.clone().oneshot(request)
         });
+        if let Err(error) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!(%error, %peer, "could not bound a connection's send buffer");
+        }
         let mut closed = closed.clone();
         connections.spawn(async move {
             let mut http = http1::Builder::new();

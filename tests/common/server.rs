@@ -184,6 +184,21 @@ impl Events {
         }
     }
 
+    /// Whether the stream ends (its chunked body's last chunk, or the connection closing)
+    /// before the client's read times out, skipping what comes first.
+    pub fn ends(&mut self) -> bool {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.reader.read_line(&mut line) {
+                Ok(0) => return true,
+                Ok(_) if line == "0\r\n" => return true,
+                Ok(_) => {}
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        }
+    }
+
     /// Reads events until one named `name` satisfies `done`; returns its data.
     pub fn until(&mut self, name: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
         loop {
