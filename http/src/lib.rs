@@ -38,8 +38,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
-pub use deadline::{is_body_timeout, BodyTimeout, DeadlineBody};
 use deadline::WriteDeadline;
+pub use deadline::{is_body_timeout, BodyTimeout, DeadlineBody};
 use per_address::PerAddress;
 
 /// How long to wait before accepting again when accepting failed (out of file descriptors,

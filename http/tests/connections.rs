@@ -173,7 +173,9 @@ fn a_body_that_stalls_or_trickles_is_cut_off() {
     }
     assert!(started.elapsed() < PROMPTLY, "cut off after about a second");
     let mut whole = server.connect();
-    whole.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello").expect("write");
+    whole
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello")
+        .expect("write");
     let mut answer = String::new();
     whole.read_to_string(&mut answer).expect("an answer");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with('5'), "{answer}");

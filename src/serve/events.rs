@@ -169,7 +169,8 @@ impl ChatWatch {
             (None, _) => {}
         }
         if changed.contains(&Changed::Partial) {
-            batch.extend(self.partial.change(&self.server.chat().dialog().partial()).and_then(|p| event("partial", &p)));
+            batch
+                .extend(self.partial.change(&self.server.chat().dialog().partial()).and_then(|p| event("partial", &p)));
         }
         batch
     }
