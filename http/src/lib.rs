@@ -67,9 +67,11 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How many connections one client address may hold at once. Every client on the
-/// server's own machine comes from one loopback address: a browser holds up to six, each
-/// page's event stream one of them, and each command reaching the server one more.
-pub const PER_ADDRESS: usize = 64;
+/// server's own machine comes from one loopback address: a browser holds up to six (each
+/// page's event stream one of them), each command reaching the server one more, and an MCP
+/// host up to 64 `subscriptions/listen` streams (half of `trellis mcp serve`'s budget),
+/// each on a connection of its own. Well under the usual 1,024 file descriptors.
+pub const PER_ADDRESS: usize = 256;
 
 /// The deadlines and the cap each connection is served with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
