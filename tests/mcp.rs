@@ -216,9 +216,15 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(space: &Path) -> HttpServer {
+        HttpServer::start_with(space, &[])
+    }
+
+    /// Starts it with `extra` flags.
+    fn start_with(space: &Path, extra: &[&str]) -> HttpServer {
         use std::io::BufRead;
         let mut child = common::trellis(space)
             .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .args(extra)
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -232,10 +238,25 @@ impl HttpServer {
 
     /// The raw HTTP status line of an `initialize` POST carrying `origin`.
     fn status_with_origin(&self, origin: &str) -> String {
+        let authority = self.url.trim_start_matches("http://").trim_end_matches("/mcp");
+        self.status_with_origin_on(std::net::TcpStream::connect(authority).unwrap(), origin)
+    }
+
+    /// The same, from another loopback address than 127.0.0.1, with a web page's origin.
+    fn status_with_origin_from_another_address(&self) -> String {
+        let authority = self.url.trim_start_matches("http://").trim_end_matches("/mcp");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let stream = runtime.block_on(socket.connect(authority.parse().unwrap())).unwrap().into_std().unwrap();
+        stream.set_nonblocking(false).unwrap();
+        self.status_with_origin_on(stream, "http://evil.example")
+    }
+
+    fn status_with_origin_on(&self, mut stream: std::net::TcpStream, origin: &str) -> String {
         use std::io::{Read, Write};
         let authority = self.url.trim_start_matches("http://").trim_end_matches("/mcp");
         let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"t","version":"1"},"capabilities":{}}}"#;
-        let mut stream = std::net::TcpStream::connect(authority).unwrap();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nOrigin: {origin}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -264,6 +285,42 @@ fn an_mcp_host_over_streamable_http_sees_the_same_and_web_pages_are_refused() {
     assert!(refused.contains(" 403 "), "a web page's request must be refused: {refused}");
     drop(server);
     assert_eq!(count(&s.path), 2);
+}
+
+/// `mcp serve --http` holds its connections to the same limits as `trellis serve`: a body
+/// that stalls is cut off at `--body-timeout`, and an address over
+/// `--connections-per-address` is refused while another is served.
+#[test]
+fn http_connections_are_held_to_a_body_deadline_and_a_cap_per_address() {
+    use std::io::{Read, Write};
+    let s = common::space();
+    let server = HttpServer::start_with(&s.path, &["--body-timeout", "1", "--connections-per-address", "2"]);
+    let authority = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let connect = || {
+        let stream = std::net::TcpStream::connect(&authority).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+    };
+    let mut stalled = connect();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    );
+    stalled.write_all(head.as_bytes()).unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    assert!(started.elapsed() < Duration::from_secs(15), "cut off after about a second: {answer}");
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let held = [connect(), connect()];
+    // The two are counted once the server answers another's request after them.
+    assert!(server.status_with_origin_from_another_address().contains(" 403 "));
+    let mut refused = connect();
+    refused.write_all(format!("GET /mcp HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = refused.read_to_string(&mut answer);
+    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 503"), "{answer}");
+    drop(held);
 }
 
 #[test]

@@ -275,6 +275,45 @@ fn limits_are_answered_with_413_422_and_429() {
     assert!(refused.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
 }
 
+/// Every write (POST, PUT, PATCH) must say it is JSON: a form post with the session
+/// cookie and no `Origin`, text, or no type at all is refused with 415 and changes nothing;
+/// JSON, with parameters or in any case, is taken.
+#[test]
+fn writes_that_are_not_json_are_refused_with_415() {
+    let s = common::space();
+    let served = Served::start(&s.path, &[], &[]);
+    let sign_in = served.request("GET", served.sign_in.trim_start_matches(&served.base()), &[], None);
+    let cookie = format!("Cookie: {}", sign_in.header("set-cookie").unwrap().split(';').next().unwrap());
+    let form = "Content-Type: application/x-www-form-urlencoded";
+    let refused = [
+        served.request("POST", "/api/chat/messages", &[&cookie, form], Some("text=hello")),
+        served.request("POST", "/api/chat/messages", &[&cookie, "Content-Type: text/plain"], Some(r#"{"text":"hi"}"#)),
+        served.request("PUT", "/api/chat/model", &[&cookie, form], Some("model=offline")),
+        served.request("PATCH", "/api/charms/Counter", &[&cookie, "Content-Type: text/plain"], Some(r#"{"name":"X"}"#)),
+        served.raw(&format!(
+            "POST /api/chat/cancel HTTP/1.1\r\nHost: {}\r\n{cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            served.authority
+        )),
+    ];
+    for response in refused {
+        assert_eq!(response.status, 415, "{}", response.body);
+        let why = response.json()["error"].as_str().unwrap().to_string();
+        assert!(why.contains("Content-Type: application/json"), "{why}");
+    }
+    let chat = served.request("GET", "/api/chat", &[&cookie], None).json();
+    assert_eq!(chat["messages"], json!([]), "nothing was sent");
+    assert_eq!(served.request("GET", "/api/charms/Counter", &[&cookie], None).status, 200, "nor renamed");
+    let json = "Content-Type: Application/JSON; charset=utf-8";
+    let sent = served.request("POST", "/api/chat/messages", &[&cookie, json], Some(r#"{"text":"hi"}"#));
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    // Reading needs no type; DELETE is always preflighted by browsers, and needs none either.
+    let unattached = served.raw(&format!(
+        "DELETE /api/chat/attachments/Nobody HTTP/1.1\r\nHost: {}\r\n{cookie}\r\nConnection: close\r\n\r\n",
+        served.authority
+    ));
+    assert_eq!(unattached.status, 404, "{}", unattached.body);
+}
+
 /// A client that connects and stalls, or sends its headers and stops halfway, is cut off
 /// after `--header-timeout`; meanwhile, and after, everyone else is answered.
 #[test]

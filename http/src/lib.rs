@@ -1,10 +1,13 @@
-//! Serving an axum router over HTTP/1.1, each connection by hyper with a deadline for the
-//! headers of each request: what `trellis serve` and `trellis mcp serve --http` listen with.
+//! Serving an axum router over HTTP/1.1, each connection by hyper with deadlines: what
+//! `trellis serve` and `trellis mcp serve --http` listen with.
 //!
-//! `axum::serve` sets no timer, and without one hyper waits for a request's headers for
-//! ever: a client that connects and stalls (or sends its headers a byte at a time) holds
-//! its connection, and a file descriptor, until it goes. A thousand such clients, and
-//! nobody else is answered.
+//! `axum::serve` sets no timer, and without one hyper waits for ever: for a request's
+//! headers, for a client to read its answer, for a body to arrive. A client that connects
+//! and stalls (or sends its headers a byte at a time, or never reads what it asked for)
+//! holds its connection, and a file descriptor, until it goes. A thousand such clients,
+//! and nobody else is answered. So each connection has [`Limits`]: a deadline for each
+//! request's headers (and for silence between requests), one for each request's body,
+//! one for each write the client does not read, and a number of connections per address.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -12,10 +15,13 @@
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! // Until the process ends; any future that resolves stops it.
 //! let stop = std::future::pending();
-//! trellis_http::serve(listener, router, std::time::Duration::from_secs(10), stop).await;
+//! trellis_http::serve(listener, router, trellis_http::Limits::default(), stop).await;
 //! # Ok(())
 //! # }
 //! ```
+
+mod deadline;
+mod per_address;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -32,22 +38,77 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
+use deadline::WriteDeadline;
+pub use deadline::{is_body_timeout, BodyTimeout, DeadlineBody};
+use per_address::PerAddress;
+
 /// How long to wait before accepting again when accepting failed (out of file descriptors,
 /// mostly): the connections that hold them close meanwhile.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// The most a connection buffers of its answers beyond what the socket took (and the
+/// longest request head): a client that stops reading holds this much and one more
+/// chunk of the answer (an event, for a stream of them), not everything written to it
+/// since. hyper's default is about 400 KiB.
+pub const MAX_BUFFER: usize = 64 * 1024;
+
+/// The kernel's send buffer for each connection (Linux doubles it), instead of one that
+/// grows to megabytes: what a client does not read fills it soon, and the write deadline
+/// then applies. A quarter of a MiB a round trip is plenty for a chat and its API.
+pub const SEND_BUFFER: usize = 128 * 1024;
+
+/// How long a client may take to send a request's headers, or stay silent between requests.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request's body may take to arrive, from when the handler starts reading it.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a write may wait for a client that reads nothing of the answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many connections one client address may hold at once. Every client on the
+/// server's own machine comes from one loopback address: a browser holds up to six (each
+/// page's event stream one of them), each command reaching the server one more, and an MCP
+/// host up to 64 `subscriptions/listen` streams (half of `trellis mcp serve`'s budget),
+/// each on a connection of its own. Well under the usual 1,024 file descriptors.
+pub const PER_ADDRESS: usize = 256;
+
+/// The deadlines and the cap each connection is served with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a client may take to send a request's headers, or stay silent on an open
+    /// connection between requests, before the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive in full, once the handler reads it;
+    /// past it, reading the body fails with [`BodyTimeout`].
+    pub body_timeout: Duration,
+    /// How long a write may wait with the client reading none of it before the connection
+    /// is closed (a stream of events too: its client must keep reading).
+    pub write_timeout: Duration,
+    /// How many connections one address may hold (an IPv6 /64 counts as one); the next is
+    /// answered 503 and closed at once.
+    pub per_address: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            write_timeout: WRITE_TIMEOUT,
+            per_address: PER_ADDRESS,
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `stop` resolves; then stops accepting, lets each
-/// connection finish the response it is sending, and returns once all have closed. A
-/// request whose headers take longer than `header_timeout` closes its connection, as does
-/// a connection that sends nothing for that long (idle between requests too).
-pub async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    header_timeout: Duration,
-    stop: impl Future<Output = ()>,
-) {
+/// connection finish the response it is sending, and returns once all have closed. Each
+/// connection is held to `limits`. Requests reach the router with a [`DeadlineBody`] and
+/// their client's address (`ConnectInfo<SocketAddr>`).
+pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, stop: impl Future<Output = ()>) {
     let (closing, closed) = watch::channel(());
     let mut connections = JoinSet::new();
+    let per_address = PerAddress::new(limits.per_address);
     let mut stop = std::pin::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
@@ -63,18 +124,28 @@ pub async fn serve(
         };
         // Let go of the connections that closed meanwhile.
         while connections.try_join_next().is_some() {}
+        let Some(slot) = per_address.take(peer.ip()) else {
+            tracing::debug!(%peer, "refused a connection: its address holds the most it may");
+            per_address.refuse(stream);
+            continue;
+        };
         // Each request carries its client's address, for `ConnectInfo` (the rate limit
         // counts per address); the router itself is shared, not layered per connection.
         let router = router.clone();
-        let service = service_fn(move |mut request: Request<Incoming>| {
+        let service = service_fn(move |request: Request<Incoming>| {
+            let mut request = request.map(|body| DeadlineBody::new(body, limits.body_timeout));
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
             router.clone().oneshot(request)
         });
+        if let Err(error) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!(%error, %peer, "could not bound a connection's send buffer");
+        }
         let mut closed = closed.clone();
         connections.spawn(async move {
             let mut http = http1::Builder::new();
-            http.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-            let mut connection = std::pin::pin!(http.serve_connection(TokioIo::new(stream), service));
+            http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_BUFFER);
+            let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
+            let mut connection = std::pin::pin!(http.serve_connection(io, service));
             let ended = tokio::select! {
                 ended = connection.as_mut() => ended,
                 _ = closed.changed() => {
@@ -85,59 +156,11 @@ pub async fn serve(
             if let Err(error) = ended {
                 tracing::debug!(%error, %peer, "a connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);
     // Every connection hears it, and finishes what it answers.
     closing.send_replace(());
     while connections.join_next().await.is_some() {}
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::{Read, Write};
-    use std::time::{Duration, Instant};
-
-    /// A client that connects and says nothing, or stops halfway through its headers, is
-    /// cut off after the deadline; one that asks is answered meanwhile, with the address it
-    /// came from (`ConnectInfo`).
-    #[test]
-    fn stalled_clients_are_cut_off_and_others_answered() {
-        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let router = axum::Router::new().route(
-            "/",
-            axum::routing::get(
-                |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>| async move {
-                    peer.ip().to_string()
-                },
-            ),
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = runtime.spawn(super::serve(listener, router, Duration::from_secs(1), async {
-            let _ = stopped.await;
-        }));
-        let connect = || {
-            let stream = std::net::TcpStream::connect(addr).expect("connect");
-            stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
-            stream
-        };
-        let silent = connect();
-        let mut halfway = connect();
-        halfway.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").expect("write");
-        let mut asking = connect();
-        asking.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
-        let mut answer = String::new();
-        asking.read_to_string(&mut answer).expect("an answer");
-        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("127.0.0.1"), "{answer}");
-        let started = Instant::now();
-        for mut stream in [silent, halfway] {
-            // Closed by the server: the read ends instead of waiting out its own 20 s.
-            let _ = stream.read_to_end(&mut Vec::new());
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "cut off after about a second");
-        stop.send(()).expect("the server listens for its stop");
-        runtime.block_on(served).expect("the server stops");
-    }
 }

@@ -91,6 +91,9 @@ pub enum McpCommand {
         /// act on your charms: there is no authentication yet.
         #[arg(long, requires = "http")]
         allow_remote: bool,
+        /// With --http: each connection's deadlines and the cap per address.
+        #[command(flatten)]
+        connections: super::connections::ConnectionArgs,
     },
     /// Start (or reach) the MCP servers `chat` would attach and show each one's state and
     /// tools; then stop them.
@@ -104,7 +107,7 @@ pub enum McpCommand {
 pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Result<()> {
     match command {
         McpCommand::Serve { http: None, .. } => Ok(trellis_mcp::serve_stdio(rt).await?),
-        McpCommand::Serve { http: Some(addr), allow_remote } => {
+        McpCommand::Serve { http: Some(addr), allow_remote, connections } => {
             if !addr.ip().is_loopback() && !allow_remote {
                 anyhow::bail!(
                     "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
@@ -112,7 +115,7 @@ pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Re
                 );
             }
             let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
-            Ok(trellis_mcp::serve_http(rt, addr, allow_remote, ready).await?)
+            Ok(trellis_mcp::serve_http(rt, addr, allow_remote, connections.limits(), ready).await?)
         }
         McpCommand::List { servers } => list(&servers, format).await,
     }

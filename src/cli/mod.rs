@@ -4,6 +4,7 @@
 
 pub(crate) mod charm;
 pub(crate) mod chat;
+pub(crate) mod connections;
 mod interactive;
 mod mcp;
 pub(crate) mod output;
@@ -142,10 +143,8 @@ enum Command {
         /// Requests per minute each client address may make.
         #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
         rate_limit: u32,
-        /// Seconds a client may take to send a request's headers, or stay silent on an
-        /// open connection, before it is closed (a stalled client holds a connection).
-        #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        header_timeout: u64,
+        #[command(flatten)]
+        connections: connections::ConnectionArgs,
         /// Let clients choose scripted models (`scripted:PATH`, replayed JSON turns, for
         /// tests) from the files in DIR; without it the server opens no file a client names.
         #[arg(long, value_name = "DIR")]
@@ -396,14 +395,14 @@ impl App {
             Command::Mcp(command) => mcp::run(rt, command, format).await,
             Command::Demo => charm::demo(&rt, format).await,
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
-            Command::Serve { addr, allow_remote, chatbot, rate_limit, header_timeout, scripts } => {
+            Command::Serve { addr, allow_remote, chatbot, rate_limit, connections, scripts } => {
                 let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
                 let options = crate::serve::Options {
                     addr,
                     allow_remote,
                     chatbot,
                     rate_per_minute: rate_limit,
-                    header_timeout: std::time::Duration::from_secs(header_timeout),
+                    limits: connections.limits(),
                     space: path,
                     tools: self.tools.clone(),
                     scripts,

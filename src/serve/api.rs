@@ -151,7 +151,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             Json(202, schema::<chat::Accepted>),
             post(chat::send),
         ),
-        endpoint("post", "/api/chat/cancel", "cancelReply", "Stop the reply", None, Nothing, post(chat::cancel)),
+        endpoint(
+            "post",
+            "/api/chat/cancel",
+            "cancelReply",
+            "Stop the reply (the body is any JSON object, `{}`: a write is JSON)",
+            Some(schema::<serde_json::Map<String, serde_json::Value>>),
+            Nothing,
+            post(chat::cancel),
+        ),
         endpoint(
             "put",
             "/api/chat/model",
@@ -183,10 +191,11 @@ pub fn endpoints() -> Vec<Endpoint> {
             "get",
             "/api/chat/events",
             "chatEvents",
-            "The conversation now and after each change, the streamed reply, the attached charms' data",
+            "The conversation now (`chat`), then its changes (`change`), the streamed reply, the attached charms' data",
             None,
             Events(&[
                 ("chat", schema::<chat::ChatState>),
+                ("change", schema::<chat::ChatChange>),
                 ("partial", schema::<Partial>),
                 ("charm", schema::<charms::CharmData>),
             ]),
@@ -259,8 +268,10 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The `partial` event: the reply streamed so far.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct Partial {
-    /// Its text.
+    /// Its text: what follows the text sent before when `append`, else all of it.
     pub text: String,
+    /// Whether `text` goes on from the text sent before.
+    pub append: bool,
 }

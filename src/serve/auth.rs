@@ -10,12 +10,16 @@
 //!   session cookie (`HttpOnly`, `SameSite=Strict`) and redirects to `/`, so the token
 //!   leaves the address bar and cannot be used again.
 //! - **Sessions** live in memory: a restart prints a new URL.
+//! - **Writes are JSON.** A POST, PUT or PATCH without `Content-Type: application/json` is
+//!   refused (415): a browser sends that type elsewhere only after a preflight, which this
+//!   server never grants, so no write from another site rests on `SameSite` alone (DELETE
+//!   is always preflighted).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use parking_lot::Mutex;
@@ -122,24 +126,78 @@ pub async fn rate_limit(
     }
 }
 
+/// What a request signed in with: a stream it opens lasts only as long as this does.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// A session cookie from the sign-in link (it lasts as long as the process).
+    Session,
+    /// The hand-off file's token (the same).
+    Local,
+    /// A bearer token of the space, by its SHA-256: revoking it ends its streams.
+    Token(String),
+}
+
+impl Credential {
+    /// Resolves once the credential no longer signs anyone in (its token was revoked);
+    /// never for a session or the hand-off token.
+    pub async fn revoked(self, server: Server) {
+        let Credential::Token(sha256) = self else { return std::future::pending().await };
+        let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+        let notify = changed.clone();
+        // Held while this waits: the stream going drops it.
+        let _observation = tokens::observe(server.runtime(), move || notify.notify_one());
+        while tokens::is_current(server.runtime(), &sha256) {
+            changed.notified().await;
+        }
+    }
+}
+
 /// Lets an API request through with a session cookie or a bearer token of the space
-/// (401 otherwise).
-pub async fn require_auth(State(server): State<Server>, request: Request, next: Next) -> Response {
+/// (401 otherwise), with its [`Credential`] among its extensions.
+pub async fn require_auth(State(server): State<Server>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     let session = cookie(headers, COOKIE).is_some_and(|session| server.auth().has_session(session));
     let bearer = || {
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
-        let token = token.trim();
-        Some(tokens::hash(token) == server.auth().local || tokens::verify(server.runtime(), token).is_some())
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
+        if tokens::hash(token) == server.auth().local {
+            return Some(Credential::Local);
+        }
+        tokens::verify(server.runtime(), token).map(|record| Credential::Token(record.sha256))
     };
-    if session || bearer() == Some(true) {
+    let credential = if session { Some(Credential::Session) } else { bearer() };
+    if let Some(credential) = credential {
+        request.extensions_mut().insert(credential);
         return next.run(request).await;
     }
     ApiError::new(
         StatusCode::UNAUTHORIZED,
         "sign in: open the URL `trellis serve` printed (it sets a session cookie), or send \
          `Authorization: Bearer TOKEN` with a token from `trellis token new`",
+    )
+    .into_response()
+}
+
+/// Refuses an API write (POST, PUT, PATCH) whose `Content-Type` is not
+/// `application/json` (415), a write without a body too: a form or a text body is what a
+/// page elsewhere may send without a preflight.
+pub async fn require_json(request: Request, next: Next) -> Response {
+    let write = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH);
+    let given = request.headers().get(header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let json = given
+        .as_deref()
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !write || json {
+        return next.run(request).await;
+    }
+    let given = given.map_or_else(|| "none".to_string(), |v| format!("`{}`", v.escape_debug()));
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!(
+            "send `Content-Type: application/json` with every POST, PUT and PATCH, even one without a body \
+             (send `{{}}`); this request's was {given}"
+        ),
     )
     .into_response()
 }

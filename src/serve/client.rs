@@ -71,8 +71,8 @@ impl Remote {
         Ok(json)
     }
 
-    /// Follows the conversation's events until a `chat` state satisfies `done`, for at
-    /// most `timeout`; returns that state.
+    /// Follows the conversation's events (its state, then its changes) until the state
+    /// satisfies `done`, for at most `timeout`; returns that state.
     pub async fn follow_chat(&self, timeout: Duration, done: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
         let response = self
             .http
@@ -85,14 +85,20 @@ impl Remote {
             bail!("trellis serve refused to send the chat's events ({})", response.status());
         }
         let mut events = response.bytes_stream().eventsource();
+        let mut state: Option<Value> = None;
         let follow = async {
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| anyhow::anyhow!("the chat's events broke off: {e}"))?;
-                if event.event == "chat" {
-                    let state: Value = serde_json::from_str(&event.data)?;
-                    if done(&state) {
-                        return Ok(state);
-                    }
+                match event.event.as_str() {
+                    "chat" => state = Some(serde_json::from_str(&event.data)?),
+                    "change" => match state.as_mut() {
+                        Some(state) => apply_change(state, serde_json::from_str(&event.data)?)?,
+                        None => bail!("trellis serve sent a change of the chat before the chat"),
+                    },
+                    _ => continue,
+                }
+                if let Some(state) = state.as_ref().filter(|state| done(state)) {
+                    return Ok(state.clone());
                 }
             }
             bail!("trellis serve stopped sending the chat's events")
@@ -102,4 +108,25 @@ impl Remote {
             Err(_) => bail!("the reply did not finish within {} s; it goes on in trellis serve", timeout.as_secs_f64()),
         }
     }
+}
+
+/// Applies a `change` event of the chat to its `state` (see `ChatChange`): the messages
+/// from `from` on, and each field it carries.
+fn apply_change(state: &mut Value, change: Value) -> anyhow::Result<()> {
+    let Value::Object(mut change) = change else { bail!("a change of the chat is not a JSON object") };
+    let from = change.remove("from").and_then(|from| usize::try_from(from.as_u64()?).ok());
+    let (Some(from), Some(Value::Array(new)), Some(Value::Array(messages))) =
+        (from, change.remove("messages"), state.get_mut("messages"))
+    else {
+        bail!("a change of the chat does not say which messages changed")
+    };
+    if from > messages.len() {
+        bail!("a change of the chat starts at message {from} of {}", messages.len());
+    }
+    messages.truncate(from);
+    messages.extend(new);
+    for (key, value) in change {
+        state[key.as_str()] = value;
+    }
+    Ok(())
 }

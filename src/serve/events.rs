@@ -1,9 +1,11 @@
 //! Changes as server-sent events. The runtime calls an observer after each commit that
 //! writes what it watches; the observer only notes what changed for this connection's
-//! stream, which reads the new state and sends what differs from what it sent last.
-//! Changes that pile up meanwhile make one event (a client that stops reading holds one
-//! note per thing watched, not one per commit), and a client that leaves takes its
-//! observers with it.
+//! stream, which reads the new state and sends what differs from what it sent last (for
+//! the chat, only that: see `super::delta`). Changes that pile up meanwhile make one event
+//! (a client that stops reading holds one note per thing watched, not one per commit, and
+//! `trellis_http` closes its connection once a write waits too long), and a client that
+//! leaves takes its observers with it. A stream ends when the token that opened it is
+//! revoked.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -17,8 +19,10 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use trellis_runner::{DocId, Link, Observation, Path, Read as _, Runtime};
 
-use super::routes::charms::{data, CharmData};
-use super::routes::chat::{state, ChatState};
+use super::auth::Credential;
+use super::delta::{digest, SentChat, SentText};
+use super::routes::charms::data;
+use super::routes::chat::state;
 use super::Server;
 
 /// What changed since a stream last looked, each thing once, and the signal that wakes it.
@@ -82,26 +86,33 @@ fn event(name: &str, data: &impl serde::Serialize) -> Option<Event> {
 
 type Events = Sse<KeepAliveStream<stream::BoxStream<'static, Result<Event, Infallible>>>>;
 
-fn sse(events: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
-    Sse::new(events.flat_map(|batch| stream::iter(batch.into_iter().map(Ok))).boxed()).keep_alive(KeepAlive::default())
+/// The events of `batches`, until `credential` is revoked.
+fn sse(server: Server, credential: Credential, batches: impl Stream<Item = Vec<Event>> + Send + 'static) -> Events {
+    let events = batches.flat_map(|batch| stream::iter(batch.into_iter().map(Ok)));
+    Sse::new(events.take_until(credential.revoked(server)).boxed()).keep_alive(KeepAlive::default())
 }
 
 /// `charm` events: the data of charm `id` now, then after each change.
-pub fn charm(server: Server, id: DocId) -> Events {
+pub fn charm(server: Server, credential: Credential, id: DocId) -> Events {
     let mut changes = Changes::new();
     changes.watch(server.runtime(), id.clone(), ());
-    let start = (server, id, changes, None::<CharmData>, true);
-    sse(stream::unfold(start, |(server, id, changes, last, first)| async move {
-        if !first {
-            changes.next(server.runtime()).await;
-        }
-        let now = data(server.runtime(), &id).ok();
-        let batch = match &now {
-            Some(now) if last.as_ref() != Some(now) => event("charm", now).into_iter().collect(),
-            _ => Vec::new(),
-        };
-        Some((batch, (server, id, changes, now.or(last), false)))
-    }))
+    let start = (server.clone(), id, changes, None::<u64>, true);
+    sse(
+        server,
+        credential,
+        stream::unfold(start, |(server, id, changes, last, first)| async move {
+            if !first {
+                changes.next(server.runtime()).await;
+            }
+            let now = data(server.runtime(), &id).ok();
+            let digest = now.as_ref().map(digest);
+            let batch = match &now {
+                Some(now) if last != digest => event("charm", now).into_iter().collect(),
+                _ => Vec::new(),
+            };
+            Some((batch, (server, id, changes, digest.or(last), false)))
+        }),
+    )
 }
 
 /// What changed, for a chat stream.
@@ -115,20 +126,20 @@ enum Changed {
     Charm(DocId),
 }
 
-/// What a chat stream sent last, and what it watches.
+/// What a chat stream sent, as digests, and what it watches.
 struct ChatWatch {
     server: Server,
     changes: Changes<Changed>,
     watched: HashSet<DocId>,
-    chat: Option<ChatState>,
-    partial: Option<String>,
-    charms: HashMap<DocId, CharmData>,
+    chat: Option<SentChat>,
+    partial: SentText,
+    charms: HashMap<DocId, u64>,
 }
 
 impl ChatWatch {
     /// The events for what changed: a streamed delta reads only the reply, a charm's
-    /// change only that charm; the conversation's change reads its state, and starts
-    /// watching charms attached meanwhile.
+    /// change only that charm; the conversation's change reads its state (all of it the
+    /// first time, what changed after), and starts watching charms attached meanwhile.
     fn batch(&mut self, changed: &[Changed]) -> Vec<Event> {
         let mut batch = Vec::new();
         let mut charms: Vec<DocId> =
@@ -143,28 +154,31 @@ impl ChatWatch {
         }
         for id in charms {
             let Ok(data) = data(self.server.runtime(), &id) else { continue };
-            if self.charms.get(&id) != Some(&data) {
+            let digest = digest(&data);
+            if self.charms.get(&id) != Some(&digest) {
                 batch.extend(event("charm", &data));
-                self.charms.insert(id, data);
+                self.charms.insert(id, digest);
             }
         }
-        if let Some(now) = now.filter(|now| self.chat.as_ref() != Some(now)) {
-            batch.extend(event("chat", &now));
-            self.chat = Some(now);
+        match (now, &mut self.chat) {
+            (Some(now), Some(sent)) => batch.extend(sent.change(now).and_then(|change| event("change", &change))),
+            (Some(now), None) => {
+                self.chat = Some(SentChat::new(&now));
+                batch.extend(event("chat", &now));
+            }
+            (None, _) => {}
         }
         if changed.contains(&Changed::Partial) {
-            let partial = self.server.chat().dialog().partial();
-            if self.partial.as_ref() != Some(&partial) {
-                batch.extend(event("partial", &super::api::Partial { text: partial.clone() }));
-                self.partial = Some(partial);
-            }
+            batch
+                .extend(self.partial.change(&self.server.chat().dialog().partial()).and_then(|p| event("partial", &p)));
         }
         batch
     }
 }
 
-/// `chat`, `partial` and `charm` events: the conversation now, then after each change.
-pub fn chat(server: Server) -> Events {
+/// `chat`, `change`, `partial` and `charm` events: the conversation now, then after each
+/// change.
+pub fn chat(server: Server, credential: Credential) -> Events {
     let mut changes = Changes::new();
     let rt = server.runtime().clone();
     let result = rt.charms().result(server.chat().chatbot().charm());
@@ -176,15 +190,26 @@ pub fn chat(server: Server) -> Events {
             changes.watch(&rt, live.doc, Changed::Partial);
         }
     }
-    let start = ChatWatch { server, changes, watched, chat: None, partial: None, charms: HashMap::new() };
-    sse(stream::unfold((start, true), |(mut watch, first)| async move {
-        let changed = if first {
-            vec![Changed::Chat, Changed::Partial]
-        } else {
-            let rt = watch.server.runtime().clone();
-            watch.changes.next(&rt).await
-        };
-        let batch = watch.batch(&changed);
-        Some((batch, (watch, false)))
-    }))
+    let start = ChatWatch {
+        server: server.clone(),
+        changes,
+        watched,
+        chat: None,
+        partial: SentText::default(),
+        charms: HashMap::new(),
+    };
+    sse(
+        server,
+        credential,
+        stream::unfold((start, true), |(mut watch, first)| async move {
+            let changed = if first {
+                vec![Changed::Chat, Changed::Partial]
+            } else {
+                let rt = watch.server.runtime().clone();
+                watch.changes.next(&rt).await
+            };
+            let batch = watch.batch(&changed);
+            Some((batch, (watch, false)))
+        }),
+    )
 }

@@ -1,6 +1,7 @@
-//! The server's limits: the size of a request body (413), the length of a chat message
-//! (422), and the rate of requests per client (429), each answered with a message that
-//! says what the limit is.
+//! The server's limits: the size of a request body (413) and the time it may take to
+//! arrive (408), the length of a chat message (422), and the rate of requests per client
+//! (429), each answered with a message that says what the limit is. (Each connection's
+//! deadlines and the cap per address are `trellis_http`'s.)
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -23,8 +24,9 @@ pub const NAME_PATTERN: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9
 /// A message the chat accepts: not only white space (and at most 16,000 long).
 pub const MESSAGE_PATTERN: &str = r"\S";
 
-/// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that is not
-/// JSON is 400, and JSON of the wrong shape is 422, each saying where.
+/// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that does not
+/// arrive in time 408, one that is not JSON 400, and JSON of the wrong shape 422, each
+/// saying where.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -41,9 +43,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         if let Some(length) = declared.filter(|&length: &usize| length > MAX_BODY) {
             return Err(too_large(length.to_string()));
         }
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY)
-            .await
-            .map_err(|_| too_large(format!("more than {MAX_BODY}")))?;
+        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY).await.map_err(|error| {
+            if trellis_http::is_body_timeout(&error) {
+                // The client stalled or trickled: it hears why as the connection closes.
+                ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("{error} (trellis serve --body-timeout)"))
+            } else {
+                too_large(format!("more than {MAX_BODY}"))
+            }
+        })?;
         let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
         // JSON first, then its shape: serde calls some valid JSON of the wrong shape (`{}`
         // for a choice of answers) a syntax error when it reads both at once.

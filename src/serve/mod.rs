@@ -4,9 +4,11 @@
 //!   `interactions`, `plugins`), and [`api`]: the table of endpoints that builds both the router and
 //!   the OpenAPI document (`/openapi.json`), so the two cannot drift apart;
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
-//!   (`tokens`: kept in the space as hashes);
+//!   (`tokens`: kept in the space as hashes), JSON writes only (415);
 //! - `limits`: body size (413), message length (422), request rate (429);
-//! - `events`: charm and chat changes as server-sent events, from the runtime's observers;
+//! - `events`: charm and chat changes as server-sent events, from the runtime's observers
+//!   (`delta`: a chat stream sends the conversation once, then what changed), each stream
+//!   ending when the token that opened it is revoked;
 //! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
 //!   embedded in the binary.
 
@@ -14,6 +16,7 @@ mod api;
 mod assets;
 mod auth;
 pub mod client;
+mod delta;
 mod error;
 mod events;
 pub mod handoff;
@@ -43,9 +46,8 @@ pub struct Options {
     pub chatbot: String,
     /// Requests per minute per client address.
     pub rate_per_minute: u32,
-    /// How long a client may take to send a request's headers (and may stay silent on an
-    /// open connection) before the connection is closed.
-    pub header_timeout: std::time::Duration,
+    /// The deadlines and the cap per address each connection is held to.
+    pub limits: trellis_http::Limits,
     /// The space's file (its hand-off file goes beside it).
     pub space: std::path::PathBuf,
     /// The program's tools defined in Rust, which its chatbot's dialog may refer to.
@@ -151,7 +153,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     };
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = handoff.write(&options.space)?;
-    trellis_http::serve(listener, router, options.header_timeout, stopped()).await;
+    trellis_http::serve(listener, router, options.limits, stopped()).await;
     written.remove();
     Ok(())
 }
@@ -178,6 +180,8 @@ fn router(server: Server) -> axum::Router {
     let api = api::endpoints()
         .into_iter()
         .fold(axum::Router::new(), |router, endpoint| router.route(endpoint.path, endpoint.handler))
+        // Signed in first (401), then a JSON write (415).
+        .layer(axum::middleware::from_fn(auth::require_json))
         .layer(from_fn_with_state(server.clone(), auth::require_auth));
     axum::Router::new()
         .merge(api)

@@ -59,7 +59,7 @@ pub fn build() -> Value {
         }
         responses.insert(
             "default".into(),
-            json!({ "description": "refused or failed (400, 401, 403, 404, 409, 413, 422, 429, 500, 504)",
+            json!({ "description": "refused or failed (400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 504)",
                     "content": json_content(error.clone()) }),
         );
         let mut operation = json!({
@@ -83,7 +83,8 @@ pub fn build() -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "The charms of a Trellis space and its conversation. Every request needs the session \
                             cookie the page gets from the start URL of `trellis serve`, or a bearer token from \
-                            `trellis token new`."
+                            `trellis token new`. Every POST, PUT and PATCH sends \
+                            `Content-Type: application/json` (415 otherwise)."
         },
         "components": {
             "schemas": schemas,

@@ -3,13 +3,13 @@
 //! The space keeps only each token's SHA-256, so a copy of the space file (a backup, a
 //! synced folder) gives nobody access; the token itself is shown once, when it is made.
 //! The server looks tokens up in the space on every request, so one revoked while it runs
-//! stops working at once.
+//! stops working at once, and the event streams opened with it end.
 
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use trellis_plugins::signing::encode_hex;
-use trellis_runner::{Cell, Link, Path, Runtime};
+use trellis_runner::{Cell, Link, Observation, Path, Runtime};
 
 /// The document of the space that holds the tokens' records.
 const TOKENS_DOC: &str = "trellis-serve-tokens";
@@ -119,6 +119,20 @@ pub fn verify(rt: &Runtime, token: &str) -> Option<TokenRecord> {
     }
     let sha256 = hash(token);
     list(rt).into_iter().find(|t| t.sha256 == sha256)
+}
+
+/// Whether a token with this SHA-256 is one of the space's (not revoked).
+pub fn is_current(rt: &Runtime, sha256: &str) -> bool {
+    list(rt).iter().any(|t| t.sha256 == sha256)
+}
+
+/// Calls `changed` after each commit that writes the tokens (one made or revoked), for as
+/// long as the observation returned is kept.
+pub fn observe(rt: &Runtime, changed: impl Fn() + Send + Sync + 'static) -> Observation {
+    rt.observe(&Link::new(TOKENS_DOC, Path::root()), move |_| {
+        changed();
+        true
+    })
 }
 
 /// The SHA-256 of `text`, in hex.

@@ -44,10 +44,9 @@ impl Served {
         format!("http://{}", self.authority)
     }
 
-    /// Sends one request (`headers` as `Name: value` lines; `Host` is added unless given).
+    /// Sends one request (`headers` as `Name: value` lines; `Host` is added unless given, and
+    /// `Content-Type: application/json` to one with a body or other than GET, unless given).
     pub fn request(&self, method: &str, path: &str, headers: &[&str], body: Option<&str>) -> Response {
-        let mut stream = TcpStream::connect(&self.authority).expect("the server accepts connections");
-        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("host:")) {
             head.push_str(&format!("Host: {}\r\n", self.authority));
@@ -57,13 +56,21 @@ impl Served {
         }
         let body = body.unwrap_or_default();
         if !body.is_empty() || method != "GET" {
-            head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+            if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("content-type:")) {
+                head.push_str("Content-Type: application/json\r\n");
+            }
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         head.push_str("\r\n");
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(body.as_bytes()))
-            .expect("the request is sent");
+        head.push_str(body);
+        self.raw(&head)
+    }
+
+    /// Sends `request` as it is, on a connection of its own; the response.
+    pub fn raw(&self, request: &str) -> Response {
+        let mut stream = TcpStream::connect(&self.authority).expect("the server accepts connections");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
+        stream.write_all(request.as_bytes()).expect("the request is sent");
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
         Response::parse(&raw)
@@ -79,7 +86,7 @@ impl Served {
         }
         head.push_str("\r\n");
         stream.write_all(head.as_bytes()).expect("the request is sent");
-        Events { reader: BufReader::new(stream), event: String::new() }
+        Events { reader: BufReader::new(stream), event: String::new(), chat: None }
     }
 }
 
@@ -130,11 +137,38 @@ impl Response {
 pub struct Events {
     reader: BufReader<TcpStream>,
     event: String,
+    /// The chat's state: its first `chat` event, with each `change` since applied.
+    chat: Option<serde_json::Value>,
 }
 
 impl Events {
-    /// The next event as (name, data); the read times out (a failure) after 60 s.
+    /// The next event as (name, data), a chat's `change` as the `chat` state it makes; the
+    /// read times out (a failure) after 60 s.
     pub fn next(&mut self) -> (String, serde_json::Value) {
+        let (event, data) = self.next_raw();
+        match event.as_str() {
+            "chat" => self.chat = Some(data.clone()),
+            "change" => {
+                let chat = self.chat.as_mut().expect("the whole chat comes before its changes");
+                let from = data["from"].as_u64().unwrap() as usize;
+                let messages = chat["messages"].as_array_mut().unwrap();
+                assert!(from <= messages.len(), "a change from {from} of {} messages", messages.len());
+                messages.truncate(from);
+                messages.extend(data["messages"].as_array().unwrap().iter().cloned());
+                for (key, value) in data.as_object().unwrap() {
+                    if key != "from" && key != "messages" {
+                        chat[key] = value.clone();
+                    }
+                }
+                return ("chat".into(), chat.clone());
+            }
+            _ => {}
+        }
+        (event, data)
+    }
+
+    /// The next event as (name, data), as it came; the read times out (a failure) after 60 s.
+    pub fn next_raw(&mut self) -> (String, serde_json::Value) {
         loop {
             let mut line = String::new();
             let read = self.reader.read_line(&mut line).expect("an event within 60 s");
@@ -146,6 +180,21 @@ impl Events {
                 if let Ok(json) = serde_json::from_str(data) {
                     return (std::mem::take(&mut self.event), json);
                 }
+            }
+        }
+    }
+
+    /// Whether the stream ends (its chunked body's last chunk, or the connection closing)
+    /// before the client's read times out, skipping what comes first.
+    pub fn ends(&mut self) -> bool {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.reader.read_line(&mut line) {
+                Ok(0) => return true,
+                Ok(_) if line == "0\r\n" => return true,
+                Ok(_) => {}
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
             }
         }
     }

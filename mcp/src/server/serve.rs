@@ -10,10 +10,6 @@ use trellis_runner::Runtime;
 
 use super::TrellisMcp;
 
-/// How long a client may take to send a request's headers, or stay silent on an open
-/// connection (see `trellis_http`).
-const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// How often a quiet Streamable HTTP stream gets a keep-alive comment.
 const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -28,7 +24,8 @@ pub enum ServeError {
     Protocol(String),
 }
 
-/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends.
+/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends,
+/// each connection held to `limits` (deadlines, a cap per address: see `trellis_http`).
 /// `ready` is called with the address bound (a port of 0 picks a free one).
 ///
 /// Requests from web pages (any `Origin`) are refused, so a page in the user's browser
@@ -38,6 +35,7 @@ pub async fn serve_http(
     rt: Runtime,
     addr: SocketAddr,
     remote: bool,
+    limits: trellis_http::Limits,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
@@ -55,7 +53,7 @@ pub async fn serve_http(
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);
-    trellis_http::serve(listener, router, HEADER_TIMEOUT, std::future::pending()).await;
+    trellis_http::serve(listener, router, limits, std::future::pending()).await;
     Ok(())
 }
 

@@ -250,14 +250,35 @@ function render() {
 
 // --- live updates -----------------------------------------------------------------
 
+// The stream sends the whole conversation when it opens (`chat`), then what changed
+// (`change`): the messages from `from` on, and the fields that changed.
+function changed(change) {
+  if (!chat || change.from > chat.messages.length) return false;
+  chat.messages.splice(change.from, Infinity, ...change.messages);
+  for (const key of ["model", "pending", "error", "interactions", "attachments", "tools"]) {
+    if (key in change) chat[key] = change[key];
+  }
+  return true;
+}
+
 function follow() {
   const events = new EventSource("/api/chat/events");
-  events.addEventListener("chat", (e) => {
-    chat = JSON.parse(e.data);
+  const show = () => {
     for (const tool of chat.tools) displays.set(tool.wire, tool.display);
     render();
+  };
+  events.addEventListener("chat", (e) => { chat = JSON.parse(e.data); show(); });
+  events.addEventListener("change", (e) => {
+    if (changed(JSON.parse(e.data))) return show();
+    // Out of step (it cannot be, on one stream): start again from the whole state.
+    events.close();
+    follow();
   });
-  events.addEventListener("partial", (e) => { partial = JSON.parse(e.data).text; if (chat) renderMessages(); });
+  events.addEventListener("partial", (e) => {
+    const update = JSON.parse(e.data);
+    partial = update.append ? partial + update.text : update.text;
+    if (chat) renderMessages();
+  });
   events.addEventListener("charm", (e) => {
     const charm = JSON.parse(e.data);
     charmData.set(charm.id, charm);
@@ -362,7 +383,7 @@ function start() {
   $("#composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
   $("#stop").addEventListener("click", () => {
     if (chat) stoppedAt.add(chat.messages.length);
-    reporting(api("POST", "/api/chat/cancel"));
+    reporting(api("POST", "/api/chat/cancel", {}));
   });
   $("#tools-chip").addEventListener("click", () => {
     const list = $("#tools-list");

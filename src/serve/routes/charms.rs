@@ -4,12 +4,13 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::Json;
+use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trellis_runner::{DocId, Runtime};
 
 use crate::cli::charm::{send as send_event, SendError};
+use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
 use crate::serve::limits::{Body, NAME_PATTERN};
 use crate::serve::{events, Server};
@@ -185,8 +186,13 @@ pub async fn tools(State(server): State<Server>, Path(charm): Path<String>) -> R
     Ok(Json(tool_infos(flattened)))
 }
 
-/// `GET /api/charms/{charm}/events`: the charm's data now, then again after each change.
-pub async fn events(State(server): State<Server>, Path(charm): Path<String>) -> Result<impl IntoResponse, ApiError> {
+/// `GET /api/charms/{charm}/events`: the charm's data now, then again after each change,
+/// for as long as the request's credential holds.
+pub async fn events(
+    State(server): State<Server>,
+    Extension(credential): Extension<Credential>,
+    Path(charm): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     let id = find(server.runtime(), &charm)?;
-    Ok(events::charm(server, id))
+    Ok(events::charm(server, credential, id))
 }

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::Json;
+use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trellis_builtins::dialog::Interaction;
@@ -13,6 +13,7 @@ use trellis_runner::DocId;
 
 use super::charms::{tool_infos, ToolInfo};
 use super::DONE;
+use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
 use crate::serve::limits::{check_message, Body, MESSAGE_PATTERN};
 use crate::serve::{events, Server};
@@ -36,6 +37,32 @@ pub struct ChatState {
     pub attachments: Vec<Attached>,
     /// The tools the model has now, and where each comes from.
     pub tools: Vec<ActiveTool>,
+}
+
+/// A change of the conversation, on its events after the first `chat` (which is all of it):
+/// `messages` replace those from index `from` on (the ones before are as sent); the model,
+/// `pending` and `error` come each time, the other fields only when they changed.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ChatChange {
+    /// Where in the conversation `messages` start.
+    pub from: usize,
+    /// The messages from `from` on.
+    pub messages: Vec<Message>,
+    /// The model string.
+    pub model: String,
+    /// Whether a reply is being generated.
+    pub pending: bool,
+    /// Why the last reply failed.
+    pub error: Option<String>,
+    /// The calls waiting for a person's answer, when they changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactions: Option<Vec<Interaction>>,
+    /// The attached charms, when they changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<Attached>>,
+    /// The tools the model has, when they changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ActiveTool>>,
 }
 
 /// An attached charm.
@@ -161,7 +188,11 @@ pub async fn send(
 }
 
 /// `POST /api/chat/cancel`: stops the reply being generated (and closes waiting calls).
-pub async fn cancel(State(server): State<Server>) -> Result<StatusCode, ApiError> {
+/// Its body (a JSON object, `{}`) says nothing; it is read so that the write is JSON.
+pub async fn cancel(
+    State(server): State<Server>,
+    Body(_): Body<serde_json::Map<String, serde_json::Value>>,
+) -> Result<StatusCode, ApiError> {
     server.chat().chatbot().cancel().await?;
     Ok(DONE)
 }
@@ -201,8 +232,9 @@ pub async fn detach(State(server): State<Server>, Path(name): Path<String>) -> R
     Ok(DONE)
 }
 
-/// `GET /api/chat/events`: the conversation's state now and after each change (`chat`),
-/// the streamed reply (`partial`), and each attached charm's data (`charm`).
-pub async fn events(State(server): State<Server>) -> impl IntoResponse {
-    events::chat(server)
+/// `GET /api/chat/events`: the conversation's state now (`chat`), then what changed
+/// (`change`), the streamed reply (`partial`), and each attached charm's data (`charm`),
+/// for as long as the request's credential holds.
+pub async fn events(State(server): State<Server>, Extension(credential): Extension<Credential>) -> impl IntoResponse {
+    events::chat(server, credential)
 }
