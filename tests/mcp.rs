@@ -323,6 +323,19 @@ fn http_connections_are_held_to_a_body_deadline_and_a_cap_per_address() {
     drop(held);
 }
 
+/// Defect: each session of an earlier revision took a subscription at
+/// `notifications/initialized`, so clients that only initialised used the whole budget
+/// and a later client's `resources/subscribe` was refused for minutes.
+#[test]
+fn clients_that_only_initialise_over_http_leave_room_for_one_that_subscribes() {
+    let s = common::space();
+    let server = HttpServer::start(&s.path);
+    let crowd = format!("crowd:{}", MAX_SUBSCRIPTIONS + 2);
+    let seen = client(&crowd, &["http".as_ref(), server.url.as_ref()]);
+    assert_eq!(seen["subscribe_error"], Value::Null, "{seen}");
+    assert_eq!(seen["heard"], true, "{seen}");
+}
+
 #[test]
 fn http_on_a_non_loopback_address_needs_allow_remote() {
     let s = common::space();

@@ -30,4 +30,5 @@ pub mod server;
 
 pub use server::{
     serve_http, serve_stdio, ServeError, TrellisMcp, CALL_TIMEOUT, CHARM_URI, CREATE_CHARM, MAX_SUBSCRIPTIONS,
+    SESSION_SHARE,
 };

@@ -30,6 +30,8 @@ async def main() -> None:
         server = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
     if revision.startswith("current:"):
         await current(server, int(revision.removeprefix("current:")))
+    elif revision.startswith("crowd:"):
+        await crowd(server, int(revision.removeprefix("crowd:")))
     elif transport == "http":
         async with streamable_http_client(server) as (read, write):
             await legacy(read, write)
@@ -174,6 +176,41 @@ async def legacy(read, write) -> None:
                 }
             )
         )
+
+
+async def crowd(url: str, sessions: int) -> None:
+    """Opens `sessions` sessions of the earlier revisions over HTTP that only initialise
+    (and stay open), then one more that subscribes to the counter and increments it:
+    prints whether that one heard of the change, and the error of a subscription too many
+    for one session, if any."""
+    async with AsyncExitStack() as held:
+        for _ in range(sessions):
+            read, write = await held.enter_async_context(streamable_http_client(url))
+            idle = await held.enter_async_context(ClientSession(read, write))
+            await idle.initialize()
+        updated = asyncio.Event()
+
+        async def on_message(message) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                updated.set()
+
+        read, write = await held.enter_async_context(streamable_http_client(url))
+        session = await held.enter_async_context(ClientSession(read, write, message_handler=on_message))
+        await session.initialize()
+        resources = await session.list_resources()
+        counter = next(str(r.uri) for r in resources.resources if r.name == "Counter")
+        subscribed = None
+        try:
+            await session.subscribe_resource(counter)
+        except Exception as error:  # the SDK raises the JSON-RPC error
+            subscribed = str(error)
+        await session.call_tool("Counter_increment", {"amount": 1})
+        try:
+            await asyncio.wait_for(updated.wait(), WAIT)
+            heard = True
+        except TimeoutError:
+            heard = False
+        print(json.dumps({"subscribe_error": subscribed, "heard": heard}))
 
 
 asyncio.run(main())

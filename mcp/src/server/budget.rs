@@ -165,10 +165,15 @@ mod tests {
 
     #[test]
     fn a_part_never_claimed_comes_back_on_every_path() {
-        let budget = Budget::with_ttl(2, Duration::from_millis(20));
+        // A long expiry, and the part made older than it by hand: no scheduler stall
+        // between the reservation and the first check can expire it early.
+        let ttl = Duration::from_secs(30);
+        let budget = Budget::with_ttl(2, ttl);
         assert!(budget.reserve(2));
         assert!(budget.take(1).is_none(), "promised");
-        std::thread::sleep(Duration::from_millis(40));
+        for (at, _) in budget.reserved.lock().iter_mut() {
+            *at = at.checked_sub(ttl).expect("the clock reaches 30 s back");
+        }
         // `take` (a legacy subscription) sees the room again, not only `accept`'s `left`.
         let held = budget.take(2).expect("the unclaimed part expired");
         drop(held);

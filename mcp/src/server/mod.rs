@@ -8,7 +8,7 @@ mod unfit;
 mod watch;
 
 pub use serve::{serve_http, serve_stdio, ServeError};
-pub use subscriptions::MAX_SUBSCRIPTIONS;
+pub use subscriptions::{MAX_SUBSCRIPTIONS, SESSION_SHARE};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +50,9 @@ pub struct TrellisMcp {
     /// This session's `resources/subscribe` subscriptions and list changes (the
     /// revisions before 2026-07-28), stopped when the session ends.
     legacy: Arc<subscriptions::Legacy>,
+    /// How much of the budget this client may hold: all of it when it is alone (stdio),
+    /// [`SESSION_SHARE`] when it shares it ([`TrellisMcp::for_client`]).
+    share: usize,
 }
 
 impl TrellisMcp {
@@ -61,13 +64,14 @@ impl TrellisMcp {
             watches: watch::Watches::default(),
             budget: budget::Budget::new(MAX_SUBSCRIPTIONS),
             legacy: Arc::default(),
+            share: MAX_SUBSCRIPTIONS,
         }
     }
 
     /// The server for another client of the same space: the same catalog, watches and
-    /// subscription budget, its own session.
+    /// subscription budget, its own session, and its own [`SESSION_SHARE`] of the budget.
     pub fn for_client(&self) -> Self {
-        TrellisMcp { legacy: Arc::default(), ..self.clone() }
+        TrellisMcp { legacy: Arc::default(), share: SESSION_SHARE, ..self.clone() }
     }
 
     /// The charm a resource URI names, if it names one.

@@ -18,10 +18,21 @@ use super::watch::Target;
 use super::{TrellisMcp, CHARM_URI};
 
 /// How many subscriptions may be open at once: each resource of a `subscriptions/listen`
-/// stream, the stream itself, each `resources/subscribe`, and the list changes a session
-/// of an earlier revision gets. Counted per session over stdio, and over Streamable HTTP
-/// (where the current revision has no sessions) for all of the server's clients together.
+/// stream, the stream itself, and each `resources/subscribe`. Counted per session over
+/// stdio, and over Streamable HTTP (where the current revision has no sessions) for all of
+/// the server's clients together, each of which may hold at most [`SESSION_SHARE`].
+///
+/// The list changes a session of an earlier revision gets after `notifications/initialized`
+/// are not counted: they cost a receiver of the one shared signal of the charms (less than
+/// the session itself), and counting them let clients that only initialise fill the budget,
+/// so that nobody else's `resources/subscribe` got through.
 pub const MAX_SUBSCRIPTIONS: usize = 128;
+
+/// How many of [`MAX_SUBSCRIPTIONS`] one client over Streamable HTTP may hold (a session of
+/// an earlier revision, or one `subscriptions/listen` stream): no single client fills the
+/// budget. A process that opens many sessions, each holding its share, still can; what
+/// it holds is let go when its sessions end.
+pub const SESSION_SHARE: usize = 16;
 
 /// A change a subscription reports.
 #[derive(Clone)]
@@ -37,7 +48,7 @@ enum Change {
 /// first [`MAX_SUBSCRIPTIONS`] URIs are looked at: no more could be honoured, and a
 /// client's list costs no more than that to read.
 pub(super) fn accept(server: &TrellisMcp, requested: &SubscriptionFilter) -> SubscriptionFilter {
-    let room = server.budget.left().saturating_sub(1);
+    let room = server.budget.left().min(server.share).saturating_sub(1);
     let (mut uris, mut charms): (Vec<String>, Vec<Target>) = (Vec::new(), Vec::new());
     for uri in requested.resource_subscriptions.iter().flatten().take(MAX_SUBSCRIPTIONS) {
         if uris.len() >= room {
@@ -140,10 +151,21 @@ fn too_many() -> ErrorData {
     )
 }
 
+/// Why a session's subscription is refused when it holds its `share` already.
+fn too_many_here(share: usize) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "this session has {share} subscriptions open, as many as one client may; resources/unsubscribe one \
+             before subscribing to another"
+        ),
+        None,
+    )
+}
+
 /// The subscriptions of one session of an earlier revision: a task each that notifies
 /// the client, stopped by `resources/unsubscribe` or when the session ends.
 #[derive(Default)]
-pub(super) struct Legacy(Mutex<HashMap<Target, (AbortHandle, Held)>>);
+pub(super) struct Legacy(Mutex<HashMap<Target, (AbortHandle, Option<Held>)>>);
 
 impl Legacy {
     /// Sends `notifications/resources/updated` for `uri` (a charm's) after each change.
@@ -151,7 +173,7 @@ impl Legacy {
         let id = server.charm_of(&uri).ok_or_else(|| {
             ErrorData::resource_not_found(format!("no charm at `{uri}`; resources/list shows them"), None)
         })?;
-        self.start(server, Target::Charm(id), move || {
+        self.start(server, Target::Charm(id), Some(server.share), move || {
             let (peer, uri) = (peer.clone(), uri.clone());
             async move { peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await }
         })
@@ -160,7 +182,7 @@ impl Legacy {
     /// Sends `notifications/tools/list_changed` and `notifications/resources/list_changed`
     /// after each change of the charms.
     pub(super) fn lists(&self, server: &TrellisMcp, peer: Peer<RoleServer>) -> Result<(), ErrorData> {
-        self.start(server, Target::Charms, move || {
+        self.start(server, Target::Charms, None, move || {
             let peer = peer.clone();
             async move {
                 peer.notify_tool_list_changed().await?;
@@ -179,7 +201,9 @@ impl Legacy {
     }
 
     /// Runs `notify` after each change of `target`, unless the session already watches it.
-    fn start<N, F>(&self, server: &TrellisMcp, target: Target, notify: N) -> Result<(), ErrorData>
+    /// With a `share`, it counts in the budget, and the session may hold at most `share`
+    /// such subscriptions.
+    fn start<N, F>(&self, server: &TrellisMcp, target: Target, share: Option<usize>, notify: N) -> Result<(), ErrorData>
     where
         N: Fn() -> F + Send + 'static,
         F: std::future::Future<Output = Result<(), rmcp::ServiceError>> + Send,
@@ -188,7 +212,13 @@ impl Legacy {
         if tasks.contains_key(&target) {
             return Ok(());
         }
-        let held = server.budget.take(1).ok_or_else(too_many)?;
+        let held = match share {
+            None => None,
+            Some(share) if tasks.values().filter(|(_, held)| held.is_some()).count() >= share => {
+                return Err(too_many_here(share))
+            }
+            Some(_) => Some(server.budget.take(1).ok_or_else(too_many)?),
+        };
         let mut changes = server.watches.watch(&server.rt, target.clone());
         let task = tokio::spawn(async move {
             while changes.changed().await.is_ok() {
