@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use trellis_builtins::catalog::sources::{self, ToolSource};
-use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
+use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::message::ToolOutput;
 use trellis_mcp::client::{attach, detach, McpServer, ServerSpec, State, Transport};
 use trellis_runner::{Link, Path, Runtime};
