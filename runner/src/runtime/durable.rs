@@ -28,7 +28,7 @@ impl Runtime {
     /// what is dirty, and turns a failed write into the caller's error.
     #[inline(never)]
     fn settle_restored(&self, outcome: Outcome) -> Result<()> {
-        let Outcome { result, restored } = outcome;
+        let Outcome { result, restored, undone } = outcome;
         if !restored.is_empty() {
             let mut graph = self.0.graph.lock();
             for (key, _) in &restored {
@@ -40,7 +40,7 @@ impl Runtime {
             self.notify_observers(&changes);
             self.pump();
         }
-        result.map_err(Error::NotSaved)
+        result.map_err(|error| if undone { Error::NotSaved(error) } else { Error::Storage(error) })
     }
 }
 
@@ -64,6 +64,8 @@ mod tests {
         stored: Arc<Mutex<HashMap<String, StoredDoc>>>,
         fail_next: Arc<AtomicBool>,
         refusing: Arc<AtomicBool>,
+        /// The writer is gone: nothing is written, and nothing refused or restored.
+        gone: Arc<AtomicBool>,
     }
 
     impl Disk {
@@ -83,12 +85,16 @@ mod tests {
         }
 
         fn submit(&self, writes: Vec<StoredDoc>) -> Durable {
+            if self.gone.load(Ordering::SeqCst) {
+                return Durable::ready(Err(StorageError::WriterGone));
+            }
             if self.refusing.load(Ordering::SeqCst) {
                 return Durable::ready(Err(StorageError::Refused { reason: "the disk is full".into() }));
             }
             if !writes.is_empty() && self.fail_next.swap(false, Ordering::SeqCst) {
                 self.refusing.store(true, Ordering::SeqCst);
-                return Durable::ready(Err(StorageError::WriterGone));
+                let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+                return Durable::ready(Err(StorageError::Io { path: "disk".into(), action: "write", source: full }));
             }
             let mut stored = self.stored.lock();
             for doc in writes {
@@ -179,5 +185,16 @@ mod tests {
         rt.transact(|tx| tx.write(&fresh, Value::from(2))).expect("saved");
         assert!(rt.space().contains(&fresh.doc));
         assert_eq!(int(disk.stored(&fresh)), Some(2));
+    }
+
+    #[test]
+    fn a_writer_gone_is_not_told_as_a_change_undone() {
+        let disk = Disk::default();
+        let rt = Runtime::with_storage(Box::new(disk.clone())).expect("open");
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        disk.gone.store(true, Ordering::SeqCst);
+        let error = rt.transact(|tx| n.set(tx, 2)).expect_err("nothing is written");
+        assert!(matches!(error, Error::Storage(StorageError::WriterGone)), "{error}");
+        assert!(!error.to_string().contains("undone"), "{error}");
     }
 }

@@ -324,17 +324,21 @@ impl Space {
             // Storage that keeps nothing has nothing to wait for and never fails.
             return Outcome::default();
         }
-        let mut outcome = Outcome { result: committed.durable.await, restored: Vec::new() };
+        let mut outcome = Outcome { result: committed.durable.await, restored: Vec::new(), undone: false };
         let later = outcome.result.is_ok() && self.commits.load(Ordering::Acquire) != committed.seq.0;
         let after = if later { self.barrier().await } else { Ok(()) };
         if outcome.result.is_err() || after.is_err() {
-            let refused = self.storage.refusing();
             match self.restore() {
-                Ok(restored) => outcome.restored = restored,
+                Ok(restored) => {
+                    // Undone here, or by the caller that restored first; not when the
+                    // writer is gone (then nothing is written, and nothing restored).
+                    outcome.undone = !matches!(outcome.result, Err(StorageError::WriterGone));
+                    outcome.restored = restored;
+                }
                 Err(error) => outcome.result = outcome.result.and(Err(error)),
             }
-            if !refused {
-                // Not a write that failed (the writer is gone): nothing is durable now.
+            if matches!(after, Err(StorageError::WriterGone)) {
+                // Not a later write that failed: nothing is made durable any more.
                 outcome.result = outcome.result.and(after);
             }
         }

@@ -27,12 +27,15 @@ pub(crate) struct Outcome {
     pub result: Result<(), StorageError>,
     /// The documents restored, by key and id.
     pub restored: Vec<(DocKey, DocId)>,
+    /// Whether the caller's failed write was undone: the space went back to what storage
+    /// holds (not so when the writer is gone, or a document could not be read back).
+    pub undone: bool,
 }
 
 impl Default for Outcome {
     /// Durable, nothing restored.
     fn default() -> Self {
-        Outcome { result: Ok(()), restored: Vec::new() }
+        Outcome { result: Ok(()), restored: Vec::new(), undone: false }
     }
 }
 
