@@ -10,6 +10,8 @@
 //! the model says.
 
 mod common;
+#[path = "common/install.rs"]
+mod install;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -41,16 +43,7 @@ fn installed() -> (PathBuf, PathBuf) {
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {
         assert!(python.is_file() && model.is_file(), "the llama-cpp-python server or its model is missing; {how}");
     }
-    let out = Command::new("sh")
-        .arg(&script)
-        .arg(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}; {how}", script.display()));
-    assert!(
-        out.status.success(),
-        "the llama-cpp-python server is missing and cannot be installed: {}; {how}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    install::run(&script, &dir, "the llama-cpp-python server is", &how);
     (python, model)
 }
 

@@ -8,8 +8,10 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+#[path = "../common/install.rs"]
+mod install;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// Where the parts are: the workspace's `target/tmp` (every package's
@@ -25,16 +27,7 @@ fn installed() -> &'static Path {
             .expect("tests/mcp/install.sh is in the workspace");
         let how =
             format!("install them with `sh {} {}` (needs python3 with venv, and npm)", script.display(), dir.display());
-        let out = Command::new("sh")
-            .arg(&script)
-            .arg(&dir)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}; {how}", script.display()));
-        assert!(
-            out.status.success(),
-            "the MCP test servers and SDK are missing and cannot be installed: {}; {how}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        install::run(&script, &dir, "the MCP test servers and SDK are", &how);
         dir
     })
 }
