@@ -129,7 +129,8 @@ pub(super) fn check_not_url(path: &Path) -> anyhow::Result<()> {
     });
     match scheme {
         Some(scheme) => anyhow::bail!(
-            "--space {} is a URL ({scheme}://), and Trellis keeps a space in a file: give the path of one              (it is created if missing); spaces on a database server are not supported",
+            "--space {} is a URL ({scheme}://), and Trellis keeps a space in a file: give the path of one \
+             (it is created if missing); spaces on a database server are not supported",
             terminal::safe_line(&text)
         ),
         None => Ok(()),
@@ -152,6 +153,7 @@ mod tests {
         for url in ["postgres://localhost/trellis", "file:///tmp/s.db", "sqlite+x://a"] {
             let error = super::check_not_url(Path::new(url)).expect_err(url).to_string();
             assert!(error.contains("is a URL") && error.contains("give the path"), "{error}");
+            assert!(!error.contains("  "), "one sentence, not a gap where a line was joined: {error}");
         }
         for path in ["s.db", "/tmp/a://b/s.db", "./postgres:/x", "dir/s.db"] {
             assert!(super::check_not_url(Path::new(path)).is_ok(), "{path}");
