@@ -61,7 +61,7 @@ impl Space {
     ) -> Result<Commit, Error> {
         let Committing { docs, touched, reads, began } = tx;
         let _guard = self.commit_lock.lock();
-        if let Some(error) = self.unreadable() {
+        if let Some(error) = self.damage() {
             return Err(error.into());
         }
         // Validate everything before applying anything, so a conflict leaves no trace.

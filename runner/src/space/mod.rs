@@ -245,11 +245,6 @@ impl Space {
     /// commits, and what was read in its place is empty, so whatever was shown from the
     /// space may be incomplete.
     pub fn damage(&self) -> Option<StorageError> {
-        self.unreadable()
-    }
-
-    /// The load failure that stops commits, if any.
-    fn unreadable(&self) -> Option<StorageError> {
         self.unreadable.get().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
     }
 
