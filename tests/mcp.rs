@@ -344,3 +344,86 @@ fn http_on_a_non_loopback_address_needs_allow_remote() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
 }
+
+/// One raw Streamable HTTP session, driven by reqwest.
+struct RawSession {
+    url: String,
+    id: String,
+}
+
+impl RawSession {
+    const REVISION: &str = "2025-11-25";
+
+    /// Initialises a session and says it is ready.
+    async fn start(http: &reqwest::Client, url: &str) -> RawSession {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": Self::REVISION, "clientInfo": {"name": "raw", "version": "1"}, "capabilities": {}}});
+        let answer = Self::post_to(http, url, None, &init).await;
+        assert_eq!(answer.status(), 200);
+        let id = answer.headers()["mcp-session-id"].to_str().unwrap().to_string();
+        answer.bytes().await.unwrap();
+        let session = RawSession { url: url.to_string(), id };
+        let ready = session.post(http, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        assert_eq!(ready.status(), 202);
+        session
+    }
+
+    async fn post_to(http: &reqwest::Client, url: &str, id: Option<&str>, body: &Value) -> reqwest::Response {
+        let mut request = http
+            .post(url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", Self::REVISION)
+            .json(body);
+        if let Some(id) = id {
+            request = request.header("Mcp-Session-Id", id);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn post(&self, http: &reqwest::Client, body: &Value) -> reqwest::Response {
+        Self::post_to(http, &self.url, Some(&self.id), body).await
+    }
+
+    /// The status of a `tools/list` in this session.
+    async fn list_tools(&self, http: &reqwest::Client) -> u16 {
+        let answer = self.post(http, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+        let status = answer.status().as_u16();
+        answer.bytes().await.unwrap();
+        status
+    }
+}
+
+/// Defect: a session that only initialised held its place for rmcp's five minutes. Now a
+/// session with no stream open that stays silent for `--session-idle` is closed (404
+/// from then on), and one listening on an open stream, quiet as it is, stays.
+#[test]
+fn a_silent_http_session_with_no_stream_is_closed_and_a_listening_one_stays() {
+    let s = common::space();
+    let server = HttpServer::start_with(&s.path, &["--session-idle", "2"]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let silent = RawSession::start(&http, &server.url).await;
+        let listening = RawSession::start(&http, &server.url).await;
+        assert_eq!(silent.list_tools(&http).await, 200, "a fresh session is served");
+        let stream = http
+            .get(&server.url)
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", RawSession::REVISION)
+            .header("Mcp-Session-Id", &listening.id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        // Read what comes (keep-alives) so the server never waits on this client.
+        let reader = tokio::spawn(async move {
+            let mut stream = stream;
+            while let Ok(Some(_)) = stream.chunk().await {}
+        });
+        // Twice the idle time and then some: the sweeper looks four times per idle time.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(silent.list_tools(&http).await, 404, "the silent session was closed");
+        assert_eq!(listening.list_tools(&http).await, 200, "the listening session stays");
+        reader.abort();
+    });
+}

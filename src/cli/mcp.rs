@@ -94,6 +94,13 @@ pub enum McpCommand {
         /// With --http: each connection's deadlines and the cap per address.
         #[command(flatten)]
         connections: super::connections::ConnectionArgs,
+        /// With --http: seconds a client's session may stay silent, with no stream open,
+        /// before it is closed (its subscriptions go back to the budget; the client is
+        /// answered 404 and starts a new session). A client listening on an open stream
+        /// is never closed for being quiet.
+        #[arg(long, value_name = "SECONDS", requires = "http", default_value_t = trellis_mcp::SESSION_IDLE.as_secs(),
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        session_idle: u64,
     },
     /// Start (or reach) the MCP servers `chat` would attach and show each one's state and
     /// tools; then stop them.
@@ -107,7 +114,7 @@ pub enum McpCommand {
 pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Result<()> {
     match command {
         McpCommand::Serve { http: None, .. } => Ok(trellis_mcp::serve_stdio(rt).await?),
-        McpCommand::Serve { http: Some(addr), allow_remote, connections } => {
+        McpCommand::Serve { http: Some(addr), allow_remote, connections, session_idle } => {
             if !addr.ip().is_loopback() && !allow_remote {
                 anyhow::bail!(
                     "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
@@ -115,7 +122,13 @@ pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Re
                 );
             }
             let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
-            Ok(trellis_mcp::serve_http(rt, addr, allow_remote, connections.limits(), ready).await?)
+            let options = trellis_mcp::HttpOptions {
+                addr,
+                remote: allow_remote,
+                limits: connections.limits(),
+                session_idle: std::time::Duration::from_secs(session_idle),
+            };
+            Ok(trellis_mcp::serve_http(rt, options, ready).await?)
         }
         McpCommand::List { servers } => list(&servers, format).await,
     }

@@ -2,12 +2,14 @@
 
 mod budget;
 mod serve;
+mod sessions;
 mod stdio;
 mod subscriptions;
 mod unfit;
 mod watch;
 
-pub use serve::{serve_http, serve_stdio, ServeError};
+pub use serve::{serve_http, serve_stdio, HttpOptions, ServeError};
+pub use sessions::SESSION_IDLE;
 pub use subscriptions::{MAX_SUBSCRIPTIONS, SESSION_SHARE};
 
 use std::sync::Arc;

@@ -1,13 +1,12 @@
 //! The transports [`TrellisMcp`] is served over: stdio and Streamable HTTP.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 use trellis_runner::Runtime;
 
+use super::sessions::IdleSessions;
 use super::TrellisMcp;
 
 /// How often a quiet Streamable HTTP stream gets a keep-alive comment.
@@ -24,20 +23,28 @@ pub enum ServeError {
     Protocol(String),
 }
 
-/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends,
-/// each connection held to `limits` (deadlines, a cap per address: see `trellis_http`).
-/// `ready` is called with the address bound (a port of 0 picks a free one).
+/// How [`serve_http`] serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen; a port of 0 picks a free one.
+    pub addr: SocketAddr,
+    /// Whether requests whose `Host` is not a loopback name are served (else refused, so
+    /// that DNS rebinding cannot reach the charms).
+    pub remote: bool,
+    /// Each connection's deadlines and the cap per address (see `trellis_http`).
+    pub limits: trellis_http::Limits,
+    /// How long a session with no stream open may stay silent before it is closed
+    /// (default [`SESSION_IDLE`](super::SESSION_IDLE)).
+    pub session_idle: std::time::Duration,
+}
+
+/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends.
+/// `ready` is called with the address bound.
 ///
 /// Requests from web pages (any `Origin`) are refused, so a page in the user's browser
-/// cannot reach the charms; unless `remote`, so are requests whose `Host` is not a
-/// loopback name (DNS rebinding).
-pub async fn serve_http(
-    rt: Runtime,
-    addr: SocketAddr,
-    remote: bool,
-    limits: trellis_http::Limits,
-    ready: impl FnOnce(SocketAddr),
-) -> Result<(), ServeError> {
+/// cannot reach the charms.
+pub async fn serve_http(rt: Runtime, options: HttpOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+    let HttpOptions { addr, remote, limits, session_idle } = options;
     let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
     // A client that drops a quiet stream is noticed only when the server next writes to
     // it: a keep-alive every few seconds gives its subscriptions back soon after.
@@ -49,7 +56,7 @@ pub async fn serve_http(
     // One server for all clients: they share its watches and subscription budget.
     let server = TrellisMcp::new(rt);
     let service =
-        StreamableHttpService::new(move || Ok(server.for_client()), Arc::new(LocalSessionManager::default()), config);
+        StreamableHttpService::new(move || Ok(server.for_client()), IdleSessions::start(session_idle), config);
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);
