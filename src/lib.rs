@@ -15,8 +15,13 @@ pub use trellis_plugins as plugins;
 pub use trellis_runner as runner;
 
 mod cli;
+mod client;
+mod handoff;
 mod serve;
+mod session;
+mod terminal;
 pub mod testing;
+mod tokens;
 
 pub use cli::App;
 

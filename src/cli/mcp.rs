@@ -15,8 +15,8 @@ use trellis_mcp::client::{self, config, McpServer, ServerSpec, CONNECT_TIMEOUT};
 use trellis_runner::Runtime;
 
 use super::output::print;
-use super::terminal::{indented, safe, safe_line};
 use super::Format;
+use crate::terminal::{indented, safe, safe_line};
 
 /// The MCP servers whose tools a chat offers, beside the charms', and how many tools a
 /// request offers.

@@ -11,7 +11,7 @@ pub(crate) mod output;
 mod plugin;
 mod remote;
 mod space;
-pub(crate) mod terminal;
+mod token;
 pub(crate) mod tools;
 
 use std::ffi::OsString;
@@ -23,6 +23,8 @@ use std::time::Duration;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use trellis_runner::{Builtin, Pattern, Runtime};
 
+use crate::session::{Reply, Session};
+use crate::terminal;
 use space::{default_space, in_use, unwritable};
 
 /// Trellis: live charms in a durable space, and a chat that acts on them.
@@ -152,7 +154,7 @@ enum Command {
     },
     /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
     #[command(subcommand)]
-    Token(crate::serve::tokens::TokenCommand),
+    Token(token::TokenCommand),
 }
 
 /// The output format chosen on the command line.
@@ -329,8 +331,8 @@ impl App {
 
     /// The session of the space's chatbot charm (`chatbot`, else the app's) as the
     /// conversation left it, with the app's tools and plugins.
-    fn attach(&self, rt: &Runtime, chatbot: Option<&str>) -> anyhow::Result<chat::Session> {
-        chat::Session::attach(rt, chatbot.unwrap_or(&self.chatbot), self.tools.clone(), &self.plugins)
+    fn attach(&self, rt: &Runtime, chatbot: Option<&str>) -> anyhow::Result<Session> {
+        Session::attach(rt, chatbot.unwrap_or(&self.chatbot), self.tools.clone(), &self.plugins)
     }
 
     async fn execute(&self, cli: Cli) -> anyhow::Result<()> {
@@ -348,7 +350,7 @@ impl App {
         let rt = match self.open_space(&path) {
             Ok(rt) => rt,
             // `trellis serve` holds the space: talk to it instead.
-            Err(e) if in_use(&e) => match crate::serve::client::Remote::connect(&path).await {
+            Err(e) if in_use(&e) => match crate::client::Remote::connect(&path).await {
                 Some(server) => return remote::run(server, cli.command, format).await,
                 // A running chat, say: what only reads can read what it saved.
                 None if cli.command.only_reads() => {
@@ -379,8 +381,7 @@ impl App {
                 mcp::with_servers(&rt, &mcp, async {
                     let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
                     let session =
-                        chat::Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins)
-                            .await?;
+                        Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins).await?;
                     chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
                 })
                 .await?
@@ -388,7 +389,7 @@ impl App {
             Command::Pending { chatbot } => chat::pending(&self.attach(&rt, chatbot.as_deref())?, format),
             Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout, mcp } => {
                 let session = self.attach(&rt, chatbot.as_deref())?;
-                let reply = chat::Reply::from_flags(deny, answer, output)?;
+                let reply = Reply::from_flags(deny, answer, output)?;
                 let timeout = Duration::from_secs_f64(timeout);
                 mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?
             }
@@ -409,7 +410,7 @@ impl App {
                 };
                 crate::serve::run(rt, options).await
             }
-            Command::Token(command) => crate::serve::tokens::run(&rt, command, format),
+            Command::Token(command) => token::run(&rt, command, format),
         }
     }
 }

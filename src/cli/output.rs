@@ -5,8 +5,9 @@ use std::io::Write;
 
 use trellis_runner::Runtime;
 
-use super::terminal::{safe, safe_json, safe_line};
 use super::Format;
+use crate::session::pattern_infos;
+use crate::terminal::{safe, safe_json, safe_line};
 
 /// Prints a JSON value (pretty) or a text rendering.
 pub fn print(format: Format, json: &serde_json::Value, text: impl FnOnce() -> String) {
@@ -63,29 +64,6 @@ pub(crate) fn render_charms(charms: &serde_json::Value) -> String {
     let row =
         |c: &serde_json::Value| format!("{:<28} {:<16} {}", field(c, "id"), field(c, "name"), field(c, "pattern"));
     list.iter().map(row).collect::<Vec<_>>().join("\n")
-}
-
-/// A registered pattern as `patterns --json` prints it and the server answers it.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub(crate) struct PatternInfo {
-    /// The pattern id (`charm new PATTERN`).
-    pub id: String,
-    /// What its charms are.
-    pub description: String,
-    /// The JSON schema of its argument.
-    pub argument_schema: serde_json::Value,
-}
-
-/// The registered patterns.
-pub(crate) fn pattern_infos(rt: &Runtime) -> Vec<PatternInfo> {
-    let all = rt.patterns().all();
-    all.iter()
-        .map(|p| PatternInfo {
-            id: p.id().to_string(),
-            description: p.about().to_string(),
-            argument_schema: p.argument_schema().clone(),
-        })
-        .collect()
 }
 
 /// Renders a charm result for people: streams shown as handlers, with their event fields.

@@ -15,8 +15,8 @@ use trellis_plugins::PluginManager;
 use trellis_runner::Runtime;
 
 use super::output::{emit_json, print};
-use super::terminal::safe_line;
 use super::Format;
+use crate::terminal::safe_line;
 
 /// The subcommands of `trellis plugin`.
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,5 @@
 //! The commands a person runs beside `trellis serve` on the same space: they talk to
-//! the server (`crate::serve::client::Remote`) and print what they print on their own.
+//! the server (`crate::client::Remote`) and print what they print on their own.
 //! Commands that need the space itself (`mcp serve`, `serve`, `demo`, the interactive
 //! chat) say to stop the server first, or to use the page.
 
@@ -11,12 +11,14 @@ use serde_json::{json, Value};
 use trellis_builtins::dialog::Interaction;
 use trellis_builtins::message::Message;
 
-use super::chat::{transcript_named, waiting, Reply, Waiting, RESOLVE_HOW};
+use super::chat::{transcript_named, waiting, Waiting, RESOLVE_HOW};
 use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
-use super::terminal::safe_line;
+use super::token::{self, TokenCommand};
 use super::{charm::CharmCommand, Command, Format};
-use crate::serve::client::Remote;
-use crate::serve::tokens::{self, TokenCommand, TokenInfo};
+use crate::client::Remote;
+use crate::session::Reply;
+use crate::terminal::safe_line;
+use crate::tokens::TokenInfo;
 
 /// Runs `command` through the server.
 pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Result<()> {
@@ -159,15 +161,15 @@ async fn token(remote: &Remote, command: TokenCommand, format: Format) -> anyhow
     match command {
         TokenCommand::New { name } => {
             let new = remote.call(Method::POST, &["api", "tokens"], Some(&json!({ "name": name }))).await?;
-            tokens::print_new(&serde_json::from_value(new)?, format);
+            token::print_new(&serde_json::from_value(new)?, format);
         }
         TokenCommand::List => {
             let all = remote.call(Method::GET, &["api", "tokens"], None).await?;
-            tokens::print_list(&serde_json::from_value::<Vec<TokenInfo>>(all)?, format);
+            token::print_list(&serde_json::from_value::<Vec<TokenInfo>>(all)?, format);
         }
         TokenCommand::Revoke { id } => {
             let revoked = remote.call(Method::DELETE, &["api", "tokens", &id], None).await?;
-            tokens::print_revoked(&serde_json::from_value(revoked)?, format);
+            token::print_revoked(&serde_json::from_value(revoked)?, format);
         }
     }
     Ok(())

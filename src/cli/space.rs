@@ -8,7 +8,8 @@ use anyhow::Context;
 use trellis_runner::storage::StorageError;
 use trellis_runner::Runtime;
 
-use super::{charm::CharmCommand, mcp::McpCommand, plugin::PluginCommand, terminal, App, Command};
+use super::{charm::CharmCommand, mcp::McpCommand, plugin::PluginCommand, App, Command};
+use crate::terminal;
 
 impl App {
     /// Opens (creating if needed) the space and registers the patterns; a fresh space (no

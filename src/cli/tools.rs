@@ -1,29 +1,17 @@
 //! `trellis tools`: the tool catalog some charms yield, as the model would see it.
 
-use serde_json::json;
-use trellis_builtins::catalog::Catalog;
 use trellis_runner::Runtime;
 
 use super::output::print;
-use super::terminal::{indented, safe_line};
 use super::Format;
+use crate::session::flattened;
+use crate::terminal::{indented, safe_line};
 
 /// `trellis tools ID|NAME...`.
 pub fn run(rt: &Runtime, charms: &[String], format: Format) -> anyhow::Result<()> {
     let flattened = flattened(rt, charms)?;
     print(format, &flattened, || render(&flattened));
     Ok(())
-}
-
-/// The tools the charms named (ids or names) offer a model, flattened as `tools --json`
-/// prints them and the server answers them.
-pub(crate) fn flattened(rt: &Runtime, charms: &[String]) -> trellis_runner::Result<serde_json::Value> {
-    let mut entries = serde_json::Map::new();
-    for name in charms {
-        let id = rt.charms().find(name)?;
-        entries.insert(id.to_string(), json!({"charm": rt.charms().result(&id).to_json()}));
-    }
-    Ok(Catalog::build(rt, &serde_json::Value::Object(entries)).flattened())
 }
 
 /// Renders a flattened catalog for people: display name, wire name, description, and

@@ -8,7 +8,7 @@ use trellis_builtins::dialog::Interaction;
 
 use super::routes::{charms, chat, interactions, patterns, plugins, tokens};
 use super::Server;
-use crate::cli::output::PatternInfo;
+use crate::session::PatternInfo;
 
 /// How a type's schema is made (a reference into the document's components).
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -243,7 +243,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "listTokens",
             "The space's bearer tokens (never the tokens themselves)",
             None,
-            Json(200, schema::<Vec<crate::serve::tokens::TokenInfo>>),
+            Json(200, schema::<Vec<crate::tokens::TokenInfo>>),
             get(tokens::list),
         ),
         endpoint(
@@ -252,7 +252,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "createToken",
             "Make a bearer token; the answer is the only time it is shown",
             Some(schema::<tokens::NewTokenName>),
-            Json(201, schema::<crate::serve::tokens::NewToken>),
+            Json(201, schema::<crate::tokens::NewToken>),
             post(tokens::create),
         ),
         endpoint(
@@ -261,7 +261,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "revokeToken",
             "Revoke a bearer token",
             None,
-            Json(200, schema::<crate::serve::tokens::TokenInfo>),
+            Json(200, schema::<crate::tokens::TokenInfo>),
             delete(tokens::revoke),
         ),
     ]

@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use parking_lot::Mutex;
 
 use super::error::ApiError;
-use super::tokens;
 use super::Server;
+use crate::tokens;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "trellis_session";
@@ -37,7 +37,7 @@ pub struct Auth {
     one_time: Mutex<Option<String>>,
     sessions: Mutex<HashSet<String>>,
     /// The bearer token of this process's hand-off file, for `trellis` commands on the
-    /// same space (see `super::handoff`).
+    /// same space (see `crate::handoff`).
     local: String,
 }
 

@@ -67,7 +67,7 @@ fn not_json(e: &serde_json::Error) -> ApiError {
 
 /// Refuses a chat message longer than 16,000 characters, or empty (422).
 pub fn check_message(text: &str) -> Result<(), ApiError> {
-    crate::cli::chat::check_message(text).map_err(ApiError::unprocessable)
+    crate::session::check_message(text).map_err(ApiError::unprocessable)
 }
 
 /// Requests per minute per client address, as a token bucket: a client may spend a

@@ -4,7 +4,7 @@
 //!   `interactions`, `plugins`), and [`api`]: the table of endpoints that builds both the router and
 //!   the OpenAPI document (`/openapi.json`), so the two cannot drift apart;
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
-//!   (`tokens`: kept in the space as hashes), JSON writes only (415);
+//!   (`crate::tokens`: kept in the space as hashes), JSON writes only (415);
 //! - `limits`: body size (413), message length (422), request rate (429);
 //! - `events`: charm and chat changes as server-sent events, from the runtime's observers
 //!   (`delta`: a chat stream sends the conversation once, then what changed), each stream
@@ -15,16 +15,13 @@
 mod api;
 mod assets;
 mod auth;
-pub mod client;
 mod delta;
 mod error;
 mod events;
-pub mod handoff;
 mod limits;
 mod openapi;
 mod routes;
 mod scripts;
-pub mod tokens;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,7 +30,8 @@ use anyhow::Context as _;
 use axum::middleware::from_fn_with_state;
 use trellis_runner::Runtime;
 
-use crate::cli::chat::Session;
+use crate::handoff;
+use crate::session::Session;
 
 /// How `trellis serve` runs.
 #[derive(Debug, Clone)]

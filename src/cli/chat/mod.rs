@@ -4,7 +4,6 @@
 //! `render` shows it; `super::interactive` is the prompt on a terminal.
 
 mod render;
-mod session;
 
 use std::io::{BufRead as _, IsTerminal};
 use std::time::Duration;
@@ -13,8 +12,8 @@ use anyhow::Context;
 use trellis_builtins::tool::{ClientContext, ClientError};
 
 pub use self::render::{line, transcript, transcript_named, usage, waiting, ASSISTANT};
-pub use self::session::{check_message, Reply, Session};
 use super::Format;
+use crate::session::{Reply, Session};
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
@@ -166,7 +165,7 @@ impl ClientContext for Headless {
 
     fn show(&mut self, text: &str) {
         if !self.format.json {
-            super::output::emit(&format!("  ▸ {}", super::terminal::safe_line(text)));
+            super::output::emit(&format!("  ▸ {}", crate::terminal::safe_line(text)));
         }
     }
 }

@@ -6,8 +6,8 @@ use trellis_builtins::dialog::{Interaction, InteractionKind};
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 use trellis_builtins::text::truncate;
 
-use super::session::Session;
-use crate::cli::terminal::{safe, safe_json, safe_line};
+use crate::session::Session;
+use crate::terminal::{safe, safe_json, safe_line};
 
 /// Renders messages as a transcript for people.
 pub fn transcript(session: &Session, messages: &[Message]) -> String {

@@ -8,7 +8,7 @@ use trellis_builtins::tool::{ClientContext, ClientError};
 
 use super::completion::Helper;
 use crate::cli::output::emit;
-use crate::cli::terminal::safe_line;
+use crate::terminal::safe_line;
 
 /// A client phase's questions, asked at the prompt of the chat's line editor.
 pub struct Terminal<'a> {

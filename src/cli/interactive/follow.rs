@@ -6,14 +6,15 @@
 //! an event instead of ending the process.
 
 use crate::cli::output::emit;
-use crate::cli::terminal::write_text;
+use crate::terminal::write_text;
 use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use trellis_builtins::message::{Part, Role};
 
-use crate::cli::chat::{line, Session, ASSISTANT};
+use crate::cli::chat::{line, ASSISTANT};
+use crate::session::Session;
 
 /// How often the dialog's state is looked at.
 const TICK: Duration = Duration::from_millis(30);

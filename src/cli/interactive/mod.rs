@@ -11,7 +11,7 @@ mod completion;
 mod follow;
 
 use crate::cli::output::emit;
-use crate::cli::terminal::safe_line;
+use crate::terminal::safe_line;
 use anyhow::Context as _;
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
@@ -19,8 +19,8 @@ use rustyline::{CompletionType, Config, Editor, EventHandler, KeyEvent};
 
 use self::completion::{CtrlC, Helper};
 use self::follow::Outcome;
-use super::chat::{Reply, Session};
 use super::Format;
+use crate::session::{Reply, Session};
 use trellis_builtins::dialog::InteractionKind;
 
 const PROMPT: &str = "> ";

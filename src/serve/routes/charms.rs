@@ -9,11 +9,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trellis_runner::{DocId, Runtime};
 
-use crate::cli::charm::{send as send_event, SendError};
 use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
 use crate::serve::limits::{Body, NAME_PATTERN};
 use crate::serve::{events, Server};
+use crate::session::{send as send_event, SendError};
 
 /// A charm as listed.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -182,7 +182,7 @@ pub async fn send(
 
 /// `GET /api/charms/{charm}/tools`: what a model sees of the charm.
 pub async fn tools(State(server): State<Server>, Path(charm): Path<String>) -> Result<Json<Vec<ToolInfo>>, ApiError> {
-    let flattened = crate::cli::tools::flattened(server.runtime(), &[charm])?;
+    let flattened = crate::session::flattened(server.runtime(), &[charm])?;
     Ok(Json(tool_infos(flattened)))
 }
 

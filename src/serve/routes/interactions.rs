@@ -13,10 +13,10 @@ use serde::Deserialize;
 use trellis_builtins::dialog::Interaction;
 
 use super::chat::Accepted;
-use crate::cli::chat::Reply;
 use crate::serve::error::ApiError;
 use crate::serve::limits::Body;
 use crate::serve::Server;
+use crate::session::Reply;
 
 /// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"deny": "why"}`,
 /// `{"answer": "text"}` or `{"output": JSON}`.

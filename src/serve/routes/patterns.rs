@@ -3,8 +3,8 @@
 use axum::extract::State;
 use axum::Json;
 
-use crate::cli::output::{pattern_infos, PatternInfo};
 use crate::serve::Server;
+use crate::session::{pattern_infos, PatternInfo};
 
 /// The registered patterns.
 pub async fn list(State(server): State<Server>) -> Json<Vec<PatternInfo>> {

@@ -1,5 +1,5 @@
 //! `/api/plugins`: the space's enabled plugins as the page runs them. The server offers
-//! their tools to the model as client tools (see `crate::cli::chat::Session`); a call to
+//! their tools to the model as client tools (see `crate::session::Session`); a call to
 //! one waits as a client execution, and the page runs the plugin's WebAssembly module in
 //! the browser (`assets/plugin-worker.js`) and resolves the call with its result. The
 //! bundles were verified when the server loaded them (signature against the trusted keys,

@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use crate::serve::error::ApiError;
 use crate::serve::limits::{Body, NAME_PATTERN};
-use crate::serve::tokens::{self, TokenError, TokenInfo};
 use crate::serve::Server;
+use crate::tokens::{self, TokenError, TokenInfo};
 
 /// `POST /api/tokens`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -153,24 +153,6 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// `trellis token ...`.
-#[derive(Debug, clap::Subcommand)]
-pub enum TokenCommand {
-    /// Make a bearer token for the API; it is shown once.
-    New {
-        /// What it is for (shown by `token list`).
-        #[arg(long, default_value = "api")]
-        name: String,
-    },
-    /// List the tokens: id, name, when made (never the tokens themselves).
-    List,
-    /// Revoke a token by its id.
-    Revoke {
-        /// The id `token list` shows.
-        id: String,
-    },
-}
-
 /// A token as listed: never the token, nor its hash.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenInfo {
@@ -203,47 +185,4 @@ pub struct NewToken {
 pub fn make(rt: &Runtime, name: &str) -> Result<NewToken, TokenError> {
     let (record, token) = create(rt, name)?;
     Ok(NewToken { id: record.id, name: record.name, token })
-}
-
-/// Runs a `trellis token` command on the space.
-pub fn run(rt: &Runtime, command: TokenCommand, format: crate::cli::Format) -> anyhow::Result<()> {
-    let shown = |e: TokenError| anyhow::anyhow!("{}", crate::cli::terminal::safe_line(&e.to_string()));
-    match command {
-        TokenCommand::New { name } => print_new(&make(rt, &name).map_err(shown)?, format),
-        TokenCommand::List => print_list(&list(rt).into_iter().map(TokenInfo::from).collect::<Vec<_>>(), format),
-        TokenCommand::Revoke { id } => print_revoked(&revoke(rt, &id).map_err(shown)?.into(), format),
-    }
-    Ok(())
-}
-
-/// Prints a token just made (`token new`).
-pub fn print_new(new: &NewToken, format: crate::cli::Format) {
-    let json = serde_json::to_value(new).unwrap_or_default();
-    crate::cli::output::print(format, &json, || {
-        format!(
-            "{}\n(token {} named {}: send it as `Authorization: Bearer TOKEN`; it is not shown again)",
-            new.token,
-            new.id,
-            crate::cli::terminal::safe_line(&new.name)
-        )
-    });
-}
-
-/// Prints the tokens (`token list`).
-pub fn print_list(all: &[TokenInfo], format: crate::cli::Format) {
-    let json = serde_json::to_value(all).unwrap_or_default();
-    crate::cli::output::print(format, &json, || {
-        if all.is_empty() {
-            return "no tokens; `trellis token new` makes one".into();
-        }
-        let row = |t: &TokenInfo| format!("{}  {}", t.id, crate::cli::terminal::safe_line(&t.name));
-        all.iter().map(row).collect::<Vec<_>>().join("\n")
-    });
-}
-
-/// Prints a revoked token (`token revoke`).
-pub fn print_revoked(info: &TokenInfo, format: crate::cli::Format) {
-    crate::cli::output::print(format, &serde_json::json!({"id": info.id, "revoked": true}), || {
-        format!("revoked token {} ({})", info.id, crate::cli::terminal::safe_line(&info.name))
-    });
 }

@@ -1,9 +1,25 @@
-//! The chat session: the space's chatbot charm, driven through the chatbot contract
-//! (`trellis_patterns::chatbot::Chatbot`), with the CLI's own checks and messages.
+//! The chat session every front end drives (the terminal chat, `trellis serve`'s web chat):
+//! the space's chatbot charm, driven through the chatbot contract
+//! (`trellis_patterns::chatbot::Chatbot`), and what both front ends share around it:
+//! the `Reply` to a waiting call, message checks (`message`), pattern listing
+//! (`patterns`), sending an event to a charm's handler (`send`) and the flattened tool
+//! listing (`tools`).
 //!
 //! One chatbot charm per chatbot pattern and space holds the conversation, so it
 //! continues across runs (`/clear` forgets it). Each message's @-mentions are resolved
 //! against the charm names and attached before the message is sent.
+
+mod message;
+mod patterns;
+mod reply;
+mod send;
+mod tools;
+
+pub use message::check_message;
+pub use patterns::{pattern_infos, PatternInfo};
+pub use reply::Reply;
+pub use send::{send, SendError};
+pub use tools::flattened;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,56 +35,7 @@ use trellis_plugins::store::{Loaded, PluginStore};
 use trellis_plugins::{Plugin, PluginManager, Request, Response};
 use trellis_runner::Runtime;
 
-use crate::cli::terminal::safe_line;
-
-/// A person's reply to a waiting call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    /// Let the call run.
-    Approve,
-    /// Refuse it (or decline to answer); the model is told why.
-    Deny(String),
-    /// Answer the model's question, confirmation (yes or no) or choice.
-    Answer(String),
-    /// The output of a tool's client phase (a client execution), or an acknowledgement of
-    /// a display effect.
-    Output(serde_json::Value),
-}
-
-/// The longest chat message, in characters: in the terminal as on the web page (a model
-/// reads it whole, and a larger one would only cost memory and time on the way).
-pub const MAX_MESSAGE: usize = 16_000;
-
-/// Refuses a chat message longer than [`MAX_MESSAGE`] characters, or empty, saying why.
-pub fn check_message(text: &str) -> Result<(), String> {
-    let length = text.chars().count();
-    if length > MAX_MESSAGE {
-        return Err(format!(
-            "the message is {length} characters long; the limit is {MAX_MESSAGE}: split it into several messages"
-        ));
-    }
-    if text.trim().is_empty() {
-        return Err("the message is empty".to_string());
-    }
-    Ok(())
-}
-
-impl Reply {
-    /// The reply `trellis resolve` was given: `--deny REASON`, `--answer TEXT`, `--output
-    /// JSON`, or else `--approve`.
-    pub fn from_flags(deny: Option<String>, answer: Option<String>, output: Option<String>) -> anyhow::Result<Reply> {
-        Ok(match (deny, answer, output) {
-            (Some(reason), _, _) => Reply::Deny(reason),
-            (None, Some(text), _) => Reply::Answer(text),
-            (None, None, Some(json)) => Reply::Output(serde_json::from_str(&json).map_err(|e| {
-                anyhow::anyhow!(
-                    "--output takes the client's output as JSON, for example '{{\"confirmed\": true}}' ({e})"
-                )
-            })?),
-            (None, None, None) => Reply::Approve,
-        })
-    }
-}
+use crate::terminal::safe_line;
 
 /// The chat session: the chatbot charm and its dialog, the tools whose client phases
 /// this terminal runs, and the space's enabled plugins, whose tools it executes.

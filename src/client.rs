@@ -1,5 +1,5 @@
 //! [`Remote`]: a `trellis` command talking to the `trellis serve` that holds its space,
-//! through the server's API and the hand-off file's token (see `super::handoff`).
+//! through the server's API and the hand-off file's token (see `crate::handoff`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::handoff::Handoff;
+use crate::handoff::Handoff;
 
 /// How long the first request may take before the server counts as gone.
 const PROBE: Duration = Duration::from_secs(3);
