@@ -1,5 +1,5 @@
 //! `trellis-bench`: runs the same scenarios on Trellis and on peer systems compiled into
-//! this binary, and prints medians and ratios (DESIGN.md section 7).
+//! this binary, and prints medians and ratios; speed targets live here, never in timed tests.
 //!
 //! ```text
 //! cargo run --release -p trellis-bench -- [SUITE] [--json] [--quick]

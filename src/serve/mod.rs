@@ -11,6 +11,12 @@
 //!   ending when the token that opened it is revoked;
 //! - `assets`: the page (HTML, CSS, JS, and the Web Worker that runs plugins' WebAssembly),
 //!   embedded in the binary.
+//!
+//! It uses `crate::session` and `crate::tokens`, never `crate::cli`: the command starts
+//! the server and talks to it through `crate::client::Remote`; the server does not reach
+//! back. Each connection is held to the `trellis_http::Limits` in `Options` (the
+//! command's `--header-timeout`, `--body-timeout`, `--write-timeout`,
+//! `--connections-per-address`).
 
 mod api;
 mod assets;

@@ -1,4 +1,16 @@
 //! One request: rounds of model answers and tool calls until the model is done.
+//!
+//! `add_message` (a handler) appends the message and bumps the dialog's `request`; its
+//! after-commit hook starts the request as a tokio task the runtime tracks (`start`).
+//! Each round reads the inputs (links followed), takes the catalog from the dialog's
+//! `CatalogCache` (built again only when its tools changed), and sends the model
+//! `prepare_for_provider(messages)` with the tools `sources::offered` picks (all of the
+//! catalog, or what the runtime's `ToolSelector` keeps, a forced tool always among them)
+//! and the tool choice (the first round only; later rounds are `auto`). The answer's text
+//! streams into `partial`, written at most as often as `Throttle` allows and cut at the
+//! dialog's `max_reply_bytes`; the assistant message is appended with its usage, and its
+//! tool calls go through `calls`, their results appended after it. A call whose arguments
+//! nest too deeply or are too large is refused and its arguments are not kept.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

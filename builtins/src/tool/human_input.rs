@@ -1,5 +1,5 @@
 //! `request_human_input`: the built-in client-authority tool through which the model asks
-//! the user a question, for a confirmation, or to choose from options (seed 004).
+//! the user a question, for a confirmation, or to choose from options.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,12 @@
 //! [`McpServer`]: one attached MCP server: its tools (listed page by page, re-listed when
 //! it says they changed), its calls, its state, and shutting it down.
+//!
+//! A listing stops at a cursor it saw before and at [`MAX_TOOLS`], and keeps tools only
+//! up to [`MAX_TOOLS_BYTES`] (names, descriptions and schemas bounded too), noting what it
+//! left out. The re-list is woken by a plain `notifications/tools/list_changed` or, from
+//! revision 2026-07-28 on, by a `subscriptions/listen` subscription (cancelled before
+//! shutdown). A task owning the session notices when it ends: the server is reported
+//! stopped and its tools leave every catalog.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};

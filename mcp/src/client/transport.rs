@@ -1,5 +1,10 @@
 //! Reaching a server: starting its command (its standard error goes to the log) or
 //! opening its Streamable HTTP endpoint, then the MCP handshake.
+//!
+//! The handshake tries the current revision first (`server/discover`), else `initialize`.
+//! The HTTP client is rmcp's, on a reqwest built without TLS (the providers keep their own
+//! reqwest with rustls), so only `http://` URLs are reached: a server on this machine, or
+//! a local proxy in front of an `https://` one.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,4 +1,12 @@
 //! The transports [`TrellisMcp`] is served over: stdio and Streamable HTTP.
+//!
+//! Over stdio, lines pass through `super::stdio` first, so every line a client sends is
+//! answered. Over Streamable HTTP (at `/mcp`, served by `trellis_http::serve` with its
+//! deadlines), a client of an earlier revision gets a session and one of the current
+//! revision none; every client shares one [`TrellisMcp`]'s watches and subscription budget
+//! (`for_client`). Browser `Origin`s are refused, `Host` must be a loopback name unless
+//! the server is remote, and a quiet stream gets a keep-alive, so that a client that
+//! dropped it is noticed and its subscriptions given back.
 
 use std::net::SocketAddr;
 

@@ -1,5 +1,10 @@
 //! The space file: what may be opened as one (a regular file with one name, holding a
 //! space or nothing yet), and the lock that keeps a second process from writing it.
+//!
+//! A file with other names (hard links) is refused because SQLite names its journal after
+//! the path it was given, and a lock beside one name does not guard another: two
+//! processes could each hold a lock and write the one file. The checks come before the
+//! lock is taken, so a refused path leaves no lock file behind.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! `trellis chat`: talk to a model that can act on @-mentioned charms.
 //!
-//! `session` holds the conversation (the space's chatbot charm, mentions, turns);
-//! `render` shows it; `super::interactive` is the prompt on a terminal.
+//! `crate::session` holds the conversation (the space's chatbot charm, mentions, turns),
+//! shared with `trellis serve`; `render` shows it; `super::interactive` is the prompt on a terminal.
 
 mod render;
 

@@ -1,7 +1,7 @@
 //! `/api/interactions`: the calls waiting for a person or the client (approvals,
 //! questions, confirmations, choices, client executions, display effects), and answering
 //! one. This module is the server's one use of
-//! the tool protocol's pending interactions (through the CLI's chat session, so the
+//! the tool protocol's pending interactions (through `crate::session::Session`, so the
 //! terminal and the page answer the same way).
 
 use axum::extract::{Path, State};

@@ -4,6 +4,12 @@
 //! the browser (`assets/plugin-worker.js`) and resolves the call with its result. The
 //! bundles were verified when the server loaded them (signature against the trusted keys,
 //! imports against the permissions granted), exactly as `trellis chat` loads them.
+//!
+//! A call runs in the page in a fresh Web Worker with only the `trellis` imports granted
+//! at install, its memory's maximum lowered to the plugin's cap before the module is
+//! compiled; it is stopped after `TIME_BUDGET_MS` and always resolves with a JSON value
+//! (`{"error": ...}` on a trap, a refusal or a timeout). With several tabs open the first
+//! answer counts; a later one is refused (409).
 
 use axum::extract::{Path, State};
 use axum::http::header;
