@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
+#[path = "../../tests/it/common/install.rs"]
+mod install;
 #[path = "../../tests/mcp/tools.rs"]
 mod tools;
 

@@ -4,12 +4,11 @@
 //! `.ci/run` runs up front, and these helpers run on first use).
 //!
 //! Shared by `tests/it/mcp.rs`, `tests/it/mcp_client.rs` and `mcp/tests/client.rs` (included
-//! with `#[path]`).
+//! with `#[path]`); each includer declares `install` (`tests/it/common/install.rs`) beside it.
 
 #![allow(dead_code)] // each test file uses part of it
 
-#[path = "../it/common/install.rs"]
-mod install;
+use super::install;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
