@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use trellis_builtins::catalog::selection::{KeywordSelector, ToolSelector};
-use trellis_builtins::catalog::sources::{self, CallFuture, SourceTool, ToolSource};
 use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::message::{Message, ToolOutput};
 use trellis_builtins::model::{ToolChoice, ToolSpec};
+use trellis_builtins::sources::selection::{KeywordSelector, ToolSelector};
+use trellis_builtins::sources::{self, CallFuture, SourceTool, ToolSource};
 use trellis_runner::Runtime;
 
 use crate::harness::{self, Budget, Measurement, RunConfig, Stats, Suite};
@@ -140,7 +140,7 @@ fn offered(config: &RunConfig) -> Stats {
     harness::measure(config.budget(BUDGET), || {
         let (offered, took) = harness::time(|| {
             let catalog = cache.get(&rt, &Value::Null);
-            sources::offered(&rt, &catalog, &conversation, &ToolChoice::Auto)
+            sources::offered(&rt, catalog.specs(), &conversation, &ToolChoice::Auto)
         });
         assert_eq!(offered.len(), CAP);
         assert!(offered.iter().any(|t| t.display_name == "all.weather_forecast"), "selection: the forecast is offered");

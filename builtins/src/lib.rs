@@ -1,12 +1,17 @@
 //! Trellis builtins: `llm_dialog`, the tool catalog and language models.
 
+pub mod ask;
 pub mod catalog;
 pub mod dialog;
+pub mod invoke;
 pub mod message;
 pub mod model;
+pub mod naming;
 pub mod offline;
 pub mod provider;
+pub mod schema;
 pub mod scripted;
+pub mod sources;
 #[cfg(test)]
 mod test_rng;
 pub mod text;

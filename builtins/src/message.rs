@@ -27,7 +27,7 @@ pub struct Message {
     /// Tokens the provider counted for the answer this message holds (assistant
     /// messages from providers that report usage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::model::Usage>,
+    pub usage: Option<Usage>,
 }
 
 /// A piece of a message.
@@ -97,4 +97,13 @@ impl Message {
             })
             .collect()
     }
+}
+
+/// Tokens a provider counted for one answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Usage {
+    /// Tokens of the request (prompt, tools, conversation).
+    pub input_tokens: u64,
+    /// Tokens the model generated.
+    pub output_tokens: u64,
 }

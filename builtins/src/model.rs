@@ -7,6 +7,7 @@ use std::pin::Pin;
 use futures::Stream;
 
 use crate::message::Message;
+pub use crate::message::Usage;
 
 /// The most tool calls one answer may hold: providers end a stream that goes past it,
 /// and the dialog refuses such an answer from any model.
@@ -78,15 +79,6 @@ pub enum ToolChoice {
     Required,
     /// A call to this tool (its wire name).
     Tool(String),
-}
-
-/// Tokens a provider counted for one answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct Usage {
-    /// Tokens of the request (prompt, tools, conversation).
-    pub input_tokens: u64,
-    /// Tokens the model generated.
-    pub output_tokens: u64,
 }
 
 /// What a model streams back while answering.

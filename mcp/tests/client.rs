@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use trellis_builtins::catalog::sources::{self, ToolSource};
 use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::message::ToolOutput;
+use trellis_builtins::sources::{self, ToolSource};
 use trellis_mcp::client::{attach, detach, McpServer, ServerSpec, State, Transport};
 use trellis_runner::{Link, Path, Runtime};
 
@@ -335,22 +335,22 @@ impl Drop for PythonHttpServer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_offers_the_tools_the_conversation_speaks_of_and_a_forced_one() {
-    use trellis_builtins::catalog::selection::KeywordSelector;
     use trellis_builtins::message::Message;
     use trellis_builtins::model::ToolChoice;
+    use trellis_builtins::sources::selection::KeywordSelector;
     within(async {
         let (rt, server) = connect(test_server(&[], true)).await;
         let catalog = Catalog::build(&rt, &Value::Null);
         let conversation = [Message::user("please echo this back to me")];
-        let all = sources::offered(&rt, &catalog, &conversation, &ToolChoice::Auto);
+        let all = sources::offered(&rt, catalog.specs(), &conversation, &ToolChoice::Auto);
         assert_eq!(all.len(), 4, "no selector: every tool");
         sources::select_with(&rt, Some(Arc::new(KeywordSelector::new(1))));
         let names = |offered: Vec<trellis_builtins::model::ToolSpec>| -> Vec<String> {
             offered.into_iter().map(|t| t.display_name).collect()
         };
-        assert_eq!(names(sources::offered(&rt, &catalog, &conversation, &ToolChoice::Auto)), ["test.echo"]);
+        assert_eq!(names(sources::offered(&rt, catalog.specs(), &conversation, &ToolChoice::Auto)), ["test.echo"]);
         let forced = ToolChoice::Tool("test_hang".into());
-        assert_eq!(names(sources::offered(&rt, &catalog, &conversation, &forced)), ["test.echo", "test.hang"]);
+        assert_eq!(names(sources::offered(&rt, catalog.specs(), &conversation, &forced)), ["test.echo", "test.hang"]);
         detach(&rt, &server).await;
     })
     .await;

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use trellis_builtins::catalog::naming::{is_valid_wire_name, MAX_WIRE_LEN};
+use trellis_builtins::naming::{is_valid_wire_name, MAX_WIRE_LEN};
 use trellis_builtins::tool::limits::ClientToolLimits;
 
 use crate::executor::Executor;

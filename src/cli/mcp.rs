@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use trellis_builtins::catalog::selection::KeywordSelector;
-use trellis_builtins::catalog::sources::{self, ToolSource};
+use trellis_builtins::sources::selection::KeywordSelector;
+use trellis_builtins::sources::{self, ToolSource};
 use trellis_mcp::client::{self, config, McpServer, ServerSpec, CONNECT_TIMEOUT};
 use trellis_runner::Runtime;
 

@@ -31,7 +31,7 @@ struct Cached {
     /// The registry's generation when built: a tool registered since may fill an entry.
     generation: u64,
     /// The attached tool sources and their versions.
-    sources: super::sources::Stamp,
+    sources: crate::sources::Stamp,
     reads: Reads,
     catalog: Arc<Catalog>,
 }
@@ -61,13 +61,13 @@ impl CatalogCache {
         if let Some(cached) = last {
             if cached.tools == *tools
                 && cached.generation == generation
-                && cached.sources == super::sources::stamp(rt)
+                && cached.sources == crate::sources::stamp(rt)
                 && cached.reads.still_hold(rt)
             {
                 return cached.catalog.clone();
             }
         }
-        let sources = super::sources::stamp(rt);
+        let sources = crate::sources::stamp(rt);
         let (catalog, reads) = Catalog::build_reading(rt, tools, registry);
         let catalog = Arc::new(catalog);
         let cached = Cached { tools: tools.clone(), generation, sources, reads, catalog: catalog.clone() };

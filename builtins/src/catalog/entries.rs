@@ -7,11 +7,11 @@ use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Path, NAME};
 
 use super::identity::{Identities, Identity};
-use super::naming::{self, FastMap};
 use super::reads::{Field, Kind, Reader, Shape};
-use super::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use super::schema_cache::{SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, Tool, ToolTarget, UNCHECKED_NOTE};
+use crate::naming::{self, FastMap};
+use crate::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
 use crate::text::json_kind as kind;
 use crate::tool::limits::LimitError;
 use crate::tool::{ToolRegistry, HUMAN_INPUT_TOOL};

@@ -8,7 +8,7 @@
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
 
-use super::naming::{FastHasher, FastMap};
+use crate::naming::{FastHasher, FastMap};
 
 /// Tool indexes by the hash of one of their names.
 #[derive(Debug, Clone, Default)]

@@ -24,8 +24,8 @@
 //!
 //! Every tool gets a wire name from [`naming::WireNames`], keyed by the stream's location
 //! (document + path), so two charms with the same NAME stay two tools. Its input schema
-//! is the handler's event schema through [`schema::prepare_input_schema`]. Calling a tool
-//! is [`Catalog::invoke`] (see the `invoke` module).
+//! is the handler's event schema through [`schema::prepare_input_schema`](crate::schema::prepare_input_schema). Calling a tool
+//! is [`Catalog::invoke`] (see [`crate::invoke`]).
 //!
 //! ```
 //! use trellis_builtins::catalog::Catalog;
@@ -51,20 +51,14 @@
 //! # Ok::<(), trellis_runner::Error>(())
 //! ```
 
-pub mod naming;
-pub mod schema;
-pub mod selection;
-pub mod sources;
-
 mod cache;
 mod entries;
 mod identity;
-mod invoke;
 mod lookup;
 mod reads;
 mod schema_cache;
-mod summary;
-mod workers;
+mod source_tools;
+pub(crate) mod summary;
 
 use std::sync::Arc;
 
@@ -72,18 +66,17 @@ use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Runtime};
 
 use crate::model::ToolSpec;
+use crate::naming::{self, FastSet};
+use crate::schema::{InputShape, SchemaError};
 use crate::tool::{ToolRef, ToolRegistry};
 use crate::validation::LazyValidator;
 use entries::{extract_entry, Extraction};
 use identity::Identities;
 use lookup::NameIndex;
-use naming::FastSet;
 use reads::{Reader, Reads};
-use schema::{InputShape, SchemaError};
 
 pub use cache::CatalogCache;
 pub use entries::{CLIENT_ENTRY, HUMAN_INPUT_ENTRY, TOOL_ENTRY};
-pub use invoke::{Approved, Invocation, Step, Waiting};
 
 /// Appended to the description of a tool whose handler declares no event schema.
 pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through unchecked)";
@@ -97,7 +90,7 @@ pub struct Catalog {
     by_display: NameIndex,
     problems: Vec<Problem>,
     /// Run handlers on the calling task rather than a handler thread.
-    inline_handlers: bool,
+    pub(crate) inline_handlers: bool,
 }
 
 /// One tool: what the model sees and what calling it does.
@@ -132,7 +125,7 @@ pub struct Tool {
     pub suffixed: bool,
     /// The compiled input schema, built on first use so that building a catalog stays
     /// cheap, and shared by the tools of the catalog that share `input_schema`.
-    validator: LazyValidator,
+    pub(crate) validator: LazyValidator,
 }
 
 /// What calling a tool does.
@@ -161,7 +154,7 @@ pub enum ToolTarget {
     /// A client tool: a definition the client sent (`{"client": {...}}`); the server never
     /// runs it: a call waits in a dialog for the client's output, which is the result.
     Client,
-    /// Call a tool of an attached [`sources::ToolSource`] (an MCP server's).
+    /// Call a tool of an attached [`ToolSource`](crate::sources::ToolSource) (an MCP server's).
     Source {
         /// The source's name.
         source: String,
@@ -281,7 +274,7 @@ impl Catalog {
             }
             other => out.problem("", EntryError::NotAMap(crate::text::json_kind(other))),
         }
-        sources::extract_all(rt, &mut out);
+        source_tools::extract_all(rt, &mut out);
         let Extraction { tools, identities, problems, reader, .. } = out;
         (Catalog::from_tools(tools, identities, problems), reader.into_reads())
     }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use trellis_runner::{Link, Value as Stored};
 
-use super::naming::FastMap;
 use super::reads::Reader;
-use super::schema::{description_of, prepare_input_schema, InputShape, SchemaError};
+use crate::naming::FastMap;
+use crate::schema::{description_of, prepare_input_schema, InputShape, SchemaError};
 
 /// A stream's event schema, prepared as an input schema.
 pub(super) struct StreamSchema {

@@ -10,9 +10,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use trellis_runner::{Pattern, Runtime};
 
-use super::naming::{is_valid_wire_name, MAX_WIRE_LEN};
 use super::*;
+use crate::invoke::Invocation;
 use crate::message::ToolOutput;
+use crate::naming::{is_valid_wire_name, MAX_WIRE_LEN};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -3,10 +3,12 @@
 
 use trellis_runner::Runtime;
 
-use super::interaction::{self, AfterClient, Held, Interaction, InteractionKind, Phase};
+use super::interaction::{self, AfterClient, Held, Interaction, Phase};
 use super::request::{input, is_current};
 use super::{DialogCells, DialogInput, RequestId, Shared};
-use crate::catalog::{Approved, Catalog, Step, ToolTarget, Waiting};
+use crate::ask::InteractionKind;
+use crate::catalog::{Catalog, ToolTarget};
+use crate::invoke::{Approved, Step, Waiting};
 use crate::message::{Message, Role, ToolOutput};
 
 /// Takes every call of a round that has no result yet one step on (all through

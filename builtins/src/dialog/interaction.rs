@@ -29,42 +29,9 @@ use serde::{Deserialize, Serialize};
 use trellis_runner::{Cell, Read, Runtime, Tx};
 
 use super::{DialogCells, RequestId};
+use crate::ask::InteractionKind;
 use crate::message::{Part, ToolOutput};
 use crate::tool::ToolRegistry;
-
-/// What a waiting call asks of a person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum InteractionKind {
-    /// Approve or deny the call as the model made it (`approved`).
-    Approval,
-    /// Answer a question in words (`answer`: text).
-    Question,
-    /// Say yes or no (`answer`: a boolean, `yes` or `no`).
-    Confirmation,
-    /// Pick one of the `options` (`answer`: the option).
-    Choice,
-    /// Run the tool's client phase and send its `output` (a client-authority tool, or a
-    /// handoff); the server phase checks it.
-    ClientExecution,
-    /// Show the server's result (`arguments` holds it); does not hold up the round, and
-    /// an acknowledgement is informational.
-    DisplayEffect,
-}
-
-impl InteractionKind {
-    /// What answers it, in words.
-    pub fn what(self) -> &'static str {
-        match self {
-            InteractionKind::Approval => "an approval",
-            InteractionKind::Question => "an answer (a question)",
-            InteractionKind::Confirmation => "an answer (a confirmation)",
-            InteractionKind::Choice => "an answer (a choice)",
-            InteractionKind::ClientExecution => "the client's output (`output`)",
-            InteractionKind::DisplayEffect => "an acknowledgement",
-        }
-    }
-}
 
 /// Which phase of a call waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -56,8 +56,9 @@ use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
 use crate::tool::ToolRegistry;
 
+pub use crate::ask::InteractionKind;
 pub use handle::DialogHandle;
-pub use interaction::{Interaction, InteractionKind, Phase, Resolve};
+pub use interaction::{Interaction, Phase, Resolve};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 
@@ -375,7 +376,7 @@ impl Builtin for LlmDialog {
             })?;
             let tools = tx.read(&tools_at)?.to_json();
             // Derive again when the tools of the runtime's sources change.
-            tx.read(&crate::catalog::sources::changes())?;
+            tx.read(&crate::sources::changes())?;
             let catalog = catalogs.get(&rt, &tools);
             // Depend on what the catalog is made of (the tools map, each tool's stream
             // marker, each charm's name), not on the charms' data: a counter going up must

@@ -178,7 +178,7 @@ async fn run(
                 ToolChoice::Auto
             },
         };
-        request.tools = crate::catalog::sources::offered(rt, &catalog, &messages, &request.tool_choice);
+        request.tools = crate::sources::offered(rt, catalog.specs(), &messages, &request.tool_choice);
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let Answer { text, calls, usage, cut } =
             answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;

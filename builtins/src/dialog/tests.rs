@@ -92,13 +92,13 @@ async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
 /// A source with one tool more each time `grow` is called.
 struct Growing(std::sync::atomic::AtomicU64);
 
-impl crate::catalog::sources::ToolSource for Growing {
+impl crate::sources::ToolSource for Growing {
     fn name(&self) -> &str {
         "grow"
     }
-    fn tools(&self) -> Arc<[crate::catalog::sources::SourceTool]> {
+    fn tools(&self) -> Arc<[crate::sources::SourceTool]> {
         let count = self.0.load(std::sync::atomic::Ordering::SeqCst);
-        (0..=count).map(|n| crate::catalog::sources::SourceTool::new(format!("t{n}"), "A tool.", json!({}))).collect()
+        (0..=count).map(|n| crate::sources::SourceTool::new(format!("t{n}"), "A tool.", json!({}))).collect()
     }
     fn version(&self) -> u64 {
         self.0.load(std::sync::atomic::Ordering::SeqCst)
@@ -106,14 +106,14 @@ impl crate::catalog::sources::ToolSource for Growing {
     fn trusted(&self) -> bool {
         true
     }
-    fn call(&self, _: &str, _: serde_json::Value, _: Duration) -> crate::catalog::sources::CallFuture {
+    fn call(&self, _: &str, _: serde_json::Value, _: Duration) -> crate::sources::CallFuture {
         Box::pin(async { crate::message::ToolOutput::Text("ran".into()) })
     }
 }
 
 #[tokio::test]
 async fn flattened_tools_follows_a_sources_tools_when_it_announces_the_change() {
-    use crate::catalog::sources;
+    use crate::sources;
     let rt = Runtime::in_memory();
     let (base, dialog) = chat(&rt, Arc::new(Recorder::default()), json!({}));
     rt.settled(&base, WAIT).await.expect("settles");

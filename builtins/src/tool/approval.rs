@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::catalog::schema::InputShape;
+use crate::schema::InputShape;
 
 /// When a call of a tool waits for a person's approval. The dialog enforces it on the
 /// server: the call does not run until a person approved exactly that call.

@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Approval, Ask, Authority, ClientContext, DefinedTool, Start};
-use crate::catalog::schema::{prepare_input_schema, InputShape};
-use crate::dialog::InteractionKind;
+use crate::ask::InteractionKind;
+use crate::schema::{prepare_input_schema, InputShape};
 
 /// Server authority: the server phase's output is the model's result.
 #[derive(Debug, Clone, Copy)]

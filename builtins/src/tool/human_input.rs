@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Ask, Client, ClientContext, DefinedTool, ToolBuilder};
-use crate::dialog::InteractionKind;
+use crate::ask::InteractionKind;
 
 /// The name it is registered under, and the key the chatbot offers it by.
 pub const HUMAN_INPUT_TOOL: &str = "request_human_input";

@@ -19,7 +19,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::catalog::naming::is_valid_wire_name;
+use crate::naming::is_valid_wire_name;
 
 /// The limits on client-sent tool definitions (all configurable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

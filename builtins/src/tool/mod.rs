@@ -102,8 +102,8 @@ pub use client::{ClientContext, ClientError};
 pub use human_input::{human_input, AnswerKind, HumanInput, HUMAN_INPUT_TOOL};
 pub use registry::{RegistryError, ToolRegistry};
 
-use crate::catalog::schema::InputShape;
-use crate::dialog::InteractionKind;
+pub use crate::ask::Ask;
+use crate::schema::InputShape;
 
 /// Who produces a tool's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,18 +112,6 @@ pub enum Authority {
     Server,
     /// The client acts first; a server phase validates its output into the result.
     Client,
-}
-
-/// What a call that waits for the client presents: the kind of interaction, what is
-/// asked, and for a choice the options.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ask {
-    /// The kind of interaction front ends show.
-    pub kind: InteractionKind,
-    /// What is asked, in words.
-    pub prompt: String,
-    /// For a choice, the options.
-    pub options: Vec<String>,
 }
 
 /// How the first phase of a call ended.

@@ -7,7 +7,7 @@ use parking_lot::RwLock;
 
 use super::limits::ClientToolLimits;
 use super::{human_input, DefinedTool, ToolRef};
-use crate::catalog::naming::is_valid_wire_name;
+use crate::naming::is_valid_wire_name;
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -14,9 +14,9 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use trellis_builtins::catalog::naming::stable_hash;
 use trellis_builtins::message::{Message, Part, Role, ToolOutput};
 use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec, Usage};
+use trellis_builtins::naming::stable_hash;
 use trellis_builtins::provider::{
     model_from_str_with_env, AnthropicConfig, AnthropicModel, HttpSettings, OpenAiConfig, OpenAiModel, RetryPolicy,
 };

@@ -18,9 +18,9 @@ use rmcp::service::{Peer, RunningServiceCancellationToken, Subscription};
 use rmcp::RoleClient;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, Notify};
-use trellis_builtins::catalog::selection::ToolFilter;
-use trellis_builtins::catalog::sources::{CallFuture, SourceTool, ToolSource};
 use trellis_builtins::message::ToolOutput;
+use trellis_builtins::sources::selection::ToolFilter;
+use trellis_builtins::sources::{CallFuture, SourceTool, ToolSource};
 
 use super::config::{ServerSpec, Transport};
 use super::handler::Handler;

@@ -3,7 +3,7 @@
 //! [`McpServer::connect`] starts a server's command (stdio) or opens its Streamable HTTP
 //! URL, shakes hands and lists its tools (page by page; a cursor that never advances
 //! stops the listing). [`attach`] makes it a tool source of a runtime
-//! ([`trellis_builtins::catalog::sources`]): its tools are in every catalog, displayed
+//! ([`trellis_builtins::sources`]): its tools are in every catalog, displayed
 //! `server.tool`. When the server sends `notifications/tools/list_changed`, the tools are
 //! listed again and catalogs rebuild. A call has the dialog's timeout; a result marked
 //! `isError` and a JSON-RPC error both reach the model as error texts. The server's
@@ -40,7 +40,7 @@ use std::time::Duration;
 
 pub use config::{ConfigError, ServerSpec, Transport};
 pub use connection::{McpServer, State, MAX_TOOLS};
-use trellis_builtins::catalog::sources::{self, SourceError};
+use trellis_builtins::sources::{self, SourceError};
 use trellis_runner::Runtime;
 
 /// How long connecting to a server (start, handshake, first listing) may take by default.

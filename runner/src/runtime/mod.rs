@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 mod build;
 mod durable;
 mod engine;
+mod extensions;
 mod observers;
 mod wait;
 
@@ -113,6 +114,8 @@ pub(crate) struct Inner {
     /// The lists and documents of the last settle's (or writer's) transaction (see
     /// [`Spare`]).
     engine_spare: AtomicCell<Option<Spare>>,
+    /// What crates above keep per runtime ([`Runtime::extension`]).
+    extensions: extensions::Extensions,
 }
 
 // A transaction's lists are one pointer, so the cells holding them swap without a lock.
@@ -200,6 +203,7 @@ impl Runtime {
             conflict_retries: AtomicU64::new(0),
             spare: AtomicCell::new(None),
             engine_spare: AtomicCell::new(None),
+            extensions: extensions::Extensions::default(),
         }))
     }
 

@@ -11,13 +11,13 @@
 //! [`ToolSelector`] picks the tools of one request; [`KeywordSelector`] (shipped) scores
 //! each tool's names and description against the recent conversation and keeps the best,
 //! up to a cap, always keeping tools the conversation already called. Install one on a
-//! runtime with [`sources::select_with`](super::sources::select_with); without one, every
+//! runtime with [`sources::select_with`](super::select_with); without one, every
 //! tool is offered.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use serde_json::json;
-//! use trellis_builtins::catalog::selection::{KeywordSelector, ToolSelector};
+//! use trellis_builtins::sources::selection::{KeywordSelector, ToolSelector};
 //! use trellis_builtins::message::Message;
 //! use trellis_builtins::model::ToolSpec;
 //!
@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::naming::FastMap;
-use super::sources::{CallFuture, SourceTool, ToolSource};
+use super::{CallFuture, SourceTool, ToolSource};
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::ToolSpec;
+use crate::naming::FastMap;
 
 /// Chooses the tools one request offers.
 pub trait ToolSelector: Send + Sync + 'static {

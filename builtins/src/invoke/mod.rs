@@ -20,15 +20,17 @@
 //! while their result settles (async builtin work); building the charm is synchronous
 //! and not covered. Calls need a Tokio runtime (any flavour).
 
+mod workers;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
 use trellis_runner::{DocId, Link, Path, Runtime};
 
-use super::summary::{changes, snapshot};
-use super::{workers, Catalog, Tool, ToolTarget};
-use crate::dialog::InteractionKind;
+use crate::ask::InteractionKind;
+use crate::catalog::summary::{changes, snapshot};
+use crate::catalog::{Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
 use crate::tool::{Ask, Start, ToolRef};
 use crate::validation::violations;
@@ -163,16 +165,16 @@ impl Catalog {
 
     /// The error text for an unknown (or ambiguous) tool name, listing what exists.
     fn unknown_tool(&self, name: &str) -> String {
-        if self.tools.is_empty() {
+        if self.tools().is_empty() {
             return format!("unknown tool `{name}`: no tools are available");
         }
-        let what = if self.tools.iter().filter(|t| t.display == name).nth(1).is_some() {
+        let what = if self.tools().iter().filter(|t| t.display == name).nth(1).is_some() {
             format!("`{name}` names several tools; call one by its wire name")
         } else {
             format!("unknown tool `{name}`")
         };
         let mut listed: Vec<String> =
-            self.tools
+            self.tools()
                 .iter()
                 .take(MAX_LISTED)
                 .map(|t| {
@@ -183,8 +185,8 @@ impl Catalog {
                     }
                 })
                 .collect();
-        if self.tools.len() > MAX_LISTED {
-            listed.push(format!("and {} more", self.tools.len() - MAX_LISTED));
+        if self.tools().len() > MAX_LISTED {
+            listed.push(format!("and {} more", self.tools().len() - MAX_LISTED));
         }
         format!("{what}. Available tools: {}", listed.join(", "))
     }
@@ -233,11 +235,10 @@ impl Tool {
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
-                ToolTarget::Source { source, tool } => super::sources::call(rt, source, tool, arguments, timeout).await,
+                ToolTarget::Source { source, tool } => call_source(rt, source, tool, arguments, timeout).await,
                 ToolTarget::Client => {
                     let prompt = self.description.clone();
-                    let ask =
-                        Ask { kind: crate::dialog::InteractionKind::ClientExecution, prompt, options: Vec::new() };
+                    let ask = Ask { kind: InteractionKind::ClientExecution, prompt, options: Vec::new() };
                     let input = arguments.clone();
                     return Step::Wait(Waiting { ask, state: Value::Null, input, arguments, defined: None });
                 }
@@ -417,4 +418,24 @@ fn read_data(rt: &Runtime, charm: &Link, arguments: &Value) -> Invocation {
         Ok(value) => Invocation::json(json!({ "value": value }), None),
         Err(e) => Invocation::error(format!("cannot read `{path}`: {e}")),
     }
+}
+
+/// Calls `tool` of the attached source `source`, giving up after `timeout`.
+pub(super) async fn call_source(
+    rt: &Runtime,
+    source: &str,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Invocation {
+    let Some(found) = crate::sources::attached(rt).into_iter().find(|s| s.name() == source) else {
+        return Invocation::error(format!("the tool source `{source}` was detached; `{source}.{tool}` is gone"));
+    };
+    let output = match tokio::time::timeout(timeout, found.call(tool, arguments, timeout)).await {
+        Ok(output) => output,
+        Err(_) => ToolOutput::ErrorText(format!(
+            "`{source}.{tool}` did not answer within {timeout:?}; it may still be running in `{source}`"
+        )),
+    };
+    Invocation { output, summary: None, effect: None }
 }
