@@ -18,9 +18,7 @@ use crate::value::{Path, Value};
 /// The document that holds every charm's record.
 pub const CHARMS_DOC: &str = "charms";
 
-/// The most characters a charm name may have: names are shown in lists, prompts and
-/// tool names.
-pub const MAX_NAME_CHARS: usize = 100;
+pub use crate::limits::MAX_NAME_CHARS;
 
 /// Checks a charm name and returns it without surrounding white space: it must not be
 /// empty, must have at most [`MAX_NAME_CHARS`] characters and no control characters

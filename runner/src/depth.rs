@@ -11,13 +11,7 @@
 use crate::error::{Error, Result};
 use crate::value::{Path, Value};
 
-/// The most containers (objects, arrays) a value entering the runtime may nest: an
-/// event, a pattern argument, a message or a tool input. `{"a": [1]}` nests 2.
-pub const MAX_DEPTH: usize = 64;
-
-/// The most containers a stored document may nest, counting the path a value is written
-/// at. Every write is checked against it, and storage loads documents up to it.
-pub const MAX_DOC_DEPTH: usize = 512;
+pub use crate::limits::{MAX_DEPTH, MAX_DOC_DEPTH};
 
 /// How much of the path to a too-deep spot an error shows.
 const SHOWN_PATH: usize = 120;

@@ -41,7 +41,7 @@ pub enum Error {
         limit: usize,
     },
     /// A charm name that cannot be shown safely or at all.
-    #[error("charm name {shown} is not allowed: {reason}; use 1 to {max} characters without control characters", max = crate::charm::MAX_NAME_CHARS)]
+    #[error("charm name {shown} is not allowed: {reason}; use 1 to {max} characters without control characters", max = crate::limits::MAX_NAME_CHARS)]
     BadName {
         /// The name, quoted and escaped (shortened if long).
         shown: String,

@@ -12,6 +12,7 @@ pub mod depth;
 pub mod dirs;
 pub mod error;
 mod intern;
+pub mod limits;
 pub mod link;
 mod park;
 pub mod pattern;

@@ -307,8 +307,9 @@ impl Runtime {
     /// Runs a committed transaction's after-commit hooks (out of line: most have none).
     #[inline(never)]
     fn run_hooks(&self, hooks: Vec<crate::tx::AfterCommit>) {
-        for hook in hooks {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(self))) {
+        // Only `Tx::after_commit` puts hooks in, each a `Hook`.
+        for hook in hooks.into_iter().filter_map(|hook| hook.downcast::<Hook>().ok()) {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (hook.0)(self))) {
                 self.report(Error::HookPanicked(panic_message(&panic)));
             }
         }
@@ -450,5 +451,16 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("space", &self.0.space).finish()
+    }
+}
+
+/// What [`Tx::after_commit`] keeps in the transaction.
+struct Hook(Box<dyn FnOnce(&Runtime) + Send>);
+
+impl Tx<'_> {
+    /// Runs `f` once this transaction has committed (never if it rolls back or is
+    /// retried): the place to start async work that must see the transaction's writes.
+    pub fn after_commit(&self, f: impl FnOnce(&Runtime) + Send + 'static) {
+        self.push_hook(Box::new(Hook(Box::new(f))));
     }
 }

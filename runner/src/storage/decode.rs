@@ -1,7 +1,7 @@
 //! Stored documents back from JSON text, however deeply they nest.
 //!
 //! serde_json refuses input nested more than 128 containers deep, but a space may hold
-//! such a document: writes allow up to [`MAX_DOC_DEPTH`](crate::depth::MAX_DOC_DEPTH),
+//! such a document: writes allow up to [`MAX_DOC_DEPTH`](crate::limits::MAX_DOC_DEPTH),
 //! and spaces written before the depth limits existed may hold anything a value entering
 //! then could produce. A space that holds one must still open, so a document the normal
 //! parse refuses for its depth is parsed again without serde_json's limit, on a thread
@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 use super::StorageError;
-use crate::depth::MAX_DOC_DEPTH;
+use crate::limits::MAX_DOC_DEPTH;
 use crate::value::Value;
 
 /// serde_json's recursion limit: text nested less deeply failed for another reason.

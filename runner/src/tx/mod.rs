@@ -18,7 +18,6 @@ use crate::link::{DocId, Link};
 use serde::de::DeserializeOwned;
 
 use crate::read::{plain_at, resolve, shaped, Read};
-use crate::runtime::Runtime;
 use crate::space::{DocEntry, DocKey, DocWrites, Space};
 use crate::value::{same_text, Path, Value};
 
@@ -30,8 +29,10 @@ pub(crate) use lists::Spare;
 use lists::{Ledger, Lists, Undo};
 use memo::Remembered;
 
-/// Work to run once a transaction has committed.
-pub(crate) type AfterCommit = Box<dyn FnOnce(&Runtime) + Send>;
+/// Work to run once a transaction has committed, kept here without knowing its type: the
+/// runtime layer puts it in ([`Tx::after_commit`]) and runs it, so the storage floor the
+/// transaction belongs to names no `Runtime`.
+pub(crate) type AfterCommit = Box<dyn std::any::Any + Send>;
 
 /// How many of the latest reads a new read is checked against before it is noted.
 const RECENT_READS: usize = 8;
@@ -229,10 +230,10 @@ impl<'s> Tx<'s> {
         reads.iter().map(|(doc, path)| Link::new(docs.list[*doc as usize].id.clone(), path.clone())).collect()
     }
 
-    /// Runs `f` once this transaction has committed (never if it rolls back or is
-    /// retried): the place to start async work that must see the transaction's writes.
-    pub fn after_commit(&self, f: impl FnOnce(&Runtime) + Send + 'static) {
-        self.lists.hooks.borrow_mut().push(Box::new(f));
+    /// Keeps `hook` to hand back once this transaction has committed (see
+    /// [`AfterCommit`]).
+    pub(crate) fn push_hook(&self, hook: AfterCommit) {
+        self.lists.hooks.borrow_mut().push(hook);
     }
 
     /// Opens a savepoint: what is written from now on can be undone with
