@@ -61,7 +61,10 @@ impl Remote {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.with_context(|| format!("cannot reach trellis serve at {}", self.base))?;
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {} serve at {}", crate::program::name(), self.base))?;
         let status = response.status();
         let text = response.text().await.context("the server's answer was cut off")?;
         let json: Value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text)? };
@@ -80,9 +83,9 @@ impl Remote {
             .bearer_auth(&self.token)
             .send()
             .await
-            .with_context(|| format!("cannot reach trellis serve at {}", self.base))?;
+            .with_context(|| format!("cannot reach {} serve at {}", crate::program::name(), self.base))?;
         if !response.status().is_success() {
-            bail!("trellis serve refused to send the chat's events ({})", response.status());
+            bail!("{} serve refused to send the chat's events ({})", crate::program::name(), response.status());
         }
         let mut events = response.bytes_stream().eventsource();
         let mut state: Option<Value> = None;
@@ -93,7 +96,7 @@ impl Remote {
                     "chat" => state = Some(serde_json::from_str(&event.data)?),
                     "change" => match state.as_mut() {
                         Some(state) => apply_change(state, serde_json::from_str(&event.data)?)?,
-                        None => bail!("trellis serve sent a change of the chat before the chat"),
+                        None => bail!("{} serve sent a change of the chat before the chat", crate::program::name()),
                     },
                     _ => continue,
                 }
@@ -101,11 +104,15 @@ impl Remote {
                     return Ok(state.clone());
                 }
             }
-            bail!("trellis serve stopped sending the chat's events")
+            bail!("{} serve stopped sending the chat's events", crate::program::name())
         };
         match tokio::time::timeout(timeout, follow).await {
             Ok(state) => state,
-            Err(_) => bail!("the reply did not finish within {} s; it goes on in trellis serve", timeout.as_secs_f64()),
+            Err(_) => bail!(
+                "the reply did not finish within {} s; it goes on in {} serve",
+                timeout.as_secs_f64(),
+                crate::program::name()
+            ),
         }
     }
 }

@@ -50,7 +50,9 @@ impl std::fmt::Display for TokenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TokenError::BadName(why) => write!(f, "the token's name {why}"),
-            TokenError::Unknown(id) => write!(f, "no token has the id `{id}`; `trellis token list` shows them"),
+            TokenError::Unknown(id) => {
+                write!(f, "no token has the id `{id}`; `{} token list` shows them", crate::program::name())
+            }
             TokenError::Random => f.write_str("the system's random source failed; try again"),
             TokenError::Space(e) => write!(f, "{e}"),
         }

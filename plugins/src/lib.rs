@@ -48,6 +48,7 @@
 //! # });
 //! ```
 
+pub mod actions;
 pub mod bundle;
 mod executor;
 pub mod files;

@@ -61,7 +61,7 @@ pub enum SigningError {
     },
     /// A key file that is not a regular file of a few bytes (a directory, a pipe, a
     /// device, something large).
-    #[error("{path} is not a key file: keys are small files of 64 hex digits, as `trellis plugin keygen` writes them")]
+    #[error("{path} is not a key file: keys are small files of 64 hex digits, as you get when you {keygen}", keygen = crate::actions::GENERATE_KEYS)]
     NotAKeyFile {
         /// What was given.
         path: PathBuf,
@@ -73,7 +73,7 @@ pub enum SigningError {
         path: PathBuf,
     },
     /// A public key file was given where the secret key belongs.
-    #[error("{path} is a public key file; sign with the secret key file `trellis plugin keygen` wrote beside it")]
+    #[error("{path} is a public key file; sign with the secret key file beside it, which you got when you {keygen}", keygen = crate::actions::GENERATE_KEYS)]
     PublicKeyGiven {
         /// The public key file.
         path: PathBuf,

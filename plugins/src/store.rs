@@ -102,10 +102,10 @@ pub enum StoreError {
     #[error(transparent)]
     Register(#[from] RegisterError),
     /// No plugin of that name.
-    #[error("no plugin named {0:?} is installed (`trellis plugin list` shows them)")]
+    #[error("no plugin named {0:?} is installed ({list} to see them)", list = crate::actions::LIST_PLUGINS)]
     NotInstalled(String),
     /// A plugin of that name is installed.
-    #[error("a plugin named `{0}` is already installed; remove it first (`trellis plugin remove {0}`)")]
+    #[error("a plugin named `{0}` is already installed; {remove} first", remove = crate::actions::REMOVE_PLUGIN)]
     AlreadyInstalled(String),
     /// A stored record is not readable.
     #[error("the stored plugin `{0}` is damaged ({1}); remove it and install it again")]
@@ -113,7 +113,8 @@ pub enum StoreError {
     /// An unsigned plugin the user never accepted (it came with the space).
     #[error(
         "the plugin `{0}` is unsigned and you did not install it (it came with the space); if you trust it, \
-         install its bundle yourself: `trellis plugin install PATH --allow-unsigned`"
+         {install}",
+        install = crate::actions::INSTALL_UNSIGNED
     )]
     NotApproved(String),
     /// The user's trust file could not be read or written.

@@ -130,10 +130,10 @@ pub enum Error {
         ids: Vec<String>,
     },
     /// No pattern with this id is registered.
-    #[error("unknown pattern `{0}`; `trellis patterns` lists the registered ones")]
+    #[error("unknown pattern `{0}`; {list} to see the registered ones", list = actions::LIST_PATTERNS)]
     UnknownPattern(String),
     /// No charm with this id.
-    #[error("unknown charm `{0}`; `trellis charm list` lists the charms in this space")]
+    #[error("unknown charm `{0}`; {list} to see the ones in this space", list = actions::LIST_CHARMS)]
     UnknownCharm(String),
     /// The argument did not fit the pattern's argument type.
     #[error("argument for pattern `{pattern}` is invalid: {message}")]
@@ -182,4 +182,17 @@ impl From<BoxError> for Error {
             Err(other) => Error::Refused(other.to_string()),
         }
     }
+}
+
+/// What errors ask the user to do, in words a front end recognises to point at its own
+/// command (the `trellis` command adds `` `trellis patterns` `` after
+/// [`LIST_PATTERNS`](actions::LIST_PATTERNS)). A library error describes the action; only a
+/// command knows the name it is run by.
+pub mod actions {
+    /// See which patterns are registered.
+    pub const LIST_PATTERNS: &str = "list the patterns";
+    /// See which charms the space has.
+    pub const LIST_CHARMS: &str = "list the charms";
+    /// Give a charm another name.
+    pub const RENAME_CHARMS: &str = "rename all but one";
 }

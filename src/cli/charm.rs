@@ -96,9 +96,10 @@ pub async fn demo(rt: &Runtime, format: Format) -> anyhow::Result<()> {
     let after = rt.charms().get(&id)?;
     print(format, &json!({"id": &*id, "before": before, "after": after}), || {
         format!(
-            "{how} {id} (pattern counter)\n{}\nsent increment {{\"amount\": 41}}\n{}\n\n`trellis charm list` shows the charms in this space.",
+            "{how} {id} (pattern counter)\n{}\nsent increment {{\"amount\": 41}}\n{}\n\n`{} charm list` shows the charms in this space.",
             render_result(&before),
-            render_result(&after)
+            render_result(&after),
+            crate::program::name()
         )
     });
     Ok(())

@@ -292,6 +292,7 @@ impl App {
     /// Runs the command line `args` (the program name first): parses it, starts the async
     /// runtime, runs the subcommand and prints its error, if any, on standard error.
     pub fn run_from(self, args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
+        crate::program::set_name(&self.name);
         let mut command = Cli::command().name(self.name.clone()).bin_name(self.name.clone());
         if let Some(about) = &self.about {
             command = command.about(about.clone());
@@ -322,7 +323,7 @@ impl App {
                     ExitCode::from(chat::Waiting::EXIT_CODE)
                 }
                 None => {
-                    eprintln!("error: {}", terminal::safe(&explain(&e)));
+                    eprintln!("error: {}", terminal::safe(&crate::program::with_commands(&explain(&e))));
                     ExitCode::FAILURE
                 }
             },

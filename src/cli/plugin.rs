@@ -154,7 +154,10 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
         PluginCommand::Untrust { key } => {
             let key = read_key(key)?;
             if !TrustFile::of_user()?.update(|trust| trust.untrust(&key))? {
-                anyhow::bail!("the key {key} was not trusted (`trellis plugin list` shows the trusted keys)");
+                anyhow::bail!(
+                    "the key {key} was not trusted (`{} plugin list` shows the trusted keys)",
+                    crate::program::name()
+                );
             }
             print(format, &json!({"untrusted": key.to_hex()}), || format!("no longer trusted: {key}"));
             Ok(())
@@ -188,10 +191,10 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             print(format, &json!({"plugins": plugins, "trusted_keys": keys}), || {
                 let mut lines: Vec<String> = plugins.iter().map(describe).collect();
                 if lines.is_empty() {
-                    lines.push("no plugins installed (`trellis plugin install PATH`)".into());
+                    lines.push(format!("no plugins installed (`{} plugin install PATH`)", crate::program::name()));
                 }
                 lines.push(match keys.is_empty() {
-                    true => "trusted keys: none (`trellis plugin trust KEY`)".into(),
+                    true => format!("trusted keys: none (`{} plugin trust KEY`)", crate::program::name()),
                     false => format!("trusted keys: {}", keys.join(", ")),
                 });
                 lines.join("\n")
@@ -214,8 +217,9 @@ pub async fn run(rt: &Runtime, command: PluginCommand, format: Format) -> anyhow
             }
             if !manager.has_tool(&tool) {
                 anyhow::bail!(
-                    "no enabled plugin has a tool {:?} (`trellis plugin list` shows them)",
-                    tool.chars().take(80).collect::<String>()
+                    "no enabled plugin has a tool {:?} (`{} plugin list` shows them)",
+                    tool.chars().take(80).collect::<String>(),
+                    crate::program::name()
                 );
             }
             let result = manager.execute(&tool, arguments).await;

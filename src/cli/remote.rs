@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use trellis_builtins::dialog::Interaction;
 use trellis_builtins::message::Message;
 
-use super::chat::{transcript_named, waiting, Waiting, RESOLVE_HOW};
+use super::chat::{resolve_how, transcript_named, waiting, Waiting};
 use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
 use super::token::{self, TokenCommand};
 use super::{charm::CharmCommand, Command, Format};
@@ -41,11 +41,15 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
         Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
             refuse_mcp(&remote, &mcp)?;
             if chatbot.is_some() || tool_choice != "auto" {
-                bail!("--chatbot and --tool-choice need the space; trellis serve holds it (stop it, or use the page)");
+                bail!(
+                    "--chatbot and --tool-choice need the space; {} serve holds it (stop it, or use the page)",
+                    crate::program::name()
+                );
             }
             if messages.is_empty() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 bail!(
-                    "the interactive chat needs the space; trellis serve holds it: chat in the page at {}",
+                    "the interactive chat needs the space; {} serve holds it: chat in the page at {}",
+                    crate::program::name(),
                     remote.url()
                 );
             }
@@ -82,7 +86,7 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             } else if waiting_now.is_empty() {
                 emit("nothing is waiting for an answer");
             } else {
-                emit(&waiting(&waiting_now, RESOLVE_HOW));
+                emit(&waiting(&waiting_now, &resolve_how()));
             }
         }
         Command::Resolve { call, approve: _, deny, answer, output, chatbot: None, timeout, mcp } => {
@@ -94,7 +98,10 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                     match all.as_slice() {
                         [only] => only.call_id.clone(),
                         [] => bail!("no call is waiting for an answer"),
-                        _ => bail!("several calls are waiting; say which (`trellis pending` lists them)"),
+                        _ => bail!(
+                            "several calls are waiting; say which (`{} pending` lists them)",
+                            crate::program::name()
+                        ),
                     }
                 }
             };
@@ -110,8 +117,9 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
         }
         Command::Token(command) => token(&remote, command, format).await?,
         _ => bail!(
-            "this command needs the space, which trellis serve at {} holds: stop the server first (Ctrl-C), \
+            "this command needs the space, which {} serve at {} holds: stop the server first (Ctrl-C), \
              or use its page",
+            crate::program::name(),
             remote.url()
         ),
     }
@@ -237,7 +245,7 @@ fn finish(state: &Value, messages: Vec<Message>, format: Format) -> anyhow::Resu
     if waiting_now.is_empty() {
         Ok(())
     } else {
-        Err(Waiting(waiting(&waiting_now, RESOLVE_HOW)).into())
+        Err(Waiting(waiting(&waiting_now, &resolve_how())).into())
     }
 }
 
@@ -248,8 +256,9 @@ fn refuse_mcp(remote: &Remote, mcp: &super::mcp::McpArgs) -> anyhow::Result<()> 
         return Ok(());
     }
     bail!(
-        "--mcp, --mcp-config and --max-tools need the space, which trellis serve at {} holds: stop the server \
+        "--mcp, --mcp-config and --max-tools need the space, which {} serve at {} holds: stop the server \
          first (Ctrl-C), then run this command again",
+        crate::program::name(),
         remote.url()
     )
 }

@@ -56,7 +56,7 @@ pub fn print_list(all: &[TokenInfo], format: Format) {
     let json = serde_json::to_value(all).unwrap_or_default();
     print(format, &json, || {
         if all.is_empty() {
-            return "no tokens; `trellis token new` makes one".into();
+            return format!("no tokens; `{} token new` makes one", crate::program::name());
         }
         let row = |t: &TokenInfo| format!("{}  {}", t.id, safe_line(&t.name));
         all.iter().map(row).collect::<Vec<_>>().join("\n")

@@ -97,8 +97,9 @@ fn check_origin(server: &Server, headers: &HeaderMap) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
     if !server.is_own_host(host) {
         return Err(forbidden(format!(
-            "the Host `{host}` is not this server's ({}); open the address `trellis serve` printed",
-            server.addr()
+            "the Host `{host}` is not this server's ({}); open the address `{} serve` printed",
+            server.addr(),
+            crate::program::name()
         )));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -172,8 +173,11 @@ pub async fn require_auth(State(server): State<Server>, mut request: Request, ne
     }
     ApiError::new(
         StatusCode::UNAUTHORIZED,
-        "sign in: open the URL `trellis serve` printed (it sets a session cookie), or send \
-         `Authorization: Bearer TOKEN` with a token from `trellis token new`",
+        format!(
+            "sign in: open the URL `{name} serve` printed (it sets a session cookie), or send \
+             `Authorization: Bearer TOKEN` with a token from `{name} token new`",
+            name = crate::program::name()
+        ),
     )
     .into_response()
 }
@@ -208,8 +212,11 @@ pub fn exchange(server: &Server, token: &str) -> Response {
     let Some(session) = server.auth().exchange(token) else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "this sign-in link was used already or is wrong; restart `trellis serve` for a new one, \
-             or use a bearer token from `trellis token new`",
+            format!(
+                "this sign-in link was used already or is wrong; restart `{name} serve` for a new one, \
+                 or use a bearer token from `{name} token new`",
+                name = crate::program::name()
+            ),
         )
         .into_response();
     };

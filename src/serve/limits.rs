@@ -46,7 +46,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY).await.map_err(|error| {
             if trellis_http::is_body_timeout(&error) {
                 // The client stalled or trickled: it hears why as the connection closes.
-                ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("{error} (trellis serve --body-timeout)"))
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("{error} ({} serve --body-timeout)", crate::program::name()),
+                )
             } else {
                 too_large(format!("more than {MAX_BODY}"))
             }
@@ -108,8 +111,9 @@ impl RateLimit {
         let wait = ((1.0 - bucket.tokens) / per_second).ceil().max(1.0);
         Err(ApiError::too_many(
             format!(
-                "too many requests: the limit is {} a minute (trellis serve --rate-limit); try again in {wait} s",
-                self.per_minute
+                "too many requests: the limit is {} a minute ({} serve --rate-limit); try again in {wait} s",
+                self.per_minute,
+                crate::program::name()
             ),
             // A whole number of seconds, at most a minute.
             wait.min(60.0) as u64,

@@ -144,8 +144,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         scripts,
     }));
     let router = router(server);
-    eprintln!("trellis serve: open http://{addr}/?token={token}");
-    eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `trellis token new`)");
+    let name = crate::program::name();
+    eprintln!("{name} serve: open http://{addr}/?token={token}");
+    eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");
     // Other `trellis` commands on this space find the server here while it runs.
     // They reach it on loopback only (they refuse to send the token elsewhere).
     let local_addr = match addr.ip() {

@@ -81,10 +81,13 @@ pub fn build() -> Value {
         "info": {
             "title": "Trellis",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The charms of a Trellis space and its conversation. Every request needs the session \
-                            cookie the page gets from the start URL of `trellis serve`, or a bearer token from \
-                            `trellis token new`. Every POST, PUT and PATCH sends \
-                            `Content-Type: application/json` (415 otherwise)."
+            "description": format!(
+                "The charms of a Trellis space and its conversation. Every request needs the session \
+                 cookie the page gets from the start URL of `{name} serve`, or a bearer token from \
+                 `{name} token new`. Every POST, PUT and PATCH sends \
+                 `Content-Type: application/json` (415 otherwise).",
+                name = crate::program::name()
+            )
         },
         "components": {
             "schemas": schemas,

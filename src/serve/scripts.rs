@@ -29,11 +29,12 @@ impl Scripts {
     pub fn check(&self, spec: &str) -> Result<String, ApiError> {
         let Some(("scripted", path)) = spec.trim().split_once(':') else { return Ok(spec.to_string()) };
         let Some(dir) = &self.0 else {
-            return Err(ApiError::unprocessable(
+            return Err(ApiError::unprocessable(format!(
                 "models backed by files (`scripted:PATH`) are for the command line and tests: the server opens no \
-                 file a client names (its operator may allow a directory with `trellis serve --scripts DIR`); \
+                 file a client names (its operator may allow a directory with `{} serve --scripts DIR`); \
                  choose offline, openai:MODEL, anthropic:MODEL or ollama:MODEL",
-            ));
+                crate::program::name()
+            )));
         };
         let outside = || {
             ApiError::unprocessable(format!(

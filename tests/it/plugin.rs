@@ -206,7 +206,10 @@ fn a_tool_name_taken_by_an_installed_plugin_is_refused() {
     bundles::write_bundle(&other, manifest.replace("Counts the words", "Counts words").as_bytes(), &wat);
     let refused =
         fails(&space.path, &["plugin", "install", other.to_str().unwrap(), "--grant", "clock", "--allow-unsigned"]);
-    assert!(refused.contains("a plugin named `text-tools` is already installed; remove it first"), "{refused}");
+    assert!(
+        refused.contains("a plugin named `text-tools` is already installed; remove the installed one (`trellis plugin remove NAME`) first"),
+        "{refused}"
+    );
 }
 
 /// `trellis --json plugin call ARGS` for a call that fails: the result the model would

@@ -150,16 +150,17 @@ pub enum ChatbotError {
         missing: Vec<String>,
     },
     /// No pattern with this id is registered.
-    #[error("no pattern `{0}` is registered; `trellis patterns` lists them")]
+    #[error("no pattern `{0}` is registered; {list} to see the registered ones", list = trellis_runner::error::actions::LIST_PATTERNS)]
     UnknownPattern(String),
     /// A message mentions a charm that does not exist.
     #[error(transparent)]
     UnknownMention(#[from] UnknownMention),
     /// A message mentions a name that several charms have.
     #[error(
-        "@{name} names {} charms ({}); rename all but one (`trellis charm rename`) so that each has a name of its own",
+        "@{name} names {} charms ({}); {rename} so that each has a name of its own",
         ids.len(),
-        ids.join(", ")
+        ids.join(", "),
+        rename = trellis_runner::error::actions::RENAME_CHARMS
     )]
     AmbiguousMention {
         /// The name mentioned.

@@ -109,7 +109,7 @@ pub enum StorageError {
     },
     /// Another process (or another runtime in this one) has the space open.
     #[error(
-        "the space {path} is in use by another trellis process; close it (e.g. a running `trellis chat`) and try again"
+        "the space {path} is in use by another trellis process; close it (a running chat or server, say) and try again"
     )]
     InUse {
         /// The space's file.

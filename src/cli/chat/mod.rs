@@ -83,8 +83,9 @@ impl Turns {
         if let Turns::Given(rest) = self {
             if rest.len() > 0 {
                 eprintln!(
-                    "{} more message(s) not sent: the chat waits for your answer first (see `trellis pending`)",
-                    rest.len()
+                    "{} more message(s) not sent: the chat waits for your answer first (see `{} pending`)",
+                    rest.len(),
+                    crate::program::name()
                 );
             }
         }
@@ -99,7 +100,7 @@ pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
     } else if interactions.is_empty() {
         super::output::emit("nothing is waiting for an answer");
     } else {
-        super::output::emit(&waiting(&interactions, RESOLVE_HOW));
+        super::output::emit(&waiting(&interactions, &resolve_how()));
     }
     Ok(())
 }
@@ -152,15 +153,15 @@ pub struct Headless {
 
 impl ClientContext for Headless {
     fn ask(&mut self, _question: &str) -> Result<String, ClientError> {
-        Err(ClientError::Unsupported(NO_PERSON.into()))
+        Err(ClientError::Unsupported(no_person()))
     }
 
     fn confirm(&mut self, _question: &str) -> Result<bool, ClientError> {
-        Err(ClientError::Unsupported(NO_PERSON.into()))
+        Err(ClientError::Unsupported(no_person()))
     }
 
     fn choose(&mut self, _question: &str, _options: &[String]) -> Result<String, ClientError> {
-        Err(ClientError::Unsupported(NO_PERSON.into()))
+        Err(ClientError::Unsupported(no_person()))
     }
 
     fn show(&mut self, text: &str) {
@@ -170,12 +171,18 @@ impl ClientContext for Headless {
     }
 }
 
-const NO_PERSON: &str = "no one is at a terminal to ask; answer with `trellis resolve`";
+fn no_person() -> String {
+    format!("no one is at a terminal to ask; answer with `{} resolve`", crate::program::name())
+}
 
 /// How to answer waiting calls from the command line.
-pub(crate) const RESOLVE_HOW: &str =
-    "answer with `trellis resolve CALL --approve`, `--deny REASON`, for a question `--answer TEXT`, \
-     or for a client execution `--output JSON`";
+pub(crate) fn resolve_how() -> String {
+    format!(
+        "answer with `{} resolve CALL --approve`, `--deny REASON`, for a question `--answer TEXT`, \
+         or for a client execution `--output JSON`",
+        crate::program::name()
+    )
+}
 
 /// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
 fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, format: Format) -> anyhow::Result<()> {
@@ -186,7 +193,7 @@ fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, 
     if interactions.is_empty() {
         Ok(())
     } else {
-        Err(Waiting(waiting(&interactions, RESOLVE_HOW)).into())
+        Err(Waiting(waiting(&interactions, &resolve_how())).into())
     }
 }
 

@@ -44,7 +44,8 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
     follow::install_ctrl_c()?;
     let mut editor = editor(&session)?;
     emit(&format!(
-        "trellis chat with {}: @Name mentions a charm (Tab completes), /help lists the commands, Ctrl-D leaves.",
+        "{} chat with {}: @Name mentions a charm (Tab completes), /help lists the commands, Ctrl-D leaves.",
+        crate::program::name(),
         session.model()
     ));
     let mut chips = Chips::default();

@@ -96,8 +96,9 @@ pub async fn list(State(server): State<Server>) -> Json<Vec<PagePlugin>> {
 pub async fn module(State(server): State<Server>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let loaded = server.chat().plugin_bundles().iter().find(|l| l.bundle.manifest.name == name).ok_or_else(|| {
         ApiError::not_found(format!(
-            "no enabled plugin named `{name}` is loaded (`trellis plugin list` shows the installed ones; the server \
-             loads them when it starts)"
+            "no enabled plugin named `{name}` is loaded (`{program} plugin list` shows the installed ones; the \
+             server loads them when it starts)",
+            program = crate::program::name()
         ))
     })?;
     let headers = [

@@ -48,3 +48,19 @@ fn the_whole_command_is_there_with_its_own_name_and_patterns() {
     assert!(ok, "{err}");
     assert!(out.contains("Shopping") && !out.contains("Counter"), "{out}");
 }
+
+/// The library's errors say what to do; the command adds how, under its own name.
+#[test]
+fn errors_name_the_assistants_own_commands_never_trellis() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let space = dir.path().join("space.sqlite");
+    let (ok, _, err) = assistant(&space, &["charm", "get", "Nobody"]);
+    assert!(!ok);
+    assert!(err.contains("list the charms (`assistant charm list`)"), "{err}");
+    let (ok, _, err) = assistant(&space, &["charm", "new", "no-such-pattern"]);
+    assert!(!ok);
+    assert!(err.contains("(`assistant patterns`)"), "{err}");
+    let (ok, _, err) = assistant(&space, &["token", "revoke", "nope"]);
+    assert!(!ok);
+    assert!(err.contains("`assistant token list`") && !err.contains("trellis "), "{err}");
+}
