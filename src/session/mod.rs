@@ -258,7 +258,9 @@ impl Session {
     pub async fn show_effects(&self, client: &mut dyn ClientContext) -> anyhow::Result<()> {
         for effect in self.interactions().into_iter().filter(|i| !i.blocks()) {
             let output = match self.client_tool(&effect) {
-                Some(tool) => tool.run_client(effect.input.clone(), client).unwrap_or_else(|e| json!({ "error": e })),
+                Some(tool) => {
+                    tool.run_client(effect.input.clone(), client).unwrap_or_else(|e| json!({ "error": e.message() }))
+                }
                 None => {
                     client.show(&format!("{}: {}", effect.tool, effect.input));
                     json!({ "shown": true })

@@ -342,7 +342,7 @@ fn finish(
         })
         .map_err(|e| format!("could not run the last phase of `{name}`: {e}"))?;
     match receiver.recv_timeout(timeout) {
-        Ok(result) => result,
+        Ok(result) => result.map_err(String::from),
         Err(RecvTimeoutError::Timeout) => Err(format!(
             "`{name}` did not finish its last phase within {} s; the call did not finish",
             timeout.as_secs_f64()

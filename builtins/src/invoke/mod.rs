@@ -32,7 +32,7 @@ use crate::ask::InteractionKind;
 use crate::catalog::summary::{changes, snapshot};
 use crate::catalog::{Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
-use crate::tool::{Ask, Start, ToolRef};
+use crate::tool::{Ask, Start, ToolError, ToolRef};
 use crate::validation::violations;
 
 /// How many tool names the "unknown tool" text lists.
@@ -255,27 +255,30 @@ impl Tool {
 
     /// Decodes the model's arguments (a JSON string is parsed; `null` and `""` mean `{}`)
     /// and validates them against the input schema; the error is the text for the model.
-    pub fn check_arguments(&self, arguments: Value) -> Result<Value, String> {
+    pub fn check_arguments(&self, arguments: Value) -> Result<Value, ToolError> {
         let arguments = match arguments {
             Value::Null => json!({}),
             Value::String(text) if text.trim().is_empty() => json!({}),
             Value::String(text) => serde_json::from_str(&text).map_err(|e| {
-                format!(
+                ToolError::new(format!(
                     "invalid JSON in the arguments of `{}`: {e}. Send a JSON object that matches the tool's input schema.",
                     self.display
-                )
+                ))
             })?,
             other => other,
         };
         let validator = self.validator.get(&self.input_schema).map_err(|e| {
-            format!("`{}` cannot be called: its input schema cannot be used for validation: {e}", self.display)
+            ToolError::new(format!(
+                "`{}` cannot be called: its input schema cannot be used for validation: {e}",
+                self.display
+            ))
         })?;
         match violations(validator, &arguments) {
             None => Ok(arguments),
-            Some(listed) => Err(format!(
+            Some(listed) => Err(ToolError::new(format!(
                 "invalid arguments for `{}`: {listed}. Nothing was run; call it again with arguments that match its input schema.",
                 self.display
-            )),
+            ))),
         }
     }
 
@@ -395,7 +398,7 @@ fn waits_here(tool: &str, waiting: &Waiting) -> String {
 
 /// Runs a defined tool's first server phase on a blocking thread, at most `timeout`
 /// (like a handler, it cannot be interrupted; after a timeout its result is dropped).
-async fn run_blocking(tool: ToolRef, arguments: Value, timeout: Duration) -> Result<Start, String> {
+async fn run_blocking(tool: ToolRef, arguments: Value, timeout: Duration) -> Result<Start, ToolError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
@@ -403,7 +406,7 @@ async fn run_blocking(tool: ToolRef, arguments: Value, timeout: Duration) -> Res
     match tokio::time::timeout(timeout, job).await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(_)) => Err("its server phase stopped unexpectedly (it panicked)".into()),
-        Err(_) => Err(format!("timed out after {timeout:?}")),
+        Err(_) => Err(format!("timed out after {timeout:?}").into()),
     }
 }
 

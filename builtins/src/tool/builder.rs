@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Approval, Ask, Authority, ClientContext, DefinedTool, Start};
+use super::{Approval, Ask, Authority, ClientContext, DefinedTool, Start, ToolError};
 use crate::ask::InteractionKind;
 use crate::schema::{prepare_input_schema, InputShape};
 
@@ -130,7 +130,7 @@ impl<P> ToolBuilder<P, Server, NoPhase> {
     /// The server phase: its output is the model's result.
     pub fn server<F, O>(self, f: F) -> ToolBuilder<P, Server, ServerPhase<F, O>>
     where
-        F: Fn(P) -> Result<O, String>,
+        F: Fn(P) -> Result<O, ToolError>,
     {
         self.with(ServerPhase(f, PhantomData))
     }
@@ -145,9 +145,9 @@ impl<P> ToolBuilder<P, Server, NoPhase> {
         after: A,
     ) -> HandoffBuilder<P, B, S, D, C, CO, A, O>
     where
-        B: Fn(P) -> Result<Handoff<S, D>, String>,
-        C: Fn(D, &mut dyn ClientContext) -> Result<CO, String>,
-        A: Fn(P, S, CO) -> Result<O, String>,
+        B: Fn(P) -> Result<Handoff<S, D>, ToolError>,
+        C: Fn(D, &mut dyn ClientContext) -> Result<CO, ToolError>,
+        A: Fn(P, S, CO) -> Result<O, ToolError>,
     {
         self.with(HandoffPhases(before, client, after, PhantomData))
     }
@@ -158,7 +158,7 @@ impl<P, F, O> ToolBuilder<P, Server, ServerPhase<F, O>> {
     /// is informational (the model's result is the server's output).
     pub fn client<G, E>(self, g: G) -> ToolBuilder<P, Server, ServerWithEffect<F, O, G>>
     where
-        G: Fn(O, &mut dyn ClientContext) -> Result<E, String>,
+        G: Fn(O, &mut dyn ClientContext) -> Result<E, ToolError>,
     {
         let ServerPhase(f, _) = self.phases;
         let (name, description, approval, presents) = (self.name, self.description, self.approval, self.presents);
@@ -188,7 +188,7 @@ impl<P> ToolBuilder<P, Client, NoPhase> {
     /// The client phase: what the client (or the person at it) produces, of type `CO`.
     pub fn client<G, CO>(self, g: G) -> ToolBuilder<P, Client, ClientPhase<G, CO>>
     where
-        G: Fn(P, &mut dyn ClientContext) -> Result<CO, String>,
+        G: Fn(P, &mut dyn ClientContext) -> Result<CO, ToolError>,
     {
         self.with(ClientPhase(g, PhantomData))
     }
@@ -198,7 +198,7 @@ impl<P, G, CO> ToolBuilder<P, Client, ClientPhase<G, CO>> {
     /// The server phase that validates the client's output and makes the result.
     pub fn server<F, O>(self, f: F) -> ToolBuilder<P, Client, ClientThenServer<G, CO, F, O>>
     where
-        F: Fn(P, CO) -> Result<O, String>,
+        F: Fn(P, CO) -> Result<O, ToolError>,
     {
         let ClientPhase(g, _) = self.phases;
         let (name, description, approval, presents) = (self.name, self.description, self.approval, self.presents);
@@ -220,7 +220,7 @@ impl<T: Serialize + DeserializeOwned + 'static> Wire for T {}
 impl<P, F, O> ToolBuilder<P, Server, ServerPhase<F, O>>
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    F: Fn(P) -> Result<O, String> + Send + Sync + 'static,
+    F: Fn(P) -> Result<O, ToolError> + Send + Sync + 'static,
     O: Serialize + 'static,
 {
     /// A server-only tool.
@@ -234,9 +234,9 @@ where
 impl<P, F, O, G, E> ToolBuilder<P, Server, ServerWithEffect<F, O, G>>
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    F: Fn(P) -> Result<O, String> + Send + Sync + 'static,
+    F: Fn(P) -> Result<O, ToolError> + Send + Sync + 'static,
     O: Wire,
-    G: Fn(O, &mut dyn ClientContext) -> Result<E, String> + Send + Sync + 'static,
+    G: Fn(O, &mut dyn ClientContext) -> Result<E, ToolError> + Send + Sync + 'static,
     E: Serialize + 'static,
 {
     /// A server tool with a display effect in the client.
@@ -255,12 +255,12 @@ where
 impl<P, B, S, D, C, CO, A, O> HandoffBuilder<P, B, S, D, C, CO, A, O>
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    B: Fn(P) -> Result<Handoff<S, D>, String> + Send + Sync + 'static,
+    B: Fn(P) -> Result<Handoff<S, D>, ToolError> + Send + Sync + 'static,
     S: Wire,
     D: Wire,
-    C: Fn(D, &mut dyn ClientContext) -> Result<CO, String> + Send + Sync + 'static,
+    C: Fn(D, &mut dyn ClientContext) -> Result<CO, ToolError> + Send + Sync + 'static,
     CO: Wire + JsonSchema,
-    A: Fn(P, S, CO) -> Result<O, String> + Send + Sync + 'static,
+    A: Fn(P, S, CO) -> Result<O, ToolError> + Send + Sync + 'static,
     O: Serialize + 'static,
 {
     /// A server tool that hands off to the client between two server phases.
@@ -281,7 +281,7 @@ where
 impl<P, G, CO> ToolBuilder<P, Client, ClientPhase<G, CO>>
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    G: Fn(P, &mut dyn ClientContext) -> Result<CO, String> + Send + Sync + 'static,
+    G: Fn(P, &mut dyn ClientContext) -> Result<CO, ToolError> + Send + Sync + 'static,
     CO: Wire + JsonSchema,
 {
     /// A client-authority tool with the default pass-through server phase: the client's
@@ -305,9 +305,9 @@ where
 impl<P, G, CO, F, O> ToolBuilder<P, Client, ClientThenServer<G, CO, F, O>>
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    G: Fn(P, &mut dyn ClientContext) -> Result<CO, String> + Send + Sync + 'static,
+    G: Fn(P, &mut dyn ClientContext) -> Result<CO, ToolError> + Send + Sync + 'static,
     CO: Wire + JsonSchema,
-    F: Fn(P, CO) -> Result<O, String> + Send + Sync + 'static,
+    F: Fn(P, CO) -> Result<O, ToolError> + Send + Sync + 'static,
     O: Serialize + 'static,
 {
     /// A client-authority tool.
@@ -340,7 +340,7 @@ struct ClientPhases {
 
 /// A client phase `g` over typed input and output, as the JSON in and out the tool runs.
 fn typed_client<I: DeserializeOwned + 'static, CO: Serialize + 'static>(
-    g: impl Fn(I, &mut dyn ClientContext) -> Result<CO, String> + Send + Sync + 'static,
+    g: impl Fn(I, &mut dyn ClientContext) -> Result<CO, ToolError> + Send + Sync + 'static,
 ) -> Box<super::ClientFn> {
     Box::new(move |input: Value, cx: &mut dyn ClientContext| to_json(g(decode(input)?, cx)?))
 }
@@ -414,10 +414,10 @@ fn output_schema<T: JsonSchema>() -> Arc<Value> {
 }
 
 /// Decodes a JSON value into a phase's input type; the error is for the model.
-pub(super) fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| format!("the value does not fit: {e}"))
+pub(super) fn decode<T: DeserializeOwned>(value: Value) -> Result<T, ToolError> {
+    serde_json::from_value(value).map_err(|e| ToolError::new(format!("the value does not fit: {e}")))
 }
 
-fn to_json<T: Serialize>(value: T) -> Result<Value, String> {
-    serde_json::to_value(value).map_err(|e| format!("the output cannot be written as JSON: {e}"))
+fn to_json<T: Serialize>(value: T) -> Result<Value, ToolError> {
+    serde_json::to_value(value).map_err(|e| ToolError::new(format!("the output cannot be written as JSON: {e}")))
 }

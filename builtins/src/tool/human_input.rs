@@ -93,7 +93,7 @@ pub fn human_input() -> DefinedTool {
             _ => Value::String(person.ask(&input.message)?),
         })
     })
-    .server(|input: HumanInput, answer: Value| input.check(&answer))
+    .server(|input: HumanInput, answer: Value| Ok(input.check(&answer)?))
     .presents(HumanInput::ask)
     .build()
 }

@@ -84,6 +84,7 @@
 mod approval;
 mod builder;
 mod client;
+mod error;
 mod human_input;
 pub mod limits;
 mod registry;
@@ -99,6 +100,7 @@ pub use builder::{
     ServerPhase, ServerWithEffect, ToolBuilder, Wire,
 };
 pub use client::{ClientContext, ClientError};
+pub use error::ToolError;
 pub use human_input::{human_input, AnswerKind, HumanInput, HUMAN_INPUT_TOOL};
 pub use registry::{RegistryError, ToolRegistry};
 
@@ -135,9 +137,9 @@ pub enum Start {
     },
 }
 
-type StartFn = dyn Fn(Value) -> Result<Start, String> + Send + Sync;
-type FinishFn = dyn Fn(Value, Value, Value) -> Result<Value, String> + Send + Sync;
-type ClientFn = dyn Fn(Value, &mut dyn ClientContext) -> Result<Value, String> + Send + Sync;
+type StartFn = dyn Fn(Value) -> Result<Start, ToolError> + Send + Sync;
+type FinishFn = dyn Fn(Value, Value, Value) -> Result<Value, ToolError> + Send + Sync;
+type ClientFn = dyn Fn(Value, &mut dyn ClientContext) -> Result<Value, ToolError> + Send + Sync;
 type ApprovalFn = dyn Fn(&Value) -> Option<String> + Send + Sync;
 
 /// A built tool (see the module docs), type-erased: arguments and outputs are JSON here,
@@ -220,18 +222,19 @@ impl DefinedTool {
 
     /// Runs the first server phase (the only one for server-only tools) with checked
     /// arguments. Synchronous: the catalog runs it on a blocking thread with a timeout.
-    pub fn start(&self, arguments: Value) -> Result<Start, String> {
+    pub fn start(&self, arguments: Value) -> Result<Start, ToolError> {
         (self.start)(self.shape.event_from_arguments(arguments))
     }
 
     /// Runs the last server phase: the client's `output` (checked against its schema
     /// first), the call's `arguments`, and the `state` the first phase kept.
-    pub fn finish(&self, arguments: Value, state: Value, output: Value) -> Result<Value, String> {
+    pub fn finish(&self, arguments: Value, state: Value, output: Value) -> Result<Value, ToolError> {
         let Some(finish) = &self.finish else {
-            return Err(format!("`{}` does not wait for the client, so it takes no client output", self.name));
+            return Err(format!("`{}` does not wait for the client, so it takes no client output", self.name).into());
         };
         if let Some(schema) = &self.client_output_schema {
-            let invalid = |why: &str| format!("the client's output for `{}` is not valid: {why}", self.name);
+            let invalid =
+                |why: &str| ToolError::new(format!("the client's output for `{}` is not valid: {why}", self.name));
             let validator = self.client_output_validator.get(schema).map_err(invalid)?;
             if let Some(why) = violations(validator, &output) {
                 return Err(invalid(&why));
@@ -243,10 +246,10 @@ impl DefinedTool {
     /// Runs the client phase, where the client is (the terminal): `input` is what the
     /// interaction carries (the arguments, what a handoff handed over, or the display
     /// effect's input). Returns the client's output.
-    pub fn run_client(&self, input: Value, context: &mut dyn ClientContext) -> Result<Value, String> {
+    pub fn run_client(&self, input: Value, context: &mut dyn ClientContext) -> Result<Value, ToolError> {
         match &self.client {
             Some(client) => client(input, context),
-            None => Err(format!("`{}` has no client phase", self.name)),
+            None => Err(format!("`{}` has no client phase", self.name).into()),
         }
     }
 }

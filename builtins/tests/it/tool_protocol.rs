@@ -12,7 +12,7 @@ use trellis_builtins::message::{Message, Part, ToolOutput};
 use trellis_builtins::model::{Model, ModelError};
 use trellis_builtins::scripted::{ScriptedModel, Turn};
 use trellis_builtins::tool::{
-    Approval, Client, ClientContext, ClientError, Handoff, Server, ToolBuilder, ToolRegistry,
+    Approval, Client, ClientContext, ClientError, Handoff, Server, ToolBuilder, ToolError, ToolRegistry,
 };
 use trellis_runner::storage::StorageError;
 use trellis_runner::{Link, Pattern, Runtime};
@@ -88,7 +88,7 @@ fn registry() -> ToolRegistry {
             if (1..=10).contains(&picked.n) {
                 Ok(json!({ "number": picked.n }))
             } else {
-                Err(format!("{} is not from 1 to 10", picked.n))
+                Err(format!("{} is not from 1 to 10", picked.n).into())
             }
         });
     tools.register(pick.build()).unwrap();
@@ -118,7 +118,7 @@ fn registry() -> ToolRegistry {
     let stall = ToolBuilder::<Ask>::new("stall", "Never finishes checking the client's answer")
         .authority(Client)
         .client(|a: Ask, person: &mut dyn ClientContext| Ok(Picked { n: person.ask(&a.question)?.len() as i64 }))
-        .server(|_: Ask, _: Picked| -> Result<Value, String> {
+        .server(|_: Ask, _: Picked| -> Result<Value, ToolError> {
             loop {
                 std::thread::park();
             }

@@ -113,7 +113,7 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
                     emit("(left waiting: answer it later with /answer, /output or /deny)");
                     return Ok(None);
                 }
-                Err(why) => Reply::Deny(why),
+                Err(why) => Reply::Deny(why.into()),
             };
             match session.resolve(Some(&waiting.call_id), reply).await {
                 Ok(sent) => return Ok(Some(sent)),
