@@ -267,12 +267,7 @@ impl Session {
                 }
             };
             let call_id = effect.call_id;
-            let ack = Resolve {
-                call_id: call_id.clone(),
-                output: Some(output),
-                asked_at: Some(effect.asked_at),
-                ..Resolve::default()
-            };
+            let ack = Resolve::output(call_id.clone(), output).asked_at(effect.asked_at);
             if let Err(error) = self.chat.resolve(ack).await {
                 // Another front end acknowledging it first is no loss; anything else is said.
                 if self.interactions().iter().any(|i| i.call_id == call_id) {
@@ -301,12 +296,10 @@ impl Session {
         }
         let before = self.dialog().messages().len();
         let answer = match reply {
-            Reply::Approve => Resolve { call_id, approved: true, ..Resolve::default() },
-            Reply::Deny(reason) => Resolve { call_id, reason: Some(reason), ..Resolve::default() },
-            Reply::Answer(text) => {
-                Resolve { call_id, answer: Some(serde_json::Value::String(text)), ..Resolve::default() }
-            }
-            Reply::Output(output) => Resolve { call_id, output: Some(output), ..Resolve::default() },
+            Reply::Approve => Resolve::approve(call_id),
+            Reply::Deny(reason) => Resolve::deny(call_id, reason),
+            Reply::Answer(text) => Resolve::answer(call_id, serde_json::Value::String(text)),
+            Reply::Output(output) => Resolve::output(call_id, output),
         };
         self.chat.resolve(answer).await.map_err(shown)?;
         Ok(before)

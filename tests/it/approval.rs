@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use trellis::builtins::dialog::{DialogHandle, InteractionKind, LlmDialog, Resolve};
+use trellis::builtins::dialog::{DialogHandle, InteractionKind, LlmDialog, Resolution, Resolve};
 use trellis::builtins::message::{Message, Part, ToolOutput};
 use trellis::builtins::model::{Model, ModelError};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
@@ -84,7 +84,10 @@ fn results(s: &Setup) -> Vec<ToolOutput> {
 }
 
 fn answer(call_id: &str, approved: bool) -> Resolve {
-    Resolve { call_id: call_id.into(), approved, ..Resolve::default() }
+    match approved {
+        true => Resolve::approve(call_id),
+        false => Resolve::new(call_id, Resolution::Denied { reason: None }),
+    }
 }
 
 #[tokio::test]
@@ -109,7 +112,7 @@ async fn a_denied_call_is_an_error_the_model_reads() {
     let s = setup(vec![Turn::tool_call("Safe.wipe", json!({})), Turn::text("Understood.")]);
     s.dialog.say("wipe the safe", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
-    let denial = Resolve { reason: Some("not today".into()), ..answer(&call, false) };
+    let denial = Resolve::deny(&call, "not today");
     s.dialog.resolve(denial).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(count(&s), 5);
@@ -126,7 +129,7 @@ async fn forged_and_misdirected_answers_are_refused() {
 
     let forged = s.dialog.resolve(answer("call_that_never_was", true)).await.unwrap_err();
     assert!(forged.to_string().contains("not waiting"), "{forged}");
-    let other_tool = Resolve { tool: Some("Safe.bump".into()), ..answer(&call, true) };
+    let other_tool = answer(&call, true).for_tool("Safe.bump");
     let refused = s.dialog.resolve(other_tool).await.unwrap_err();
     assert!(refused.to_string().contains("is for Safe.wipe"), "{refused}");
     let busy = s.dialog.send(Message::user("something else")).await.unwrap_err();
@@ -218,12 +221,12 @@ async fn the_model_asks_a_question_and_reads_the_answer() {
     );
     let call = waiting[0].call_id.clone();
 
-    let off_the_list = Resolve { answer: Some(json!("purple")), ..answer(&call, false) };
+    let off_the_list = Resolve::answer(&call, json!("purple"));
     let refused = s.dialog.resolve(off_the_list).await.unwrap_err();
     assert!(refused.to_string().contains("one of: red, blue"), "{refused}");
     assert_eq!(s.dialog.interactions().len(), 1, "a refused answer leaves the call waiting");
 
-    s.dialog.resolve(Resolve { answer: Some(json!("Blue")), ..answer(&call, false) }).await.unwrap();
+    s.dialog.resolve(Resolve::answer(&call, json!("Blue"))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s)[0], ToolOutput::Json(json!({"choice": "blue"})));
     assert_eq!(s.dialog.messages().last().unwrap().text(), "Blue it is.");
@@ -242,10 +245,10 @@ async fn questions_and_confirmations_take_text_and_yes_or_no() {
     assert_eq!((waiting[0].kind, waiting[1].kind), (InteractionKind::Question, InteractionKind::Confirmation));
     let approved = s.dialog.resolve(answer(&waiting[0].call_id, true)).await.unwrap_err();
     assert!(approved.to_string().contains("asks for an answer"), "{approved}");
-    let maybe = Resolve { answer: Some(json!("maybe")), ..answer(&waiting[1].call_id, false) };
+    let maybe = Resolve::answer(&waiting[1].call_id, json!("maybe"));
     assert!(s.dialog.resolve(maybe).await.unwrap_err().to_string().contains("yes or no"));
-    s.dialog.resolve(Resolve { answer: Some(json!("no")), ..answer(&waiting[1].call_id, false) }).await.unwrap();
-    s.dialog.resolve(Resolve { answer: Some(json!("Ada")), ..answer(&waiting[0].call_id, false) }).await.unwrap();
+    s.dialog.resolve(Resolve::answer(&waiting[1].call_id, json!("no"))).await.unwrap();
+    s.dialog.resolve(Resolve::answer(&waiting[0].call_id, json!("Ada"))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(
         results(&s),

@@ -5,7 +5,8 @@ use std::time::Duration;
 use serde_json::json;
 use trellis_runner::Link;
 
-use super::interaction::{self, Interaction, Resolve};
+use super::interaction::{self, Interaction};
+use super::resolve::Resolve;
 use super::{DialogCells, DialogOutput};
 use crate::message::Message;
 

@@ -28,6 +28,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trellis_runner::{Cell, Read, Runtime, Tx};
 
+use super::resolve::{Resolution, Resolve};
 use super::{DialogCells, RequestId};
 use crate::ask::InteractionKind;
 use crate::message::{Part, ToolOutput};
@@ -84,39 +85,6 @@ impl Interaction {
     pub fn blocks(&self) -> bool {
         self.kind != InteractionKind::DisplayEffect
     }
-}
-
-/// The event of `resolve`: a person's answer, or the client's output, for one waiting call.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Resolve {
-    /// The call answered (an [`Interaction::call_id`]).
-    pub call_id: String,
-    /// For an approval: whether the call may run.
-    #[serde(default)]
-    pub approved: bool,
-    /// For a question, a confirmation or a choice: the answer.
-    #[serde(default)]
-    pub answer: Option<serde_json::Value>,
-    /// For a client execution: the client phase's output (checked against the tool's
-    /// client-output schema, then by its server phase). For a question, confirmation or
-    /// choice it stands for `answer`; for an approval only `approved` counts, so an
-    /// output there denies the call.
-    #[serde(default)]
-    pub output: Option<serde_json::Value>,
-    /// Why it was denied, or why there is no answer (told to the model).
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// The tool the answer is for (display name); when given, it must be the waiting
-    /// call's, so an answer meant for another call is refused.
-    #[serde(default)]
-    pub tool: Option<String>,
-    /// When given, the [`Interaction::asked_at`] of the call meant: an answer for an
-    /// earlier call that had the same id is refused.
-    #[serde(default)]
-    pub asked_at: Option<u64>,
-    /// No answer came in time (the dialog's wait timeout): the model is told so.
-    #[serde(default)]
-    pub timed_out: bool,
 }
 
 /// What a waiting round keeps to go on: its calls in order, with the results so far.
@@ -260,7 +228,7 @@ pub(super) fn resolve(
     }
     if !asked.blocks() {
         // A display effect was shown: what the client says about it is informational.
-        tracing::debug!(call = %answer.call_id, output = ?answer.output, "display effect acknowledged");
+        tracing::debug!(call = %answer.call_id, resolution = ?answer.resolution, "display effect acknowledged");
         waiting.remove(at);
         return interactions_cell(cells).set(tx, waiting).map(|()| None);
     }
@@ -269,47 +237,55 @@ pub(super) fn resolve(
     let Some(call) = held.calls.iter_mut().find(|c| c.id == answer.call_id && c.output.is_none()) else {
         return Err(format!("call `{}` has an answer already", answer.call_id).into());
     };
-    let why = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
-    let given = answer.answer.as_ref().or(answer.output.as_ref());
+    let (given, reason) = match &answer.resolution {
+        Resolution::Answered(given) | Resolution::Output(given) => (Some(given), None),
+        Resolution::Denied { reason } | Resolution::TimedOut { reason } => (None, reason.as_deref()),
+        Resolution::Approved => (None, None),
+    };
+    let why = reason.map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
     let too_large = given
         .is_some_and(|given| serde_json::to_vec(given).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES))
-        || answer.reason.as_ref().is_some_and(|reason| reason.len() > MAX_OUTPUT_BYTES);
+        || reason.is_some_and(|reason| reason.len() > MAX_OUTPUT_BYTES);
     if too_large {
         let limit = MAX_OUTPUT_BYTES >> 10;
         return Err(format!("the answer to call `{}` is larger than {limit} KiB; send less", answer.call_id).into());
     }
     let kind = asked.kind;
-    call.output = match (kind, given) {
-        _ if answer.timed_out => {
+    call.output = match (kind, &answer.resolution) {
+        (_, Resolution::TimedOut { .. }) => {
             Some(ToolOutput::ErrorText(format!("no answer came in time ({why}); the call did not finish")))
         }
-        (InteractionKind::Approval, _) if answer.approved => {
+        (InteractionKind::Approval, Resolution::Approved) => {
             call.approved = true;
             None
         }
         // An answer or an output approves nothing, and taking it as a denial would use the
         // call up: say what it needs, and keep it waiting.
-        (InteractionKind::Approval, Some(_)) if answer.reason.is_none() => {
+        (InteractionKind::Approval, Resolution::Answered(_) | Resolution::Output(_)) => {
             let call = &answer.call_id;
             return Err(format!("call `{call}` asks for an approval or a denial, not an answer").into());
         }
-        (InteractionKind::Approval, _) => Some(ToolOutput::ErrorText(format!("the user denied this call: {why}"))),
+        (InteractionKind::Approval, Resolution::Denied { .. }) => {
+            Some(ToolOutput::ErrorText(format!("the user denied this call: {why}")))
+        }
         // Approving a question answers nothing: say what it needs, and keep it waiting.
-        (kind, None) if answer.approved => {
+        (kind, Resolution::Approved) => {
             let (call, what) = (&answer.call_id, kind.what());
             return Err(format!("call `{call}` asks for {what}, not an approval").into());
         }
-        (InteractionKind::ClientExecution, None) => {
+        (InteractionKind::ClientExecution, Resolution::Denied { .. }) => {
             Some(ToolOutput::ErrorText(format!("the client sent no output: {why}")))
         }
-        (_, None) => Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
-        (kind, Some(given)) => match finish(call, given.clone(), registry, timeout) {
-            Ok(result) => Some(ToolOutput::Json(result)),
-            // A person who mistyped is told and asked again; a client's bad output is the
-            // model's to read.
-            Err(why) if kind != InteractionKind::ClientExecution => return Err(why.into()),
-            Err(why) => Some(ToolOutput::ErrorText(why)),
-        },
+        (_, Resolution::Denied { .. }) => Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
+        (kind, Resolution::Answered(given) | Resolution::Output(given)) => {
+            match finish(call, given.clone(), registry, timeout) {
+                Ok(result) => Some(ToolOutput::Json(result)),
+                // A person who mistyped is told and asked again; a client's bad output is the
+                // model's to read.
+                Err(why) if kind != InteractionKind::ClientExecution => return Err(why.into()),
+                Err(why) => Some(ToolOutput::ErrorText(why)),
+            }
+        }
     };
     waiting.remove(at);
     let done = !waiting.iter().any(Interaction::blocks);

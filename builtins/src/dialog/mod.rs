@@ -38,6 +38,7 @@ mod interaction;
 mod keys;
 mod messages;
 mod request;
+mod resolve;
 #[cfg(test)]
 mod tests;
 
@@ -58,9 +59,10 @@ use crate::tool::ToolRegistry;
 
 pub use crate::ask::InteractionKind;
 pub use handle::DialogHandle;
-pub use interaction::{Interaction, Phase, Resolve};
+pub use interaction::{Interaction, Phase};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
+pub use resolve::{Resolution, Resolve};
 
 /// The builtin's id.
 pub const LLM_DIALOG: &str = "llm_dialog";
@@ -214,13 +216,9 @@ impl Shared {
         let now = interaction::now_ms();
         for waiting in asked.iter().filter(|i| i.blocks()) {
             let waited = Duration::from_millis(now.saturating_sub(waiting.asked_at));
-            let answer = Resolve {
-                call_id: waiting.call_id.clone(),
-                asked_at: Some(waiting.asked_at),
-                timed_out: true,
-                reason: Some(format!("nothing came within {} s", limit.as_secs_f64())),
-                ..Resolve::default()
-            };
+            let reason = Some(format!("nothing came within {} s", limit.as_secs_f64()));
+            let answer =
+                Resolve::new(waiting.call_id.clone(), Resolution::TimedOut { reason }).asked_at(waiting.asked_at);
             let (weak, resolve) = (rt.downgrade(), cells.base.child(DialogOutput::Resolve.key()));
             // Not tracked: a dialog waiting for a person is idle, and `settled` must not
             // wait for the timer.

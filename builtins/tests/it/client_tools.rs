@@ -70,10 +70,7 @@ async fn a_client_tool_call_ends_the_round_and_the_clients_output_continues_it()
     assert_eq!(waiting[0].client_tool, None, "the server has no phase of its own to run");
 
     let out = json!({"definition": "a frame for climbing plants"});
-    dialog
-        .resolve(Resolve { call_id: waiting[0].call_id.clone(), output: Some(out.clone()), ..Resolve::default() })
-        .await
-        .unwrap();
+    dialog.resolve(Resolve::output(waiting[0].call_id.clone(), out.clone())).await.unwrap();
     dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&dialog)[1], ToolOutput::Json(out));
     assert_eq!(dialog.messages().last().unwrap().text(), "A trellis is a frame for climbing plants.");
@@ -86,7 +83,7 @@ async fn max_tool_rounds_stops_a_runaway_client_loop_with_a_message() {
     dialog.say("loop", WAIT).await.unwrap();
     for _ in 0..2 {
         let call = dialog.interactions()[0].call_id.clone();
-        dialog.resolve(Resolve { call_id: call, output: Some(json!("more")), ..Resolve::default() }).await.unwrap();
+        dialog.resolve(Resolve::output(call, json!("more"))).await.unwrap();
         dialog.wait(WAIT).await.unwrap();
     }
     assert!(dialog.interactions().is_empty(), "the third round does not wait");

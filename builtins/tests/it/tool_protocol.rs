@@ -175,7 +175,7 @@ fn results(s: &Setup) -> Vec<ToolOutput> {
 }
 
 fn output(call_id: &str, output: Value) -> Resolve {
-    Resolve { call_id: call_id.into(), output: Some(output), ..Resolve::default() }
+    Resolve::output(call_id, output)
 }
 
 fn last_text(s: &Setup) -> String {
@@ -288,7 +288,7 @@ async fn a_client_tool_without_a_server_phase_passes_the_checked_output_through(
     let call = s.dialog.interactions()[0].call_id.clone();
     let huge = s.dialog.resolve(output(&call, json!({"n": 4, "pad": "x".repeat(2 << 20)}))).await.unwrap_err();
     assert!(huge.to_string().contains("larger than 1024 KiB"), "{huge}");
-    let long_reason = Resolve { call_id: call.clone(), reason: Some("x".repeat(2 << 20)), ..Resolve::default() };
+    let long_reason = Resolve::deny(call.clone(), "x".repeat(2 << 20));
     let huge = s.dialog.resolve(long_reason).await.unwrap_err();
     assert!(huge.to_string().contains("larger than 1024 KiB"), "a reason goes into the conversation too: {huge}");
     assert_eq!(s.dialog.waiting().len(), 1, "a refused output leaves the call waiting");
@@ -336,13 +336,13 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
     assert!(matches!(&direct.output, ToolOutput::ErrorText(t) if t.contains("approval")), "{direct:?}");
     let small = catalog.invoke(&s.rt, "pay", json!({"amount": 5}), WAIT).await;
     assert!(matches!(small.output, ToolOutput::Json(_)), "{small:?}");
-    let forged = Resolve { call_id: "call_forged".into(), approved: true, ..Resolve::default() };
+    let forged = Resolve::approve("call_forged");
     assert!(s.dialog.resolve(forged).await.unwrap_err().to_string().contains("not waiting"));
     // An output is no approval, and no denial either: refused, and the call still waits.
     let refused = s.dialog.resolve(output(&waiting[0].call_id, json!({"paid": 5000}))).await.unwrap_err();
     assert!(refused.to_string().contains("asks for an approval or a denial, not an answer"), "{refused}");
     assert_eq!(s.dialog.interactions().len(), 1, "still waiting");
-    let deny = Resolve { call_id: waiting[0].call_id.clone(), reason: Some("too much".into()), ..Resolve::default() };
+    let deny = Resolve::deny(waiting[0].call_id.clone(), "too much");
     s.dialog.resolve(deny).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(denied) = &results(&s)[1] else { panic!("{:?}", results(&s)) };
@@ -351,7 +351,7 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
     // Granted, it runs.
     s.dialog.say("pay again", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
-    s.dialog.resolve(Resolve { call_id: call, approved: true, ..Resolve::default() }).await.unwrap();
+    s.dialog.resolve(Resolve::approve(call)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s)[2], ToolOutput::Json(json!({"paid": 7000, "to": "nobody", "note": null})));
 }
@@ -367,7 +367,7 @@ async fn an_approved_client_tool_then_waits_for_the_client() {
     );
     let early = s.dialog.resolve(output(&approval.call_id, json!({"n": 1}))).await;
     assert!(early.is_err(), "an output for an approval is refused; the call still waits");
-    let deny = Resolve { call_id: approval.call_id.clone(), reason: Some("not now".into()), ..Resolve::default() };
+    let deny = Resolve::deny(approval.call_id.clone(), "not now");
     s.dialog.resolve(deny).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(denied) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
@@ -376,10 +376,7 @@ async fn an_approved_client_tool_then_waits_for_the_client() {
     let s = setup(vec![Turn::tool_call("wipe", json!({"question": "how much?"})), Turn::text("Wiped.")]);
     s.dialog.say("wipe", WAIT).await.unwrap();
     let approval = s.dialog.interactions().remove(0);
-    s.dialog
-        .resolve(Resolve { call_id: approval.call_id.clone(), approved: true, ..Resolve::default() })
-        .await
-        .unwrap();
+    s.dialog.resolve(Resolve::approve(approval.call_id.clone())).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     // Approved, the call goes on to its client phase and waits again.
     let client = s.dialog.interactions().remove(0);
@@ -496,7 +493,7 @@ async fn request_human_input_is_a_client_tool_the_person_answers() {
     let call = s.dialog.interactions().remove(0);
     assert_eq!((call.kind, call.options.clone()), (InteractionKind::Choice, vec!["red".to_string(), "blue".into()]));
     // A person's mistyped answer is refused and the call keeps waiting.
-    let wrong = Resolve { call_id: call.call_id.clone(), answer: Some(json!("green")), ..Resolve::default() };
+    let wrong = Resolve::answer(call.call_id.clone(), json!("green"));
     assert!(s.dialog.resolve(wrong).await.unwrap_err().to_string().contains("one of: red, blue"));
     let tool = s.tools.get("request_human_input").unwrap();
     let answer = tool.run_client(call.input.clone(), &mut Scripted(vec!["BLUE".into()], Vec::new())).unwrap();
