@@ -2,6 +2,11 @@
 //! computation's savepoint), with their values, so that reading one again is a look at
 //! a short list, not a read of its document. Only the transaction's own writes change
 //! what it sees, so every write forgets the memo.
+//!
+//! In debug builds every answer of the memo (a value, or one of the two numbers kept
+//! inline) is checked against the transaction's documents read the slow way, links
+//! followed and nothing noted (the `check` module): every test is then a test of the
+//! memo, and an answer found by an address that came to name another text would fail.
 
 use std::cell::{Cell, Ref, RefCell};
 
@@ -151,7 +156,13 @@ impl Tx<'_> {
         }
         let memo = self.lists.memo.entries();
         let (doc, path) = (text_key(&link.doc), link.path.address());
-        memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.clone())
+        let hit = memo.iter().find(|m| m.doc == doc && m.path == path).map(|hit| hit.value.clone());
+        drop(memo);
+        #[cfg(debug_assertions)]
+        if let Some(hit) = &hit {
+            self.check_remembered(link, hit);
+        }
+        hit
     }
 
     /// [`Tx::remembered_here`] read as `T`, from the value remembered (not a copy).
@@ -162,6 +173,8 @@ impl Tx<'_> {
         let memo = self.lists.memo.entries();
         let (doc, path) = (text_key(&link.doc), link.path.address());
         let hit = memo.iter().find(|m| m.doc == doc && m.path == path)?;
+        #[cfg(debug_assertions)]
+        self.check_remembered(link, &hit.value);
         Some(hit.value.number_as().map_or_else(|| hit.value.read_as(), Ok))
     }
 
@@ -180,7 +193,13 @@ impl Tx<'_> {
                 *path == link.path && docs.list.get(*doc as usize).is_some_and(|d| same_text(&d.id, &link.doc))
             }),
         };
-        memo.iter().find(|m| same(m)).map(|m| m.value.clone())
+        let hit = memo.iter().find(|m| same(m)).map(|m| m.value.clone());
+        drop((memo, ledger));
+        #[cfg(debug_assertions)]
+        if let Some(hit) = &hit {
+            self.check_remembered(link, hit);
+        }
+        hit
     }
 
     /// Remembers the value just read at `link`, which led to `at`, the latest of `reads`.
@@ -206,5 +225,72 @@ impl Tx<'_> {
 
     pub(super) fn memorise(&self, remembered: Remembered) {
         self.lists.memo.push(remembered);
+    }
+}
+
+/// The memo's answers, checked against the slow way in debug builds.
+#[cfg(debug_assertions)]
+mod check {
+    use super::{Link, Memo, Tx, Value};
+    use crate::link::DocId;
+    use crate::read::{resolve, Read};
+    use crate::value::Path;
+
+    /// A transaction read without noting anything: what the slow way sees.
+    struct Unnoted<'t, 's>(&'t Tx<'s>);
+
+    impl Read for Unnoted<'_, '_> {
+        fn read_raw(&self, doc: &DocId, path: &Path) -> Value {
+            self.0.read_raw(doc, path)
+        }
+
+        fn note_read(&self, _: &Link) {}
+    }
+
+    impl Tx<'_> {
+        /// Panics unless `hit`, what the memo answered for `link`, is what the
+        /// transaction's documents hold there.
+        pub(in crate::tx) fn check_remembered(&self, link: &Link, hit: &Value) {
+            let slow = resolve(&Unnoted(self), link, false).map(|(_, value)| value);
+            assert!(
+                slow.as_ref().is_ok_and(|slow| slow == hit),
+                "the memo answered {hit:?} for {link}, where the transaction holds {slow:?}"
+            );
+        }
+
+        /// Panics unless the number the memo keeps inline for `link` is the value it
+        /// remembers there, and that value what the transaction holds.
+        pub(in crate::tx) fn check_number(&self, link: &Link) {
+            let remembered = self.remembered_here(link);
+            let memo: &Memo = &self.lists.memo;
+            let (doc, path) = (super::text_key(&link.doc), link.path.address());
+            let inline = memo.numbers.iter().map(std::cell::Cell::get).find(|n| n.doc == doc && n.path == path);
+            let agrees = match (&remembered, inline) {
+                (Some(Value::Number(n)), Some(inline)) => {
+                    inline.int == n.as_i64() && inline.float.to_bits() == n.as_f64().unwrap_or(f64::NAN).to_bits()
+                }
+                _ => false,
+            };
+            assert!(agrees, "the memo's inline number for {link} is not the value it remembers ({remembered:?})");
+        }
+    }
+
+    impl Memo {
+        /// Makes every remembered value say `value`: what a wrong memo would answer, for
+        /// the tests that show the checks catch it.
+        #[cfg(test)]
+        pub(in crate::tx) fn poison_values(&self, value: i64) {
+            for remembered in self.list.borrow_mut().iter_mut() {
+                remembered.value = Value::from(value);
+            }
+        }
+
+        /// Makes the numbers kept inline say `value`, the values remembered unchanged.
+        #[cfg(test)]
+        pub(in crate::tx) fn poison_numbers(&self, value: i64) {
+            for number in &self.numbers {
+                number.set(super::Number { int: Some(value), float: value as f64, ..number.get() });
+            }
+        }
     }
 }

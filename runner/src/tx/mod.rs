@@ -351,7 +351,11 @@ impl Read for Tx<'_> {
             return self.read_as_uncached(link);
         }
         match memo.number(link) {
-            Some(value) => Ok(value),
+            Some(value) => {
+                #[cfg(debug_assertions)]
+                self.check_number(link);
+                Ok(value)
+            }
             None => self.read_as_remembered(link),
         }
     }
@@ -549,6 +553,37 @@ mod tests {
         assert_eq!((cells[1].get(&tx).expect("read"), cells[1].get(&tx).expect("read")), (10, 10));
         tx.release(savepoint, |_, _| {});
         rt.commit(tx).expect("commit");
+    }
+
+    /// The memo's debug check, shown to catch a wrong answer: a remembered value that is
+    /// not what the transaction holds.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the memo answered")]
+    fn a_wrong_remembered_value_trips_the_memos_check() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let tx = rt.tx();
+        let savepoint = tx.savepoint(true);
+        assert_eq!(n.get(&tx).expect("read"), 1, "remembered at its first read");
+        tx.lists.memo.poison_values(99);
+        let _ = tx.read(n.link());
+        drop(savepoint);
+    }
+
+    /// The same for a number kept inline that is not the value remembered.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "inline number")]
+    fn a_wrong_inline_number_trips_the_memos_check() {
+        let rt = Runtime::in_memory();
+        let n = rt.new_cell("n", 1i64).expect("cell");
+        let tx = rt.tx();
+        let savepoint = tx.savepoint(true);
+        assert_eq!(n.get(&tx).expect("read"), 1, "remembered at its first read");
+        tx.lists.memo.poison_numbers(99);
+        let _ = n.get(&tx);
+        drop(savepoint);
     }
 
     #[test]
