@@ -564,11 +564,10 @@ mod tests {
         let rt = Runtime::in_memory();
         let n = rt.new_cell("n", 1i64).expect("cell");
         let tx = rt.tx();
-        let savepoint = tx.savepoint(true);
+        let _savepoint = tx.savepoint(true);
         assert_eq!(n.get(&tx).expect("read"), 1, "remembered at its first read");
         tx.lists.memo.poison_values(99);
         let _ = tx.read(n.link());
-        drop(savepoint);
     }
 
     /// The same for a number kept inline that is not the value remembered.
@@ -579,11 +578,10 @@ mod tests {
         let rt = Runtime::in_memory();
         let n = rt.new_cell("n", 1i64).expect("cell");
         let tx = rt.tx();
-        let savepoint = tx.savepoint(true);
+        let _savepoint = tx.savepoint(true);
         assert_eq!(n.get(&tx).expect("read"), 1, "remembered at its first read");
         tx.lists.memo.poison_numbers(99);
         let _ = n.get(&tx);
-        drop(savepoint);
     }
 
     #[test]
