@@ -76,4 +76,18 @@ mod tests {
         assert!(space.found.get(&same_id_other_text).is_none(), "another text is looked up in the map");
         assert!(Arc::ptr_eq(&space.entry(&same_id_other_text), &entry), "where it finds the same entry");
     }
+
+    /// The debug check, shown to catch a wrong answer: an entry kept for a text that is
+    /// not the space's entry of that id.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "an entry that is not the space's")]
+    fn a_wrong_entry_kept_for_a_text_trips_the_check() {
+        let space = Space::in_memory();
+        let (id, other): (DocId, DocId) = ("doc".into(), "other".into());
+        let _ = space.entry(&id);
+        let wrong = space.entry(&other);
+        space.found.put(&id, &wrong);
+        let _ = space.entry(&id);
+    }
 }

@@ -203,6 +203,8 @@ impl Space {
     /// stands in for the document.
     pub(crate) fn entry(&self, id: &DocId) -> Arc<DocEntry> {
         if let Some(entry) = self.found.get(id) {
+            #[cfg(debug_assertions)]
+            self.check_found(id, &entry);
             return entry;
         }
         let (entry, kept) = self.find_or_load(id);
@@ -210,6 +212,14 @@ impl Space {
             self.found.put(id, &entry);
         }
         entry
+    }
+
+    /// Panics unless `entry`, what [`Found`] answered for `id`, is the space's own entry
+    /// of `id` (debug builds check every answer of that cache).
+    #[cfg(debug_assertions)]
+    fn check_found(&self, id: &DocId, entry: &Arc<DocEntry>) {
+        let own = self.docs.get(&**id).is_some_and(|own| Arc::ptr_eq(&own, entry));
+        assert!(own, "the entries found lately answered for {id} an entry that is not the space's");
     }
 
     /// [`Space::entry`] from the map (or storage); false if it is the stand-in for a
@@ -379,7 +389,11 @@ impl Read for Space {
     fn read(&self, link: &Link) -> Result<Value, Error> {
         committed_read();
         let direct = |entry: &DocEntry| plain_at(&entry.state.read().value, &link.path).cloned();
-        if let Some(Some(value)) = self.found.with(&link.doc, |entry| direct(entry)) {
+        if let Some(Some(value)) = self.found.with(&link.doc, |entry| {
+            #[cfg(debug_assertions)]
+            self.check_found(&link.doc, entry);
+            direct(entry)
+        }) {
             return Ok(value);
         }
         let found = match self.docs.get(&*link.doc) {

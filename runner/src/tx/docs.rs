@@ -87,6 +87,8 @@ impl Docs {
     #[inline]
     pub fn position(&mut self, doc: &DocId) -> Option<usize> {
         if self.list.get(self.last).is_some_and(|d| d.touched && Arc::ptr_eq(&d.id, doc)) {
+            #[cfg(debug_assertions)]
+            self.check(doc, self.last);
             return Some(self.last);
         }
         let found = if self.list.len() <= SCAN_LIMIT {
@@ -95,10 +97,20 @@ impl Docs {
             self.index.get(text_key(doc)).filter(|at| same_text(&self.list[*at].id, doc))
         };
         if let Some(at) = found {
+            #[cfg(debug_assertions)]
+            self.check(doc, at);
             self.touch(at);
             self.last = at;
         }
         found
+    }
+
+    /// Panics unless `at`, where the index or the last position found `doc`, is where a
+    /// scan comparing ids finds it (debug builds check every answer of the index).
+    #[cfg(debug_assertions)]
+    fn check(&self, doc: &DocId, at: usize) {
+        let scanned = self.list.iter().position(|d| *d.id == **doc);
+        assert_eq!(scanned, Some(at), "the documents index found {doc} at {at}, a scan finds it at {scanned:?}");
     }
 
     /// Where the document of `entry` (looked up as `doc`) is, if this transaction touched
@@ -114,6 +126,8 @@ impl Docs {
             }
             at
         }?;
+        #[cfg(debug_assertions)]
+        self.check(doc, at);
         self.touch(at);
         self.last = at;
         Some(at)
