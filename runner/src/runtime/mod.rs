@@ -115,7 +115,7 @@ pub(crate) struct Inner {
     /// [`Spare`]).
     engine_spare: AtomicCell<Option<Spare>>,
     /// What crates above keep per runtime ([`Runtime::extension`]).
-    extensions: extensions::Extensions,
+    extensions: Box<extensions::Extensions>,
 }
 
 // A transaction's lists are one pointer, so the cells holding them swap without a lock.
@@ -203,7 +203,7 @@ impl Runtime {
             conflict_retries: AtomicU64::new(0),
             spare: AtomicCell::new(None),
             engine_spare: AtomicCell::new(None),
-            extensions: extensions::Extensions::default(),
+            extensions: Box::default(),
         }))
     }
 
