@@ -64,6 +64,8 @@ impl CatalogCache {
                 && cached.sources == crate::sources::stamp(rt)
                 && cached.reads.still_hold(rt)
             {
+                #[cfg(debug_assertions)]
+                check(&cached, rt, tools, registry);
                 return cached.catalog.clone();
             }
         }
@@ -74,6 +76,19 @@ impl CatalogCache {
         *self.last.lock() = Some(Arc::new(cached));
         catalog
     }
+}
+
+/// Panics unless the catalog `cached` kept is what building it afresh gives, unless the
+/// space moved on meanwhile (debug builds check every catalog reused).
+#[cfg(debug_assertions)]
+fn check(cached: &Cached, rt: &Runtime, tools: &Value, registry: &ToolRegistry) {
+    let (fresh, _) = Catalog::build_reading(rt, tools, registry);
+    if !cached.reads.still_hold(rt) {
+        // A commit came between the cache's look and the fresh build: either is current.
+        return;
+    }
+    let same = fresh.flattened() == cached.catalog.flattened() && fresh.problems() == cached.catalog.problems();
+    assert!(same, "the catalog cache reused a catalog that building it afresh does not give");
 }
 
 #[cfg(test)]

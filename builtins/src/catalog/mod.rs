@@ -382,8 +382,25 @@ impl Catalog {
         let index = self
             .by_wire
             .find(wire_or_display, |i| self.tools[i].wire.as_str())
-            .or_else(|| self.by_display.find(wire_or_display, |i| self.tools[i].display.as_str()))?;
-        self.tools.get(index)
+            .or_else(|| self.by_display.find(wire_or_display, |i| self.tools[i].display.as_str()));
+        #[cfg(debug_assertions)]
+        self.check_lookup(wire_or_display, index);
+        self.tools.get(index?)
+    }
+
+    /// Panics unless `found`, what the name indexes answered for `name`, is what a scan
+    /// of the tools finds (debug builds check every lookup).
+    #[cfg(debug_assertions)]
+    fn check_lookup(&self, name: &str, found: Option<usize>) {
+        let by_wire = self.tools.iter().position(|t| t.wire == name);
+        let scanned = by_wire.or_else(|| {
+            let mut displayed = self.tools.iter().enumerate().filter(|(_, t)| t.display == name);
+            match (displayed.next(), displayed.next()) {
+                (Some((index, _)), None) => Some(index),
+                _ => None,
+            }
+        });
+        assert_eq!(found, scanned, "the catalog's name index found {found:?} for {name:?}, a scan finds {scanned:?}");
     }
 }
 

@@ -63,6 +63,8 @@ impl SchemaCache {
         let key = stream.path.segments().last();
         let known = self.0.get(key.map_or("", |k| &**k));
         if let Some((_, prepared)) = known.and_then(|known| known.iter().find(|(seen, _)| same(seen, schema))) {
+            #[cfg(debug_assertions)]
+            check(prepared, schema);
             return prepared.clone();
         }
         let prepared = Arc::new(StreamSchema::of(&schema.to_json()));
@@ -74,16 +76,39 @@ impl SchemaCache {
     }
 }
 
+/// Panics unless `kept`, the schema the cache answered for `schema`, is what preparing
+/// `schema` afresh gives (debug builds check every answer of the cache).
+#[cfg(debug_assertions)]
+fn check(kept: &StreamSchema, schema: &Stored) {
+    let fresh = StreamSchema::of(&schema.to_json());
+    let prepared = match (&kept.prepared, &fresh.prepared) {
+        (Ok((a, shape_a)), Ok((b, shape_b))) => a == b && shape_a == shape_b,
+        (Err(a), Err(b)) => a == b,
+        _ => false,
+    };
+    let agrees = prepared && kept.description == fresh.description && kept.unchecked == fresh.unchecked;
+    assert!(agrees, "the schema cache answered a schema that preparing {schema:?} afresh does not give");
+}
+
 /// Whether two stored values are equal. The same as `==`, which compares maps with imbl's
 /// diff iterator: on the small maps schemas are made of, setting that up costs more than
 /// the comparison itself.
 fn same(a: &Stored, b: &Stored) -> bool {
+    let same = same_by_parts(a, b);
+    debug_assert_eq!(same, a == b, "`same` and `==` disagree on {a:?} and {b:?}");
+    same
+}
+
+fn same_by_parts(a: &Stored, b: &Stored) -> bool {
     match (a, b) {
         (Stored::Object(x), Stored::Object(y)) => {
             x.ptr_eq(y)
-                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|((ka, va), (kb, vb))| ka == kb && same(va, vb)))
+                || (x.len() == y.len()
+                    && x.iter().zip(y.iter()).all(|((ka, va), (kb, vb))| ka == kb && same_by_parts(va, vb)))
         }
-        (Stored::Array(x), Stored::Array(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| same(a, b)),
+        (Stored::Array(x), Stored::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| same_by_parts(a, b))
+        }
         _ => a == b,
     }
 }

@@ -70,6 +70,8 @@ impl Space {
         // onto its newer value (rare: no list is made otherwise).
         let mut rebased: Vec<(usize, Value)> = Vec::new();
         let none_since = self.commits.load(Ordering::Relaxed) == began;
+        #[cfg(debug_assertions)]
+        check_shortcuts(docs, touched, none_since);
         if !none_since {
             for index in touched.iter().map(|at| *at as usize) {
                 let writes = &docs[index];
@@ -144,6 +146,23 @@ impl Space {
             self.commits.store(seq, Ordering::Release);
         }
         Ok(Commit { changes, committed: Committed { seq: Seq(seq), durable } })
+    }
+}
+
+/// Panics unless the two shortcuts of validation hold, under the commit lock (debug
+/// builds check every commit): each touched document's lock-free version is its state's,
+/// and when no commit came since the transaction began, none of them moved.
+#[cfg(debug_assertions)]
+fn check_shortcuts(docs: &[DocWrites], touched: &[u32], none_since: bool) {
+    for writes in touched.iter().map(|at| &docs[*at as usize]) {
+        let version = writes.entry.state.read().version;
+        assert_eq!(writes.entry.version(), version, "the lock-free version of {} is not its state's", writes.id);
+        assert!(
+            !none_since || version == writes.read_version,
+            "no commit came since the transaction began, yet {} moved from {:?} to {version:?}",
+            writes.id,
+            writes.read_version
+        );
     }
 }
 

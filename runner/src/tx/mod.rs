@@ -184,6 +184,13 @@ impl<'s> Tx<'s> {
                 docs.push(target.doc.clone(), entry, snapshot)
             }
         };
+        // Debug builds check every place found, by a hint or by the index, by its id.
+        #[cfg(debug_assertions)]
+        assert!(
+            *docs.list[index].id == *target.doc,
+            "{target} was found among the documents at {index}, which holds {}",
+            docs.list[index].id
+        );
         if let Some(Known { at, .. }) = known {
             *at = index as u32;
         }
