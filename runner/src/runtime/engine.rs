@@ -6,7 +6,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use futures::channel::oneshot;
 
-use super::{panic_message, Event, ReplyReceiver, Runtime, Sent};
+use super::{panic_message, Event, Listing, Marking, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::read::Read;
@@ -20,6 +20,16 @@ use smallvec::SmallVec;
 /// commit's fixed cost, few enough that a chunk's documents stay in cache and a conflict
 /// re-runs little.
 const SETTLE_CHUNK: usize = 64;
+
+/// What a transaction that runs dirty computations started as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A settle's own: it holds only the runs.
+    Settle,
+    /// A writer's (a handler, or a `transact` that found the engine free): it holds a
+    /// change not committed yet, so each run is watched for a read of the committed space.
+    Writer,
+}
 
 impl Runtime {
     /// Sends an event to a stream and waits until its handler's transaction committed,
@@ -184,7 +194,7 @@ impl Runtime {
     /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it (see
     /// [`Runtime::commit_ran`]).
     fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
-        self.settle_in(tx, self.0.graph.lock(), false).map(drop)
+        self.settle_in(tx, self.0.graph.lock(), Origin::Settle).map(drop)
     }
 
     /// Commits a writer's transaction (a handler's, or that of a `transact` that found
@@ -192,22 +202,22 @@ impl Runtime {
     /// up to a chunk: the change and what follows from it commit as one, so no observer
     /// and no reader of the space sees one without the other. A computation that reads
     /// the committed space (which does not hold the change yet) runs after the commit,
-    /// with whatever is left for the caller's settle. The engine must be held; `list`:
-    /// whether the commit lists the writer's own changes (those of the computations are
-    /// not listed).
-    pub(super) fn commit_settling(&self, tx: Tx<'_>, list: bool) -> Result<Commit> {
+    /// with whatever is left for the caller's settle. The engine must be held; `list`
+    /// says whether the commit lists the writer's own changes (those of the computations
+    /// are not listed).
+    pub(super) fn commit_settling(&self, tx: Tx<'_>, list: Listing) -> Result<Commit> {
         let mut graph = self.0.graph.lock();
         tx.written(|key, _, paths| graph.changed(key, paths));
         if !graph.has_dirty() {
             drop(graph);
-            return self.commit_marking(tx, false, list);
+            return self.commit_marking(tx, Marking::Done, list);
         }
         let mut changes = Vec::new();
-        if list {
+        if list == Listing::Changes {
             tx.written(|_, id, paths| changes.push((id.clone(), paths.cloned().collect())));
         }
-        let mut commit = self.settle_in(tx, graph, true)?;
-        if list {
+        let mut commit = self.settle_in(tx, graph, Origin::Writer)?;
+        if list == Listing::Changes {
             commit.changes = changes;
         }
         Ok(commit)
@@ -219,27 +229,28 @@ impl Runtime {
     /// for the caller to settle what is left ([`Runtime::pump_from`]).
     pub(super) fn commit_writer(&self, tx: Tx<'_>) -> Result<(Commit, Option<MutexGuard<'_, ()>>)> {
         match self.0.engine.try_lock() {
-            Some(engine) => Ok((self.commit_settling(tx, false)?, Some(engine))),
-            None => Ok((self.commit_marking(tx, true, false)?, None)),
+            Some(engine) => Ok((self.commit_settling(tx, Listing::Nothing)?, Some(engine))),
+            None => Ok((self.commit_marking(tx, Marking::Readers, Listing::Nothing)?, None)),
         }
     }
 
-    /// Runs dirty computations in `tx` ([`Runtime::run_dirty`]; `writer` as there) and
+    /// Runs dirty computations in `tx` ([`Runtime::run_dirty`]; `origin` as there) and
     /// commits it ([`Runtime::commit_ran`]). The one place both are called from, for a
     /// settle's chunk and a writer alike: the compiler then makes one loop of it all.
-    fn settle_in(&self, tx: Tx<'_>, graph: MutexGuard<'_, Graph>, writer: bool) -> Result<Commit> {
+    fn settle_in(&self, tx: Tx<'_>, graph: MutexGuard<'_, Graph>, origin: Origin) -> Result<Commit> {
         let mut runs = Runs::default();
         let running = EngineThread::enter();
-        crate::space::watching(|| self.run_dirty(graph, &tx, writer, &mut runs));
+        crate::space::watching(|| self.run_dirty(graph, &tx, origin, &mut runs));
         drop(running);
         self.commit_ran(tx, &mut runs)
     }
 
     /// Runs dirty computations in `tx`, lowest height first, up to [`SETTLE_CHUNK`] of
-    /// them, into `runs`. `writer`: whether `tx` holds a writer's change not committed
-    /// yet (see [`Runtime::commit_settling`]): then each run is watched for a read of the
-    /// committed space, and the run ends before a computation known to make one.
-    fn run_dirty<'r>(&'r self, mut graph: MutexGuard<'r, Graph>, tx: &Tx<'_>, writer: bool, runs: &mut Runs) {
+    /// them, into `runs`. A writer's transaction (`origin`) holds a change not committed
+    /// yet (see [`Runtime::commit_settling`]): each of its runs is watched for a read of
+    /// the committed space, and the run ends before a computation known to make one.
+    fn run_dirty<'r>(&'r self, mut graph: MutexGuard<'r, Graph>, tx: &Tx<'_>, origin: Origin, runs: &mut Runs) {
+        let writer = origin == Origin::Writer;
         let Runs { ran, errors } = runs;
         // The graph is held between runs (what a run did and what runs next take it
         // once), not while a computation runs: it may add computations.
@@ -291,7 +302,7 @@ impl Runtime {
     /// as it was made) and reports the errors of their `runs` once it committed (nobody
     /// waits for them); if the commit conflicts, they are dirty again.
     fn commit_ran(&self, tx: Tx<'_>, runs: &mut Runs) -> Result<Commit> {
-        match self.commit_marking(tx, false, false) {
+        match self.commit_marking(tx, Marking::Done, Listing::Nothing) {
             Ok(commit) => {
                 if !runs.errors.is_empty() {
                     std::hint::cold_path();
@@ -330,7 +341,7 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             }
-            let commit = self.commit_settling(tx, true)?;
+            let commit = self.commit_settling(tx, Listing::Changes)?;
             Ok((Sent { changes: commit.changes }, commit.committed))
         })
     }

@@ -272,20 +272,22 @@ impl Runtime {
     /// commit lists its changes. (Tests commit transactions they made by hand.)
     #[cfg(test)]
     pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
-        self.commit_marking(tx, true, true)
+        self.commit_marking(tx, Marking::Readers, Listing::Changes)
     }
 
-    /// Commits a transaction. `mark`: whether its changes mark computations dirty (a
-    /// settle's transaction marked them as each computation wrote); `list`: whether the
-    /// commit lists them (observers hear of them either way).
-    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: bool, list: bool) -> Result<Commit> {
+    /// Commits a transaction: its changes mark the computations that read them dirty or
+    /// not (`mark`), and the commit lists them or not (`list`; observers hear of them
+    /// either way).
+    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: Marking, list: Listing) -> Result<Commit> {
         let mut spare = tx.into_spare();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
         let mut changed = |key, writes: &[(Path, Value)]| {
             graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, writes.iter().map(|(path, _)| path));
         };
-        let commit = self.0.space.commit(spare.committing(), list || observed, mark.then_some(&mut changed as _));
+        let lists = list == Listing::Changes || observed;
+        let commit =
+            self.0.space.commit(spare.committing(), lists, (mark == Marking::Readers).then_some(&mut changed as _));
         drop(graph);
         // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
         // except the documents an engine's transaction keeps.
@@ -452,6 +454,24 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("space", &self.0.space).finish()
     }
+}
+
+/// Whether a commit's changes mark the computations that read them dirty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Marking {
+    /// They do: the transaction's writes were not told to the scheduler yet.
+    Readers,
+    /// They were told already: a settle marks them as each computation writes.
+    Done,
+}
+
+/// Whether a commit lists its changes for the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Listing {
+    /// It does (a handler's sender hears what changed).
+    Changes,
+    /// It does not.
+    Nothing,
 }
 
 /// What [`Tx::after_commit`] keeps in the transaction.
