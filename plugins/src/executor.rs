@@ -8,30 +8,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::Value;
 
-/// Why a tool (or a hook) failed; the model reads the message as `{"error": message}`, so
-/// say what went wrong and, where you can, what to do instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ToolError(pub String);
-
-impl ToolError {
-    /// An error with this message.
-    pub fn new(message: impl Into<String>) -> ToolError {
-        ToolError(message.into())
-    }
-}
-
-impl From<String> for ToolError {
-    fn from(message: String) -> ToolError {
-        ToolError(message)
-    }
-}
-
-impl From<&str> for ToolError {
-    fn from(message: &str) -> ToolError {
-        ToolError(message.to_string())
-    }
-}
+/// Why a tool (or a hook) failed; the model reads the message as `{"error": message}`:
+/// the same error as a defined tool's phases.
+pub use trellis_builtins::tool::ToolError;
 
 /// Runs one tool: JSON arguments in (already validated against the tool's schema), a JSON
 /// result out. An `Err` becomes `{"error": ...}` for the model.

@@ -151,7 +151,7 @@ impl Reports {
         run: impl FnOnce() -> Result<(), ToolError>,
     ) -> Result<(), HookReport> {
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(run)) {
-            Ok(outcome) => outcome.map_err(|e| e.0),
+            Ok(outcome) => outcome.map_err(String::from),
             Err(panic) => Err(panic_message(&*panic)),
         };
         outcome.map_err(|message| {
@@ -218,7 +218,7 @@ impl Next {
             };
             match AssertUnwindSafe(running).catch_unwind().await {
                 Ok(Ok(result)) => result,
-                Ok(Err(e)) => fail(e.0),
+                Ok(Err(e)) => fail(e.into()),
                 Err(panic) => fail(panic_message(&*panic)),
             }
         }
