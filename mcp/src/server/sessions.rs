@@ -102,9 +102,10 @@ impl IdleSessions {
         let known: Vec<(SessionId, Arc<Activity>)> =
             self.activity.lock().iter().map(|(id, activity)| (id.clone(), activity.clone())).collect();
         for (id, activity) in known {
+            let gone = !self.inner.has_session(&id).await.unwrap_or(false);
+            // Looked at after the await: a request that came meanwhile keeps its session.
             let quiet = activity.streams.load(Ordering::Acquire) == 0
                 && now.saturating_sub(activity.last.load(Ordering::Relaxed)) >= idle;
-            let gone = !self.inner.has_session(&id).await.unwrap_or(false);
             if quiet && !gone {
                 tracing::debug!(session = %id, "closing an MCP session idle with no stream open");
                 if let Err(error) = self.inner.close_session(&id).await {
