@@ -102,7 +102,7 @@ pub enum StoreError {
     #[error(transparent)]
     Register(#[from] RegisterError),
     /// No plugin of that name.
-    #[error("no plugin named {0:?} is installed ({list} to see them)", list = crate::actions::LIST_PLUGINS)]
+    #[error("no plugin named {0:?} is installed; {list} to see the installed ones", list = crate::actions::LIST_PLUGINS)]
     NotInstalled(String),
     /// A plugin of that name is installed.
     #[error("a plugin named `{0}` is already installed; {remove} first", remove = crate::actions::REMOVE_PLUGIN)]
