@@ -83,13 +83,6 @@ fn results(s: &Setup) -> Vec<ToolOutput> {
         .collect()
 }
 
-fn answer(call_id: &str, approved: bool) -> Resolve {
-    match approved {
-        true => Resolve::approve(call_id),
-        false => Resolve::new(call_id, Resolution::Denied { reason: None }),
-    }
-}
-
 #[tokio::test]
 async fn an_approved_call_runs_and_the_dialog_goes_on() {
     let s = setup(vec![Turn::tool_call("Safe.wipe", json!({})), Turn::text("Wiped.")]);
@@ -100,7 +93,7 @@ async fn an_approved_call_runs_and_the_dialog_goes_on() {
     assert_eq!(count(&s), 5, "nothing ran before the answer");
     assert!(!s.dialog.pending() && s.dialog.error().is_none());
 
-    s.dialog.resolve(answer(&waiting[0].call_id, true)).await.unwrap();
+    s.dialog.resolve(Resolve::approve(&waiting[0].call_id)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(count(&s), 0);
     assert!(s.dialog.interactions().is_empty());
@@ -127,9 +120,9 @@ async fn forged_and_misdirected_answers_are_refused() {
     s.dialog.say("wipe the safe", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
 
-    let forged = s.dialog.resolve(answer("call_that_never_was", true)).await.unwrap_err();
+    let forged = s.dialog.resolve(Resolve::approve("call_that_never_was")).await.unwrap_err();
     assert!(forged.to_string().contains("not waiting"), "{forged}");
-    let other_tool = answer(&call, true).for_tool("Safe.bump");
+    let other_tool = Resolve::approve(&call).for_tool("Safe.bump");
     let refused = s.dialog.resolve(other_tool).await.unwrap_err();
     assert!(refused.to_string().contains("is for Safe.wipe"), "{refused}");
     let busy = s.dialog.send(Message::user("something else")).await.unwrap_err();
@@ -139,7 +132,7 @@ async fn forged_and_misdirected_answers_are_refused() {
     // After a cancel nothing waits, and a late approval runs nothing.
     s.dialog.cancel().await.unwrap();
     assert!(s.dialog.interactions().is_empty());
-    let late = s.dialog.resolve(answer(&call, true)).await.unwrap_err();
+    let late = s.dialog.resolve(Resolve::approve(&call)).await.unwrap_err();
     assert!(late.to_string().contains("no call is waiting"), "{late}");
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(count(&s), 5);
@@ -161,10 +154,10 @@ async fn a_round_runs_what_needs_no_approval_and_waits_for_the_rest_in_any_order
     let waiting = s.dialog.interactions();
     assert_eq!(waiting.len(), 2);
     // The second asked is answered first.
-    s.dialog.resolve(answer(&waiting[1].call_id, false)).await.unwrap();
+    s.dialog.resolve(Resolve::new(&waiting[1].call_id, Resolution::Denied { reason: None })).await.unwrap();
     assert_eq!(s.dialog.interactions().len(), 1);
     assert_eq!(count(&s), 6, "nothing runs before every call has its answer");
-    s.dialog.resolve(answer(&waiting[0].call_id, true)).await.unwrap();
+    s.dialog.resolve(Resolve::approve(&waiting[0].call_id)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(count(&s), 0);
     // One result per call, in the order the model called them.
@@ -201,7 +194,7 @@ async fn a_waiting_call_survives_a_restart_and_is_answered_by_the_next_process()
     };
     let s = setup_on(rt, script());
     assert_eq!(s.dialog.interactions().len(), 1, "still waiting after the restart");
-    s.dialog.resolve(answer(&call, true)).await.unwrap();
+    s.dialog.resolve(Resolve::approve(&call)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(s.dialog.error(), None);
     assert_eq!(count(&s), 0);
@@ -243,7 +236,7 @@ async fn questions_and_confirmations_take_text_and_yes_or_no() {
     s.dialog.say("go", WAIT).await.unwrap();
     let waiting = s.dialog.interactions();
     assert_eq!((waiting[0].kind, waiting[1].kind), (InteractionKind::Question, InteractionKind::Confirmation));
-    let approved = s.dialog.resolve(answer(&waiting[0].call_id, true)).await.unwrap_err();
+    let approved = s.dialog.resolve(Resolve::approve(&waiting[0].call_id)).await.unwrap_err();
     assert!(approved.to_string().contains("asks for an answer"), "{approved}");
     let maybe = Resolve::answer(&waiting[1].call_id, json!("maybe"));
     assert!(s.dialog.resolve(maybe).await.unwrap_err().to_string().contains("yes or no"));

@@ -174,10 +174,6 @@ fn results(s: &Setup) -> Vec<ToolOutput> {
         .collect()
 }
 
-fn output(call_id: &str, output: Value) -> Resolve {
-    Resolve::output(call_id, output)
-}
-
 fn last_text(s: &Setup) -> String {
     s.dialog.messages().last().unwrap().text()
 }
@@ -230,7 +226,7 @@ async fn a_server_tool_with_a_client_effect_answers_and_leaves_something_to_show
     let mut client = Scripted(Vec::new(), Vec::new());
     let ack = tool.run_client(effect.input.clone(), &mut client).unwrap();
     assert_eq!(client.1, ["\"###\""]);
-    s.dialog.resolve(output(&effect.call_id, ack)).await.unwrap();
+    s.dialog.resolve(Resolve::output(&effect.call_id, ack)).await.unwrap();
     assert!(s.dialog.interactions().is_empty());
     // A new message is taken while an effect is unacknowledged, too.
     assert_eq!(results(&s).len(), 1, "acknowledging changed no result");
@@ -256,7 +252,7 @@ async fn a_client_tool_waits_and_its_server_phase_checks_the_output() {
     assert!(!s.dialog.pending(), "the request ended, waiting");
 
     // The server phase rejects an output out of range: the model reads why.
-    s.dialog.resolve(output(&call.call_id, json!({"n": 99}))).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call.call_id, json!({"n": 99}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(why) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
     assert!(why.contains("99 is not from 1 to 10"), "{why}");
@@ -265,7 +261,7 @@ async fn a_client_tool_waits_and_its_server_phase_checks_the_output() {
     // An output that does not match the client-output schema never reaches the server phase.
     s.dialog.say("again", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
-    s.dialog.resolve(output(&call, json!({"n": "seven"}))).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call, json!({"n": "seven"}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(why) = &results(&s)[1] else { panic!("{:?}", results(&s)) };
     assert!(why.contains("client's output for `pick` is not valid") && why.contains("/n"), "{why}");
@@ -275,7 +271,7 @@ async fn a_client_tool_waits_and_its_server_phase_checks_the_output() {
     let call = s.dialog.interactions().remove(0);
     let tool = s.tools.get("pick").unwrap();
     let picked = tool.run_client(call.input.clone(), &mut Scripted(vec!["7".into()], Vec::new())).unwrap();
-    s.dialog.resolve(output(&call.call_id, picked)).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call.call_id, picked)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s)[2], ToolOutput::Json(json!({"number": 7})));
     assert_eq!(last_text(&s), "Seven it is.");
@@ -286,13 +282,13 @@ async fn a_client_tool_without_a_server_phase_passes_the_checked_output_through(
     let s = setup(vec![Turn::tool_call("echo", json!({"question": "say"})), Turn::text("Got it.")]);
     s.dialog.say("echo", WAIT).await.unwrap();
     let call = s.dialog.interactions()[0].call_id.clone();
-    let huge = s.dialog.resolve(output(&call, json!({"n": 4, "pad": "x".repeat(2 << 20)}))).await.unwrap_err();
+    let huge = s.dialog.resolve(Resolve::output(&call, json!({"n": 4, "pad": "x".repeat(2 << 20)}))).await.unwrap_err();
     assert!(huge.to_string().contains("larger than 1024 KiB"), "{huge}");
     let long_reason = Resolve::deny(call.clone(), "x".repeat(2 << 20));
     let huge = s.dialog.resolve(long_reason).await.unwrap_err();
     assert!(huge.to_string().contains("larger than 1024 KiB"), "a reason goes into the conversation too: {huge}");
     assert_eq!(s.dialog.waiting().len(), 1, "a refused output leaves the call waiting");
-    s.dialog.resolve(output(&call, json!({"n": 4}))).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call, json!({"n": 4}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s), [ToolOutput::Json(json!({"n": 4}))]);
     assert_eq!(last_text(&s), "Got it.");
@@ -307,7 +303,7 @@ async fn a_handoff_keeps_its_state_on_the_server() {
     assert_eq!(call.input, json!("type the code for blue"), "the client gets what `before` handed over");
     let seen = serde_json::to_string(&waiting).unwrap();
     assert!(!seen.contains("secret-of-blue"), "server state is not in what front ends read: {seen}");
-    s.dialog.resolve(output(&call.call_id, json!({"n": 42}))).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call.call_id, json!({"n": 42}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s), [ToolOutput::Json(json!({"key": "blue", "opened": true, "kept": "secret-of-blue"}))]);
 }
@@ -339,7 +335,7 @@ async fn an_approval_policy_over_the_arguments_is_enforced_everywhere() {
     let forged = Resolve::approve("call_forged");
     assert!(s.dialog.resolve(forged).await.unwrap_err().to_string().contains("not waiting"));
     // An output is no approval, and no denial either: refused, and the call still waits.
-    let refused = s.dialog.resolve(output(&waiting[0].call_id, json!({"paid": 5000}))).await.unwrap_err();
+    let refused = s.dialog.resolve(Resolve::output(&waiting[0].call_id, json!({"paid": 5000}))).await.unwrap_err();
     assert!(refused.to_string().contains("asks for an approval or a denial, not an answer"), "{refused}");
     assert_eq!(s.dialog.interactions().len(), 1, "still waiting");
     let deny = Resolve::deny(waiting[0].call_id.clone(), "too much");
@@ -365,7 +361,7 @@ async fn an_approved_client_tool_then_waits_for_the_client() {
         (approval.kind, approval.phase, approval.input.clone()),
         (InteractionKind::Approval, Phase::Approval, Value::Null)
     );
-    let early = s.dialog.resolve(output(&approval.call_id, json!({"n": 1}))).await;
+    let early = s.dialog.resolve(Resolve::output(&approval.call_id, json!({"n": 1}))).await;
     assert!(early.is_err(), "an output for an approval is refused; the call still waits");
     let deny = Resolve::deny(approval.call_id.clone(), "not now");
     s.dialog.resolve(deny).await.unwrap();
@@ -381,7 +377,7 @@ async fn an_approved_client_tool_then_waits_for_the_client() {
     // Approved, the call goes on to its client phase and waits again.
     let client = s.dialog.interactions().remove(0);
     assert_eq!((client.call_id.as_str(), client.kind), (approval.call_id.as_str(), InteractionKind::ClientExecution));
-    s.dialog.resolve(output(&client.call_id, json!({"n": 2}))).await.unwrap();
+    s.dialog.resolve(Resolve::output(&client.call_id, json!({"n": 2}))).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s), [ToolOutput::Json(json!({"n": 2}))]);
     assert_eq!(last_text(&s), "Wiped.");
@@ -399,10 +395,10 @@ async fn two_waiting_calls_of_one_round_are_answered_in_either_order() {
         if reversed {
             waiting.reverse();
         }
-        s.dialog.resolve(output(&waiting[0].call_id, json!({"n": 3}))).await.unwrap();
+        s.dialog.resolve(Resolve::output(&waiting[0].call_id, json!({"n": 3}))).await.unwrap();
         assert_eq!(s.dialog.interactions().len(), 1, "the round still waits for the other");
         assert!(!s.dialog.pending());
-        s.dialog.resolve(output(&waiting[1].call_id, json!({"n": 3}))).await.unwrap();
+        s.dialog.resolve(Resolve::output(&waiting[1].call_id, json!({"n": 3}))).await.unwrap();
         s.dialog.wait(WAIT).await.unwrap();
         // Results keep the model's call order whatever the order of the answers.
         assert_eq!(results(&s), [ToolOutput::Json(json!({"number": 3})), ToolOutput::Json(json!({"n": 3}))]);
@@ -419,7 +415,7 @@ async fn cancel_while_a_client_call_waits_closes_it() {
     assert!(s.dialog.interactions().is_empty());
     let ToolOutput::ErrorText(why) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
     assert!(why.contains("cancelled"), "{why}");
-    let late = s.dialog.resolve(output(&call, json!({"n": 5}))).await.unwrap_err();
+    let late = s.dialog.resolve(Resolve::output(&call, json!({"n": 5}))).await.unwrap_err();
     assert!(late.to_string().contains("no call is waiting"), "{late}");
 }
 
@@ -497,7 +493,7 @@ async fn request_human_input_is_a_client_tool_the_person_answers() {
     assert!(s.dialog.resolve(wrong).await.unwrap_err().to_string().contains("one of: red, blue"));
     let tool = s.tools.get("request_human_input").unwrap();
     let answer = tool.run_client(call.input.clone(), &mut Scripted(vec!["BLUE".into()], Vec::new())).unwrap();
-    s.dialog.resolve(output(&call.call_id, answer)).await.unwrap();
+    s.dialog.resolve(Resolve::output(&call.call_id, answer)).await.unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     assert_eq!(results(&s), [ToolOutput::Json(json!({"choice": "blue"}))]);
 }
@@ -525,7 +521,10 @@ async fn a_last_server_phase_that_hangs_ends_in_an_error_within_the_tool_timeout
     s.dialog.say("stall", WAIT).await.unwrap();
     let call = s.dialog.interactions().remove(0);
     // The resolve returns: the engine is not held by the hung phase.
-    tokio::time::timeout(WAIT, s.dialog.resolve(output(&call.call_id, json!({"n": 1})))).await.unwrap().unwrap();
+    tokio::time::timeout(WAIT, s.dialog.resolve(Resolve::output(&call.call_id, json!({"n": 1}))))
+        .await
+        .unwrap()
+        .unwrap();
     s.dialog.wait(WAIT).await.unwrap();
     let ToolOutput::ErrorText(error) = &results(&s)[0] else { panic!("{:?}", results(&s)) };
     assert!(error.contains("`stall` did not finish its last phase within 0.3 s"), "{error}");
