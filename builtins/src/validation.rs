@@ -12,8 +12,19 @@ const MAX_VIOLATIONS: usize = 10;
 
 /// A schema's validator, compiled when first needed (building a catalog stays cheap) and
 /// shared by the clones.
+///
+/// It is asked with its schema every time, and answers for the first one. In debug builds
+/// it keeps that schema too and checks each later one against it, so a caller that
+/// shares one validator between two schemas fails the check.
 #[derive(Clone, Default)]
-pub(crate) struct LazyValidator(Arc<OnceLock<Result<Validator, String>>>);
+pub(crate) struct LazyValidator(Arc<OnceLock<Compiled>>);
+
+/// What a [`LazyValidator`] compiled, and in debug builds from which schema.
+struct Compiled {
+    validator: Result<Validator, String>,
+    #[cfg(debug_assertions)]
+    schema: Value,
+}
 
 impl std::fmt::Debug for LazyValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -24,7 +35,14 @@ impl std::fmt::Debug for LazyValidator {
 impl LazyValidator {
     /// The validator of `schema` (the same schema every call), or why it cannot be one.
     pub(crate) fn get(&self, schema: &Value) -> Result<&Validator, &str> {
-        self.0.get_or_init(|| compile(schema)).as_ref().map_err(|e| &**e)
+        let compiled = self.0.get_or_init(|| Compiled {
+            validator: compile(schema),
+            #[cfg(debug_assertions)]
+            schema: schema.clone(),
+        });
+        #[cfg(debug_assertions)]
+        assert!(compiled.schema == *schema, "a validator compiled for one schema was asked to check against another");
+        compiled.validator.as_ref().map_err(|e| &**e)
     }
 }
 
@@ -99,5 +117,14 @@ mod tests {
         assert!(listed.ends_with("; and more"), "{listed}");
         let broken = LazyValidator::default();
         assert!(broken.get(&json!({"type": 7})).is_err());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "asked to check against another")]
+    fn a_validator_shared_by_two_schemas_trips_the_check() {
+        let lazy = LazyValidator::default();
+        assert!(lazy.get(&json!({"type": "integer"})).is_ok());
+        let _ = lazy.get(&json!({"type": "string"}));
     }
 }

@@ -87,7 +87,7 @@ impl Runtime {
     ) -> Result<Wiring> {
         self.with_retries(|| {
             let (tx, wiring) = self.build_in(self.tx(), pattern, charm, &argument, name)?;
-            self.commit_marking(tx, super::Marking::Readers, super::Listing::Nothing)?;
+            self.commit(tx, super::Marking::Readers, super::Listing::Nothing)?;
             Ok(wiring)
         })
     }

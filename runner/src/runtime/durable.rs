@@ -38,7 +38,7 @@ impl Runtime {
             let whole = vec![Path::root()];
             let changes: Vec<_> = restored.into_iter().map(|(_, id)| (id, whole.clone())).collect();
             self.notify_observers(&changes);
-            self.pump();
+            self.pump(None);
         }
         result.map_err(|error| if undone { Error::NotSaved(error) } else { Error::Storage(error) })
     }

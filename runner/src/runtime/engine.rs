@@ -1,5 +1,12 @@
 //! The engine: events and dirty computations, run one at a time under the engine lock
 //! by whichever thread asks for it.
+//!
+//! It speaks in three verbs. **Pump** runs queued work until none is left
+//! ([`Runtime::pump`]). **Run** runs one piece of it inside a transaction: a handler, one
+//! computation, or a chunk of dirty ones (the `run_*` functions). **Commit** commits a
+//! transaction: [`Runtime::commit`] itself, with what it marks dirty and what it lists
+//! said by [`Marking`] and [`Listing`], and the commits that first run the computations a
+//! change makes dirty (`commit_writer`, `commit_outside`, `run_and_commit`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, Ordering};
@@ -42,7 +49,7 @@ impl Runtime {
             return Err(Error::Reentrant(stream.clone()));
         }
         let rx = self.enqueue(stream, event, true)?;
-        self.pump();
+        self.pump(None);
         let (sent, committed) = rx
             .ok_or_else(|| Error::NoHandler(stream.clone()))?
             .await
@@ -55,7 +62,7 @@ impl Runtime {
     /// Queues an event without waiting for it (it still starts the charm if needed).
     pub fn send_and_forget(&self, stream: &Link, event: serde_json::Value) -> Result<()> {
         self.enqueue(stream, event, false)?;
-        self.pump();
+        self.pump(None);
         Ok(())
     }
 
@@ -82,7 +89,8 @@ impl Runtime {
     }
 
     /// Runs queued work (dirty computations first, then events) on this thread until
-    /// nothing is left. If another thread is already running work, it picks ours up.
+    /// nothing is left, starting with the engine this thread `held` already, if any. If
+    /// another thread is already running work, it picks ours up.
     ///
     /// Work queued by a thread that finds the engine busy is never left behind: that
     /// thread queued it (marked computations, pushed an event) before it looked at the
@@ -90,12 +98,7 @@ impl Runtime {
     /// sequentially consistent fence on both sides between the two. The queuing side
     /// needs its fence only when the engine is busy, so a thread that runs its own
     /// work takes one fence, not the graph's and the queue's locks.
-    pub(crate) fn pump(&self) {
-        self.pump_from(None);
-    }
-
-    /// [`Runtime::pump`], starting with the engine this thread holds already, if any.
-    pub(super) fn pump_from(&self, mut held: Option<MutexGuard<'_, ()>>) {
+    pub(crate) fn pump(&self, mut held: Option<MutexGuard<'_, ()>>) {
         loop {
             let Some(guard) = held.take().or_else(|| self.0.engine.try_lock()).or_else(|| {
                 fence(Ordering::SeqCst);
@@ -104,7 +107,7 @@ impl Runtime {
                 return;
             };
             let running = EngineThread::enter();
-            while self.step() {}
+            while self.run_next() {}
             drop(running);
             drop(guard);
             fence(Ordering::SeqCst);
@@ -124,7 +127,7 @@ impl Runtime {
     }
 
     /// Runs one piece of work; false when there was none.
-    fn step(&self) -> bool {
+    fn run_next(&self) -> bool {
         if self.run_computations() {
             return true;
         }
@@ -182,19 +185,14 @@ impl Runtime {
         if !self.has_dirty() {
             return false;
         }
-        let result = self.with_retries(|| self.settle_into(self.engine_tx()));
+        let result =
+            self.with_retries(|| self.run_and_commit(self.engine_tx(), self.0.graph.lock(), Origin::Settle).map(drop));
         // Nobody waits for a computation's commit; storage logs a failed write, and the
         // next awaited commit (ordered after this one) reports it.
         if let Err(error) = result {
             self.report(error);
         }
         true
-    }
-
-    /// Runs up to [`SETTLE_CHUNK`] dirty computations in `tx` and commits it (see
-    /// [`Runtime::commit_ran`]).
-    fn settle_into(&self, tx: Tx<'_>) -> Result<()> {
-        self.settle_in(tx, self.0.graph.lock(), Origin::Settle).map(drop)
     }
 
     /// Commits a writer's transaction (a handler's, or that of a `transact` that found
@@ -205,18 +203,18 @@ impl Runtime {
     /// with whatever is left for the caller's settle. The engine must be held; `list`
     /// says whether the commit lists the writer's own changes (those of the computations
     /// are not listed).
-    pub(super) fn commit_settling(&self, tx: Tx<'_>, list: Listing) -> Result<Commit> {
+    pub(super) fn commit_writer(&self, tx: Tx<'_>, list: Listing) -> Result<Commit> {
         let mut graph = self.0.graph.lock();
         tx.written(|key, _, paths| graph.changed(key, paths));
         if !graph.has_dirty() {
             drop(graph);
-            return self.commit_marking(tx, Marking::Done, list);
+            return self.commit(tx, Marking::Done, list);
         }
         let mut changes = Vec::new();
         if list == Listing::Changes {
             tx.written(|_, id, paths| changes.push((id.clone(), paths.cloned().collect())));
         }
-        let mut commit = self.settle_in(tx, graph, Origin::Writer)?;
+        let mut commit = self.run_and_commit(tx, graph, Origin::Writer)?;
         if list == Listing::Changes {
             commit.changes = changes;
         }
@@ -224,30 +222,50 @@ impl Runtime {
     }
 
     /// Commits a transaction made outside the engine (`transact`): through
-    /// [`Runtime::commit_settling`] if the engine is free, else as it is (the engine's
+    /// [`Runtime::commit_writer`] if the engine is free, else as it is (the engine's
     /// thread then runs the computations it affects). Returns the engine if it took it,
-    /// for the caller to settle what is left ([`Runtime::pump_from`]).
-    pub(super) fn commit_writer(&self, tx: Tx<'_>) -> Result<(Commit, Option<MutexGuard<'_, ()>>)> {
+    /// for the caller to pump what is left with ([`Runtime::pump`]).
+    pub(super) fn commit_outside(&self, tx: Tx<'_>) -> Result<(Commit, Option<MutexGuard<'_, ()>>)> {
         match self.0.engine.try_lock() {
-            Some(engine) => Ok((self.commit_settling(tx, Listing::Nothing)?, Some(engine))),
-            None => Ok((self.commit_marking(tx, Marking::Readers, Listing::Nothing)?, None)),
+            Some(engine) => Ok((self.commit_writer(tx, Listing::Nothing)?, Some(engine))),
+            None => Ok((self.commit(tx, Marking::Readers, Listing::Nothing)?, None)),
         }
     }
 
     /// Runs dirty computations in `tx` ([`Runtime::run_dirty`]; `origin` as there) and
-    /// commits it ([`Runtime::commit_ran`]). The one place both are called from, for a
-    /// settle's chunk and a writer alike: the compiler then makes one loop of it all.
-    fn settle_in(&self, tx: Tx<'_>, graph: MutexGuard<'_, Graph>, origin: Origin) -> Result<Commit> {
+    /// commits it. The one place both are done, for a settle's chunk and a writer alike:
+    /// the compiler then makes one loop of it all.
+    ///
+    /// Each output write marked its readers as it was made, so the commit marks nothing.
+    /// The errors of the runs are reported once it committed (nobody waits for them); if
+    /// it conflicts, the computations that ran are dirty again.
+    fn run_and_commit(&self, tx: Tx<'_>, graph: MutexGuard<'_, Graph>, origin: Origin) -> Result<Commit> {
         let mut runs = Runs::default();
         let running = EngineThread::enter();
         crate::space::watching(|| self.run_dirty(graph, &tx, origin, &mut runs));
         drop(running);
-        self.commit_ran(tx, &mut runs)
+        match self.commit(tx, Marking::Done, Listing::Nothing) {
+            Ok(commit) => {
+                if !runs.errors.is_empty() {
+                    std::hint::cold_path();
+                    runs.errors.drain(..).for_each(|e| self.report(e));
+                }
+                Ok(commit)
+            }
+            Err(error) => {
+                std::hint::cold_path();
+                if matches!(error, Error::Conflict { .. }) {
+                    // Nothing of these runs was written: they run again.
+                    self.0.graph.lock().mark_all(&runs.ran);
+                }
+                Err(error)
+            }
+        }
     }
 
     /// Runs dirty computations in `tx`, lowest height first, up to [`SETTLE_CHUNK`] of
     /// them, into `runs`. A writer's transaction (`origin`) holds a change not committed
-    /// yet (see [`Runtime::commit_settling`]): each of its runs is watched for a read of
+    /// yet (see [`Runtime::commit_writer`]): each of its runs is watched for a read of
     /// the committed space, and the run ends before a computation known to make one.
     fn run_dirty<'r>(&'r self, mut graph: MutexGuard<'r, Graph>, tx: &Tx<'_>, origin: Origin, runs: &mut Runs) {
         let writer = origin == Origin::Writer;
@@ -298,29 +316,6 @@ impl Runtime {
         graph.give_back_bodies(bodies);
     }
 
-    /// Commits a transaction computations ran in (each output write marked its readers
-    /// as it was made) and reports the errors of their `runs` once it committed (nobody
-    /// waits for them); if the commit conflicts, they are dirty again.
-    fn commit_ran(&self, tx: Tx<'_>, runs: &mut Runs) -> Result<Commit> {
-        match self.commit_marking(tx, Marking::Done, Listing::Nothing) {
-            Ok(commit) => {
-                if !runs.errors.is_empty() {
-                    std::hint::cold_path();
-                    runs.errors.drain(..).for_each(|e| self.report(e));
-                }
-                Ok(commit)
-            }
-            Err(error) => {
-                std::hint::cold_path();
-                if matches!(error, Error::Conflict { .. }) {
-                    // Nothing of these runs was written: they run again.
-                    self.0.graph.lock().mark_all(&runs.ran);
-                }
-                Err(error)
-            }
-        }
-    }
-
     fn run_handler(&self, event: &Event) -> Result<(Sent, Committed)> {
         let span = tracing::debug_span!("handler", stream = %event.stream);
         let _enter = span.enter();
@@ -341,14 +336,14 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             }
-            let commit = self.commit_settling(tx, Listing::Changes)?;
+            let commit = self.commit_writer(tx, Listing::Changes)?;
             Ok((Sent { changes: commit.changes }, commit.committed))
         })
     }
 
     /// Runs one computation inside `tx` and marks dirty what its output change affects.
     /// A computation that fails or panics leaves no write, nor does one that read the
-    /// committed space in a `watched` run (see [`Runtime::commit_settling`]). Returns
+    /// committed space in a `watched` run (see [`Runtime::commit_writer`]). Returns
     /// with the graph locked (the settle asks it for the next computation).
     fn run_computation(
         &self,
@@ -424,7 +419,7 @@ impl Runtime {
     /// Runs queued work on this thread; returns once nothing is queued (unless another
     /// thread is running work, in which case use [`Runtime::idle`]).
     pub fn settle(&self) {
-        self.pump();
+        self.pump(None);
     }
 }
 

@@ -88,7 +88,7 @@ pub(crate) struct Inner {
     dirty: Arc<AtomicUsize>,
     events: Mutex<VecDeque<Event>>,
     /// How many events are queued: changed under the events' lock, read without it as a
-    /// hint (see `step`).
+    /// hint (see `run_next`).
     queued_events: AtomicUsize,
     engine: Mutex<()>,
     handlers: DashMap<Link, Handler, FxBuildHasher>,
@@ -237,11 +237,11 @@ impl Runtime {
     pub(crate) fn transact_owned<'a, R>(&'a self, f: impl Fn(Tx<'a>) -> Result<(Tx<'a>, R)>) -> Result<R> {
         let mut result = self.with_retries(|| {
             let (tx, value) = f(self.tx())?;
-            let (commit, engine) = self.commit_writer(tx)?;
+            let (commit, engine) = self.commit_outside(tx)?;
             Ok((value, commit.committed, engine))
         });
         // Settled with the engine the commit took, if it took it.
-        self.pump_from(result.as_mut().ok().and_then(|(_, _, engine)| engine.take()));
+        self.pump(result.as_mut().ok().and_then(|(_, _, engine)| engine.take()));
         let (value, committed, _) = result?;
         self.wait_durable_after(committed)?;
         Ok(value)
@@ -271,14 +271,14 @@ impl Runtime {
     /// Commits a transaction and tells the scheduler and observers what changed; the
     /// commit lists its changes. (Tests commit transactions they made by hand.)
     #[cfg(test)]
-    pub(crate) fn commit(&self, tx: Tx<'_>) -> Result<Commit> {
-        self.commit_marking(tx, Marking::Readers, Listing::Changes)
+    pub(crate) fn commit_by_hand(&self, tx: Tx<'_>) -> Result<Commit> {
+        self.commit(tx, Marking::Readers, Listing::Changes)
     }
 
     /// Commits a transaction: its changes mark the computations that read them dirty or
     /// not (`mark`), and the commit lists them or not (`list`; observers hear of them
     /// either way).
-    pub(super) fn commit_marking(&self, tx: Tx<'_>, mark: Marking, list: Listing) -> Result<Commit> {
+    pub(super) fn commit(&self, tx: Tx<'_>, mark: Marking, list: Listing) -> Result<Commit> {
         let mut spare = tx.into_spare();
         let observed = self.0.observed.load(Ordering::Acquire);
         let mut graph = None;
@@ -319,7 +319,7 @@ impl Runtime {
 
     /// A new transaction, in the lists (and with the documents) a commit left: the
     /// engine's, unless another transaction holds them. A writer's transaction runs the
-    /// computations its change makes dirty (see `commit_settling`), and the documents of
+    /// computations its change makes dirty (see `commit_writer`), and the documents of
     /// both are best kept in one place: a document kept in two lists is read again by
     /// one whenever the other commits it.
     pub(crate) fn tx(&self) -> Tx<'_> {

@@ -28,7 +28,7 @@ impl Runtime {
         loop {
             // Pump before listening: pumping notifies waiters itself, which would wake
             // this loop at once and spin it without ever yielding.
-            self.pump();
+            self.pump(None);
             let notified = self.0.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();

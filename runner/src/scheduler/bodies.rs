@@ -1,5 +1,9 @@
 //! The bodies of the computations the engine runs, kept by the engine from one settle to
 //! the next.
+//!
+//! In debug builds every body found kept is compared with the one the graph makes for
+//! the same computation (the same code, the same output): a slot that came to keep a
+//! stale body would fail every test that runs a computation.
 
 use super::{Body, ComputationId};
 
@@ -15,8 +19,12 @@ impl Bodies {
     /// Inlined: the engine asks once per computation run, and nearly always finds it.
     #[inline]
     pub fn get_or_make(&mut self, id: ComputationId, make: impl FnOnce() -> Option<Body>) -> Option<&mut Body> {
-        if self.get(id).is_none() {
-            self.keep(id.slot(), make()?);
+        match self.get(id) {
+            None => self.keep(id.slot(), make()?),
+            #[cfg(debug_assertions)]
+            Some(kept) => check(kept, make()),
+            #[cfg(not(debug_assertions))]
+            Some(_) => {}
         }
         self.0[id.slot()].as_mut()
     }
@@ -50,5 +58,59 @@ impl Bodies {
         if self.get(id).is_some() {
             self.0[id.slot()] = None;
         }
+    }
+}
+
+/// Asserts that a body found kept is the one the graph makes now (`fresh`): the same code
+/// (the very closure, which both hold alive) and the same output. The flags and the
+/// output's place are the engine's own and are not compared.
+#[cfg(debug_assertions)]
+fn check(kept: &Body, fresh: Option<Body>) {
+    let fresh = fresh.expect("the engine kept the body of a computation the graph no longer has");
+    assert!(
+        std::sync::Arc::ptr_eq(&kept.run, &fresh.run) && kept.output == fresh.output,
+        "the engine's kept body of {} differs from the graph's (its slot keeps a stale body)",
+        fresh.output
+    );
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::link::Link;
+    use crate::value::{Path, Value};
+
+    fn body(output: &str) -> Body {
+        Body {
+            run: Arc::new(|_| Ok(Value::Null)),
+            output: Link::new(output, Path::root()),
+            output_entry: None,
+            output_at: u32::MAX,
+            generation: 0,
+            rereads: false,
+            reads_committed: false,
+        }
+    }
+
+    #[test]
+    fn a_kept_body_is_the_graphs() {
+        let mut bodies = Bodies::default();
+        let id = ComputationId::new(0, 0);
+        let kept = body("a");
+        let same = Body { run: kept.run.clone(), ..body("a") };
+        assert!(bodies.get_or_make(id, || Some(kept)).is_some());
+        assert!(bodies.get_or_make(id, || Some(same)).is_some(), "the same code and output agree");
+    }
+
+    #[test]
+    #[should_panic(expected = "keeps a stale body")]
+    fn a_stale_body_trips_the_check() {
+        let mut bodies = Bodies::default();
+        let id = ComputationId::new(0, 0);
+        bodies.get_or_make(id, || Some(body("a")));
+        // The graph now makes another computation's body for the same id.
+        bodies.get_or_make(id, || Some(body("b")));
     }
 }

@@ -492,7 +492,7 @@ mod tests {
         assert_eq!(other.get(&tx).expect("read"), 10);
         assert!(tx.reread() && tx.lists.memo.entries().len() == 1);
         tx.release(savepoint, |_, _| {});
-        rt.commit(tx).expect("commit");
+        rt.commit_by_hand(tx).expect("commit");
         assert_eq!(n.get(&rt).expect("read"), 2);
     }
 
@@ -559,7 +559,7 @@ mod tests {
         let savepoint = tx.savepoint(true);
         assert_eq!((cells[1].get(&tx).expect("read"), cells[1].get(&tx).expect("read")), (10, 10));
         tx.release(savepoint, |_, _| {});
-        rt.commit(tx).expect("commit");
+        rt.commit_by_hand(tx).expect("commit");
     }
 
     /// The memo's debug check, shown to catch a wrong answer: a remembered value that is
@@ -602,19 +602,19 @@ mod tests {
         let kept = rt.tx();
         let other = rt.tx();
         n.set(&other, 3).expect("write");
-        rt.commit(other).expect("commit");
+        rt.commit_by_hand(other).expect("commit");
         assert_eq!(n.get(&kept).expect("read"), 3, "the kept document is brought up to date");
         m.set(&kept, 30).expect("write");
-        rt.commit(kept).expect("commit");
+        rt.commit_by_hand(kept).expect("commit");
 
         // A transaction that read a document another then moved conflicts, and the next
         // reads the document afresh.
         let (stale, other) = (rt.tx(), rt.tx());
         assert_eq!(n.get(&stale).expect("read"), 3);
         n.set(&other, 4).expect("write");
-        rt.commit(other).expect("commit");
+        rt.commit_by_hand(other).expect("commit");
         m.set(&stale, 40).expect("write");
-        assert!(matches!(rt.commit(stale), Err(crate::Error::Conflict { .. })), "n moved after it was read");
+        assert!(matches!(rt.commit_by_hand(stale), Err(crate::Error::Conflict { .. })), "n moved after it was read");
         rt.transact(|tx| {
             assert_eq!((n.get(tx)?, m.get(tx)?), (4, 30), "nothing of the failed commit, n as committed");
             Ok(())

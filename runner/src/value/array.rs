@@ -6,6 +6,11 @@
 //! the first time, so the next reader of that type gets a copy of it instead. Arrays are
 //! persistent: a changed array is a new one (writing through [`Array`]'s `DerefMut`
 //! forgets what it was read as), so what is kept always matches the items.
+//!
+//! In debug builds the value kept also keeps the items it was read from (shared, not
+//! copied), and each copy handed out checks that they equal the items now: a change
+//! that did not forget what was kept fails the check. (The kept value itself cannot be
+//! compared with a fresh read: a type read need not implement `PartialEq`.)
 
 use std::any::Any;
 use std::fmt;
@@ -21,7 +26,14 @@ use super::Value;
 #[derive(Default)]
 pub struct Array {
     items: Vector<Value>,
-    read_as: OnceLock<Box<dyn Any + Send + Sync>>,
+    read_as: OnceLock<Kept>,
+}
+
+/// What an array was first read as, and in debug builds the items it was read from.
+struct Kept {
+    value: Box<dyn Any + Send + Sync>,
+    #[cfg(debug_assertions)]
+    from: Vector<Value>,
 }
 
 impl Array {
@@ -30,12 +42,20 @@ impl Array {
     where
         T: Clone + Send + Sync + 'static,
     {
-        if let Some(kept) = self.read_as.get().and_then(|kept| kept.downcast_ref::<T>()) {
-            return Ok(kept.clone());
+        if let Some(kept) = self.read_as.get() {
+            if let Some(value) = kept.value.downcast_ref::<T>() {
+                #[cfg(debug_assertions)]
+                assert!(kept.from == self.items, "an array changed without forgetting what it was read as");
+                return Ok(value.clone());
+            }
         }
         let value = read()?;
         // Only the first type read is kept: an array is nearly always read as one type.
-        let _ = self.read_as.set(Box::new(value.clone()));
+        let _ = self.read_as.set(Kept {
+            value: Box::new(value.clone()),
+            #[cfg(debug_assertions)]
+            from: self.items.clone(),
+        });
         Ok(value)
     }
 }
@@ -161,5 +181,16 @@ mod tests {
         assert_eq!(list.read_as::<Vec<f64>>().unwrap(), vec![1.0, 2.0]);
         assert_eq!(list.read_as::<Vec<i64>>().unwrap(), vec![1, 2]);
         assert!(list.read_as::<Vec<String>>().is_err(), "a list of numbers is not a list of strings");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "changed without forgetting")]
+    fn a_change_that_keeps_what_was_read_trips_the_check() {
+        let mut list = super::Array::from_iter([Value::from(1), Value::from(2)]);
+        assert_eq!(list.read_as(|| Ok(vec![1, 2])).unwrap(), vec![1, 2]);
+        // Changed behind `DerefMut`'s back: what it was read as is still kept.
+        list.items.push_back(Value::from(3));
+        let _ = list.read_as(|| Ok(vec![1, 2, 3]));
     }
 }
