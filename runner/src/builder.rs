@@ -134,29 +134,86 @@ impl<'a> Builder<'a> {
     ///
     /// `handle` returns the runtime's [`Result`], so it can end with a cell write
     /// (`count.set(tx, 0)`), and refuse with a message: `Err("there is no task 3".into())`.
-    pub fn handler<E, F>(&mut self, key: &str, handle: F) -> Result<Stream<E>>
+    ///
+    /// It may also answer: a handler returning `Result<R>` for an `R` other than `()` has
+    /// the schema of `R` (doc comments as descriptions) stored beside the event schema,
+    /// and whoever sends it an event gets the value back once the transaction committed:
+    /// [`Sent::returned`](crate::Sent::returned), [`Stream::call`], and the `returned`
+    /// a model reads when it calls the handler as a tool.
+    ///
+    /// ```
+    /// use trellis_runner::prelude::*;
+    ///
+    /// /// Add a note.
+    /// #[derive(Serialize, Deserialize, JsonSchema)]
+    /// struct Add {
+    ///     /// What the note says.
+    ///     text: String,
+    /// }
+    ///
+    /// /// The note added, with its number.
+    /// #[derive(Serialize, Deserialize, JsonSchema)]
+    /// struct Added {
+    ///     id: usize,
+    ///     text: String,
+    /// }
+    ///
+    /// let notes = Pattern::new("notes", |b, _: serde_json::Value| {
+    ///     let notes = b.state("notes", Vec::<String>::new())?;
+    ///     let add = b.handler("add", move |tx, e: Add| -> Result<Added> {
+    ///         let id = notes.get(tx)?.len();
+    ///         notes.push(tx, e.text.clone())?;
+    ///         Ok(Added { id, text: e.text })
+    ///     })?;
+    ///     Ok(serde_json::json!({ "notes": notes, "add": add }))
+    /// });
+    /// # let _ = notes;
+    /// ```
+    pub fn handler<E, R, F>(&mut self, key: &str, handle: F) -> Result<Stream<E, R>>
     where
         E: DeserializeOwned + JsonSchema + 'static,
-        F: Fn(&Tx, E) -> Result<()> + Send + Sync + 'static,
+        R: Serialize + JsonSchema + 'static,
+        F: Fn(&Tx, E) -> Result<R> + Send + Sync + 'static,
     {
         let schema = schemars::schema_for!(E).to_value();
+        let returns = std::any::TypeId::of::<R>() != std::any::TypeId::of::<()>();
+        let result_schema = returns.then(|| schemars::schema_for!(R).to_value());
         let stream = self.at(key);
         let at = stream.clone();
         let run: HandlerFn = Arc::new(move |tx, json| {
             // serde_path_to_error names the offending field: `amount: invalid type ...`.
             let event: E = serde_path_to_error::deserialize(json)
                 .map_err(|e| Error::BadEvent { stream: at.clone(), message: e.to_string() })?;
-            handle(tx, event)
+            let returned = handle(tx, event)?;
+            if !returns {
+                return Ok(None);
+            }
+            // Checked before the commit: an answer nobody could read leaves no change.
+            let returned = serde_json::to_value(&returned).map_err(Error::Serialize)?;
+            crate::depth::check_depth_of(&returned, format_args!("what the handler of {at} returned"))?;
+            Ok(Some(returned))
         });
-        self.handler_json(key, Some(schema), run)?;
+        self.handler_returning(key, Some(schema), result_schema, run)?;
         Ok(Stream::from_link(stream))
     }
 
-    /// A stream at `key` whose handler takes raw JSON, with an optional event schema.
+    /// A stream at `key` whose handler takes raw JSON, with an optional event schema and
+    /// no declared result (what `run` returns still reaches the sender).
     pub fn handler_json(&mut self, key: &str, schema: Option<serde_json::Value>, run: HandlerFn) -> Result<Link> {
+        self.handler_returning(key, schema, None, run)
+    }
+
+    /// [`Builder::handler_json`] for a handler that returns values of `result_schema`.
+    pub fn handler_returning(
+        &mut self,
+        key: &str,
+        schema: Option<serde_json::Value>,
+        result_schema: Option<serde_json::Value>,
+        run: HandlerFn,
+    ) -> Result<Link> {
         let at = self.at(key);
-        self.tx.write(&at, stream_marker(schema.as_ref()))?;
-        let handler = Handler { owner: self.charm.clone(), schema, run };
+        self.tx.write(&at, stream_marker(schema.as_ref(), result_schema.as_ref()))?;
+        let handler = Handler { owner: self.charm.clone(), schema, result_schema, run };
         self.wiring.handlers.push((at.clone(), handler));
         Ok(at)
     }

@@ -46,7 +46,7 @@ pub use value::{Path, Value};
 
 /// What a pattern author needs in scope.
 pub mod prelude {
-    pub use crate::{BoxError, Builder, Cell, Link, Path, Pattern, Read, Runtime, Schema, Stream, Tx, Value};
+    pub use crate::{BoxError, Builder, Cell, Link, Path, Pattern, Read, Result, Runtime, Schema, Stream, Tx, Value};
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }

@@ -127,17 +127,21 @@ pub(crate) fn deserialize_link<'de, D: serde::Deserializer<'de>>(d: D, what: &st
         .ok_or_else(|| serde::de::Error::custom(format!("expected a link ({{\"$link\": ...}}) for a {what}")))
 }
 
-/// The document value that marks a stream whose handler takes events of `schema`.
+/// The document value that marks a stream whose handler takes events of `schema` and
+/// returns values of `result` (`None`: it returns nothing).
 ///
-/// Markers with the same schema are one shared value (persistent values share structure),
-/// so the charms of a pattern hold one copy of each handler's schema between them, and
-/// whoever compares two of them (the tool catalog) finds them identical at once.
-pub fn stream_marker(schema: Option<&serde_json::Value>) -> Value {
+/// Markers with the same schemas are one shared value (persistent values share
+/// structure), so the charms of a pattern hold one copy of each handler's schemas between
+/// them, and whoever compares two of them (the tool catalog) finds them identical at once.
+pub fn stream_marker(schema: Option<&serde_json::Value>, result: Option<&serde_json::Value>) -> Value {
     static SHARED: LazyLock<Mutex<HashMap<String, Value>>> = LazyLock::new(Default::default);
-    let inner = match schema {
-        Some(schema) => serde_json::json!({ "schema": schema }),
-        None => serde_json::json!({}),
-    };
+    let mut inner = serde_json::Map::new();
+    if let Some(schema) = schema {
+        inner.insert("schema".into(), schema.clone());
+    }
+    if let Some(result) = result {
+        inner.insert(RESULT_KEY.into(), result.clone());
+    }
     let marker = serde_json::json!({ STREAM_KEY: inner });
     let key = marker.to_string();
     let mut shared = SHARED.lock();
@@ -148,6 +152,15 @@ pub fn stream_marker(schema: Option<&serde_json::Value>) -> Value {
 pub fn stream_schema(json: &serde_json::Value) -> Option<Option<&serde_json::Value>> {
     let inner = json.as_object()?.get(STREAM_KEY)?;
     Some(inner.get("schema"))
+}
+
+/// The key, inside a stream marker, of the schema of what the handler returns (see
+/// [`Builder::handler`](crate::Builder::handler)).
+pub const RESULT_KEY: &str = "result";
+
+/// The schema of what a stream's handler returns, if the marker declares one.
+pub fn stream_result_schema(json: &serde_json::Value) -> Option<&serde_json::Value> {
+    json.as_object()?.get(STREAM_KEY)?.get(RESULT_KEY)
 }
 
 /// The key, inside a stream marker, of the reason a person must approve each event
@@ -180,21 +193,26 @@ mod tests {
     #[test]
     fn markers_with_the_same_schema_are_one_value() {
         let schema = serde_json::json!({"type": "object", "title": "shared-marker-test"});
-        let (Value::Object(a), Value::Object(b)) = (stream_marker(Some(&schema)), stream_marker(Some(&schema))) else {
+        let (Value::Object(a), Value::Object(b)) =
+            (stream_marker(Some(&schema), None), stream_marker(Some(&schema), None))
+        else {
             panic!("markers are objects")
         };
         assert!(a.ptr_eq(&b), "the second marker is the first one, not a copy");
         let other = serde_json::json!({"type": "object", "title": "another"});
-        let Value::Object(c) = stream_marker(Some(&other)) else { panic!("markers are objects") };
+        let Value::Object(c) = stream_marker(Some(&other), None) else { panic!("markers are objects") };
         assert!(!a.ptr_eq(&c));
     }
 
     #[test]
     fn stream_markers_carry_their_schema() {
         let schema = serde_json::json!({"type": "object"});
-        let marker = stream_marker(Some(&schema)).to_json();
+        let result = serde_json::json!({"type": "integer"});
+        let marker = stream_marker(Some(&schema), Some(&result)).to_json();
         assert_eq!(stream_schema(&marker), Some(Some(&schema)));
-        assert!(is_stream(&stream_marker(None)));
+        assert_eq!(stream_result_schema(&marker), Some(&result));
+        assert!(is_stream(&stream_marker(None, None)));
+        assert_eq!(stream_result_schema(&stream_marker(Some(&schema), None).to_json()), None);
         assert_eq!(stream_schema(&serde_json::json!({"a": 1})), None);
     }
 }

@@ -190,7 +190,8 @@ fn with_handlers(data: &Value) -> Value {
     if let (Value::Object(fields), Some(handlers)) = (&mut result, data["handlers"].as_object()) {
         for (key, schema) in handlers {
             let schema = (!schema.is_null()).then_some(schema);
-            fields.insert(key.clone(), trellis_runner::link::stream_marker(schema).to_json());
+            let result = data["returns"].get(key);
+            fields.insert(key.clone(), trellis_runner::link::stream_marker(schema, result).to_json());
         }
     }
     result

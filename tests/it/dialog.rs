@@ -82,7 +82,7 @@ fn fragile_pattern(gate: Arc<Gate>) -> Pattern {
     Pattern::new("fragile", move |b, _: serde_json::Value| {
         b.name("Fragile")?;
         let touched = b.state("touched", 0i64)?;
-        b.handler("explode", move |tx, _: Nothing| {
+        b.handler("explode", move |tx, _: Nothing| -> Result<()> {
             touched.set(tx, 1)?;
             panic!("kaboom")
         })?;

@@ -120,13 +120,13 @@ async fn a_failing_or_panicking_handler_is_rolled_back_and_reported_and_the_runt
             let log = b.state("log", Vec::<String>::new())?;
             let (m, l) = (n, log);
             // Each writes two places, then fails: neither write may stay.
-            b.handler("boom", move |tx, _: Go| {
+            b.handler("boom", move |tx, _: Go| -> Result<()> {
                 m.set(tx, 99)?;
                 l.push(tx, "boom".to_string())?;
                 panic!("kaboom");
             })?;
             let (m, l) = (n, log);
-            b.handler("fail", move |tx, _: Go| {
+            b.handler("fail", move |tx, _: Go| -> Result<()> {
                 m.set(tx, 98)?;
                 l.push(tx, "fail".to_string())?;
                 Err("refused".into())

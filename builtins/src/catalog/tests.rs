@@ -328,7 +328,7 @@ async fn a_handler_without_schema_is_a_flagged_tool_that_passes_arguments_throug
             None,
             Arc::new(move |_, event| {
                 slot.set(event);
-                Ok(())
+                Ok(None)
             }),
         )?;
         Ok(())
@@ -353,7 +353,7 @@ fn schemas_that_cannot_be_prepared_are_problems_that_spare_the_other_tools() {
     }
     rt.register_pattern(Pattern::new("deep", move |b, _: Value| {
         b.name("Deep")?;
-        b.handler_json("abyss", Some(deep.clone()), Arc::new(|_, _| Ok(())))?;
+        b.handler_json("abyss", Some(deep.clone()), Arc::new(|_, _| Ok(None)))?;
         b.handler("fine", |_, _: Reset| Ok(()))?;
         Ok(())
     }));

@@ -322,8 +322,8 @@ impl Runtime {
         self.with_retries(|| {
             let tx = self.tx();
             let outcome = catch_unwind(AssertUnwindSafe(|| (event.run)(&tx, event.event.clone())));
-            match outcome {
-                Ok(Ok(())) => {}
+            let returned = match outcome {
+                Ok(Ok(returned)) => returned,
                 Ok(Err(e)) => {
                     return Err(match e {
                         Error::BadEvent { .. } => e,
@@ -335,9 +335,9 @@ impl Runtime {
                     tracing::error!(%message, "handler panicked; rolled back");
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
-            }
+            };
             let commit = self.commit_writer(tx, Listing::Changes)?;
-            Ok((Sent { changes: commit.changes }, commit.committed))
+            Ok((Sent { changes: commit.changes, returned }, commit.committed))
         })
     }
 
@@ -781,8 +781,12 @@ mod tests {
     /// A handler setting `n` to the number it is sent, on a stream of its own.
     fn setter(rt: &Runtime, n: Cell<i64>) -> Link {
         let set = Link::new(rt.space().new_doc_id("set"), Path::root());
-        let run: crate::runtime::HandlerFn = Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)));
-        rt.set_handler(set.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+        let run: crate::runtime::HandlerFn =
+            Arc::new(move |tx, event| n.set(tx, event.as_i64().unwrap_or(0)).map(|()| None));
+        rt.set_handler(
+            set.clone(),
+            crate::runtime::Handler { owner: "test".into(), schema: None, result_schema: None, run },
+        );
         set
     }
 
@@ -858,9 +862,12 @@ mod tests {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                     let result = n.update(tx, |v| v + 1);
                     inside.store(false, Ordering::SeqCst);
-                    result
+                    result.map(|()| None)
                 });
-                rt.set_handler(stream.clone(), crate::runtime::Handler { owner: "test".into(), schema: None, run });
+                rt.set_handler(
+                    stream.clone(),
+                    crate::runtime::Handler { owner: "test".into(), schema: None, result_schema: None, run },
+                );
                 stream
             })
             .collect();

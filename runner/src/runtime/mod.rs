@@ -46,8 +46,9 @@ pub const MAX_ATTEMPTS: u32 = 16;
 /// How many unobserved errors the runtime keeps for [`Runtime::take_errors`].
 const ERROR_LOG: usize = 256;
 
-/// The body of a handler: gets the transaction and the event as JSON.
-pub type HandlerFn = Arc<dyn Fn(&Tx, serde_json::Value) -> Result<()> + Send + Sync>;
+/// The body of a handler: gets the transaction and the event as JSON, and returns what
+/// the handler answers as JSON (`None` for a handler that returns nothing).
+pub type HandlerFn = Arc<dyn Fn(&Tx, serde_json::Value) -> Result<Option<serde_json::Value>> + Send + Sync>;
 
 /// A live handler for one stream.
 #[derive(Clone)]
@@ -56,6 +57,8 @@ pub struct Handler {
     pub owner: DocId,
     /// The event schema, if the handler has one.
     pub schema: Option<serde_json::Value>,
+    /// The schema of what the handler returns, if it returns something.
+    pub result_schema: Option<serde_json::Value>,
     /// The code.
     pub run: HandlerFn,
 }
@@ -65,6 +68,8 @@ pub struct Handler {
 pub struct Sent {
     /// The paths the handler's transaction wrote, per document.
     pub changes: Vec<(DocId, Vec<Path>)>,
+    /// What the handler returned, as JSON (`None` for a handler that returns nothing).
+    pub returned: Option<serde_json::Value>,
 }
 
 /// A handler's answer: what it changed, and its commit to wait for durability on.

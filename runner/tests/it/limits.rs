@@ -22,7 +22,7 @@ fn keeper() -> Pattern {
             None,
             std::sync::Arc::new(move |tx, event| {
                 stored.set(tx, event)?;
-                Ok(())
+                Ok(None)
             }),
         )?;
         Ok(())

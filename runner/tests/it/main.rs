@@ -5,3 +5,4 @@
 
 mod lazy;
 mod limits;
+mod returned;

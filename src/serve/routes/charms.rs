@@ -41,6 +41,9 @@ pub struct CharmData {
     /// The handlers events can be sent to (`POST /api/charms/{charm}/handlers/{handler}`),
     /// each with the JSON schema of its event (`null` when it declares none).
     pub handlers: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The handlers that answer, each with the JSON schema of what it returns (a send's
+    /// `returned`).
+    pub returns: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// `POST /api/charms`: a new charm.
@@ -112,11 +115,14 @@ fn find(rt: &Runtime, charm: &str) -> Result<DocId, ApiError> {
 /// The data of charm `id` (see [`CharmData`]).
 pub fn data(rt: &Runtime, id: &DocId) -> Result<CharmData, ApiError> {
     let mut data = rt.charms().get(id)?;
-    let mut handlers = std::collections::BTreeMap::new();
+    let (mut handlers, mut returns) = (std::collections::BTreeMap::new(), std::collections::BTreeMap::new());
     if let serde_json::Value::Object(fields) = &mut data {
         fields.retain(|key, value| match trellis_runner::link::stream_schema(value) {
             Some(schema) => {
                 handlers.insert(key.clone(), schema.cloned().unwrap_or_default());
+                if let Some(result) = trellis_runner::link::stream_result_schema(value) {
+                    returns.insert(key.clone(), result.clone());
+                }
                 false
             }
             None => true,
@@ -129,6 +135,7 @@ pub fn data(rt: &Runtime, id: &DocId) -> Result<CharmData, ApiError> {
         pattern: record.map(|r| r.pattern).unwrap_or_default(),
         data,
         handlers,
+        returns,
     })
 }
 
