@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use trellis_builtins::catalog::Catalog;
 use trellis_builtins::dialog::{DialogHandle, LlmDialog, LLM_DIALOG};
-use trellis_builtins::message::Message;
+use trellis_builtins::message::{Message, ToolOutput};
 use trellis_builtins::model::{Model, ModelError};
 use trellis_builtins::scripted::{ScriptedModel, Turn};
 use trellis_patterns::chatbot::{Chatbot, ChatbotField};
@@ -106,6 +106,36 @@ impl TestSpace {
         Tools::from_catalog(&Catalog::build(&self.rt, &self.tools_map(charms)))
     }
 
+    /// Calls the tool displayed as `display` among those of `charms` the way a model's
+    /// tool call does, and returns what the model reads: for a handler,
+    /// `{"returned", "summary", "result"}` (see [`Catalog::invoke`]). Panics with the
+    /// error text when the call fails.
+    ///
+    /// ```
+    /// use trellis::patterns::dice::dice;
+    /// use trellis::testing::TestSpace;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let space = TestSpace::with_patterns([dice()]);
+    /// let dice = space.charm("dice");
+    /// let answer = space.call_tool(&[&dice], "Dice.roll", serde_json::json!({"sides": 6})).await;
+    /// let roll = answer["returned"]["total"].as_u64().unwrap();
+    /// assert!((1..=6).contains(&roll));
+    /// let tools = space.tools_of(&[&dice]);
+    /// let returns = tools.get("Dice.roll").output_schema.as_ref().expect("roll answers");
+    /// assert_eq!(returns["properties"]["total"]["type"], "integer");
+    /// # });
+    /// ```
+    pub async fn call_tool(&self, charms: &[&DocId], display: &str, arguments: Value) -> Value {
+        let catalog = Catalog::build(&self.rt, &self.tools_map(charms));
+        let invocation = catalog.invoke(&self.rt, display, arguments, DIALOG_WAIT).await;
+        match invocation.output {
+            ToolOutput::Json(answer) => answer,
+            ToolOutput::Text(text) => Value::String(text),
+            ToolOutput::ErrorText(error) => panic!("the call of `{display}` failed: {error}"),
+        }
+    }
+
     /// The tools a chatbot charm offers now: its static tools plus those of its
     /// attachments (read tools included), as its dialog builds them.
     pub fn chatbot_tools(&self, chatbot: &Chatbot) -> Tools {
@@ -147,6 +177,8 @@ pub struct ToolInfo {
     pub description: String,
     /// The prepared input schema.
     pub schema: Value,
+    /// The prepared schema of what it returns, for a handler that answers.
+    pub output_schema: Option<Value>,
 }
 
 /// The tools of a catalog, in catalog order, with assertions for tests.
@@ -167,6 +199,7 @@ impl Tools {
                     wire: t.wire.clone(),
                     description: t.description.clone(),
                     schema: (*t.input_schema).clone(),
+                    output_schema: t.output_schema.as_deref().cloned(),
                 })
                 .collect(),
         )

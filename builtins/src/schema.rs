@@ -129,6 +129,26 @@ pub fn prepare_input_schema(schema: &Value) -> Result<PreparedSchema, SchemaErro
     Ok(into_object_schema(prepared))
 }
 
+/// Prepares the schema of what a handler returns for a tool's output: references inlined
+/// and plumbing dropped as for an input schema, bounded the same way, but of any type
+/// (a handler may return a number or a list).
+///
+/// ```
+/// use trellis_builtins::schema::prepare_output_schema;
+///
+/// let schema = serde_json::json!({
+///     "$ref": "#/$defs/Note",
+///     "$defs": {"Note": {"type": "object", "properties": {"id": {"type": "integer"}}}}
+/// });
+/// let prepared = prepare_output_schema(&schema).unwrap();
+/// assert_eq!(prepared["properties"]["id"]["type"], "integer");
+/// assert!(prepared.get("$defs").is_none());
+/// ```
+pub fn prepare_output_schema(schema: &Value) -> Result<Value, SchemaError> {
+    let mut inliner = Inliner { root: schema, nodes: 0, expanding: vec!["#".into()] };
+    Ok(Value::Object(inliner.schema(schema, 0, &mut Vec::new())?))
+}
+
 /// The schema's top-level description, if it has a non-blank one (following a top-level
 /// local `$ref` when the schema itself has none).
 pub fn description_of(schema: &Value) -> Option<String> {

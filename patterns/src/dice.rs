@@ -24,8 +24,8 @@ pub struct DiceArgs {
     pub seed: Option<u64>,
 }
 
-/// Roll `count` dice with `sides` sides each. The outcome is written to `last` (each
-/// die in `rolls`, their sum in `total`) and the total is added to `history`.
+/// Roll `count` dice with `sides` sides each. Returns the outcome (each die in `rolls`,
+/// their sum in `total`), which is also kept in `last`; the total is added to `history`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Roll {
     /// How many dice, 1 to 100 (default 1).
@@ -99,7 +99,8 @@ fn check(what: &str, value: u32, min: u32, max: u32) -> trellis_runner::Result<(
     Err(format!("{what} must be from {min} to {max}, got {value}").into())
 }
 
-/// The dice pattern: state `last`, `history`, `$rng`; handler `roll`.
+/// The dice pattern: state `last`, `history`, `$rng`; handler `roll`, which returns the
+/// outcome.
 pub fn dice() -> Pattern {
     Pattern::new("dice", |b, args: DiceArgs| {
         b.name("Dice")?;
@@ -108,7 +109,7 @@ pub fn dice() -> Pattern {
         let rng = b.state::<u64>("$rng", seed)?;
         let last = b.state::<Option<Outcome>>("last", None)?;
         let history = b.state::<Vec<u32>>("history", Vec::new())?;
-        b.handler("roll", move |tx, e: Roll| {
+        b.handler("roll", move |tx, e: Roll| -> Result<Outcome> {
             check("count", e.count, 1, MAX_COUNT)?;
             check("sides", e.sides, 2, MAX_SIDES)?;
             let mut random = SplitMix64(rng.get(tx)?);
@@ -116,13 +117,15 @@ pub fn dice() -> Pattern {
             let rolls: Vec<u32> = (0..e.count).map(|_| random.below(u64::from(e.sides)) as u32 + 1).collect();
             let total = rolls.iter().sum();
             rng.set(tx, random.0)?;
-            last.set(tx, Some(Outcome { count: e.count, sides: e.sides, rolls, total }))?;
+            let outcome = Outcome { count: e.count, sides: e.sides, rolls, total };
+            last.set(tx, Some(outcome.clone()))?;
             history.update(tx, |mut totals| {
                 totals.push(total);
                 let excess = totals.len().saturating_sub(HISTORY);
                 totals.drain(..excess);
                 totals
-            })
+            })?;
+            Ok(outcome)
         })?;
         Ok(())
     })

@@ -22,7 +22,7 @@ pub struct NotesArgs {
     pub title: Option<String>,
 }
 
-/// Add a note; it gets a new id, one above the last given (see `notes`).
+/// Add a note; it gets a new id, one above the last given. Returns the note, with its id.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Add {
     /// A short title.
@@ -53,9 +53,8 @@ pub struct Delete {
     pub id: u64,
 }
 
-/// Find the notes whose title or body contains `query` (ignoring case). This returns
-/// nothing itself: the matches are written to `results` (read them there), replacing
-/// the previous search's.
+/// Find the notes whose title or body contains `query` (ignoring case). Returns the
+/// matches, which are also kept in `results` (replacing the previous search's).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Search {
     /// The text to look for.
@@ -80,7 +79,7 @@ fn matches(note: &Note, query: &str) -> bool {
 }
 
 /// The notes pattern: state `notes`, `next_id`, `results`; derived `count`; handlers
-/// `add`, `edit`, `delete`, `search`.
+/// `add` (returns the note), `edit`, `delete`, `search` (returns the matches).
 pub fn notes() -> Pattern {
     Pattern::new("notes", |b, args: NotesArgs| {
         b.name(args.title.unwrap_or_else(|| "Notes".into()))?;
@@ -88,10 +87,12 @@ pub fn notes() -> Pattern {
         let next_id = b.state::<u64>("next_id", 1)?;
         let results = b.state::<Vec<Note>>("results", Vec::new())?;
         b.lift("count", notes, |notes: Vec<Note>| notes.len())?;
-        b.handler("add", move |tx, e: Add| {
+        b.handler("add", move |tx, e: Add| -> Result<Note> {
             let id = next_id.get(tx)?;
             next_id.set(tx, id + 1)?;
-            notes.push(tx, Note { id, title: e.title, body: e.body })
+            let note = Note { id, title: e.title, body: e.body };
+            notes.push(tx, note.clone())?;
+            Ok(note)
         })?;
         b.handler("edit", move |tx, e: Edit| {
             if e.title.is_none() && e.body.is_none() {
@@ -112,10 +113,11 @@ pub fn notes() -> Pattern {
             notes.set(tx, all)
         })?;
         b.require_approval("delete", "Deleting a note cannot be undone")?;
-        b.handler("search", move |tx, e: Search| {
+        b.handler("search", move |tx, e: Search| -> Result<Vec<Note>> {
             let query = e.query.to_lowercase();
-            let found = notes.get(tx)?.into_iter().filter(|n| matches(n, &query)).collect();
-            results.set(tx, found)
+            let found: Vec<Note> = notes.get(tx)?.into_iter().filter(|n| matches(n, &query)).collect();
+            results.set(tx, found.clone())?;
+            Ok(found)
         })?;
         Ok(())
     })

@@ -71,7 +71,10 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
             let event: serde_json::Value = serde_json::from_str(&event).context("the event is not valid JSON")?;
             let sent =
                 send(rt, &id, &handler, event).await.map_err(|e| anyhow::anyhow!("{}", safe_line(&e.to_string())))?;
-            print(format, &sent.to_json(), || sent.summary.clone());
+            print(format, &sent.to_json(), || match &sent.returned {
+                Some(returned) => format!("{}\nreturned: {returned}", sent.summary),
+                None => sent.summary.clone(),
+            });
         }
         CharmCommand::Rename { charm, name } => {
             let id = charms.find(&charm)?;

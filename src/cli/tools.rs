@@ -14,8 +14,8 @@ pub fn run(rt: &Runtime, charms: &[String], format: Format) -> anyhow::Result<()
     Ok(())
 }
 
-/// Renders a flattened catalog for people: display name, wire name, description, and
-/// the input schema's properties.
+/// Renders a flattened catalog for people: display name, wire name, description, the
+/// input schema's properties, and what the tool returns when it answers.
 pub fn render(flattened: &serde_json::Value) -> String {
     let tools = flattened.as_array().map(Vec::as_slice).unwrap_or_default();
     if tools.is_empty() {
@@ -37,6 +37,24 @@ pub fn render(flattened: &serde_json::Value) -> String {
                 out.push(format!("    - {} ({}) {}", safe_line(name), safe_line(kind), safe_line(about)));
             }
         }
+        if let Some(output) = tool.get("output_schema") {
+            out.push(returns(output));
+        }
     }
     out.join("\n")
+}
+
+/// `returns (object) The note added: id (integer), text (string)`: the type of what a
+/// tool returns, its description, and its fields when it has some.
+fn returns(schema: &serde_json::Value) -> String {
+    let kind = |schema: &serde_json::Value| safe_line(schema["type"].as_str().unwrap_or("any")).into_owned();
+    let mut line = format!("    returns ({})", kind(schema));
+    if let Some(about) = schema["description"].as_str() {
+        line = format!("{line} {}", safe_line(about));
+    }
+    if let Some(props) = schema["properties"].as_object() {
+        let fields: Vec<String> = props.iter().map(|(name, s)| format!("{} ({})", safe_line(name), kind(s))).collect();
+        line = format!("{line}: {}", fields.join(", "));
+    }
+    line
 }

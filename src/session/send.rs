@@ -18,14 +18,20 @@ pub struct Sent {
     pub summary: String,
     /// The charm's data after the handler ran, when the tool returned it.
     pub result: Option<serde_json::Value>,
+    /// What the handler returned, when it answers.
+    pub returned: Option<serde_json::Value>,
 }
 
 impl Sent {
-    /// `{id, summary, result}` as `charm send --json` prints it and the server answers it.
+    /// `{id, summary, result, returned}` as `charm send --json` prints it and the server
+    /// answers it (`returned` only for a handler that answers).
     pub fn to_json(&self) -> serde_json::Value {
         let mut json = json!({"id": &*self.id, "summary": self.summary});
         if let Some(result) = &self.result {
             json["result"] = result.clone();
+        }
+        if let Some(returned) = &self.returned {
+            json["returned"] = returned.clone();
         }
         json
     }
@@ -65,11 +71,12 @@ pub async fn send(rt: &Runtime, id: &DocId, handler: &str, event: serde_json::Va
     let invocation = tool.invoke(rt, event, SEND_TIMEOUT).await;
     match invocation.output {
         ToolOutput::ErrorText(error) => Err(SendError::Refused(error)),
-        ToolOutput::Json(result) => Ok(Sent {
+        ToolOutput::Json(mut answer) => Ok(Sent {
             id: id.clone(),
             summary: invocation.summary.unwrap_or_else(|| "no changes".into()),
-            result: Some(result["result"].clone()),
+            result: Some(answer["result"].take()),
+            returned: answer.get_mut("returned").map(serde_json::Value::take),
         }),
-        ToolOutput::Text(text) => Ok(Sent { id: id.clone(), summary: text, result: None }),
+        ToolOutput::Text(text) => Ok(Sent { id: id.clone(), summary: text, result: None, returned: None }),
     }
 }

@@ -11,6 +11,7 @@ mod bundles;
 mod common;
 mod spaces;
 
+mod answers;
 mod app_tools;
 mod approval;
 mod chat_pty;

@@ -65,6 +65,17 @@ fn check(seen: &Value) {
     assert_eq!(seen["created"]["data"]["$NAME"], "Steps", "{seen}");
     assert!(seen["relisted"].as_array().unwrap().iter().any(|t| t == "Steps_increment"), "{seen}");
     assert_eq!(seen["stepped"]["result"]["count"], 3);
+
+    // A handler that answers: its result as structured content, the same as text, and its
+    // output schema in the listing (a handler that answers nothing has none).
+    let added = &seen["todo_added"];
+    assert_eq!(added["returned"]["title"], "milk", "{seen}");
+    assert!(added["returned"]["index"].is_u64(), "{seen}");
+    assert_eq!(seen["todo_added_text"], *added, "the text content is the same JSON");
+    let schema = &seen["todo_output_schema"];
+    assert_eq!(schema["type"], "object", "{seen}");
+    assert_eq!(schema["properties"]["returned"]["properties"]["index"]["type"], "integer", "{seen}");
+    assert!(seen["counter_output_schema"].is_null(), "{seen}");
 }
 
 /// What a client of the current revision saw (the same over stdio and HTTP, but for

@@ -85,7 +85,11 @@ async fn notes_event_schemas_carry_their_doc_comments() {
     let id = rt.charms().create("notes", json!({})).unwrap();
     let snapshot = rt.charms().get(&id).unwrap();
     let search = &snapshot["search"]["$stream"]["schema"];
-    assert!(search["description"].as_str().unwrap().contains("written to `results`"), "{search}");
+    assert!(
+        search["description"].as_str().unwrap().contains("Returns the\nmatches")
+            || search["description"].as_str().unwrap().contains("Returns the matches"),
+        "{search}"
+    );
     assert_eq!(search["properties"]["query"]["description"], "The text to look for.");
     let edit = &snapshot["edit"]["$stream"]["schema"];
     assert_eq!(edit["required"], json!(["id"]), "title and body are optional: {edit}");

@@ -145,6 +145,10 @@ async def legacy(read, write) -> None:
         await asyncio.wait_for(tools_changed.wait(), timeout=20)
         relisted = await session.list_tools()
         stepped = await session.call_tool("Steps_increment", {"amount": 3})
+        # A handler that answers: the SDK checks its structured content against the
+        # tool's output schema (from the listing) before handing it over.
+        todo_added = await session.call_tool("Todo_add", {"title": "milk"})
+        output_schemas = {tool.name: tool.output_schema for tool in listed.tools}
         try:
             await session.call_tool("Nope_nothing", {})
             unknown = None
@@ -173,6 +177,10 @@ async def legacy(read, write) -> None:
                     "created": created.structured_content,
                     "relisted": [tool.name for tool in relisted.tools],
                     "stepped": stepped.structured_content,
+                    "todo_added": todo_added.structured_content,
+                    "todo_added_text": json.loads(todo_added.content[0].text),
+                    "todo_output_schema": output_schemas["Todo_add"],
+                    "counter_output_schema": output_schemas["Counter_increment"],
                 }
             )
         )

@@ -8,7 +8,7 @@ use trellis_runner::{Link, Path, NAME};
 
 use super::identity::{Identities, Identity};
 use super::reads::{Field, Kind, Reader, Shape};
-use super::schema_cache::{SchemaCache, StreamSchema};
+use super::schema_cache::{OutputSchema, SchemaCache, StreamSchema};
 use super::{summary, EntryError, Problem, Tool, ToolTarget, UNCHECKED_NOTE};
 use crate::naming::{self, FastMap};
 use crate::schema::{description_of, prepare_input_schema, InputShape, PreparedSchema, SchemaError};
@@ -31,6 +31,8 @@ pub(super) struct Draft {
     pub(super) unchecked: bool,
     /// Why a person must approve each call, when the stream says so.
     pub(super) approval: Option<String>,
+    /// The prepared schema of what the handler returns, when it returns something.
+    pub(super) output_schema: Option<Arc<Value>>,
 }
 
 /// Collects the tools and problems of all entries, reading the runtime through `reader`.
@@ -44,7 +46,9 @@ pub(super) struct Extraction<'a> {
     /// here is held by a tool in `tools` until the build ends, so no address is reused.
     validators: FastMap<usize, LazyValidator>,
     pub(super) problems: Vec<Problem>,
-    pub(super) schemas: SchemaCache,
+    pub(super) schemas: SchemaCache<StreamSchema>,
+    /// The result schemas of handlers that answer, prepared as output schemas.
+    outputs: SchemaCache<OutputSchema>,
     pub(super) reader: Reader<'a>,
     /// Where `{"tool"}` entries find their tools.
     pub(super) registry: &'a ToolRegistry,
@@ -60,6 +64,7 @@ impl<'a> Extraction<'a> {
             validators: FastMap::default(),
             problems: Vec::new(),
             schemas: SchemaCache::default(),
+            outputs: SchemaCache::default(),
             reader,
             registry,
             client_tools: 0,
@@ -68,7 +73,19 @@ impl<'a> Extraction<'a> {
 
     /// Adds a tool.
     pub(super) fn push(&mut self, draft: Draft) {
-        let Draft { display, identity, description, schema, shape, target, entry, charm, unchecked, approval } = draft;
+        let Draft {
+            display,
+            identity,
+            description,
+            schema,
+            shape,
+            target,
+            entry,
+            charm,
+            unchecked,
+            approval,
+            output_schema,
+        } = draft;
         // The address as a plain number: the map only tells schemas apart, never reads them.
         let validator = self.validators.entry(Arc::as_ptr(&schema) as usize).or_default().clone();
         self.identities.push(&identity);
@@ -77,6 +94,7 @@ impl<'a> Extraction<'a> {
             wire: String::new(),
             description,
             input_schema: schema,
+            output_schema,
             shape,
             target,
             entry,
@@ -203,10 +221,12 @@ fn charm_entry(key: &str, value: &Value, description: Option<&str>, read: bool, 
     }
 }
 
-/// A stream that becomes a tool: where it is, its schema, its approval policy.
+/// A stream that becomes a tool: where it is, its schemas, its approval policy.
 struct StreamSource {
     stream: Link,
     schema: Arc<StreamSchema>,
+    /// What its handler returns, when the marker says.
+    output: Option<Arc<OutputSchema>>,
     approval: Option<String>,
 }
 
@@ -214,9 +234,10 @@ impl Extraction<'_> {
     /// What the stream at `stream`, of `kind` (its marker; data when the handler is only
     /// registered), offers as a tool.
     fn source(&mut self, stream: Link, kind: &Kind) -> StreamSource {
-        let (schema, approval) = kind.stream();
-        let schema = self.schemas.of_stream(&mut self.reader, &stream, schema);
-        StreamSource { stream, schema, approval: approval.map(str::to_string) }
+        let marker = kind.stream();
+        let schema = self.schemas.of_stream(&mut self.reader, &stream, marker.schema);
+        let output = marker.result.map(|result| self.outputs.prepare(&stream, result));
+        StreamSource { stream, schema, output, approval: marker.approval.map(str::to_string) }
     }
 
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
@@ -244,6 +265,7 @@ impl Extraction<'_> {
             charm,
             unchecked: false,
             approval: None,
+            output_schema: None,
         });
     }
 
@@ -259,10 +281,17 @@ impl Extraction<'_> {
         owner: Option<&str>,
         charm: Option<Arc<str>>,
     ) {
-        let StreamSource { stream, schema, approval } = source;
+        let StreamSource { stream, schema, output, approval } = source;
         let (prepared, shape) = match &schema.prepared {
             Ok((prepared, shape)) => (prepared.clone(), *shape),
             Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source: source.clone() }),
+        };
+        let output_schema = match output.as_deref() {
+            None => None,
+            Some(Ok(output)) => Some(output.clone()),
+            Some(Err(source)) => {
+                return self.problem(entry, EntryError::ResultSchema { tool: display, source: source.clone() })
+            }
         };
         let key = stream.path.segments().last().map_or("", |s| &**s);
         let mut description = description.or_else(|| schema.description.clone()).unwrap_or_else(|| match owner {
@@ -286,6 +315,7 @@ impl Extraction<'_> {
             charm,
             unchecked: schema.unchecked,
             approval,
+            output_schema,
         });
     }
 }
@@ -318,6 +348,7 @@ fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
         charm: None,
         unchecked: false,
         approval: None,
+        output_schema: None,
     });
 }
 
@@ -355,6 +386,7 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
         charm: None,
         unchecked: false,
         approval,
+        output_schema: None,
     });
 }
 
@@ -405,6 +437,7 @@ fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&st
         charm: None,
         unchecked: false,
         approval: None,
+        output_schema: None,
     });
 }
 

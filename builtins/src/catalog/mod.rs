@@ -65,6 +65,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Runtime};
 
+use crate::invoke::Calling;
 use crate::model::ToolSpec;
 use crate::naming::{self, FastSet};
 use crate::schema::{InputShape, SchemaError};
@@ -77,6 +78,7 @@ use reads::{Reader, Reads};
 
 pub use cache::CatalogCache;
 pub use entries::{CLIENT_ENTRY, HUMAN_INPUT_ENTRY, TOOL_ENTRY};
+pub use summary::SNAPSHOT_LIMIT;
 
 /// Appended to the description of a tool whose handler declares no event schema.
 pub const UNCHECKED_NOTE: &str = "(no input schema: arguments are passed through unchecked)";
@@ -89,8 +91,8 @@ pub struct Catalog {
     /// The tools by display name, of the names only one tool has.
     by_display: NameIndex,
     problems: Vec<Problem>,
-    /// Run handlers on the calling task rather than a handler thread.
-    pub(crate) inline_handlers: bool,
+    /// How calls run: see [`Calling`].
+    pub(crate) calling: Calling,
 }
 
 /// One tool: what the model sees and what calling it does.
@@ -105,6 +107,9 @@ pub struct Tool {
     /// The prepared input schema (always an object schema), shared by the tools that
     /// have the same one (the handlers of many charms of one pattern).
     pub input_schema: Arc<Value>,
+    /// The prepared schema of what the handler returns (the `returned` of a call's
+    /// result), for handler tools whose handler answers.
+    pub output_schema: Option<Arc<Value>>,
     /// Whether the arguments are the event or wrap it in `value`.
     pub shape: InputShape,
     /// What calling the tool does.
@@ -236,6 +241,14 @@ pub enum EntryError {
         /// What was wrong.
         source: SchemaError,
     },
+    /// The schema of what the handler returns cannot be used as an output schema.
+    #[error("the result schema of `{tool}` cannot be used: {source}")]
+    ResultSchema {
+        /// The tool's display name.
+        tool: String,
+        /// What was wrong.
+        source: SchemaError,
+    },
 }
 
 impl Catalog {
@@ -301,7 +314,7 @@ impl Catalog {
             tool.suffixed = wire.contains('-');
             tool.wire = wire;
         }
-        Catalog { tools, by_wire, by_display, problems, inline_handlers: false }
+        Catalog { tools, by_wire, by_display, problems, calling: Calling::default() }
     }
 
     /// Runs handler tools on the calling task instead of a handler thread.
@@ -312,7 +325,15 @@ impl Catalog {
     /// hand-off between threads (a few µs) but its timeout only covers waiting (for a busy
     /// engine, for durability), never a handler that is running. For trusted handlers.
     pub fn inline_handlers(mut self, inline: bool) -> Self {
-        self.inline_handlers = inline;
+        self.calling.inline = inline;
+        self
+    }
+
+    /// How many bytes of JSON a charm's data may take for a handler tool's answer to
+    /// carry it whole ([`SNAPSHOT_LIMIT`] by default); past that, the model reads the
+    /// fields that changed and reads the rest with the charm's read tool.
+    pub fn snapshot_limit(mut self, bytes: usize) -> Self {
+        self.calling.snapshot_limit = bytes;
         self
     }
 
@@ -350,7 +371,8 @@ impl Catalog {
     }
 
     /// The catalog as a UI shows it: `[{display, wire, description, input_schema,
-    /// entry, charm?, client?}]` (`client: true` for a definition a client sent).
+    /// output_schema?, entry, charm?, client?}]` (`client: true` for a definition a
+    /// client sent; `output_schema` for a handler that answers).
     pub fn flattened(&self) -> Value {
         Value::Array(
             self.tools
@@ -364,6 +386,9 @@ impl Catalog {
                         "entry": t.entry,
                     });
                     if let Value::Object(map) = &mut item {
+                        if let Some(output) = &t.output_schema {
+                            map.insert("output_schema".into(), Value::clone(output));
+                        }
                         if let Some(charm) = &t.charm {
                             map.insert("charm".into(), json!(charm));
                         }

@@ -12,8 +12,20 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::{is_stream, APPROVAL_KEY, STREAM_KEY};
+use trellis_runner::link::{is_stream, APPROVAL_KEY, RESULT_KEY, STREAM_KEY};
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
+
+/// What a stream marker says.
+#[derive(Default)]
+pub(super) struct Marker<'a> {
+    /// The event schema (`None` when null).
+    pub(super) schema: Option<&'a Stored>,
+    /// The schema of what the handler returns (`None`: it returns nothing).
+    pub(super) result: Option<&'a Stored>,
+    /// Why a person must approve each event sent on a model's behalf (as
+    /// [`stream_approval`](trellis_runner::link::stream_approval)).
+    pub(super) approval: Option<&'a str>,
+}
 
 /// What a value is to a catalog: data, or a stream with its marker.
 #[derive(Clone, PartialEq)]
@@ -36,16 +48,18 @@ impl Kind {
         }
     }
 
-    /// What a stream's marker says: its event schema (`None` when null) and why a person
-    /// must approve each event sent on a model's behalf (as
-    /// [`stream_approval`](trellis_runner::link::stream_approval)), from one look inside.
-    pub(super) fn stream(&self) -> (Option<&Stored>, Option<&str>) {
-        let Kind::Stream(marker) = self else { return (None, None) };
+    /// What a stream's marker says, from one look inside.
+    pub(super) fn stream(&self) -> Marker<'_> {
+        let Kind::Stream(marker) = self else { return Marker::default() };
         let Some(inner) = marker.as_object().and_then(|m| m.get(STREAM_KEY)).and_then(Stored::as_object) else {
-            return (None, None);
+            return Marker::default();
         };
-        let schema = inner.get("schema").filter(|s| !matches!(s, Stored::Null));
-        (schema, inner.get(APPROVAL_KEY).and_then(Stored::as_str))
+        let given = |key: &str| inner.get(key).filter(|s| !matches!(s, Stored::Null));
+        Marker {
+            schema: given("schema"),
+            result: given(RESULT_KEY),
+            approval: inner.get(APPROVAL_KEY).and_then(Stored::as_str),
+        }
     }
 
     /// Whether `value` is still of this kind, cheaply: a marker that is the very same

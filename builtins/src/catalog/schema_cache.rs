@@ -1,6 +1,8 @@
-//! Prepared input schemas by content: the charms of one pattern share their handlers'
-//! schemas, so a catalog of many such charms prepares each schema once, and its tools
-//! share one prepared schema.
+//! Prepared schemas by content: the charms of one pattern share their handlers' schemas,
+//! so a catalog of many such charms prepares each schema once, and its tools share one
+//! prepared schema. One cache holds event schemas prepared as input schemas
+//! ([`StreamSchema`]), another result schemas prepared as output schemas
+//! ([`OutputSchema`]).
 
 use std::sync::Arc;
 
@@ -9,9 +11,10 @@ use trellis_runner::{Link, Value as Stored};
 
 use super::reads::Reader;
 use crate::naming::FastMap;
-use crate::schema::{description_of, prepare_input_schema, InputShape, SchemaError};
+use crate::schema::{description_of, prepare_input_schema, prepare_output_schema, InputShape, SchemaError};
 
 /// A stream's event schema, prepared as an input schema.
+#[derive(Debug, PartialEq)]
 pub(super) struct StreamSchema {
     /// The prepared schema (shared by every tool with this schema) and its shape.
     pub(super) prepared: Result<(Arc<Value>, InputShape), SchemaError>,
@@ -31,20 +34,45 @@ impl StreamSchema {
     }
 }
 
+/// What a stream's handler returns, its schema prepared as an output schema.
+pub(super) type OutputSchema = Result<Arc<Value>, SchemaError>;
+
 /// Prepared schemas by content, grouped by the key of the stream they were found at.
 ///
 /// The key is what the charms of one pattern have in common, and comparing a schema with
 /// the few others seen under its key is cheaper than hashing it: the comparison stops at
 /// the first difference, and schemas shared within one document compare by pointer.
-#[derive(Default)]
-pub(super) struct SchemaCache(FastMap<Arc<str>, Vec<(Stored, Arc<StreamSchema>)>>);
+pub(super) struct SchemaCache<T>(FastMap<Arc<str>, Vec<(Stored, Arc<T>)>>);
+
+impl<T> Default for SchemaCache<T> {
+    fn default() -> Self {
+        SchemaCache(FastMap::default())
+    }
+}
+
+/// What a [`SchemaCache`] keeps: a schema prepared one way.
+pub(super) trait Prepared: PartialEq + std::fmt::Debug {
+    fn prepare(raw: &Value) -> Self;
+}
+
+impl Prepared for StreamSchema {
+    fn prepare(raw: &Value) -> Self {
+        StreamSchema::of(raw)
+    }
+}
+
+impl Prepared for OutputSchema {
+    fn prepare(raw: &Value) -> Self {
+        prepare_output_schema(raw).map(Arc::new)
+    }
+}
 
 /// How many different schemas are kept under one key: past that, a schema is prepared
 /// without looking (many patterns with a handler of the same name must not make every
 /// lookup compare with all of them).
 const PER_KEY: usize = 8;
 
-impl SchemaCache {
+impl SchemaCache<StreamSchema> {
     /// The schema of the stream at `stream`, whose marker has the schema `stored`: that
     /// one, else the running handler's, else none (an unchecked tool).
     pub(super) fn of_stream(
@@ -58,16 +86,19 @@ impl SchemaCache {
             None => Arc::new(StreamSchema::of(&reader.handler(stream).flatten().unwrap_or(Value::Null))),
         }
     }
+}
 
-    fn prepare(&mut self, stream: &Link, schema: &Stored) -> Arc<StreamSchema> {
+impl<T: Prepared> SchemaCache<T> {
+    /// `schema`, found at `stream`, prepared (once for each schema seen under the key).
+    pub(super) fn prepare(&mut self, stream: &Link, schema: &Stored) -> Arc<T> {
         let key = stream.path.segments().last();
         let known = self.0.get(key.map_or("", |k| &**k));
         if let Some((_, prepared)) = known.and_then(|known| known.iter().find(|(seen, _)| same(seen, schema))) {
             #[cfg(debug_assertions)]
-            check(prepared, schema);
+            check(&**prepared, schema);
             return prepared.clone();
         }
-        let prepared = Arc::new(StreamSchema::of(&schema.to_json()));
+        let prepared = Arc::new(T::prepare(&schema.to_json()));
         let known = self.0.entry(key.cloned().unwrap_or_else(|| Arc::from(""))).or_default();
         if known.len() < PER_KEY {
             known.push((schema.clone(), prepared.clone()));
@@ -79,14 +110,8 @@ impl SchemaCache {
 /// Panics unless `kept`, the schema the cache answered for `schema`, is what preparing
 /// `schema` afresh gives (debug builds check every answer of the cache).
 #[cfg(debug_assertions)]
-fn check(kept: &StreamSchema, schema: &Stored) {
-    let fresh = StreamSchema::of(&schema.to_json());
-    let prepared = match (&kept.prepared, &fresh.prepared) {
-        (Ok((a, shape_a)), Ok((b, shape_b))) => a == b && shape_a == shape_b,
-        (Err(a), Err(b)) => a == b,
-        _ => false,
-    };
-    let agrees = prepared && kept.description == fresh.description && kept.unchecked == fresh.unchecked;
+fn check<T: Prepared>(kept: &T, schema: &Stored) {
+    let agrees = *kept == T::prepare(&schema.to_json());
     assert!(agrees, "the schema cache answered a schema that preparing {schema:?} afresh does not give");
 }
 

@@ -60,6 +60,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                 charm: None,
                 unchecked: false,
                 approval,
+                output_schema: None,
             });
         }
     }

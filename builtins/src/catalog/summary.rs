@@ -1,6 +1,11 @@
 //! What a successful tool call returns besides "done": a plain JSON snapshot of the charm's
 //! result and a one-line summary of what changed (`count: 3 → 5`).
 //!
+//! A handler tool's call answers with [`handler_answer`]: what the handler returned, the
+//! summary, and the charm's data whole only while it is small ([`SNAPSHOT_LIMIT`]): past
+//! that, only the fields that changed, so a notebook of a thousand notes is not sent back
+//! to the model on every call.
+//!
 //! Snapshots drop every stream marker (the model reaches handlers through tools, and a
 //! marker's event schema would only repeat the tool's input schema) and the `$UI` tree
 //! (presentation, often large, meaningless to a model); a marker inside an array becomes
@@ -14,6 +19,10 @@ use trellis_runner::{DocId, Link, Path, Read, Runtime, Value as Stored, UI};
 
 /// What a stream marker inside an array becomes in a snapshot.
 const HANDLER: &str = "(handler)";
+
+/// How many bytes of JSON a charm's data may take for a handler tool's answer to carry it
+/// whole (see [`handler_answer`]).
+pub const SNAPSHOT_LIMIT: usize = 2048;
 
 /// How many changed fields a summary names before it says "and N more".
 const MAX_CHANGES: usize = 6;
@@ -94,27 +103,94 @@ fn clean_inner(value: Value) -> Option<Value> {
     })
 }
 
-/// `key: old → new` for each top-level data field that differs, in key order; `no
-/// changes` when none does. `$` keys and streams are not data and are ignored.
-pub(crate) fn changes(before: &Value, after: &Value) -> String {
-    let empty = Map::new();
-    let before = before.as_object().unwrap_or(&empty);
-    let after = after.as_object().unwrap_or(&empty);
+/// What a handler tool's call gives the model, and the summary line in it:
+/// `{"returned": ..., "summary": ..., "result": ...}`, where `returned` is what the
+/// handler answered (absent when it answers nothing) and `result` the charm's data
+/// `after` the call while its JSON takes at most `limit` bytes. Past that, `changed`
+/// holds the data fields that differ from `before` (`null` for one removed), and `note`
+/// says where the rest is.
+pub(crate) fn handler_answer(before: &Value, after: Value, returned: Option<Value>, limit: usize) -> (Value, String) {
+    let summary = changes(before, &after);
+    let mut answer = Map::new();
+    if let Some(returned) = returned {
+        answer.insert("returned".into(), returned);
+    }
+    answer.insert("summary".into(), Value::String(summary.clone()));
+    if fits(&after, limit) {
+        answer.insert("result".into(), after);
+    } else {
+        let changed =
+            changed_fields(before, &after).map(|(key, _, new)| (key.clone(), new.cloned().unwrap_or_default()));
+        answer.insert("changed".into(), Value::Object(changed.collect()));
+        let note = format!(
+            "the charm's data is larger than {limit} bytes of JSON, so only the fields that changed are here; \
+             read the others with the charm's read tool"
+        );
+        answer.insert("note".into(), Value::String(note));
+    }
+    (Value::Object(answer), summary)
+}
+
+/// The JSON Schema of what [`handler_answer`] gives for a handler that returns values of
+/// `returned` (a prepared output schema): an object schema, as MCP's `outputSchema` must
+/// be.
+pub(crate) fn answer_schema(returned: &Value) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "returned": returned,
+            "summary": {"type": "string", "description": "What changed, in one line (`count: 3 → 5`)."},
+            "result": {"description": "The charm's data after the call, while it is small."},
+            "changed": {
+                "type": "object",
+                "description": "The data fields that changed (null: removed), when the charm's data is too large to send whole."
+            },
+            "note": {"type": "string", "description": "Where the rest of the charm's data is."}
+        },
+        "required": ["returned", "summary"]
+    })
+}
+
+/// Whether `value` as JSON text takes at most `limit` bytes (written until it passes).
+fn fits(value: &Value, limit: usize) -> bool {
+    struct Within(usize);
+    impl std::io::Write for Within {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.checked_sub(bytes.len()).ok_or(std::io::ErrorKind::FileTooLarge)?;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Within(limit), value).is_ok()
+}
+
+/// The top-level data fields that differ between `before` and `after`, in key order,
+/// with their old and new values (`None`: absent). `$` keys and streams are not data.
+fn changed_fields<'a>(
+    before: &'a Value,
+    after: &'a Value,
+) -> impl Iterator<Item = (&'a String, Option<&'a Value>, Option<&'a Value>)> {
+    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    let before = before.as_object().unwrap_or(&EMPTY);
+    let after = after.as_object().unwrap_or(&EMPTY);
     let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
     keys.sort();
     keys.dedup();
     let is_data = |v: Option<&Value>| v.is_none_or(|v| stream_schema(v).is_none());
-    let changed: Vec<String> = keys
-        .into_iter()
-        .filter(|key| !key.starts_with('$'))
-        .filter_map(|key| {
-            let (old, new) = (before.get(key), after.get(key));
-            (old != new && is_data(old) && is_data(new)).then(|| {
-                let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS));
-                format!("{key}: {} → {}", show(old), show(new))
-            })
-        })
-        .collect();
+    keys.into_iter().filter(|key| !key.starts_with('$')).filter_map(move |key| {
+        let (old, new) = (before.get(key), after.get(key));
+        (old != new && is_data(old) && is_data(new)).then_some((key, old, new))
+    })
+}
+
+/// `key: old → new` for each top-level data field that differs, in key order; `no
+/// changes` when none does. `$` keys and streams are not data and are ignored.
+pub(crate) fn changes(before: &Value, after: &Value) -> String {
+    let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), |v| compact(v, MAX_VALUE_CHARS));
+    let changed: Vec<String> =
+        changed_fields(before, after).map(|(key, old, new)| format!("{key}: {} → {}", show(old), show(new))).collect();
     if changed.is_empty() {
         return "no changes".to_string();
     }
@@ -154,6 +230,24 @@ mod tests {
         assert_eq!(changes(&json!({}), &json!({ "a": [1] })), "a: (none) → [1]");
         assert_eq!(changes(&json!({ "a": 1 }), &json!({})), "a: 1 → (none)");
         assert_eq!(changes(&json!(null), &json!({ "a": 1 })), "a: (none) → 1");
+    }
+
+    #[test]
+    fn a_large_charm_answers_with_the_fields_that_changed() {
+        let before = json!({ "notes": ["a"], "count": 1, "title": "t" });
+        let after = json!({ "notes": ["a", "b"], "count": 2, "title": "t" });
+        let (small, summary) = handler_answer(&before, after.clone(), Some(json!({"id": 1})), SNAPSHOT_LIMIT);
+        assert_eq!(small, json!({ "returned": {"id": 1}, "summary": summary, "result": after }));
+        let (large, _) = handler_answer(&before, after.clone(), None, 20);
+        assert_eq!(large["changed"], json!({ "notes": ["a", "b"], "count": 2 }));
+        assert!(large.get("result").is_none() && large.get("returned").is_none(), "{large}");
+        assert!(large["note"].as_str().unwrap().contains("read tool"), "{large}");
+        let (gone, _) = handler_answer(&before, json!({ "count": 1, "title": "t" }), None, 0);
+        assert_eq!(gone["changed"], json!({ "notes": null }), "a removed field is null");
+        let schema = crate::validation::compile(&answer_schema(&json!({"type": "object"}))).unwrap();
+        assert_eq!(crate::validation::violations(&schema, &small), None, "what a call answers fits its schema");
+        assert!(fits(&after, serde_json::to_string(&after).unwrap().len()));
+        assert!(!fits(&after, serde_json::to_string(&after).unwrap().len() - 1));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! The arguments are parsed (a JSON string is decoded) and validated against the tool's
 //! input schema before anything runs, so a bad call never touches a charm. A handler tool
 //! then sends the event (which starts a stopped charm) and waits for the handler's commit
-//! and the computations it triggered; it returns `{"result": SNAPSHOT, "summary": LINE}`,
-//! where the snapshot is the charm's whole result as plain JSON (see the `summary`
-//! module). A pattern tool creates a charm of the pattern, waits until its result settled,
+//! and the computations it triggered; it returns `{"returned": VALUE, "summary": LINE,
+//! "result": SNAPSHOT}`, where `returned` is what the handler answered (absent for a
+//! handler that answers nothing) and the snapshot is the charm's whole result as plain
+//! JSON while it is small, else only the fields that changed (see the `summary`
+//! module's `handler_answer`). A pattern tool creates a charm of the pattern, waits until its result settled,
 //! returns `{"result": SNAPSHOT}` and stops the charm again.
 //!
 //! Every failure (unknown tool, invalid JSON, schema violation, handler error or panic,
@@ -26,10 +28,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
-use trellis_runner::{DocId, Link, Path, Runtime};
+use trellis_runner::{DocId, Link, Path, Runtime, Sent};
 
 use crate::ask::InteractionKind;
-use crate::catalog::summary::{changes, snapshot};
+use crate::catalog::summary::{handler_answer, snapshot, SNAPSHOT_LIMIT};
 use crate::catalog::{Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
 use crate::tool::{Ask, Start, ToolError, ToolRef};
@@ -48,6 +50,22 @@ impl Approved {
     /// The approval of a person who gave the command themselves (`trellis charm send`).
     pub fn by_the_user() -> Approved {
         Approved(())
+    }
+}
+
+/// How a call runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Calling {
+    /// A handler runs on the calling task rather than a handler thread (see
+    /// [`Catalog::inline_handlers`]).
+    pub(crate) inline: bool,
+    /// See [`Catalog::snapshot_limit`].
+    pub(crate) snapshot_limit: usize,
+}
+
+impl Default for Calling {
+    fn default() -> Self {
+        Calling { inline: false, snapshot_limit: SNAPSHOT_LIMIT }
     }
 }
 
@@ -159,7 +177,7 @@ impl Catalog {
                 let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
                 Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
             }
-            _ => tool.step(rt, arguments, timeout, self.inline_handlers).await,
+            _ => tool.step(rt, arguments, timeout, self.calling).await,
         }
     }
 
@@ -193,11 +211,20 @@ impl Catalog {
 }
 
 impl Tool {
+    /// The JSON Schema of what a call of this tool answers, for a handler that returns
+    /// something: `{"returned", "summary", "result" | "changed", "note"}` with `returned`
+    /// of [`Tool::output_schema`] (what MCP's `outputSchema` carries).
+    pub fn answer_schema(&self) -> Option<Value> {
+        self.output_schema.as_deref().map(crate::catalog::summary::answer_schema)
+    }
+
     /// Calls this tool on a person's own command (`trellis charm send`): their command is
     /// the approval. A tool that needs the client is refused (only a dialog waits for it).
+    /// A handler tool's answer carries the charm's whole data, whatever its size.
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
+        let calling = Calling { inline: false, snapshot_limit: usize::MAX };
         match self.check_arguments(arguments) {
-            Ok(arguments) => match self.step(rt, arguments, timeout, false).await {
+            Ok(arguments) => match self.step(rt, arguments, timeout, calling).await {
                 Step::Done(invocation) => invocation,
                 Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
             },
@@ -215,13 +242,12 @@ impl Tool {
     }
 
     /// Runs this tool's first step with checked arguments, approval settled, inside a
-    /// `tool_call` tracing span; a handler runs on a handler thread (see
-    /// [`Catalog::inline_handlers`]).
-    async fn step(&self, rt: &Runtime, arguments: Value, timeout: Duration, inline: bool) -> Step {
+    /// `tool_call` tracing span, as `calling` says.
+    async fn step(&self, rt: &Runtime, arguments: Value, timeout: Duration, calling: Calling) -> Step {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
             let invocation = match &self.target {
-                ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, inline).await,
+                ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, calling).await,
                 ToolTarget::Pattern { id, prefilled } => self.run_pattern(rt, id, prefilled, arguments, timeout).await,
                 ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
                 ToolTarget::Defined(tool) => match run_blocking(tool.clone(), arguments.clone(), timeout).await {
@@ -288,20 +314,20 @@ impl Tool {
         stream: &Link,
         arguments: Value,
         timeout: Duration,
-        inline: bool,
+        calling: Calling,
     ) -> Invocation {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
         let before = snapshot(rt, &result).unwrap_or(Value::Null);
-        if let Err(message) = send_within(rt, stream, event, timeout, inline).await {
-            return Invocation::error(format!("`{}` {message}", self.display));
-        }
+        let sent = match send_within(rt, stream, event, timeout, calling.inline).await {
+            Ok(sent) => sent,
+            Err(message) => return Invocation::error(format!("`{}` {message}", self.display)),
+        };
         let (after, note) = match snapshot(rt, &result) {
             Ok(after) => (after, None),
             Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
         };
-        let summary = changes(&before, &after);
-        let mut output = json!({ "result": after, "summary": summary });
+        let (mut output, summary) = handler_answer(&before, after, sent.returned, calling.snapshot_limit);
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
@@ -363,7 +389,13 @@ impl Drop for Instance {
 
 /// Sends `event` and waits for the handler's commit, at most `timeout`; the error is the
 /// rest of a sentence starting with the tool's name.
-async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duration, inline: bool) -> Result<(), String> {
+async fn send_within(
+    rt: &Runtime,
+    stream: &Link,
+    event: Value,
+    timeout: Duration,
+    inline: bool,
+) -> Result<Sent, String> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
@@ -377,7 +409,7 @@ async fn send_within(rt: &Runtime, stream: &Link, event: Value, timeout: Duratio
         tokio::time::timeout(timeout, workers::result(job)).await
     };
     match outcome {
-        Ok(Some(Ok(_sent))) => Ok(()),
+        Ok(Some(Ok(sent))) => Ok(sent),
         Ok(Some(Err(error))) => Err(format!("failed: {error}")),
         Ok(None) => Err("failed: the handler stopped unexpectedly (it panicked)".into()),
         Err(_) if inline => Err(format!("timed out after {timeout:?} waiting for the handler to run")),

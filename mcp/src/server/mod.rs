@@ -112,7 +112,7 @@ impl ServerHandler for TrellisMcp {
         .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Each tool is a handler of a live charm in the user's Trellis space (`Charm.handler`); \
-                 calling it changes the charm and returns its data and what changed.",
+                 calling it changes the charm and returns what the handler answered, what changed, and the charm's data.",
         )
     }
 
@@ -139,6 +139,9 @@ impl ServerHandler for TrellisMcp {
                     _ => Map::new(),
                 };
                 let mut listed = Tool::new(tool.wire.clone(), tool.description.clone(), schema);
+                if let Some(Value::Object(answer)) = tool.answer_schema() {
+                    listed.output_schema = Some(Arc::new(answer));
+                }
                 listed.title = Some(tool.display.clone());
                 listed.annotations = Some(annotations(tool));
                 listed

@@ -78,6 +78,9 @@ pub struct Sent {
     /// The charm's data after the handler ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// What the handler returned, for a handler that answers (see the charm's `returns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub returned: Option<serde_json::Value>,
 }
 
 /// A tool as a model sees it, and where it comes from.
@@ -93,6 +96,10 @@ pub struct ToolInfo {
     /// The JSON schema of its input.
     #[serde(default)]
     pub input_schema: serde_json::Value,
+    /// The JSON schema of what it returns (the `returned` of its result), for a handler
+    /// that answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     /// The charm whose handler it is, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charm: Option<String>,
@@ -181,7 +188,12 @@ pub async fn send(
     let rt = server.runtime();
     let id = find(rt, &charm)?;
     match send_event(rt, &id, &handler, event).await {
-        Ok(sent) => Ok(Json(Sent { id: sent.id.to_string(), summary: sent.summary, result: sent.result })),
+        Ok(sent) => Ok(Json(Sent {
+            id: sent.id.to_string(),
+            summary: sent.summary,
+            result: sent.result,
+            returned: sent.returned,
+        })),
         Err(e @ SendError::NoHandler { .. }) => Err(ApiError::not_found(e.to_string())),
         Err(SendError::Refused(why)) => Err(ApiError::unprocessable(why)),
     }
