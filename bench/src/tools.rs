@@ -9,6 +9,9 @@
 //! * `tool-call`: one tool call without a model (≤ 20 µs median): look the tool up,
 //!   validate the arguments against its schema, run the handler in a transaction, commit,
 //!   re-run the derived label, and build the result snapshot and change summary.
+//! * `tool-call-with-result`: the same call of a handler that answers (the new count):
+//!   its answer travels back with the commit and into the result (within 10% of
+//!   `tool-call`).
 //! * `dialog-round`: the dialog's own overhead per round with an instant model
 //!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
 //!   including the catalog (reused when unchanged, after checking what it was built from),
@@ -24,7 +27,7 @@ use std::time::Duration;
 use serde_json::json;
 use trellis_builtins::catalog::{Catalog, CatalogCache};
 use trellis_builtins::dialog::{DialogHandle, LlmDialog, ModelResolver};
-use trellis_builtins::message::{Message, Role};
+use trellis_builtins::message::{Message, Role, ToolOutput};
 use trellis_builtins::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 use trellis_runner::{Link, Pattern, Runtime};
 
@@ -43,10 +46,11 @@ const CHARMS: usize = 100;
 
 fn run(config: &RunConfig) -> Vec<Measurement> {
     type Scenario = (&'static str, fn(&RunConfig) -> Stats);
-    let scenarios: [Scenario; 4] = [
+    let scenarios: [Scenario; 5] = [
         ("catalog-100x10", catalog_build),
         ("catalog-reuse-100x10", catalog_reuse),
         ("tool-call", tool_call),
+        ("tool-call-with-result", tool_call_with_result),
         ("dialog-round", dialog_round),
     ];
     scenarios
@@ -94,6 +98,31 @@ pub(crate) fn counter_pattern() -> Pattern {
     })
 }
 
+/// [`counter_pattern`] whose `increment` answers with the new count.
+fn answering_counter_pattern() -> Pattern {
+    /// Add to the count.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Increment {
+        /// How much to add.
+        amount: i64,
+    }
+    /// The count after the change.
+    #[derive(serde::Serialize, schemars::JsonSchema)]
+    struct Now {
+        count: i64,
+    }
+    Pattern::new("counter", |b, _: serde_json::Value| {
+        b.name("Counter")?;
+        let count = b.state("count", 0i64)?;
+        b.lift("label", count, |n: i64| format!("Count: {n}"))?;
+        b.handler("increment", move |tx, e: Increment| -> trellis_runner::Result<Now> {
+            count.update(tx, |n| n + e.amount)?;
+            Ok(Now { count: count.get(tx)? })
+        })?;
+        Ok(())
+    })
+}
+
 /// A runtime with `CHARMS` wide charms, and the `tools` map listing them all.
 fn wide_charms() -> (Runtime, serde_json::Value) {
     let rt = Runtime::in_memory();
@@ -132,8 +161,18 @@ pub(crate) fn tokio() -> tokio::runtime::Runtime {
 }
 
 fn tool_call(config: &RunConfig) -> Stats {
+    call_increment(config, counter_pattern(), false)
+}
+
+fn tool_call_with_result(config: &RunConfig) -> Stats {
+    call_increment(config, answering_counter_pattern(), true)
+}
+
+/// Times calls of `Counter_increment` of a charm of `pattern`, whose answer carries
+/// `returned` if `answers`.
+fn call_increment(config: &RunConfig, pattern: Pattern, answers: bool) -> Stats {
     let rt = Runtime::in_memory();
-    rt.register_pattern(counter_pattern());
+    rt.register_pattern(pattern);
     let id = rt.charms().create("counter", json!({})).expect("tools: create the counter");
     let catalog = Catalog::build(&rt, &json!({"c": {"charm": rt.charms().result(&id).to_json()}}));
     let tokio = tokio();
@@ -142,6 +181,8 @@ fn tool_call(config: &RunConfig) -> Stats {
         let (invocation, took) =
             harness::time(|| tokio.block_on(catalog.invoke(&rt, "Counter_increment", json!({"amount": 1}), timeout)));
         assert!(!invocation.is_error(), "tools: the call failed: {:?}", invocation.output);
+        let returned = matches!(&invocation.output, ToolOutput::Json(answer) if answer.get("returned").is_some());
+        assert_eq!(returned, answers, "tools: the call answers as its handler does");
         took
     })
 }

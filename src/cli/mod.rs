@@ -5,6 +5,7 @@
 pub(crate) mod charm;
 pub(crate) mod chat;
 pub(crate) mod connections;
+mod headless;
 mod interactive;
 mod mcp;
 pub(crate) mod output;
@@ -13,6 +14,7 @@ mod remote;
 mod space;
 mod token;
 pub(crate) mod tools;
+pub(crate) mod transcript;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -11,9 +11,10 @@ use serde_json::{json, Value};
 use trellis_builtins::dialog::Interaction;
 use trellis_builtins::message::Message;
 
-use super::chat::{resolve_how, transcript_named, waiting, Waiting};
+use super::chat::{resolve_how, Waiting};
 use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
 use super::token::{self, TokenCommand};
+use super::transcript::{transcript_named, waiting};
 use super::{charm::CharmCommand, Command, Format};
 use crate::client::Remote;
 use crate::session::Reply;

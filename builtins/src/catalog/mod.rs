@@ -65,7 +65,6 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use trellis_runner::{Link, Runtime};
 
-use crate::invoke::Calling;
 use crate::model::ToolSpec;
 use crate::naming::{self, FastSet};
 use crate::schema::{InputShape, SchemaError};
@@ -93,6 +92,22 @@ pub struct Catalog {
     problems: Vec<Problem>,
     /// How calls run: see [`Calling`].
     pub(crate) calling: Calling,
+}
+
+/// How a call runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Calling {
+    /// A handler runs on the calling task rather than a handler thread (see
+    /// [`Catalog::inline_handlers`]).
+    pub(crate) inline: bool,
+    /// See [`Catalog::snapshot_limit`].
+    pub(crate) snapshot_limit: usize,
+}
+
+impl Default for Calling {
+    fn default() -> Self {
+        Calling { inline: false, snapshot_limit: SNAPSHOT_LIMIT }
+    }
 }
 
 /// One tool: what the model sees and what calling it does.

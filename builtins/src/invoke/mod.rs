@@ -31,8 +31,8 @@ use tracing::Instrument;
 use trellis_runner::{DocId, Link, Path, Runtime, Sent};
 
 use crate::ask::InteractionKind;
-use crate::catalog::summary::{handler_answer, snapshot, SNAPSHOT_LIMIT};
-use crate::catalog::{Catalog, Tool, ToolTarget};
+use crate::catalog::summary::{handler_answer, snapshot};
+use crate::catalog::{Calling, Catalog, Tool, ToolTarget};
 use crate::message::ToolOutput;
 use crate::tool::{Ask, Start, ToolError, ToolRef};
 use crate::validation::violations;
@@ -50,22 +50,6 @@ impl Approved {
     /// The approval of a person who gave the command themselves (`trellis charm send`).
     pub fn by_the_user() -> Approved {
         Approved(())
-    }
-}
-
-/// How a call runs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Calling {
-    /// A handler runs on the calling task rather than a handler thread (see
-    /// [`Catalog::inline_handlers`]).
-    pub(crate) inline: bool,
-    /// See [`Catalog::snapshot_limit`].
-    pub(crate) snapshot_limit: usize,
-}
-
-impl Default for Calling {
-    fn default() -> Self {
-        Calling { inline: false, snapshot_limit: SNAPSHOT_LIMIT }
     }
 }
 

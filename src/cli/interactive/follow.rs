@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use trellis_builtins::message::{Part, Role};
 
-use crate::cli::chat::{line, ASSISTANT};
+use crate::cli::transcript::{line, ASSISTANT};
 use crate::session::Session;
 
 /// How often the dialog's state is looked at.

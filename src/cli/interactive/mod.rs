@@ -203,7 +203,7 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
                 )));
             }
         }
-        "/usage" => emit(&super::chat::usage(&session.dialog().messages())),
+        "/usage" => emit(&super::transcript::usage(&session.dialog().messages())),
         "/approve" => {
             let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::Approve).await?;
             return answered(session, sent).await;
@@ -243,10 +243,10 @@ async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     if outcome == Outcome::Done {
         session.after_response();
     }
-    session.show_effects(&mut super::chat::Headless { format: Format::text() }).await?;
+    session.show_effects(&mut super::headless::Headless { format: Format::text() }).await?;
     let interactions = session.waiting();
     if outcome == Outcome::Done && !interactions.is_empty() {
-        emit(&super::chat::waiting(&interactions, "(answer each below)"));
+        emit(&super::transcript::waiting(&interactions, "(answer each below)"));
     }
     Ok(outcome)
 }

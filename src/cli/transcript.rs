@@ -1,4 +1,4 @@
-//! How the chat shows a conversation: messages, tool calls and tool results as
+//! How the terminal shows a conversation (`chat`, interactive mode, a server's chat): messages, tool calls and tool results as
 //! transcript lines. Text from the model, tools and charm names is escaped for the
 //! terminal here (see [`safe`], [`safe_line`]).
 

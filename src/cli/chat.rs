@@ -1,19 +1,17 @@
 //! `trellis chat`: talk to a model that can act on @-mentioned charms.
 //!
 //! `crate::session` holds the conversation (the space's chatbot charm, mentions, turns),
-//! shared with `trellis serve`; `render` shows it; `super::interactive` is the prompt on a terminal.
-
-mod render;
+//! shared with `trellis serve`; `super::transcript` shows it; `super::interactive` is the
+//! prompt on a terminal.
 
 use std::io::{BufRead as _, IsTerminal};
 use std::time::Duration;
 
-use anyhow::Context;
-use trellis_builtins::tool::{ClientContext, ClientError};
-
-pub use self::render::{line, transcript, transcript_named, usage, waiting, ASSISTANT};
+use super::headless::Headless;
+use super::transcript::{transcript, waiting};
 use super::Format;
 use crate::session::{Reply, Session};
+use anyhow::Context;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
@@ -142,37 +140,6 @@ async fn run_plugin_calls(
         session.show_effects(&mut Headless { format }).await?;
     }
     Ok(all)
-}
-
-/// The client a command without a terminal is: it shows display effects (in text output)
-/// and has no person to ask, so a client phase that asks waits for `trellis resolve`.
-pub struct Headless {
-    /// The command's output format: display effects print in text output only.
-    pub format: Format,
-}
-
-impl ClientContext for Headless {
-    fn ask(&mut self, _question: &str) -> Result<String, ClientError> {
-        Err(ClientError::Unsupported(no_person()))
-    }
-
-    fn confirm(&mut self, _question: &str) -> Result<bool, ClientError> {
-        Err(ClientError::Unsupported(no_person()))
-    }
-
-    fn choose(&mut self, _question: &str, _options: &[String]) -> Result<String, ClientError> {
-        Err(ClientError::Unsupported(no_person()))
-    }
-
-    fn show(&mut self, text: &str) {
-        if !self.format.json {
-            super::output::emit(&format!("  ▸ {}", crate::terminal::safe_line(text)));
-        }
-    }
-}
-
-fn no_person() -> String {
-    format!("no one is at a terminal to ask; answer with `{} resolve`", crate::program::name())
 }
 
 /// How to answer waiting calls from the command line.
