@@ -18,6 +18,7 @@ mod chat_pty;
 mod chatbot;
 mod cli;
 mod client_tools_cli;
+mod context;
 mod counter;
 mod dialog;
 mod disk_full;

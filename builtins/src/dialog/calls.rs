@@ -3,12 +3,13 @@
 
 use trellis_runner::Runtime;
 
+use super::context::{self, READ_RESULT};
 use super::interaction::{self, AfterClient, Held, Interaction, Phase};
 use super::request::{input, is_current};
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::ask::InteractionKind;
 use crate::catalog::{Catalog, ToolTarget};
-use crate::invoke::{Approved, Step, Waiting};
+use crate::invoke::{Approved, Invocation, Step, Waiting};
 use crate::message::{Message, Role, ToolOutput};
 
 /// Takes every call of a round that has no result yet one step on (all through
@@ -30,6 +31,10 @@ pub(super) async fn settle_round(
     let timeout = shared.settings.tool_timeout;
     let mut steps = Vec::new();
     for call in held.calls.iter().filter(|call| call.output.is_none()) {
+        if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
+            steps.push(Step::Done(read_result(rt, cells, &call.input)?));
+            continue;
+        }
         let approval = call.approved.then(Approved::by_the_user);
         steps.push(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout).await);
     }
@@ -104,6 +109,13 @@ pub(super) async fn settle_round(
         Ok(true)
     })
     .map_err(|e| format!("could not store the results: {e}"))
+}
+
+/// A call of the dialog's own [`READ_RESULT`]: a page of a result the conversation kept.
+fn read_result(rt: &Runtime, cells: &DialogCells, arguments: &serde_json::Value) -> Result<Invocation, String> {
+    let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
+    let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
+    Ok(Invocation { output: context::read_result(&messages, arguments, cap), summary: None, effect: None })
 }
 
 /// Rounds of a request that may wait for the client when `max_tool_rounds` is not given.

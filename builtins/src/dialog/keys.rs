@@ -21,6 +21,10 @@ pub enum DialogInput {
     /// How many rounds of one request may wait for the client to execute tools (default
     /// 5, 0 = unlimited): a runaway client tool loop stops with a message.
     MaxToolRounds,
+    /// How many bytes of each tool result a request carries (default
+    /// [`TOOL_RESULT_CAP`](super::TOOL_RESULT_CAP)); the model reads on with
+    /// [`READ_RESULT`](super::READ_RESULT).
+    ToolResultCap,
 }
 
 impl DialogInput {
@@ -34,6 +38,7 @@ impl DialogInput {
             DialogInput::Tools => "tools",
             DialogInput::ToolChoice => "tool_choice",
             DialogInput::MaxToolRounds => "max_tool_rounds",
+            DialogInput::ToolResultCap => "tool_result_cap",
         }
     }
 }
@@ -154,6 +159,11 @@ impl DialogInputs {
     /// How many rounds of a request may wait for the client (0 = unlimited).
     pub fn max_tool_rounds(self, value: impl Serialize) -> Self {
         self.set(DialogInput::MaxToolRounds, value)
+    }
+
+    /// How many bytes of each tool result a request carries.
+    pub fn tool_result_cap(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::ToolResultCap, value)
     }
 
     /// The inputs as the JSON object `Builder::builtin` takes.

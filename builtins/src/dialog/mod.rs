@@ -33,6 +33,7 @@
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
 mod calls;
+mod context;
 mod handle;
 mod interaction;
 mod keys;
@@ -58,6 +59,7 @@ use crate::model::{Model, ModelError};
 use crate::tool::ToolRegistry;
 
 pub use crate::ask::InteractionKind;
+pub use context::{READ_RESULT, TOOL_RESULT_CAP};
 pub use handle::DialogHandle;
 pub use interaction::{Interaction, Phase};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};

@@ -20,6 +20,7 @@ use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
 use super::calls;
+use super::context;
 use super::interaction::{self, Held, HeldCall};
 use super::messages::prepare_for_provider;
 use super::{DialogCells, DialogInput, RequestId, Shared};
@@ -179,6 +180,10 @@ async fn run(
             },
         };
         request.tools = crate::sources::offered(rt, catalog.specs(), &messages, &request.tool_choice);
+        let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
+        if context::cap_results(&mut request.messages, cap) && catalog.get(context::READ_RESULT).is_none() {
+            request.tools.push(context::read_result_spec());
+        }
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let Answer { text, calls, usage, cut } =
             answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;
