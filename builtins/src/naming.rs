@@ -234,7 +234,7 @@ pub(crate) fn wire_names(tools: &[(&str, &str)]) -> Vec<String> {
 /// catalog has far fewer distinct names than tools, and each is looked at once.
 pub(crate) struct DisplayNames<'a> {
     /// The distinct display names in order of first use, each with how many tools have
-    /// it and the first of them.
+    /// it.
     pub(crate) names: Vec<DisplayName<'a>>,
     /// The number (in `names`) of each tool's display name.
     pub(crate) of: Vec<usize>,
@@ -245,8 +245,6 @@ pub(crate) struct DisplayName<'a> {
     pub(crate) display: &'a str,
     /// How many tools have it.
     pub(crate) tools: usize,
-    /// The index of the first tool that has it.
-    pub(crate) first: usize,
 }
 
 impl<'a> DisplayNames<'a> {
@@ -255,9 +253,9 @@ impl<'a> DisplayNames<'a> {
         let mut names: Vec<DisplayName<'a>> = Vec::new();
         let mut numbers: FastMap<&str, usize> = FastMap::default();
         let mut of = Vec::with_capacity(displays.len());
-        for (index, display) in displays.enumerate() {
+        for display in displays {
             let number = *numbers.entry(display).or_insert_with(|| {
-                names.push(DisplayName { display, tools: 0, first: index });
+                names.push(DisplayName { display, tools: 0 });
                 names.len() - 1
             });
             names[number].tools += 1;

@@ -734,18 +734,3 @@ fn a_handler_called_read_moves_the_read_tool_aside() {
     names.sort();
     assert_eq!(names, ["Book.read", "Book.read_data"]);
 }
-
-/// The name index's debug check, shown to catch a wrong answer: an index that sends a
-/// wire name to another tool.
-#[test]
-#[cfg(debug_assertions)]
-#[should_panic(expected = "the catalog's name index found")]
-fn a_wrong_name_index_trips_the_check() {
-    let rt = runtime();
-    let id = rt.charms().create("counter", json!({})).expect("created");
-    let mut catalog = Catalog::build(&rt, &json!({ "c": charm_entry(&rt, &id) }));
-    let mut wrong = lookup::NameIndex::default();
-    wrong.insert("Counter_increment", 0);
-    catalog.by_wire = wrong;
-    let _ = catalog.get("Counter_increment");
-}
