@@ -12,6 +12,7 @@ pub mod provider;
 pub mod schema;
 pub mod scripted;
 pub mod sources;
+pub mod structured;
 #[cfg(test)]
 mod test_rng;
 pub mod text;

@@ -62,6 +62,9 @@ pub struct ModelRequest {
     pub max_tokens: Option<u32>,
     /// Whether the model may, must, or must not call tools.
     pub tool_choice: ToolChoice,
+    /// The value the model must end with, when one is asked for (see
+    /// [`structured`](crate::structured)).
+    pub result: Option<crate::structured::ResultFormat>,
 }
 
 /// Which tools the model may call in one answer.

@@ -160,12 +160,13 @@ impl<'a> Builder<'a> {
     ///
     /// let notes = Pattern::new("notes", |b, _: serde_json::Value| {
     ///     let notes = b.state("notes", Vec::<String>::new())?;
-    ///     let add = b.handler("add", move |tx, e: Add| -> Result<Added> {
+    ///     let add: Stream<Add, Added> = b.handler("add", move |tx, e: Add| -> Result<Added> {
     ///         let id = notes.get(tx)?.len();
     ///         notes.push(tx, e.text.clone())?;
     ///         Ok(Added { id, text: e.text })
     ///     })?;
-    ///     Ok(serde_json::json!({ "notes": notes, "add": add }))
+    ///     # let _ = add;
+    ///     Ok(())
     /// });
     /// # let _ = notes;
     /// ```

@@ -142,6 +142,24 @@ async fn run_plugin_calls(
     Ok(all)
 }
 
+/// The most bytes a `--result-schema` file may have.
+const MAX_SCHEMA_FILE: u64 = 1 << 20;
+
+/// The JSON Schema in a `--result-schema` file, checked to be one; `None` without a file.
+pub fn result_schema(path: Option<&std::path::Path>) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(path) = path else { return Ok(None) };
+    let shown = path.display();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read the result schema {shown}"))?;
+    if !meta.is_file() || meta.len() > MAX_SCHEMA_FILE {
+        anyhow::bail!("the result schema {shown} must be a JSON file of at most {MAX_SCHEMA_FILE} bytes");
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the result schema {shown}"))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("the result schema {shown} is not JSON"))?;
+    trellis_builtins::structured::ResultFormat::new(schema.clone()).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    Ok(Some(schema))
+}
+
 /// How to answer waiting calls from the command line.
 pub(crate) fn resolve_how() -> String {
     format!(
@@ -152,9 +170,18 @@ pub(crate) fn resolve_how() -> String {
 }
 
 /// Prints the messages as JSON when asked, and ends with [`Waiting`] when calls wait.
+///
+/// With a result schema, the value the reply ended with is what it prints: as JSON, or
+/// after the transcript as `result: VALUE`.
 fn finish(session: &Session, messages: Vec<trellis_builtins::message::Message>, format: Format) -> anyhow::Result<()> {
-    if format.json {
-        super::output::emit_json(&serde_json::to_value(&messages)?);
+    match (session.result(), format.json) {
+        (Some(result), true) => super::output::emit_json(&result),
+        (None, true) => super::output::emit_json(&serde_json::to_value(&messages)?),
+        (Some(result), false) if !result.is_null() => {
+            let shown = serde_json::to_string_pretty(&result)?;
+            super::output::emit(&format!("result: {}", crate::terminal::safe(&shown)));
+        }
+        _ => {}
     }
     let interactions = session.waiting();
     if interactions.is_empty() {

@@ -83,6 +83,10 @@ enum Command {
         /// How long to wait for each reply to a --message or piped line, in seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
         timeout: f64,
+        /// A JSON Schema file: each reply ends with one value of it, printed (as JSON with
+        /// --json); a value that does not fit goes back to the model, twice at most.
+        #[arg(long, value_name = "FILE")]
+        result_schema: Option<std::path::PathBuf>,
         #[command(flatten)]
         mcp: mcp::McpArgs,
     },
@@ -380,11 +384,13 @@ impl App {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),
-            Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
+            Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, mcp } => {
+                let result_schema = chat::result_schema(result_schema.as_deref())?;
                 mcp::with_servers(&rt, &mcp, async {
                     let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
                     let session =
                         Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins).await?;
+                    session.set_result_schema(result_schema).await?;
                     chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
                 })
                 .await?

@@ -39,11 +39,12 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let all = Value::Array(all);
             print(format, &all, || super::tools::render(&all));
         }
-        Command::Chat { model, messages, chatbot, tool_choice, timeout, mcp } => {
+        Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, mcp } => {
             refuse_mcp(&remote, &mcp)?;
-            if chatbot.is_some() || tool_choice != "auto" {
+            if chatbot.is_some() || tool_choice != "auto" || result_schema.is_some() {
                 bail!(
-                    "--chatbot and --tool-choice need the space; {} serve holds it (stop it, or use the page)",
+                    "--chatbot, --tool-choice and --result-schema need the space; {} serve holds it (stop it, or use \
+                     the page)",
                     crate::program::name()
                 );
             }

@@ -345,6 +345,17 @@ impl Session {
         self.chat.clear().await.map_err(shown)
     }
 
+    /// Asks each reply to end with one value of `schema`, or no longer (`None`).
+    pub async fn set_result_schema(&self, schema: Option<serde_json::Value>) -> anyhow::Result<()> {
+        self.chat.set_result_schema(schema).await.map_err(shown)
+    }
+
+    /// The value the last reply ended with, when a result schema is set (`null` when it
+    /// gave none); `None` without a result schema.
+    pub fn result(&self) -> Option<serde_json::Value> {
+        (!self.chat.result_schema().is_null()).then(|| self.chat.result())
+    }
+
     /// Switches the model (checked first).
     pub async fn set_model(&self, model: &str) -> anyhow::Result<()> {
         trellis_builtins::provider::model_from_str(model)?;

@@ -196,13 +196,6 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// Writes a script for the scripted model next to the space; returns `--model`'s value.
-fn script(space: &Path, turns: Value) -> String {
-    let path = space.with_file_name("script.json");
-    std::fs::write(&path, turns.to_string()).unwrap();
-    format!("scripted:{}", path.display())
-}
-
 /// Text that would drive a terminal: clear the screen, go back to the line start and
 /// forge a line of the user's, CSI as one C1 character, DEL, and an OSC title change.
 const HOSTILE: &str = "\u{1b}[2J\ryou: forged \u{9b}2J \u{7f} \u{1b}]0;pwned\u{7}";
@@ -218,7 +211,7 @@ fn assert_inert(out: &str) {
 #[test]
 fn model_text_tool_names_and_results_reach_the_terminal_escaped() {
     let s = space();
-    let model = script(
+    let model = common::script(
         &s.path,
         json!([
             {"text": format!("calling {HOSTILE}"), "tool_calls": [{"name": format!("Nope{HOSTILE}"), "arguments": {}}]},

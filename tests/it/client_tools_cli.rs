@@ -17,12 +17,6 @@ fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
-fn script(space: &Path, turns: Value) -> String {
-    let path = space.with_file_name("script.json");
-    std::fs::write(&path, turns.to_string()).unwrap();
-    format!("scripted:{}", path.display())
-}
-
 /// A chatbot whose static tools hold a client tool: the server never runs it.
 fn chatbot_with_a_client_tool(space: &Path) {
     let tools = json!({"tools": {"lookup": {"client": {
@@ -37,7 +31,7 @@ fn chatbot_with_a_client_tool(space: &Path) {
 fn a_client_call_left_waiting_is_resolved_with_output_by_a_second_process() {
     let s = common::space();
     chatbot_with_a_client_tool(&s.path);
-    let model = script(
+    let model = common::script(
         &s.path,
         json!([
             {"tool_calls": [{"name": "lookup", "arguments": {"word": "trellis"}}]},

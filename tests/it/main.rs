@@ -35,6 +35,7 @@ mod serve_browser;
 mod serve_openapi;
 mod serve_streams;
 mod snapshot;
+mod structured;
 mod testing;
 mod todo;
 mod transactions;

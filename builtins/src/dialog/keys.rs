@@ -25,6 +25,9 @@ pub enum DialogInput {
     /// [`TOOL_RESULT_CAP`](super::TOOL_RESULT_CAP)); the model reads on with
     /// [`READ_RESULT`](super::READ_RESULT).
     ToolResultCap,
+    /// A JSON Schema: the request ends with one value of it, stored in
+    /// [`DialogOutput::Result`] (see [`crate::structured`]).
+    ResultSchema,
 }
 
 impl DialogInput {
@@ -39,6 +42,7 @@ impl DialogInput {
             DialogInput::ToolChoice => "tool_choice",
             DialogInput::MaxToolRounds => "max_tool_rounds",
             DialogInput::ToolResultCap => "tool_result_cap",
+            DialogInput::ResultSchema => "result_schema",
         }
     }
 }
@@ -64,11 +68,14 @@ pub enum DialogOutput {
     Interactions,
     /// Stream: a person's answer to a waiting call ([`Resolve`](super::Resolve)).
     Resolve,
+    /// The value the last request ended with, when `result_schema` asked for one, or
+    /// `null`.
+    Result,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 8] = [
+    pub const PUBLIC: [DialogOutput; 9] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
@@ -77,6 +84,7 @@ impl DialogOutput {
         DialogOutput::FlattenedTools,
         DialogOutput::Interactions,
         DialogOutput::Resolve,
+        DialogOutput::Result,
     ];
 
     /// The key under the dialog's location.
@@ -91,6 +99,7 @@ impl DialogOutput {
             DialogOutput::Request => "request",
             DialogOutput::Interactions => "interactions",
             DialogOutput::Resolve => "resolve",
+            DialogOutput::Result => "result",
         }
     }
 }
@@ -164,6 +173,16 @@ impl DialogInputs {
     /// How many bytes of each tool result a request carries.
     pub fn tool_result_cap(self, value: impl Serialize) -> Self {
         self.set(DialogInput::ToolResultCap, value)
+    }
+
+    /// The JSON Schema of the value each request ends with.
+    pub fn result_schema(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::ResultSchema, value)
+    }
+
+    /// [`DialogInputs::result_schema`] of the type `T` (doc comments as descriptions).
+    pub fn result_schema_of<T: schemars::JsonSchema>(self) -> Self {
+        self.result_schema(schemars::schema_for!(T).to_value())
     }
 
     /// The inputs as the JSON object `Builder::builtin` takes.

@@ -40,6 +40,7 @@ mod keys;
 mod messages;
 mod request;
 mod resolve;
+mod result;
 #[cfg(test)]
 mod tests;
 
@@ -276,6 +277,8 @@ pub(crate) struct DialogCells {
     pub request: Cell<RequestId>,
     pub error: Cell<Option<String>>,
     pub partial: Cell<String>,
+    /// The value the last request ended with (see `result_schema`).
+    pub result: Cell<serde_json::Value>,
     /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
     pub catalog: Arc<CatalogCache>,
 }
@@ -288,6 +291,7 @@ impl DialogCells {
             request: Cell::from_link(base.child(DialogOutput::Request.key())),
             error: Cell::from_link(base.child(DialogOutput::Error.key())),
             partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
+            result: Cell::from_link(base.child(DialogOutput::Result.key())),
             catalog: Arc::default(),
             base,
         }
@@ -473,6 +477,7 @@ fn add_message(
     cells.pending.set(tx, true)?;
     cells.error.set(tx, None)?;
     cells.partial.set(tx, String::new())?;
+    cells.result.set(tx, serde_json::Value::Null)?;
     let shared = shared.clone();
     let cells = cells.clone();
     tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Fresh));

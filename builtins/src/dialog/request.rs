@@ -23,10 +23,12 @@ use super::calls;
 use super::context;
 use super::interaction::{self, Held, HeldCall};
 use super::messages::prepare_for_provider;
+use super::result;
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{ModelEvent, ModelRequest, ToolChoice, MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS};
+use crate::structured::ResultFormat;
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
 const PARTIAL_EVERY: Duration = Duration::from_millis(50);
@@ -115,6 +117,26 @@ fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String
     }
 }
 
+/// Appends the answer that ended a request with `value`, and stores the value in the
+/// dialog's `result`, if the request is still current.
+fn store_result(
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    message: Message,
+    value: serde_json::Value,
+) -> Result<(), String> {
+    rt.transact(|tx| {
+        if is_current(tx, cells, id)? {
+            cells.messages().push(tx, message.clone())?;
+            cells.partial.set(tx, String::new())?;
+            cells.result.set(tx, value.clone())?;
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("could not store the result: {e}"))
+}
+
 /// Appends a message if the request is still current; false when it was superseded.
 fn append(rt: &Runtime, cells: &DialogCells, id: RequestId, message: Message) -> Result<bool, String> {
     rt.transact(|tx| {
@@ -160,6 +182,11 @@ async fn run(
     client_rounds: u32,
 ) -> Result<(), String> {
     let settings = shared.settings;
+    let format = match input(rt, cells, DialogInput::ResultSchema) {
+        serde_json::Value::Null => None,
+        schema => Some(ResultFormat::new(schema)?),
+    };
+    let mut corrections = 0;
     for round in first..=settings.max_rounds {
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
         let model_spec = input(rt, cells, DialogInput::Model).as_str().unwrap_or("offline").to_string();
@@ -178,6 +205,7 @@ async fn run(
             } else {
                 ToolChoice::Auto
             },
+            result: format.clone(),
         };
         request.tools = crate::sources::offered(rt, catalog.specs(), &messages, &request.tool_choice);
         let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
@@ -199,6 +227,34 @@ async fn run(
             ));
         }
 
+        if let Some(format) = &format {
+            let named: Vec<(&str, &serde_json::Value)> = calls.iter().map(|c| (c.name(), c.input())).collect();
+            match result::ending(format, &text, &named) {
+                result::Ending::NotYet => {}
+                result::Ending::Value(value) => {
+                    let mut message = result::kept(text, &value);
+                    message.usage = usage;
+                    return store_result(rt, cells, id, message, value);
+                }
+                result::Ending::Wrong(why) => {
+                    let mut message = Message::assistant(text);
+                    message.usage = usage;
+                    if corrections == result::MAX_CORRECTIONS {
+                        append(rt, cells, id, message)?;
+                        return Err(format!(
+                            "{} gave no value that fits the result schema in {} tries; the last: {why}",
+                            model.name(),
+                            corrections + 1
+                        ));
+                    }
+                    corrections += 1;
+                    if !append(rt, cells, id, message)? || !append(rt, cells, id, result::correction(&why))? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+        }
         let mut content = Vec::new();
         if !text.trim().is_empty() {
             content.push(Part::Text { text });

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use super::http::{self, truncate, Endpoint, HttpSettings, ParseError, StreamParser};
 use crate::message::{Message, Part, Role};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage};
+use crate::structured::RESULT_TOOL;
 
 /// Anthropic's API, used when `ANTHROPIC_BASE_URL` is not set.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -124,14 +125,29 @@ pub fn request_body(model: &str, default_max_tokens: u32, request: &ModelRequest
         body.insert("system".into(), json!(system));
     }
     body.insert("messages".into(), Value::Array(translate_messages(&request.messages)));
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .collect();
+    let mut choice = tool_choice_json(&request.tool_choice);
+    if let Some(result) = &request.result {
+        // The model ends by calling this tool with the value (see `crate::structured`):
+        // it must call a tool each time, this one last.
+        tools.push(json!({
+            "name": RESULT_TOOL,
+            "description": "Give your final answer: call this once, last, with the value asked for.",
+            "input_schema": result.object_schema(),
+        }));
+        choice = Some(match request.tool_choice {
+            ToolChoice::None => json!({"type": "tool", "name": RESULT_TOOL}),
+            ToolChoice::Tool(_) => choice.unwrap_or_else(|| json!({"type": "any"})),
+            ToolChoice::Auto | ToolChoice::Required => json!({"type": "any"}),
+        });
+    }
+    if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = tool_choice_json(&request.tool_choice) {
+        if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
         }
     }
@@ -653,6 +669,18 @@ mod tests {
     }
 
     #[test]
+    fn a_result_is_asked_for_as_a_tool_the_model_must_end_with() {
+        let result = crate::structured::ResultFormat::new(json!({"type": "object", "properties": {}})).unwrap();
+        let ask = |tool_choice| ModelRequest { result: Some(result.clone()), tool_choice, ..ModelRequest::default() };
+        let body = request_body("m", 100, &ask(ToolChoice::Auto));
+        assert_eq!(body["tools"][0]["name"], RESULT_TOOL);
+        assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object", "properties": {}}));
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        let body = request_body("m", 100, &ask(ToolChoice::None));
+        assert_eq!(body["tool_choice"], json!({"type": "tool", "name": RESULT_TOOL}), "no other tool, then");
+    }
+
+    #[test]
     fn body_translates_messages() {
         let [calls, results] = tool_round(vec![
             ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Text("hi".into())),
@@ -669,6 +697,7 @@ mod tests {
             }],
             max_tokens: None,
             tool_choice: Default::default(),
+            result: None,
         };
         assert_eq!(
             request_body("claude", 1000, &request),

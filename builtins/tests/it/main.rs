@@ -5,4 +5,5 @@
 
 mod client_tools;
 mod providers;
+mod structured;
 mod tool_protocol;

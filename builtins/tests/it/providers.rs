@@ -27,7 +27,7 @@ use trellis_builtins::provider::{
 
 /// One canned HTTP response.
 #[derive(Clone)]
-struct Canned {
+pub(crate) struct Canned {
     status: u16,
     headers: Vec<(&'static str, String)>,
     body: Vec<u8>,
@@ -53,7 +53,7 @@ enum After {
 }
 
 impl Canned {
-    fn sse(body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn sse(body: impl Into<Vec<u8>>) -> Self {
         Canned {
             status: 200,
             headers: vec![("content-type", "text/event-stream".into())],
@@ -83,10 +83,10 @@ impl Canned {
 
 /// What the server received.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     path: String,
     headers: HeaderMap,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 #[derive(Default)]
@@ -109,13 +109,13 @@ impl Drop for CloseGuard {
     }
 }
 
-struct Server {
+pub(crate) struct Server {
     addr: SocketAddr,
     script: Arc<Script>,
 }
 
 impl Server {
-    async fn start(responses: Vec<Canned>) -> Server {
+    pub(crate) async fn start(responses: Vec<Canned>) -> Server {
         let script = Arc::new(Script { responses: Mutex::new(responses.into()), ..Script::default() });
         let handler_script = script.clone();
         let app = axum::Router::new().fallback(move |request: Request| {
@@ -130,7 +130,7 @@ impl Server {
         Server { addr, script }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.script.received.lock().expect("lock").clone()
     }
 
@@ -151,11 +151,11 @@ impl Server {
             .expect("the script lives");
     }
 
-    fn openai(&self) -> OpenAiModel {
+    pub(crate) fn openai(&self) -> OpenAiModel {
         openai_at(&self.addr.to_string(), fast_http())
     }
 
-    fn anthropic(&self) -> AnthropicModel {
+    pub(crate) fn anthropic(&self) -> AnthropicModel {
         AnthropicModel::new(AnthropicConfig {
             base_url: format!("http://{}", self.addr),
             api_key: "ak-test".into(),
@@ -242,13 +242,13 @@ fn fast_http() -> HttpSettings {
 // Fixtures and helpers
 // ---------------------------------------------------------------------------------------
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers");
     std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
 }
 
 /// An Anthropic recording (one payload a line) as the SSE the API sends.
-fn anthropic_sse(name: &str) -> String {
+pub(crate) fn anthropic_sse(name: &str) -> String {
     fixture(name)
         .lines()
         .filter(|line| !line.trim().is_empty())
@@ -918,6 +918,7 @@ fn conversation() -> ModelRequest {
         ],
         max_tokens: Some(100),
         tool_choice: Default::default(),
+        result: None,
     }
 }
 

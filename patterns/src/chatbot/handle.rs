@@ -47,11 +47,13 @@ pub enum ChatbotStream {
     Resolve,
     /// [`SetClientTools`](super::SetClientTools): the tools the client executes itself.
     SetClientTools,
+    /// Sets the JSON Schema each reply must end with a value of ([`SetResultSchema`](super::SetResultSchema)).
+    SetResultSchema,
 }
 
 impl ChatbotStream {
     /// Every stream of the contract.
-    pub const ALL: [ChatbotStream; 9] = [
+    pub const ALL: [ChatbotStream; 10] = [
         ChatbotStream::AddMessage,
         ChatbotStream::CancelGeneration,
         ChatbotStream::Attach,
@@ -61,6 +63,7 @@ impl ChatbotStream {
         ChatbotStream::SetToolChoice,
         ChatbotStream::Resolve,
         ChatbotStream::SetClientTools,
+        ChatbotStream::SetResultSchema,
     ];
 
     /// The key in the charm's result.
@@ -75,6 +78,7 @@ impl ChatbotStream {
             ChatbotStream::SetToolChoice => "set_tool_choice",
             ChatbotStream::Resolve => DialogOutput::Resolve.key(),
             ChatbotStream::SetClientTools => "set_client_tools",
+            ChatbotStream::SetResultSchema => "set_result_schema",
         }
     }
 }
@@ -102,11 +106,15 @@ pub enum ChatbotField {
     FlattenedTools,
     /// The calls waiting for a person ([`Interaction`]s).
     Interactions,
+    /// The JSON Schema each reply ends with a value of, or `null`.
+    ResultSchema,
+    /// The value the last reply ended with, or `null`.
+    Result,
 }
 
 impl ChatbotField {
     /// Every field of the contract.
-    pub const ALL: [ChatbotField; 10] = [
+    pub const ALL: [ChatbotField; 12] = [
         ChatbotField::Dialog,
         ChatbotField::Messages,
         ChatbotField::Attachments,
@@ -117,6 +125,8 @@ impl ChatbotField {
         ChatbotField::Partial,
         ChatbotField::FlattenedTools,
         ChatbotField::Interactions,
+        ChatbotField::ResultSchema,
+        ChatbotField::Result,
     ];
 
     /// The key in the charm's result.
@@ -132,6 +142,8 @@ impl ChatbotField {
             ChatbotField::Partial => DialogOutput::Partial.key(),
             ChatbotField::FlattenedTools => DialogOutput::FlattenedTools.key(),
             ChatbotField::Interactions => DialogOutput::Interactions.key(),
+            ChatbotField::ResultSchema => "result_schema",
+            ChatbotField::Result => DialogOutput::Result.key(),
         }
     }
 }
@@ -336,6 +348,22 @@ impl Chatbot {
     /// Sets the tool choice: `auto`, `none`, `required` or a tool's display name.
     pub async fn set_tool_choice(&self, choice: &str) -> Result<(), ChatbotError> {
         self.send(ChatbotStream::SetToolChoice, json!({"tool_choice": choice})).await
+    }
+
+    /// Asks each reply to end with a value of `schema` (checked, and stored in
+    /// [`Chatbot::result`]), or no longer (`None`).
+    pub async fn set_result_schema(&self, schema: Option<serde_json::Value>) -> Result<(), ChatbotError> {
+        self.send(ChatbotStream::SetResultSchema, json!({ "schema": schema })).await
+    }
+
+    /// The value the last reply ended with, when a result schema asked for one.
+    pub fn result(&self) -> serde_json::Value {
+        self.field(ChatbotField::Result)
+    }
+
+    /// The JSON Schema each reply ends with a value of, or `null`.
+    pub fn result_schema(&self) -> serde_json::Value {
+        self.field(ChatbotField::ResultSchema)
     }
 
     /// Sets the tools the client executes itself: name → `{"description", "parameters"}`

@@ -18,10 +18,10 @@
 //! to one waits for the client to execute it and resolve it with the output.
 //!
 //! Outputs: `messages`, `attachments`, `client_tools`, `tools`, `model`, `tool_choice`,
-//! the dialog's public outputs ([`DialogOutput::PUBLIC`]: `flattened_tools`, `pending`,
-//! `error`, `partial`, and the streams `add_message`, `cancel_generation`), and the
-//! streams `attach`, `detach`, `clear`, `set_model`, `set_tool_choice`,
-//! `set_client_tools`.
+//! `result_schema`, the dialog's public outputs ([`DialogOutput::PUBLIC`]:
+//! `flattened_tools`, `pending`, `error`, `partial`, `result`, and the streams
+//! `add_message`, `cancel_generation`), and the streams `attach`, `detach`, `clear`,
+//! `set_model`, `set_tool_choice`, `set_client_tools`, `set_result_schema`.
 
 mod handle;
 mod mention;
@@ -105,6 +105,14 @@ pub struct SetToolChoice {
     pub tool_choice: String,
 }
 
+/// Ask each reply to end with one value of a JSON Schema, or no longer.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct SetResultSchema {
+    /// The schema (`null`: replies end as they will).
+    #[serde(default)]
+    pub schema: Option<serde_json::Value>,
+}
+
 /// The tool through which the model asks the user (a question, a confirmation, a choice).
 pub use trellis_builtins::tool::HUMAN_INPUT_TOOL;
 
@@ -142,6 +150,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     let system = b.state("system", args.system.unwrap_or_else(|| SYSTEM.into()))?;
     let tool_choice = b.state(ChatbotField::ToolChoice.key(), "auto".to_string())?;
     let client_tools = b.state("client_tools", serde_json::Map::<String, serde_json::Value>::new())?;
+    let result_schema = b.state(ChatbotField::ResultSchema.key(), serde_json::Value::Null)?;
     let mut static_tools = args.tools;
     // The model may always ask the user (`request_human_input`); the dialog waits for the
     // answer. A pattern that does not want it passes `"request_human_input": null`.
@@ -162,6 +171,7 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     })?;
     let inputs =
         DialogInputs::new().messages(messages).model(model).system(system).tools(tools).tool_choice(tool_choice);
+    let inputs = inputs.result_schema(result_schema);
     let dialog = b.builtin(ChatbotField::Dialog.key(), LLM_DIALOG, inputs.to_json())?;
     for output in DialogOutput::PUBLIC {
         b.alias(output.key(), &dialog.child(output.key()))?;
@@ -200,5 +210,11 @@ pub fn wire(b: &mut Builder<'_>, args: ChatbotArgs) -> trellis_runner::Result<()
     b.handler(ChatbotStream::SetModel.key(), move |tx, e: SetModel| model.set(tx, e.model))?;
     b.handler(ChatbotStream::SetToolChoice.key(), move |tx, e: SetToolChoice| tool_choice.set(tx, e.tool_choice))?;
     b.handler(ChatbotStream::SetClientTools.key(), move |tx, e: SetClientTools| client_tools.set(tx, e.tools))?;
+    b.handler(ChatbotStream::SetResultSchema.key(), move |tx, e: SetResultSchema| {
+        if let Some(schema) = &e.schema {
+            trellis_builtins::structured::ResultFormat::new(schema.clone())?;
+        }
+        result_schema.set(tx, e.schema.unwrap_or_default())
+    })?;
     Ok(())
 }

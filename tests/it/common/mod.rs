@@ -125,3 +125,10 @@ fn kill(pid: u32) {
 
 #[cfg(not(unix))]
 fn kill(_pid: u32) {}
+
+/// A scripted model string whose script (`turns`) is written beside the space.
+pub fn script(space: &Path, turns: serde_json::Value) -> String {
+    let path = space.with_file_name("script.json");
+    std::fs::write(&path, turns.to_string()).expect("the script is written");
+    format!("scripted:{}", path.display())
+}

@@ -167,6 +167,11 @@ pub fn request_body(model: &str, max_tokens_field: &str, request: &ModelRequest)
     if let Some(max_tokens) = request.max_tokens {
         body.insert(max_tokens_field.to_string(), json!(max_tokens));
     }
+    if let Some(result) = &request.result {
+        // The answer's text is then the value (see `crate::structured`).
+        let format = json!({"name": "result", "schema": result.object_schema()});
+        body.insert("response_format".into(), json!({"type": "json_schema", "json_schema": format}));
+    }
     Value::Object(body)
 }
 
@@ -288,6 +293,15 @@ mod tests {
     }
 
     #[test]
+    fn a_result_is_asked_for_as_the_response_format() {
+        let result = crate::structured::ResultFormat::new(json!({"type": "array"})).unwrap();
+        let body = request_body("m", "max_tokens", &ModelRequest { result: Some(result), ..ModelRequest::default() });
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        let schema = &body["response_format"]["json_schema"]["schema"];
+        assert_eq!(schema["properties"]["value"], json!({"type": "array"}), "wrapped: an object schema only");
+    }
+
+    #[test]
     fn body_translates_messages() {
         let [calls, results] = tool_round(vec![
             ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Json(json!({"text": "hi"}))),
@@ -310,6 +324,7 @@ mod tests {
             }],
             max_tokens: Some(50),
             tool_choice: Default::default(),
+            result: None,
         };
         let body = request_body("m", "max_tokens", &request);
         assert_eq!(
