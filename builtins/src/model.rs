@@ -183,6 +183,13 @@ pub trait Model: Send + Sync {
     /// A short name for logs and the CLI (`offline`, `openai:gpt-4o`, ...).
     fn name(&self) -> String;
 
+    /// Whether it can summarise the older turns of a conversation that outgrew its budget
+    /// (see the dialog's `context_budget`); a model that cannot (the offline and scripted
+    /// ones) has them listed instead.
+    fn summarizes(&self) -> bool {
+        true
+    }
+
     /// Starts answering `request`; dropping the stream cancels the request.
     fn stream(
         &self,

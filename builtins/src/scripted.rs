@@ -215,6 +215,11 @@ fn claim(counter: &AtomicU64, at_least: u64, n: u64) -> u64 {
 }
 
 impl Model for ScriptedModel {
+    /// A script answers the turns it was written for: a summary would take one of them.
+    fn summarizes(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> String {
         match &self.source {
             Some(source) => format!("scripted:{source}"),

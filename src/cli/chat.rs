@@ -22,8 +22,14 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
     let mut turns = Turns::new(messages);
     let mut all = Vec::new();
     while let Some(turn) = turns.next().await? {
+        let compacted = session.dialog().compacted();
         let new = session.turn(&turn, timeout).await?;
         if !format.json {
+            let now = session.dialog().compacted();
+            if now > compacted {
+                let note = format!("  ⋯ the model now reads the first {now} messages as a summary (context budget)");
+                super::output::emit(&note);
+            }
             super::output::emit(&transcript(&session, &new));
         }
         all.extend(new);

@@ -1,13 +1,14 @@
 //! What of a conversation reaches the model: a long tool result is cut in each request,
-//! kept whole in the space, and read on page by page with the dialog's own tool.
+//! kept whole in the space, and read on page by page with the dialog's own tool; a long
+//! conversation is compacted to stay within its budget.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use trellis::builtins::dialog::{DialogHandle, LlmDialog, READ_RESULT, TOOL_RESULT_CAP};
-use trellis::builtins::message::{Message, Part, ToolOutput};
+use trellis::builtins::dialog::{estimate_tokens, DialogHandle, LlmDialog, READ_RESULT, TOOL_RESULT_CAP};
+use trellis::builtins::message::{Message, Part, Role, ToolOutput};
 use trellis::builtins::model::{EventStream, Model, ModelError, ModelRequest};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
 use trellis::prelude::*;
@@ -25,6 +26,10 @@ impl Model for Recording {
         self.script.name()
     }
 
+    fn summarizes(&self) -> bool {
+        self.script.summarizes()
+    }
+
     fn stream(
         &self,
         request: ModelRequest,
@@ -38,16 +43,25 @@ impl Model for Recording {
 #[derive(Deserialize, JsonSchema)]
 struct Dump {}
 
-/// A charm whose `dump` answers with a megabyte of text, and a chat whose tools are it.
-fn space(model: Arc<Recording>) -> (Runtime, DialogHandle) {
+/// Add one.
+#[derive(Deserialize, JsonSchema)]
+struct Add {}
+
+/// A charm whose `dump` answers with a megabyte of text and whose `add` counts, and a
+/// chat whose tools are it, with these dialog inputs besides.
+fn space(model: Arc<Recording>, inputs: Value) -> (Runtime, DialogHandle) {
     let rt = Runtime::in_memory();
     rt.register_pattern(Pattern::new("big", |b, _: Value| {
         b.name("Big")?;
+        let count = b.state("count", 0i64)?;
         b.handler("dump", |_, _: Dump| -> Result<String> { Ok(megabyte()) })?;
+        b.handler("add", move |tx, _: Add| count.update(tx, |n| n + 1))?;
         Ok(())
     }));
-    rt.register_pattern(Pattern::new("chat", |b, tools: Value| {
-        b.builtin("dialog", "llm_dialog", json!({"model": "recording", "tools": tools}))?;
+    rt.register_pattern(Pattern::new("chat", move |b, tools: Value| {
+        let mut all = json!({"model": "recording", "tools": tools});
+        all.as_object_mut().unwrap().extend(inputs.as_object().cloned().unwrap_or_default());
+        b.builtin("dialog", "llm_dialog", all)?;
         Ok(())
     }));
     let resolver = move |_: &str| -> Result<Arc<dyn Model>, ModelError> { Ok(model.clone()) };
@@ -91,7 +105,7 @@ async fn a_megabyte_result_is_cut_in_the_request_and_read_on_from_the_space() {
         Turn::text("It is a dump of numbered lines."),
     ];
     let model = Arc::new(Recording { script: ScriptedModel::from_turns(script), asked: Mutex::default() });
-    let (_rt, dialog) = space(model.clone());
+    let (_rt, dialog) = space(model.clone(), json!({}));
     dialog.say("what does Big dump?", WAIT).await.unwrap();
     let asked = model.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 3);
@@ -118,6 +132,41 @@ async fn a_megabyte_result_is_cut_in_the_request_and_read_on_from_the_space() {
     assert_eq!(page["text"], whole[TOOL_RESULT_CAP..2 * TOOL_RESULT_CAP], "the space keeps the whole result");
     let kept: Value = serde_json::from_str(&whole).unwrap();
     assert_eq!(kept["returned"], megabyte(), "the handler's whole answer");
+}
+
+#[tokio::test]
+async fn two_hundred_turns_stay_within_the_budget_with_every_call_answered() {
+    const BUDGET: u64 = 2_000;
+    const TURNS: usize = 200;
+    let script = (0..TURNS).flat_map(|n| [Turn::tool_call("Big.add", json!({})), Turn::text(format!("Added ({n})."))]);
+    let model = Arc::new(Recording { script: ScriptedModel::from_turns(script.collect()), asked: Mutex::default() });
+    let (_rt, dialog) = space(model.clone(), json!({"context_budget": BUDGET}));
+    for n in 0..TURNS {
+        dialog.say(&format!("add one more, this is turn {n}"), WAIT).await.unwrap();
+    }
+    let asked = model.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2 * TURNS);
+    for (n, request) in asked.iter().enumerate() {
+        let tokens = estimate_tokens(request);
+        assert!(tokens <= BUDGET, "request {n} carries {tokens} tokens");
+        let ids = |calls: bool| -> Vec<&str> {
+            let parts = request.messages.iter().flat_map(|m| &m.content);
+            parts
+                .filter_map(|part| match part {
+                    Part::ToolCall { id, .. } if calls => Some(id.as_str()),
+                    Part::ToolResult { id, .. } if !calls => Some(id.as_str()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(ids(true), ids(false), "request {n}: every call with its result, none alone");
+        assert_eq!(request.messages[0].role, Role::User, "request {n} starts with a turn");
+    }
+    // The space keeps every turn; the model reads the oldest as a listing.
+    assert_eq!(dialog.messages().len(), 4 * TURNS);
+    assert!(dialog.compacted() > 3 * TURNS, "compacted up to {}", dialog.compacted());
+    let system = asked.last().unwrap().system.clone().unwrap_or_default();
+    assert!(system.contains("earlier messages were set aside"), "{system}");
 }
 
 fn dialog_results(messages: &[Message]) -> Vec<ToolOutput> {

@@ -21,7 +21,7 @@ use trellis_runner::{DocId, Link, Path, Read, Runtime, Value as Stored, UI};
 const HANDLER: &str = "(handler)";
 
 /// How many bytes of JSON a charm's data may take for a handler tool's answer to carry it
-/// whole (see [`handler_answer`]).
+/// whole (see `Catalog::snapshot_limit`).
 pub const SNAPSHOT_LIMIT: usize = 2048;
 
 /// How many changed fields a summary names before it says "and N more".

@@ -1,4 +1,5 @@
-//! What of the conversation a request carries: every tool result capped.
+//! What of the conversation a request carries: the turns after a compaction (see
+//! `compact`), every tool result capped.
 //!
 //! The conversation keeps each tool result whole, in the space. A request carries at most
 //! `tool_result_cap` bytes of each ([`TOOL_RESULT_CAP`] by default): past that the model
@@ -9,8 +10,10 @@
 
 use serde_json::{json, Value};
 
+use super::compact::Compaction;
+use super::messages::prepare_for_provider;
 use crate::message::{Message, Part, ToolOutput};
-use crate::model::ToolSpec;
+use crate::model::{ModelRequest, ToolSpec};
 
 /// How many bytes of a tool result a request carries when the dialog's
 /// `tool_result_cap` is not given.
@@ -25,6 +28,27 @@ pub const READ_RESULT: &str = "read_tool_result";
 /// The cap a dialog's `tool_result_cap` input asks for (at least [`MIN_CAP`]).
 pub(super) fn cap_of(input: &Value) -> usize {
     input.as_u64().and_then(|n| usize::try_from(n).ok()).unwrap_or(TOOL_RESULT_CAP).max(MIN_CAP)
+}
+
+/// Fills `request` with what of the conversation it carries: the `system` prompt, followed
+/// by the summary of the turns a `compaction` stands for; the messages after those, made
+/// ready for a provider; each tool result capped at `cap` bytes. Whether a result was cut.
+pub(super) fn fill(
+    request: &mut ModelRequest,
+    system: Option<&str>,
+    messages: &[Message],
+    compaction: Option<&Compaction>,
+    cap: usize,
+) -> bool {
+    request.system = match compaction {
+        Some(compaction) => {
+            let before = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
+            Some(format!("{before}The conversation's earlier turns, summarised:\n{}", compaction.summary))
+        }
+        None => system.map(str::to_string),
+    };
+    request.messages = prepare_for_provider(&messages[compaction.map_or(0, |c| c.upto)..]);
+    cap_results(&mut request.messages, cap)
 }
 
 /// Cuts each tool result in `messages` longer than `cap` bytes to its start and a note,

@@ -55,6 +55,13 @@ impl DialogHandle {
         self.cells().messages().get(&self.rt).unwrap_or_default()
     }
 
+    /// How many of the conversation's first messages the model reads as a summary (see
+    /// the dialog's `context_budget`); 0 when none was compacted.
+    pub fn compacted(&self) -> usize {
+        let messages = self.messages();
+        self.cells().compaction.get(&self.rt).ok().flatten().filter(|c| c.covers(&messages)).map_or(0, |c| c.upto)
+    }
+
     /// Whether a reply is being generated.
     pub fn pending(&self) -> bool {
         self.cells().pending.get(&self.rt).unwrap_or(false)

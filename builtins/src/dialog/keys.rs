@@ -28,6 +28,9 @@ pub enum DialogInput {
     /// A JSON Schema: the request ends with one value of it, stored in
     /// [`DialogOutput::Result`] (see [`crate::structured`]).
     ResultSchema,
+    /// How many tokens (estimated) a request may carry before the oldest turns are
+    /// compacted into a summary (default [`CONTEXT_BUDGET`](super::CONTEXT_BUDGET)).
+    ContextBudget,
 }
 
 impl DialogInput {
@@ -43,6 +46,7 @@ impl DialogInput {
             DialogInput::MaxToolRounds => "max_tool_rounds",
             DialogInput::ToolResultCap => "tool_result_cap",
             DialogInput::ResultSchema => "result_schema",
+            DialogInput::ContextBudget => "context_budget",
         }
     }
 }
@@ -71,11 +75,14 @@ pub enum DialogOutput {
     /// The value the last request ended with, when `result_schema` asked for one, or
     /// `null`.
     Result,
+    /// The [`Compaction`](super::Compaction) of the conversation's oldest turns the model
+    /// reads in their place, or `null`.
+    Compaction,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 9] = [
+    pub const PUBLIC: [DialogOutput; 10] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
@@ -85,6 +92,7 @@ impl DialogOutput {
         DialogOutput::Interactions,
         DialogOutput::Resolve,
         DialogOutput::Result,
+        DialogOutput::Compaction,
     ];
 
     /// The key under the dialog's location.
@@ -100,6 +108,7 @@ impl DialogOutput {
             DialogOutput::Interactions => "interactions",
             DialogOutput::Resolve => "resolve",
             DialogOutput::Result => "result",
+            DialogOutput::Compaction => "compaction",
         }
     }
 }
@@ -173,6 +182,11 @@ impl DialogInputs {
     /// How many bytes of each tool result a request carries.
     pub fn tool_result_cap(self, value: impl Serialize) -> Self {
         self.set(DialogInput::ToolResultCap, value)
+    }
+
+    /// How many tokens (estimated) a request may carry before older turns are compacted.
+    pub fn context_budget(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::ContextBudget, value)
     }
 
     /// The JSON Schema of the value each request ends with.

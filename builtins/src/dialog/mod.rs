@@ -33,6 +33,8 @@
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
 mod calls;
+mod cells;
+mod compact;
 mod context;
 mod handle;
 mod interaction;
@@ -52,7 +54,7 @@ use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use trellis_runner::{Builder, Builtin, Cell, Link, Value};
+use trellis_runner::{Builder, Builtin, Link, Value};
 
 use crate::catalog::{CatalogCache, ToolTarget};
 use crate::message::{Message, Role, ToolOutput};
@@ -60,6 +62,8 @@ use crate::model::{Model, ModelError};
 use crate::tool::ToolRegistry;
 
 pub use crate::ask::InteractionKind;
+pub(crate) use cells::DialogCells;
+pub use compact::{estimate_tokens, Compaction, CONTEXT_BUDGET};
 pub use context::{READ_RESULT, TOOL_RESULT_CAP};
 pub use handle::DialogHandle;
 pub use interaction::{Interaction, Phase};
@@ -267,51 +271,6 @@ impl std::fmt::Display for RequestId {
 /// The event of `cancel_generation`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct Cancel {}
-
-/// The locations of one dialog's state.
-#[derive(Debug, Clone)]
-pub(crate) struct DialogCells {
-    pub base: Link,
-    pub inputs: Link,
-    pub pending: Cell<bool>,
-    pub request: Cell<RequestId>,
-    pub error: Cell<Option<String>>,
-    pub partial: Cell<String>,
-    /// The value the last request ended with (see `result_schema`).
-    pub result: Cell<serde_json::Value>,
-    /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
-    pub catalog: Arc<CatalogCache>,
-}
-
-impl DialogCells {
-    fn at(base: Link) -> Self {
-        DialogCells {
-            inputs: base.child("inputs"),
-            pending: Cell::from_link(base.child(DialogOutput::Pending.key())),
-            request: Cell::from_link(base.child(DialogOutput::Request.key())),
-            error: Cell::from_link(base.child(DialogOutput::Error.key())),
-            partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
-            result: Cell::from_link(base.child(DialogOutput::Result.key())),
-            catalog: Arc::default(),
-            base,
-        }
-    }
-
-    /// The document of the values that change while a reply streams (`partial`).
-    ///
-    /// It is kept apart from the charm's document, which holds the conversation: storage
-    /// writes whole documents, so a delta written beside the messages would rewrite the
-    /// whole conversation each time, and a long reply would go quadratic.
-    fn live(base: &Link) -> Link {
-        let path: Vec<&str> = base.path.segments().iter().map(|s| &**s).collect();
-        Link::new(format!("{}.{}.live", base.doc, path.join(".")), trellis_runner::Path::root())
-    }
-
-    /// The messages cell: the `messages` input if it is a link, else the dialog's own.
-    pub fn messages(&self) -> Cell<Vec<Message>> {
-        Cell::from_link(self.inputs.child(DialogInput::Messages.key()))
-    }
-}
 
 impl Builtin for LlmDialog {
     fn id(&self) -> &'static str {

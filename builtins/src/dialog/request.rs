@@ -3,8 +3,9 @@
 //! `add_message` (a handler) appends the message and bumps the dialog's `request`; its
 //! after-commit hook starts the request as a tokio task the runtime tracks (`start`).
 //! Each round reads the inputs (links followed), takes the catalog from the dialog's
-//! `CatalogCache` (built again only when its tools changed), and sends the model
-//! `prepare_for_provider(messages)` with the tools `sources::offered` picks (all of the
+//! `CatalogCache` (built again only when its tools changed), and sends the model what
+//! `context::fill` makes of the conversation (the turns after a compaction, results
+//! capped; see `compact` for when one is made) with the tools `sources::offered` picks (all of the
 //! catalog, or what the runtime's `ToolSelector` keeps, a forced tool always among them)
 //! and the tool choice (the first round only; later rounds are `auto`). The answer's text
 //! streams into `partial`, written at most as often as `Throttle` allows and cut at the
@@ -20,9 +21,9 @@ use tracing::Instrument;
 use trellis_runner::{Read, Runtime};
 
 use super::calls;
+use super::compact::{self, Compaction};
 use super::context;
 use super::interaction::{self, Held, HeldCall};
-use super::messages::prepare_for_provider;
 use super::result;
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
@@ -137,6 +138,19 @@ fn store_result(
     .map_err(|e| format!("could not store the result: {e}"))
 }
 
+/// Stores a compaction of the conversation if the request is still current; false when it
+/// was superseded.
+fn store_compaction(rt: &Runtime, cells: &DialogCells, id: RequestId, compaction: &Compaction) -> Result<bool, String> {
+    rt.transact(|tx| {
+        let current = is_current(tx, cells, id)?;
+        if current {
+            cells.compaction.set(tx, Some(compaction.clone()))?;
+        }
+        Ok(current)
+    })
+    .map_err(|e| format!("could not store the compaction: {e}"))
+}
+
 /// Appends a message if the request is still current; false when it was superseded.
 fn append(rt: &Runtime, cells: &DialogCells, id: RequestId, message: Message) -> Result<bool, String> {
     rt.transact(|tx| {
@@ -193,9 +207,10 @@ async fn run(
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
         // Rebuilt only when the tools changed (a charm renamed, attached, ...).
         let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
+        let system = input(rt, cells, DialogInput::System).as_str().map(str::to_string);
         let mut request = ModelRequest {
-            system: input(rt, cells, DialogInput::System).as_str().map(str::to_string),
-            messages: prepare_for_provider(&messages),
+            system: None,
+            messages: Vec::new(),
             tools: Vec::new(),
             max_tokens: input(rt, cells, DialogInput::MaxTokens).as_u64().and_then(|n| u32::try_from(n).ok()),
             // A forced choice holds for the first answer only: once the tool ran, the model
@@ -209,7 +224,18 @@ async fn run(
         };
         request.tools = crate::sources::offered(rt, catalog.specs(), &messages, &request.tool_choice);
         let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
-        if context::cap_results(&mut request.messages, cap) && catalog.get(context::READ_RESULT).is_none() {
+        let compaction = cells.compaction.get(rt).ok().flatten().filter(|c| c.covers(&messages));
+        let mut cut = context::fill(&mut request, system.as_deref(), &messages, compaction.as_ref(), cap);
+        let budget = compact::budget_of(&input(rt, cells, DialogInput::ContextBudget));
+        if compact::estimate_tokens(&request) > budget {
+            if let Some(new) = compact::compact(&*model, &messages, compaction.as_ref(), budget).await? {
+                if !store_compaction(rt, cells, id, &new)? {
+                    return Ok(());
+                }
+                cut = context::fill(&mut request, system.as_deref(), &messages, Some(&new), cap);
+            }
+        }
+        if cut && catalog.get(context::READ_RESULT).is_none() {
             request.tools.push(context::read_result_spec());
         }
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");

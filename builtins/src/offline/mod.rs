@@ -90,6 +90,10 @@ impl Model for OfflineModel {
         "offline".into()
     }
 
+    fn summarizes(&self) -> bool {
+        false
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

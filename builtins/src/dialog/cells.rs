@@ -1,0 +1,57 @@
+//! The locations of one dialog's state, and where each of them lives.
+
+use std::sync::Arc;
+
+use trellis_runner::{Cell, Link};
+
+use super::{Compaction, DialogInput, DialogOutput, RequestId};
+use crate::catalog::CatalogCache;
+use crate::message::Message;
+
+/// The locations of one dialog's state.
+#[derive(Debug, Clone)]
+pub(crate) struct DialogCells {
+    pub base: Link,
+    pub inputs: Link,
+    pub pending: Cell<bool>,
+    pub request: Cell<RequestId>,
+    pub error: Cell<Option<String>>,
+    pub partial: Cell<String>,
+    /// The value the last request ended with (see `result_schema`).
+    pub result: Cell<serde_json::Value>,
+    /// The conversation's oldest turns, compacted (see `context_budget`).
+    pub compaction: Cell<Option<Compaction>>,
+    /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
+    pub catalog: Arc<CatalogCache>,
+}
+
+impl DialogCells {
+    pub(super) fn at(base: Link) -> Self {
+        DialogCells {
+            inputs: base.child("inputs"),
+            pending: Cell::from_link(base.child(DialogOutput::Pending.key())),
+            request: Cell::from_link(base.child(DialogOutput::Request.key())),
+            error: Cell::from_link(base.child(DialogOutput::Error.key())),
+            partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
+            result: Cell::from_link(base.child(DialogOutput::Result.key())),
+            compaction: Cell::from_link(base.child(DialogOutput::Compaction.key())),
+            catalog: Arc::default(),
+            base,
+        }
+    }
+
+    /// The document of the values that change while a reply streams (`partial`).
+    ///
+    /// It is kept apart from the charm's document, which holds the conversation: storage
+    /// writes whole documents, so a delta written beside the messages would rewrite the
+    /// whole conversation each time, and a long reply would go quadratic.
+    fn live(base: &Link) -> Link {
+        let path: Vec<&str> = base.path.segments().iter().map(|s| &**s).collect();
+        Link::new(format!("{}.{}.live", base.doc, path.join(".")), trellis_runner::Path::root())
+    }
+
+    /// The messages cell: the `messages` input if it is a link, else the dialog's own.
+    pub fn messages(&self) -> Cell<Vec<Message>> {
+        Cell::from_link(self.inputs.child(DialogInput::Messages.key()))
+    }
+}
