@@ -139,8 +139,9 @@ async fn summarize(
         shown.push_str(&truncate(&render(message), MAX_SHOWN));
         shown.push('\n');
     }
-    // The summariser's own request keeps within half the budget: the newest part counts most.
-    let room = usize::try_from(budget / 2 * BYTES_PER_TOKEN).unwrap_or(usize::MAX);
+    // The summariser's own request keeps within three quarters of the budget (the summary
+    // takes at most the last): past that, the newest part counts most.
+    let room = usize::try_from(budget / 4 * 3 * BYTES_PER_TOKEN).unwrap_or(usize::MAX).saturating_sub(SUMMARIZE.len());
     if shown.len() > room {
         let mut from = shown.len() - room;
         while !shown.is_char_boundary(from) {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // a failing unwrap is a failing test
 
 mod client_tools;
+mod compaction;
 mod providers;
 mod structured;
 mod tool_protocol;

@@ -92,7 +92,7 @@ async fn anthropic_ends_with_the_json_tool_and_a_wrong_value_is_corrected() {
 
 /// An OpenAI-compatible stream answering `text` (in two deltas), framed as the recorded
 /// `openai-compatible-tool-call.sse` is.
-fn openai_answering(text: &str) -> String {
+pub(crate) fn openai_answering(text: &str) -> String {
     let chunk = |delta: Value, finish: Value| {
         let choice = json!({"index": 0, "delta": delta, "finish_reason": finish});
         let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [choice]});
