@@ -2,13 +2,15 @@
 //! kept whole in the space, and read on page by page with the dialog's own tool; a long
 //! conversation is compacted to stay within its budget.
 
+use crate::common;
+
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use trellis::builtins::dialog::{estimate_tokens, DialogHandle, LlmDialog, READ_RESULT, TOOL_RESULT_CAP};
-use trellis::builtins::message::{Message, Part, Role, ToolOutput};
+use trellis::builtins::message::{Part, Role, ToolOutput};
 use trellis::builtins::model::{EventStream, Model, ModelError, ModelRequest};
 use trellis::builtins::scripted::{ScriptedModel, Turn};
 use trellis::prelude::*;
@@ -85,16 +87,8 @@ fn megabyte() -> String {
 }
 
 /// The results of the tool calls in a request's messages.
-fn results(request: &ModelRequest) -> Vec<&ToolOutput> {
-    request
-        .messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|part| match part {
-            Part::ToolResult { output, .. } => Some(output),
-            _ => None,
-        })
-        .collect()
+fn results(request: &ModelRequest) -> Vec<ToolOutput> {
+    common::tool_results(&request.messages)
 }
 
 #[tokio::test]
@@ -112,7 +106,7 @@ async fn a_megabyte_result_is_cut_in_the_request_and_read_on_from_the_space() {
     assert!(!asked[0].tools.iter().any(|t| t.name == READ_RESULT), "nothing was cut yet");
 
     // The second request carries the start of the result and a note, and offers the tool.
-    let ToolOutput::Text(start) = results(&asked[1])[0] else { panic!("{:?}", results(&asked[1])) };
+    let ToolOutput::Text(start) = &results(&asked[1])[0] else { panic!("{:?}", results(&asked[1])) };
     assert!(start.len() < TOOL_RESULT_CAP + 300, "{} bytes", start.len());
     assert!(start.starts_with(r#"{"result":"#) || start.starts_with(r#"{"returned":"#), "{}", &start[..80]);
     assert!(start.contains("[cut: this result is") && start.contains(READ_RESULT), "{}", &start[start.len() - 300..]);
@@ -121,11 +115,11 @@ async fn a_megabyte_result_is_cut_in_the_request_and_read_on_from_the_space() {
     assert!(request_bytes < 2 * TOOL_RESULT_CAP, "the request stays small: {request_bytes} bytes");
 
     // The page the model asked for continues where the start stopped.
-    let ToolOutput::Json(page) = results(&asked[2])[1] else { panic!("{:?}", results(&asked[2])) };
+    let ToolOutput::Json(page) = &results(&asked[2])[1] else { panic!("{:?}", results(&asked[2])) };
     assert_eq!(page["offset"], TOOL_RESULT_CAP);
     assert_eq!(page["next"], 2 * TOOL_RESULT_CAP);
     assert!(page["total"].as_u64().unwrap() > 1 << 20, "{}", page["total"]);
-    let whole = match &dialog_results(&dialog.messages())[0] {
+    let whole = match &common::tool_results(&dialog.messages())[0] {
         ToolOutput::Json(answer) => answer.to_string(),
         other => panic!("{other:?}"),
     };
@@ -167,15 +161,4 @@ async fn two_hundred_turns_stay_within_the_budget_with_every_call_answered() {
     assert!(dialog.compacted() > 3 * TURNS, "compacted up to {}", dialog.compacted());
     let system = asked.last().unwrap().system.clone().unwrap_or_default();
     assert!(system.contains("earlier messages were set aside"), "{system}");
-}
-
-fn dialog_results(messages: &[Message]) -> Vec<ToolOutput> {
-    messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|part| match part {
-            Part::ToolResult { output, .. } => Some(output.clone()),
-            _ => None,
-        })
-        .collect()
 }

@@ -1,5 +1,7 @@
 //! `llm_dialog` with the scripted model: tool calls change charms and results flow back.
 
+use crate::common;
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,17 +174,6 @@ fn touched(s: &Setup) -> i64 {
     s.rt.charms().get(fragile).unwrap()["touched"].as_i64().unwrap()
 }
 
-fn tool_results(messages: &[Message]) -> Vec<ToolOutput> {
-    messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|p| match p {
-            Part::ToolResult { output, .. } => Some(output.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn displays(dialog: &DialogHandle) -> Vec<String> {
     let tools = dialog.flattened_tools();
     tools.as_array().into_iter().flatten().filter_map(|t| t["display"].as_str().map(str::to_string)).collect()
@@ -256,7 +247,7 @@ async fn a_tool_call_changes_the_charm_and_the_result_flows_back() {
     let messages = s.dialog.messages();
     let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
-    let ToolOutput::Json(result) = &tool_results(&messages)[0] else { panic!("expected JSON: {messages:?}") };
+    let ToolOutput::Json(result) = &common::tool_results(&messages)[0] else { panic!("expected JSON: {messages:?}") };
     assert_eq!(result["summary"], "count: 0 → 5, label: \"Count: 0\" → \"Count: 5\"");
     assert_eq!(messages[3].text(), "The count is 5 now.");
     assert!(!s.dialog.pending());
@@ -272,7 +263,7 @@ async fn a_tool_call_changes_the_charm_and_the_result_flows_back() {
 async fn an_unknown_tool_gets_an_error_listing_the_tools() {
     let s = setup(vec![Turn::tool_call("Nope.nothing", json!({})), Turn::text("Sorry.")]);
     s.dialog.say("do something", WAIT).await.unwrap();
-    let results = tool_results(&s.dialog.messages());
+    let results = common::tool_results(&s.dialog.messages());
     let text = error_text(&results[0]);
     assert!(text.contains("Nope") && text.contains("Counter.increment"), "{text}");
 }
@@ -282,7 +273,7 @@ async fn invalid_arguments_are_refused_and_the_charm_is_unchanged() {
     let s = setup(vec![Turn::tool_call("Counter.increment", json!({"amount": "five"})), Turn::text("Oops.")]);
     s.dialog.say("add five", WAIT).await.unwrap();
     assert_eq!(count(&s, 0), 0);
-    let text = error_text(&tool_results(&s.dialog.messages())[0]).to_string();
+    let text = error_text(&common::tool_results(&s.dialog.messages())[0]).to_string();
     assert!(text.contains("amount"), "{text}");
 }
 
@@ -294,7 +285,7 @@ async fn a_panicking_handler_becomes_an_error_result_and_the_dialog_goes_on() {
         Turn::text("Recovered."),
     ]);
     s.dialog.say("break it, then count", WAIT).await.unwrap();
-    let results = tool_results(&s.dialog.messages());
+    let results = common::tool_results(&s.dialog.messages());
     assert!(error_text(&results[0]).contains("kaboom"), "{results:?}");
     assert_eq!(touched(&s), 0, "the write before the panic was rolled back");
     assert!(matches!(results[1], ToolOutput::Json(_)));
@@ -339,7 +330,7 @@ async fn each_calls_result_tells_its_own_change() {
     let twice = Turn::tool_call("Counter.increment", json!({})).with_tool_call("Counter.increment", json!({}));
     let s = setup(vec![twice, Turn::text("ok")]);
     s.dialog.say("twice", WAIT).await.unwrap();
-    let summaries: Vec<String> = tool_results(&s.dialog.messages())
+    let summaries: Vec<String> = common::tool_results(&s.dialog.messages())
         .iter()
         .map(|output| match output {
             ToolOutput::Json(json) => json["summary"].as_str().unwrap_or_default().to_string(),
@@ -387,7 +378,7 @@ async fn a_tool_that_outlives_its_timeout_fails_and_the_dialog_goes_on() {
     s.gate.started().await;
     // The handler is still blocked when its call's result arrives.
     let deadline = tokio::time::Instant::now() + WAIT;
-    while tool_results(&s.dialog.messages()).is_empty() {
+    while common::tool_results(&s.dialog.messages()).is_empty() {
         assert!(tokio::time::Instant::now() < deadline, "no result for the hung call");
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -395,7 +386,7 @@ async fn a_tool_that_outlives_its_timeout_fails_and_the_dialog_goes_on() {
     s.gate.release();
     s.dialog.wait(WAIT).await.unwrap();
     let messages = s.dialog.messages();
-    let results = tool_results(&messages);
+    let results = common::tool_results(&messages);
     assert!(error_text(&results[0]).contains("timed out after 300ms"), "{results:?}");
     assert_eq!(messages.last().unwrap().text(), "It timed out.");
 }
@@ -482,7 +473,7 @@ async fn cancel_while_a_tool_runs_lets_it_finish_and_ends_the_request() {
 
     assert_eq!(touched(&s), 1, "the handler that was running when the user cancelled committed its write");
     let messages = s.dialog.messages();
-    let results = tool_results(&messages);
+    let results = common::tool_results(&messages);
     assert_eq!(results.len(), 1, "exactly one result for the one call: {messages:?}");
     if let ToolOutput::ErrorText(text) = &results[0] {
         assert!(text.contains("cancelled") && text.contains("may have been applied"), "{text}");
@@ -599,7 +590,7 @@ async fn tool_arguments_nested_too_deeply_are_refused_and_not_stored() {
     let s = setup(vec![Turn::tool_call("Counter.increment", json!({ "amount": deep })), Turn::text("Sorry.")]);
     s.dialog.say("go deep", WAIT).await.unwrap();
     let messages = s.dialog.messages();
-    let text = error_text(&tool_results(&messages)[0]).to_string();
+    let text = error_text(&common::tool_results(&messages)[0]).to_string();
     // Named as the model saw the tool; the advice said once, in plain grammar.
     assert!(text.starts_with("the arguments of `Counter.increment`: nested more than 64 levels deep"), "{text}");
     assert_eq!(text.matches("flat").count(), 1, "{text}");
@@ -617,7 +608,7 @@ async fn huge_arguments_are_not_kept_and_too_many_calls_end_the_request() {
     let s = setup(vec![Turn::tool_call("Counter.increment", json!({ "note": huge })), Turn::text("Sorry.")]);
     s.dialog.say("go big", WAIT).await.unwrap();
     let messages = s.dialog.messages();
-    let text = error_text(&tool_results(&messages)[0]).to_string();
+    let text = error_text(&common::tool_results(&messages)[0]).to_string();
     assert!(text.contains("larger than 1024 KiB"), "{text}");
     let Part::ToolCall { input, .. } = &messages[1].content[0] else { panic!("a tool call: {messages:?}") };
     assert_eq!(input, &json!("(not kept: too large)"));

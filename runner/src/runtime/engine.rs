@@ -6,7 +6,7 @@
 //! computation, or a chunk of dirty ones (the `run_*` functions). **Commit** commits a
 //! transaction: [`Runtime::commit`] itself, with what it marks dirty and what it lists
 //! said by [`Marking`] and [`Listing`], and the commits that first run the computations a
-//! change makes dirty (`commit_writer`, `commit_outside`, `run_and_commit`).
+//! change makes dirty (`commit_writer`, `commit_outside`, `run_and_commit` with `commit_runs`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, Ordering};
@@ -244,6 +244,11 @@ impl Runtime {
         let running = EngineThread::enter();
         crate::space::watching(|| self.run_dirty(graph, &tx, origin, &mut runs));
         drop(running);
+        self.commit_runs(tx, &mut runs)
+    }
+
+    /// Commits a transaction computations ran in (see [`Runtime::run_and_commit`]).
+    fn commit_runs(&self, tx: Tx<'_>, runs: &mut Runs) -> Result<Commit> {
         match self.commit(tx, Marking::Done, Listing::Nothing) {
             Ok(commit) => {
                 if !runs.errors.is_empty() {

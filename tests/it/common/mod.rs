@@ -132,3 +132,15 @@ pub fn script(space: &Path, turns: serde_json::Value) -> String {
     std::fs::write(&path, turns.to_string()).expect("the script is written");
     format!("scripted:{}", path.display())
 }
+
+/// The results of the tool calls in `messages`, in order.
+pub fn tool_results(messages: &[trellis::builtins::message::Message]) -> Vec<trellis::builtins::message::ToolOutput> {
+    use trellis::builtins::message::Part;
+    let parts = messages.iter().flat_map(|m| &m.content);
+    parts
+        .filter_map(|part| match part {
+            Part::ToolResult { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .collect()
+}
