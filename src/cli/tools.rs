@@ -50,7 +50,7 @@ fn returns(schema: &serde_json::Value) -> String {
     let kind = |schema: &serde_json::Value| safe_line(schema["type"].as_str().unwrap_or("any")).into_owned();
     let mut line = format!("    returns ({})", kind(schema));
     if let Some(about) = schema["description"].as_str() {
-        line = format!("{line} {}", safe_line(about));
+        line = format!("{line} {}", safe_line(about.trim_end_matches('.')));
     }
     if let Some(props) = schema["properties"].as_object() {
         let fields: Vec<String> = props.iter().map(|(name, s)| format!("{} ({})", safe_line(name), kind(s))).collect();

@@ -93,7 +93,8 @@ fn charm_send_prints_what_the_handler_returned() {
     assert!(serde_json::from_str::<Value>(&counted).unwrap().get("returned").is_none(), "increment answers nothing");
 
     let tools = common::ok(&s.path, &["tools", "Notes"]);
-    assert!(tools.contains("returns (object) One note."), "{tools}");
+    assert!(tools.contains("returns (object) One note. Its `id` is stable"), "{tools}");
+    assert!(tools.contains("deleted: body (string), id (integer), title (string)"), "{tools}");
     let listed: Value = serde_json::from_str(&common::ok(&s.path, &["--json", "tools", "Dice"])).unwrap();
     assert_eq!(listed[0]["output_schema"]["properties"]["total"]["type"], "integer", "{listed}");
 }

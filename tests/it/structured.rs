@@ -49,6 +49,14 @@ fn a_bad_schema_file_is_refused_before_the_chat() {
 }
 
 #[test]
+fn the_offline_model_says_it_cannot_answer_with_a_value() {
+    let s = common::space();
+    let schema = schema_file(&s.path, &json!({"type": "object"}));
+    let err = common::fails(&s.path, &["chat", "--result-schema", &schema, "-m", "how many?"]);
+    assert!(err.contains("the offline model cannot answer with a value of a result schema"), "{err}");
+}
+
+#[test]
 fn a_model_that_never_answers_with_a_fitting_value_fails_the_chat_clearly() {
     let s = common::space();
     let schema = schema_file(&s.path, &json!({"type": "array"}));

@@ -94,10 +94,17 @@ impl Model for OfflineModel {
         false
     }
 
+    /// A request for a value of a schema is refused at once: matching words against tool
+    /// names gives no such value, and three tries would only say so three times.
     fn stream(
         &self,
         request: ModelRequest,
     ) -> Pin<Box<dyn Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        if request.result.is_some() {
+            let why = "the offline model cannot answer with a value of a result schema; choose a real model with \
+                       --model (openai:MODEL, anthropic:MODEL or ollama:MODEL)";
+            return Box::pin(std::future::ready(Err(ModelError::Config(why.into()))));
+        }
         let events = self.answer(&request);
         Box::pin(async move {
             let stream: EventStream = Box::pin(futures::stream::iter(events.into_iter().map(Ok)));
