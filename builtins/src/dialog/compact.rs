@@ -110,8 +110,8 @@ pub(super) async fn compact(
 /// the rest takes at most `keep` tokens, else the latest turn's; `None` when the latest
 /// turn starts at `from` or before (nothing to compact).
 fn cut(messages: &[Message], from: usize, keep: u64) -> Option<usize> {
-    let starts: Vec<usize> = (from + 1..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
-    let latest = *starts.last()?;
+    let starts_turn = |at: &usize| messages[*at].role == Role::User;
+    let latest = (from + 1..messages.len()).rev().find(starts_turn)?;
     let mut rest = 0;
     let mut fits = latest;
     for at in (from + 1..messages.len()).rev() {
@@ -119,11 +119,11 @@ fn cut(messages: &[Message], from: usize, keep: u64) -> Option<usize> {
         if rest.div_ceil(BYTES_PER_TOKEN) > keep {
             break;
         }
-        if starts.contains(&at) {
-            fits = at;
+        if starts_turn(&at) {
+            fits = fits.min(at);
         }
     }
-    Some(fits.min(latest))
+    Some(fits)
 }
 
 /// A summary of `covered` (after the `earlier` summary) by `model`.
