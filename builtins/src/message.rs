@@ -71,6 +71,17 @@ pub enum ToolOutput {
     ErrorText(String),
 }
 
+impl ToolOutput {
+    /// The output as the text a provider sends: JSON as compact text, the others as they
+    /// are (no "Error:" prefix; see the providers for that).
+    pub fn as_text(&self) -> String {
+        match self {
+            ToolOutput::Json(value) => value.to_string(),
+            ToolOutput::Text(text) | ToolOutput::ErrorText(text) => text.clone(),
+        }
+    }
+}
+
 impl Message {
     /// A message with these parts and no usage.
     pub fn new(role: Role, content: Vec<Part>) -> Self {

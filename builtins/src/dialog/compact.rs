@@ -143,10 +143,7 @@ async fn summarize(
     // takes at most the last): past that, the newest part counts most.
     let room = usize::try_from(budget / 4 * 3 * BYTES_PER_TOKEN).unwrap_or(usize::MAX).saturating_sub(SUMMARIZE.len());
     if shown.len() > room {
-        let mut from = shown.len() - room;
-        while !shown.is_char_boundary(from) {
-            from += 1;
-        }
+        let from = shown.ceil_char_boundary(shown.len() - room);
         shown = format!("(earlier part left out)\n{}", &shown[from..]);
     }
     let request = ModelRequest {
@@ -202,9 +199,10 @@ fn render(message: &Message) -> String {
         .map(|part| match part {
             Part::Text { text } => text.clone(),
             Part::ToolCall { name, input, .. } => format!("[called {name} with {input}]"),
-            Part::ToolResult { output: ToolOutput::Json(value), .. } => format!("[result: {value}]"),
-            Part::ToolResult { output: ToolOutput::Text(text), .. } => format!("[result: {text}]"),
-            Part::ToolResult { output: ToolOutput::ErrorText(text), .. } => format!("[failed: {text}]"),
+            Part::ToolResult { output: output @ ToolOutput::ErrorText(_), .. } => {
+                format!("[failed: {}]", output.as_text())
+            }
+            Part::ToolResult { output, .. } => format!("[result: {}]", output.as_text()),
         })
         .collect();
     let who = match message.role {

@@ -61,11 +61,11 @@ pub(super) fn cap_results(messages: &mut [Message], cap: usize) -> bool {
         if name == READ_RESULT {
             continue;
         }
-        let text = text_of(output);
+        let text = output.as_text();
         if text.len() <= cap {
             continue;
         }
-        let shown = floor_char_boundary(&text, cap);
+        let shown = text.floor_char_boundary(cap);
         let note = format!(
             "\n[cut: this result is {} bytes; the first {shown} are above. The whole result is kept: \
              read on with `{READ_RESULT}` {{\"call_id\": {}, \"offset\": {shown}}}]",
@@ -109,7 +109,7 @@ pub(super) fn read_result(messages: &[Message], arguments: &Value, cap: usize) -
         return ToolOutput::ErrorText("`offset` must be a whole number of bytes from 0".into());
     };
     let found = messages.iter().rev().flat_map(|message| message.content.iter().rev()).find_map(|part| match part {
-        Part::ToolResult { id, output, .. } if id == call_id => Some(text_of(output)),
+        Part::ToolResult { id, output, .. } if id == call_id => Some(output.as_text()),
         _ => None,
     });
     let Some(text) = found else {
@@ -125,30 +125,13 @@ pub(super) fn read_result(messages: &[Message], arguments: &Value, cap: usize) -
         ));
     }
     // A page starts and ends on a character: an offset inside one starts at its beginning.
-    let start = floor_char_boundary(&text, offset);
+    let start = text.floor_char_boundary(offset);
     // `cap` is at least `MIN_CAP`, wider than any character: a page always moves on.
-    let end = floor_char_boundary(&text, start.saturating_add(cap));
+    let end = text.floor_char_boundary(start.saturating_add(cap));
     let next = (end < text.len()).then_some(end);
     ToolOutput::Json(json!({
         "call_id": call_id, "offset": start, "text": &text[start..end], "total": text.len(), "next": next
     }))
-}
-
-/// A result as the text a provider sends.
-fn text_of(output: &ToolOutput) -> String {
-    match output {
-        ToolOutput::Json(value) => value.to_string(),
-        ToolOutput::Text(text) | ToolOutput::ErrorText(text) => text.clone(),
-    }
-}
-
-/// The largest character boundary of `text` at or before `at`.
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 #[cfg(test)]

@@ -156,10 +156,8 @@ pub fn parse_arguments(raw: &str) -> serde_json::Value {
 pub(crate) fn tool_output_text(output: &crate::message::ToolOutput, prefix_errors: bool) -> String {
     use crate::message::ToolOutput;
     let text = match output {
-        ToolOutput::Json(value) => value.to_string(),
-        ToolOutput::Text(text) => text.clone(),
         ToolOutput::ErrorText(text) if prefix_errors => format!("Error: {text}"),
-        ToolOutput::ErrorText(text) => text.clone(),
+        other => other.as_text(),
     };
     if text.trim().is_empty() {
         match output {
