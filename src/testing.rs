@@ -131,8 +131,8 @@ impl TestSpace {
         let invocation = catalog.invoke(&self.rt, display, arguments, DIALOG_WAIT).await;
         match invocation.output {
             ToolOutput::Json(answer) => answer,
-            ToolOutput::Text(text) => Value::String(text),
             ToolOutput::ErrorText(error) => panic!("the call of `{display}` failed: {error}"),
+            text => Value::String(text.as_text()),
         }
     }
 

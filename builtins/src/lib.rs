@@ -3,6 +3,7 @@
 pub mod ask;
 pub mod catalog;
 pub mod dialog;
+pub mod files;
 pub mod invoke;
 pub mod message;
 pub mod model;

@@ -54,10 +54,7 @@ async fn connect(spec: ServerSpec) -> (Runtime, McpServer) {
 }
 
 fn text(output: &ToolOutput) -> String {
-    match output {
-        ToolOutput::Json(value) => value.to_string(),
-        ToolOutput::Text(text) | ToolOutput::ErrorText(text) => text.clone(),
-    }
+    output.as_text()
 }
 
 async fn call(rt: &Runtime, tool: &str, arguments: Value) -> ToolOutput {

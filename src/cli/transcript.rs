@@ -36,6 +36,8 @@ fn line_named(display: &dyn Fn(&str) -> String, role: Role, part: &Part) -> Stri
     match (role, part) {
         (Role::User, Part::Text { text }) => format!("you: {}", safe(text)),
         (_, Part::Text { text }) => format!("{ASSISTANT}{}", safe(text)),
+        (Role::User, Part::File(file)) => format!("you attached {}", safe_line(&file.describe())),
+        (_, Part::File(file)) => format!("{ASSISTANT}[{}]", safe_line(&file.describe())),
         // The input is JSON, whose strings serde has escaped already; a line, not pages.
         (_, Part::ToolCall { name, input, .. }) => {
             format!("  → {} {}", safe_line(&display(name)), truncate(&input.to_string(), MAX_INPUT_SHOWN))
@@ -59,6 +61,7 @@ fn describe(output: &ToolOutput) -> String {
         },
         ToolOutput::Text(text) => text.clone(),
         ToolOutput::ErrorText(text) => format!("error: {text}"),
+        ToolOutput::Content(_) => output.as_text(),
     }
 }
 

@@ -77,6 +77,6 @@ pub async fn send(rt: &Runtime, id: &DocId, handler: &str, event: serde_json::Va
             result: Some(answer["result"].take()),
             returned: answer.get_mut("returned").map(serde_json::Value::take),
         }),
-        ToolOutput::Text(text) => Ok(Sent { id: id.clone(), summary: text, result: None, returned: None }),
+        text => Ok(Sent { id: id.clone(), summary: text.as_text(), result: None, returned: None }),
     }
 }

@@ -10,7 +10,7 @@ use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::ask::InteractionKind;
 use crate::catalog::{Catalog, ToolTarget};
 use crate::invoke::{Approved, Invocation, Step, Waiting};
-use crate::message::{Message, Role, ToolOutput};
+use crate::message::{Message, ToolOutput};
 
 /// Takes every call of a round that has no result yet one step on (all through
 /// [`Catalog::begin`], one after another in the order the model gave them): if some now
@@ -86,7 +86,7 @@ pub(super) async fn settle_round(
         held.client_rounds += 1;
         let limit = input(rt, cells, DialogInput::MaxToolRounds).as_u64().unwrap_or(DEFAULT_MAX_TOOL_ROUNDS);
         if limit != 0 && u64::from(held.client_rounds) > limit {
-            return stop_client_loop(rt, cells, id, held, &asked, limit).map(|_| false);
+            return stop_client_loop(shared, rt, cells, id, held, &asked, limit).map(|_| false);
         }
     }
     if asked.iter().any(Interaction::blocks) {
@@ -99,12 +99,12 @@ pub(super) async fn settle_round(
     if !asked.is_empty() && !interaction::ask(rt, cells, id, None, &asked)? {
         return Ok(false);
     }
-    let results = Message::new(Role::Tool, held.results());
+    let results = held.results();
     rt.transact(|tx| {
         if !is_current(tx, cells, id)? {
             return Ok(false);
         }
-        cells.messages().push(tx, results.clone())?;
+        cells.push_results(tx, results.clone(), shared.settings.files)?;
         interaction::forget(tx, cells)?;
         Ok(true)
     })
@@ -124,6 +124,7 @@ const DEFAULT_MAX_TOOL_ROUNDS: u64 = 5;
 /// Ends a request whose client tool loop reached `max_tool_rounds`: the calls that would
 /// wait for the client get a result saying so, and the conversation says it stopped.
 fn stop_client_loop(
+    shared: &Shared,
     rt: &Runtime,
     cells: &DialogCells,
     id: RequestId,
@@ -147,7 +148,7 @@ fn stop_client_loop(
         if !is_current(tx, cells, id)? {
             return Ok(false);
         }
-        cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
+        cells.push_results(tx, held.results(), shared.settings.files)?;
         cells.messages().push(tx, Message::assistant(stop.clone()))?;
         Ok(true)
     })

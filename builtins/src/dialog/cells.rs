@@ -6,7 +6,8 @@ use trellis_runner::{Cell, Link};
 
 use super::{Compaction, DialogInput, DialogOutput, RequestId};
 use crate::catalog::CatalogCache;
-use crate::message::Message;
+use crate::files::{self, FileLimits};
+use crate::message::{Message, Part, Role};
 
 /// The locations of one dialog's state.
 #[derive(Debug, Clone)]
@@ -53,5 +54,13 @@ impl DialogCells {
     /// The messages cell: the `messages` input if it is a link, else the dialog's own.
     pub fn messages(&self) -> Cell<Vec<Message>> {
         Cell::from_link(self.inputs.child(DialogInput::Messages.key()))
+    }
+
+    /// Appends a tool message of `results`, the files they carry kept in documents of
+    /// their own.
+    pub fn push_results(&self, tx: &trellis_runner::Tx, results: Vec<Part>, limits: FileLimits) -> trellis_runner::Result<()> {
+        let mut message = Message::new(Role::Tool, results);
+        files::keep_results(tx, &mut message, limits)?;
+        self.messages().push(tx, message)
     }
 }

@@ -198,6 +198,7 @@ fn render(message: &Message) -> String {
         .iter()
         .map(|part| match part {
             Part::Text { text } => text.clone(),
+            Part::File(file) => format!("[{}]", file.describe()),
             Part::ToolCall { name, input, .. } => format!("[called {name} with {input}]"),
             Part::ToolResult { output: output @ ToolOutput::ErrorText(_), .. } => {
                 format!("[failed: {}]", output.as_text())

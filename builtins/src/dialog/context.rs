@@ -75,6 +75,11 @@ pub(super) fn cap_results(messages: &mut [Message], cap: usize) -> bool {
         let start = format!("{}{note}", &text[..shown]);
         *output = match output {
             ToolOutput::ErrorText(_) => ToolOutput::ErrorText(start),
+            // Its files are no text to cut: they stay.
+            ToolOutput::Content(parts) => {
+                let files = parts.iter().filter(|part| matches!(part, Part::File(_))).cloned();
+                ToolOutput::Content(std::iter::once(Part::Text { text: start }).chain(files).collect())
+            }
             _ => ToolOutput::Text(start),
         };
         cut = true;

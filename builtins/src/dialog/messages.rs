@@ -34,7 +34,7 @@ pub fn prepare_for_provider(messages: &[Message]) -> Vec<Message> {
                         content.push(part.clone());
                     }
                 }
-                Part::Text { .. } => content.push(part.clone()),
+                Part::Text { .. } | Part::File(_) => content.push(part.clone()),
             }
         }
         if !content.is_empty() {

@@ -11,7 +11,7 @@
 //! | key | what |
 //! |---|---|
 //! | `pending` | whether a reply is being generated |
-//! | `add_message` | stream: a user [`Message`]; refused (an error to the sender) while pending |
+//! | `add_message` | stream: a user [`Message`], its files kept apart (see [`crate::files`]); refused (an error to the sender) while pending |
 //! | `cancel_generation` | stream: ends the request (see **Cancel** below) |
 //! | `flattened_tools` | the tool catalog as a UI shows it |
 //! | `partial` | the text of the reply being streamed |
@@ -57,6 +57,7 @@ use serde_json::json;
 use trellis_runner::{Builder, Builtin, Link, Value};
 
 use crate::catalog::{CatalogCache, ToolTarget};
+use crate::files::FileLimits;
 use crate::message::{Message, Role, ToolOutput};
 use crate::model::{Model, ModelError};
 use crate::tool::ToolRegistry;
@@ -105,6 +106,8 @@ pub struct DialogSettings {
     /// counts from when the call was asked, across a restart too (the timer is armed
     /// again when the dialog's charm starts).
     pub wait_timeout: Option<Duration>,
+    /// How large the files of a message may be (5 MiB each, 20 MiB together by default).
+    pub files: FileLimits,
 }
 
 impl Default for DialogSettings {
@@ -114,6 +117,7 @@ impl Default for DialogSettings {
             tool_timeout: Duration::from_secs(30),
             max_reply_bytes: 1 << 20,
             wait_timeout: None,
+            files: FileLimits::default(),
         }
     }
 }
@@ -289,7 +293,7 @@ impl Builtin for LlmDialog {
         let tx = b.tx();
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
         b.alias(&format!("{key}/{}", DialogOutput::Partial.key()), cells.partial.link())?;
-        init(b, &cells)?;
+        init(b, &cells, self.shared.settings.files)?;
         // Calls that waited across a restart get what is left of their wait timeout.
         let (shared, c) = (self.shared.clone(), cells.clone());
         b.tx().after_commit(move |rt| {
@@ -358,7 +362,7 @@ impl Builtin for LlmDialog {
     }
 }
 
-fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> {
+fn init(b: &mut Builder<'_>, cells: &DialogCells, files: FileLimits) -> trellis_runner::Result<()> {
     let tx = b.tx();
     // A (re)start interrupts whatever request was running: a new request id supersedes
     // it, so a task still alive from before writes nothing more.
@@ -379,7 +383,7 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> 
     // A round waiting for a person keeps waiting across a restart; one that was going on
     // after its answers was interrupted like any other request.
     if interrupted || !interaction::is_waiting(tx, cells)? {
-        flush_held(tx, cells, "interrupted: the runtime restarted before this call ran")?;
+        flush_held(tx, cells, files, "interrupted: the runtime restarted before this call ran")?;
         messages::close_unanswered(
             tx,
             &cells.messages(),
@@ -391,14 +395,19 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells) -> trellis_runner::Result<()> 
 
 /// Ends a waiting round: its results so far, and `unanswered` for the calls that never
 /// ran, go into the conversation, and nothing waits any more.
-fn flush_held(tx: &trellis_runner::Tx, cells: &DialogCells, unanswered: &str) -> trellis_runner::Result<()> {
+fn flush_held(
+    tx: &trellis_runner::Tx,
+    cells: &DialogCells,
+    files: FileLimits,
+    unanswered: &str,
+) -> trellis_runner::Result<()> {
     let Some(mut held) = interaction::held_cell(cells).get(tx)? else { return Ok(()) };
     for call in held.calls.iter_mut().filter(|call| call.output.is_none()) {
         // An approved call may have been running when the round was ended.
         let text = if call.approved { "stopped after the user approved it; it may have run" } else { unanswered };
         call.output = Some(ToolOutput::ErrorText(text.to_string()));
     }
-    cells.messages().push(tx, Message::new(Role::Tool, held.results()))?;
+    cells.push_results(tx, held.results(), files)?;
     interaction::forget(tx, cells)
 }
 
@@ -406,7 +415,7 @@ fn add_message(
     shared: &Arc<Shared>,
     cells: &DialogCells,
     tx: &trellis_runner::Tx,
-    message: Message,
+    mut message: Message,
 ) -> trellis_runner::Result<()> {
     if cells.pending.get(tx)? {
         return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
@@ -427,9 +436,10 @@ fn add_message(
     if message.role != Role::User {
         return Err(format!("add_message takes user messages; got a {:?} message", message.role).into());
     }
-    if message.text().trim().is_empty() {
-        return Err("the message is empty: say something".into());
+    if message.text().trim().is_empty() && message.files().next().is_none() {
+        return Err("the message is empty: say something, or attach a file".into());
     }
+    crate::files::keep_sent(tx, &mut message, shared.settings.files).map_err(|e| e.to_string())?;
     cells.messages().push(tx, message)?;
     let request = cells.request.get(tx)?.next();
     cells.request.set(tx, request)?;
@@ -452,7 +462,8 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     cells.request.update(tx, RequestId::next)?;
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
-    flush_held(tx, cells, "cancelled by the user while it waited for an answer; it did not run")?;
+    let files = shared.settings.files;
+    flush_held(tx, cells, files, "cancelled by the user while it waited for an answer; it did not run")?;
     messages::close_unanswered(
         tx,
         &cells.messages(),

@@ -238,6 +238,8 @@ async fn run(
         if cut && catalog.get(context::READ_RESULT).is_none() {
             request.tools.push(context::read_result_spec());
         }
+        // After the estimate: a file counts for its description there, not its bytes.
+        crate::files::load(rt, &mut request.messages);
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
         let Answer { text, calls, usage, cut } =
             answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;

@@ -24,7 +24,7 @@ mod words;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::message::{Part, Role, ToolOutput};
+use crate::message::{FilePart, Message, Part, Role, ToolOutput};
 use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolSpec};
 
 use self::words::{parse, score};
@@ -70,9 +70,28 @@ impl OfflineModel {
         if let Some(reply) = reply_to_results(request) {
             return say(&reply);
         }
-        let user_text =
-            request.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.text()).unwrap_or_default();
-        if asks_about_itself(&user_text) {
+        let last_user = request.messages.iter().rev().find(|m| m.role == Role::User);
+        let user_text = last_user.map(|m| m.text()).unwrap_or_default();
+        let unseen: Vec<String> = last_user.into_iter().flat_map(Message::files).map(FilePart::describe).collect();
+        if !unseen.is_empty() {
+            let note = format!(
+                "I cannot see images or read files: the offline model reads text only, so all that reached me of \
+                 {} is its name and size.\n",
+                unseen.join(", ")
+            );
+            if user_text.trim().is_empty() {
+                return say(&format!("{note}{REAL_PROVIDERS}"));
+            }
+            let mut events = self.answer_text(request, &user_text);
+            events.insert(0, ModelEvent::TextDelta(note));
+            return events;
+        }
+        self.answer_text(request, &user_text)
+    }
+
+    /// The answer to the words of the last user message.
+    fn answer_text(&self, request: &ModelRequest, user_text: &str) -> Vec<ModelEvent> {
+        if asks_about_itself(user_text) {
             return say(&about(&request.tools));
         }
         if request.tool_choice == ToolChoice::None {
@@ -81,7 +100,7 @@ impl OfflineModel {
                  can do offline.\n{REAL_PROVIDERS}"
             ));
         }
-        pick_tool(request, &user_text)
+        pick_tool(request, user_text)
     }
 }
 
@@ -237,6 +256,10 @@ fn reply_to_results(request: &ModelRequest) -> Option<String> {
                 (name, ToolOutput::ErrorText(error)) => {
                     format!("That failed: {name} → {}\n", clip(error.trim()))
                 }
+                (name, output @ ToolOutput::Content(_)) => format!(
+                    "Done: {name} → {} (I read only its text: the offline model cannot see images or files)\n",
+                    clip(output.as_text().trim())
+                ),
             }),
             _ => None,
         })

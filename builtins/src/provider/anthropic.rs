@@ -164,6 +164,19 @@ fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
     }
 }
 
+/// A file as a content block: an image or document block, or a text block.
+fn file_block(file: &crate::message::FilePart) -> Value {
+    match http::file_form(file) {
+        http::FileForm::Image { media_type, data } => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        http::FileForm::Pdf { data } => {
+            json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}})
+        }
+        http::FileForm::Text(text) => json!({"type": "text", "text": text}),
+    }
+}
+
 /// Our messages as Anthropic turns: tool results go in user turns as `tool_result`
 /// blocks (before any text, as the API requires), consecutive turns of one role are
 /// merged, empty text is dropped and turns left empty are skipped.
@@ -179,15 +192,24 @@ fn translate_messages(messages: &[Message]) -> Vec<Value> {
             match part {
                 Part::Text { text } if text.trim().is_empty() => {}
                 Part::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+                Part::File(file) => blocks.push(file_block(file)),
                 Part::ToolCall { id, name, input } => {
                     blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input_object(input)}))
                 }
                 Part::ToolResult { id, output, .. } => {
-                    let mut block = json!({
-                        "type": "tool_result",
-                        "tool_use_id": id,
-                        "content": http::tool_output_text(output, false),
-                    });
+                    let content = match output {
+                        // Text and files, as blocks: a result may carry images and documents.
+                        crate::message::ToolOutput::Content(parts) => {
+                            let text = json!([{"type": "text", "text": http::tool_output_text(output, false)}]);
+                            let files = parts.iter().filter_map(|part| match part {
+                                Part::File(file) => Some(file_block(file)),
+                                _ => None,
+                            });
+                            Value::Array(text.as_array().into_iter().flatten().cloned().chain(files).collect())
+                        }
+                        _ => json!(http::tool_output_text(output, false)),
+                    };
+                    let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": content});
                     if matches!(output, crate::message::ToolOutput::ErrorText(_)) {
                         block["is_error"] = json!(true);
                     }

@@ -1,9 +1,11 @@
 //! What an MCP server's answer to `tools/call` becomes for the model: both ways a call
-//! fails (a result with `isError`, and a JSON-RPC error) are error texts it reads.
+//! fails (a result with `isError`, and a JSON-RPC error) are error texts it reads. Images
+//! and audio stay files the model receives; links to resources are listed by name and URI.
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::ServiceError;
-use trellis_builtins::message::ToolOutput;
+use trellis_builtins::files::FileLimits;
+use trellis_builtins::message::{FilePart, Part, ToolOutput};
 
 /// The most text one result keeps; a server may answer with anything.
 const MAX_TEXT: usize = 256 * 1024;
@@ -17,8 +19,38 @@ pub(super) fn from_result(server: &str, tool: &str, result: CallToolResult) -> T
     }
     match result.structured_content {
         Some(value) if serde_json::to_string(&value).is_ok_and(|s| s.len() <= MAX_TEXT) => ToolOutput::Json(value),
+        _ if result.content.iter().any(is_media) => ToolOutput::Content(parts_of(result.content)),
         _ => ToolOutput::Text(text),
     }
+}
+
+/// Whether a block is an image or audio.
+fn is_media(block: &ContentBlock) -> bool {
+    matches!(block, ContentBlock::Image(_) | ContentBlock::Audio(_))
+}
+
+/// The content blocks as parts: images and audio as files (the dialog keeps them apart and
+/// checks their bytes), the rest as text.
+fn parts_of(content: Vec<ContentBlock>) -> Vec<Part> {
+    // Base64 of a file at the limit a dialog keeps by default: a larger one is only named,
+    // before it is held anywhere.
+    let most = FileLimits::default().per_part / 3 * 4 + 4;
+    content
+        .into_iter()
+        .map(|block| {
+            let (data, media_type) = match &block {
+                ContentBlock::Image(image) => (&image.data, &image.mime_type),
+                ContentBlock::Audio(audio) => (&audio.data, &audio.mime_type),
+                other => return Part::Text { text: text_of(std::slice::from_ref(other)) },
+            };
+            let file = FilePart { media_type: bounded(media_type.clone()), name: None, size: 0, data: None, doc: None };
+            if data.len() as u64 > most {
+                return Part::Text { text: format!("[{}: not kept, larger than a file may be]", file.media_type) };
+            }
+            // The size is counted again when the dialog keeps the bytes.
+            Part::File(FilePart { size: data.len() as u64 / 4 * 3, data: Some(data.clone()), ..file })
+        })
+        .collect()
 }
 
 /// The output of a call that got no result.
@@ -69,7 +101,7 @@ fn text_of(content: &[ContentBlock]) -> String {
             ContentBlock::Resource(resource) => {
                 serde_json::to_value(&resource.resource).map(|v| v.to_string()).unwrap_or_default()
             }
-            ContentBlock::ResourceLink(link) => format!("[a resource: {}]", link.uri),
+            ContentBlock::ResourceLink(link) => format!("[a resource: {} <{}>]", link.name, link.uri),
             _ => "[content of a kind Trellis does not show]".to_string(),
         })
         .collect();
@@ -117,6 +149,21 @@ mod tests {
         assert_eq!(from_result("c", "t", structured), ToolOutput::Json(serde_json::json!({"sum": 3})));
         let text = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(from_result("c", "t", text), ToolOutput::Text("a\nb".into()));
+    }
+
+    #[test]
+    fn images_stay_files_and_resource_links_are_named() {
+        let link = rmcp::model::Resource::new("file:///notes.txt", "notes");
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("a dot"),
+            ContentBlock::image("iVBORw==", "image/png"),
+            ContentBlock::resource_link(link),
+        ]);
+        let ToolOutput::Content(parts) = from_result("e", "img", result) else { panic!("content") };
+        assert_eq!(parts[0], Part::Text { text: "a dot".into() });
+        let Part::File(file) = &parts[1] else { panic!("a file: {parts:?}") };
+        assert_eq!((file.media_type.as_str(), file.data.as_deref()), ("image/png", Some("iVBORw==")));
+        assert_eq!(parts[2], Part::Text { text: "[a resource: notes <file:///notes.txt>]".into() });
     }
 
     #[test]

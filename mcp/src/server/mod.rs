@@ -26,7 +26,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
 use trellis_builtins::dialog::is_conversation;
-use trellis_builtins::message::ToolOutput;
+use trellis_builtins::message::{Part, ToolOutput};
 use trellis_runner::Runtime;
 
 /// How long what is set aside for a `subscriptions/listen` stream when its filter is
@@ -171,6 +171,7 @@ impl ServerHandler for TrellisMcp {
             ToolOutput::Json(value) => CallToolResult::structured(value),
             ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
             ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+            ToolOutput::Content(parts) => CallToolResult::success(content_blocks(parts)),
         };
         Ok(result.into())
     }
@@ -306,4 +307,20 @@ fn without_streams(mut data: Value) -> Value {
         fields.retain(|_, value| trellis_runner::link::stream_schema(value).is_none());
     }
     data
+}
+
+/// Text and files as MCP content: images and audio with their bytes, other files named.
+fn content_blocks(parts: Vec<Part>) -> Vec<ContentBlock> {
+    parts
+        .into_iter()
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(ContentBlock::text(text)),
+            Part::File(file) => Some(match file.data.clone() {
+                Some(data) if file.is_image() => ContentBlock::image(data, file.media_type),
+                Some(data) if file.media_type.starts_with("audio/") => ContentBlock::audio(data, file.media_type),
+                _ => ContentBlock::text(format!("[{}]", file.describe())),
+            }),
+            _ => None,
+        })
+        .collect()
 }

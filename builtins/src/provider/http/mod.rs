@@ -169,6 +169,29 @@ pub(crate) fn tool_output_text(output: &crate::message::ToolOutput, prefix_error
     }
 }
 
+/// How both providers take a file part.
+#[derive(Debug, PartialEq)]
+pub(crate) enum FileForm<'a> {
+    /// An image of a kind both accept (PNG, JPEG, GIF, WebP), with its bytes (base64).
+    Image { media_type: &'a str, data: &'a str },
+    /// A PDF, with its bytes (base64).
+    Pdf { data: &'a str },
+    /// Text the model reads in its place: a text file's contents, or a placeholder.
+    Text(String),
+}
+
+/// How a file part goes to a provider: natively when both providers take its kind, as
+/// text when it is text, else as a placeholder that says what it was.
+pub(crate) fn file_form(file: &crate::message::FilePart) -> FileForm<'_> {
+    const IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+    let media_type = file.media_type.as_str();
+    match file.data.as_deref() {
+        Some(data) if IMAGES.contains(&media_type) => FileForm::Image { media_type, data },
+        Some(data) if media_type == "application/pdf" => FileForm::Pdf { data },
+        _ => FileForm::Text(crate::files::as_text(file).unwrap_or_else(|| file.placeholder())),
+    }
+}
+
 /// Fixtures the adapters' unit tests share.
 #[cfg(test)]
 pub(crate) mod test_support {

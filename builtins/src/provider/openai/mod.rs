@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 pub use stream::OpenAiStreamParser;
 
 use super::http::{self, Endpoint, HttpSettings};
-use crate::message::{Message, Part, Role};
+use crate::message::{FilePart, Message, Part, Role, ToolOutput};
 use crate::model::{EventStream, Model, ModelError, ModelRequest, ToolChoice, ToolSpec};
 
 /// OpenAI's API, used when `OPENAI_BASE_URL` is not set.
@@ -198,11 +198,13 @@ fn tool_json(tool: &ToolSpec) -> Value {
 
 /// Appends the wire messages for `message`: a message's text parts become one `content`
 /// string (empty text is dropped), tool calls become `tool_calls`, and every tool result
-/// becomes its own `role: tool` message.
+/// becomes its own `role: tool` message. A message with files sends `content` as parts
+/// (images as data URLs, PDFs as `file` parts); the files a tool returned follow its
+/// results in a user message, since a tool message carries text only.
 ///
-/// `content` is always a string, `""` beside tool calls without text: llama-cpp-python's
-/// server refuses `null` and a missing `content` (its chat template reads it), and
-/// OpenAI, vLLM and Ollama all accept `""`.
+/// `content` is always a string or parts, `""` beside tool calls without text:
+/// llama-cpp-python's server refuses `null` and a missing `content` (its chat template
+/// reads it), and OpenAI, vLLM and Ollama all accept `""`.
 fn translate_message(message: &Message, out: &mut Vec<Value>) {
     let text: String = message
         .content
@@ -239,19 +241,60 @@ fn translate_message(message: &Message, out: &mut Vec<Value>) {
         }
         Role::User | Role::Tool => {
             // Results first: they must directly follow the assistant's calls.
+            let mut parts = Vec::new();
             for part in &message.content {
-                if let Part::ToolResult { id, output, .. } = part {
+                if let Part::ToolResult { id, name, output } = part {
                     out.push(json!({
                         "role": "tool",
                         "tool_call_id": id,
                         "content": http::tool_output_text(output, true),
                     }));
+                    let files: Vec<Value> = output_files(output).map(file_part).collect();
+                    if !files.is_empty() {
+                        parts.push(json!({"type": "text", "text": format!("The files `{name}` returned:")}));
+                        parts.extend(files);
+                    }
                 }
             }
-            if has_text {
-                out.push(json!({"role": "user", "content": text}));
+            let files: Vec<&FilePart> = message.files().collect();
+            if parts.is_empty() && files.is_empty() {
+                if has_text {
+                    out.push(json!({"role": "user", "content": text}));
+                }
+                return;
             }
+            if has_text {
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            parts.extend(files.into_iter().map(file_part));
+            out.push(json!({"role": "user", "content": parts}));
         }
+    }
+}
+
+/// The files among a tool's output.
+fn output_files(output: &ToolOutput) -> impl Iterator<Item = &FilePart> {
+    let parts = match output {
+        ToolOutput::Content(parts) => parts.as_slice(),
+        _ => &[],
+    };
+    parts.iter().filter_map(|part| match part {
+        Part::File(file) => Some(file),
+        _ => None,
+    })
+}
+
+/// A file as a content part.
+fn file_part(file: &FilePart) -> Value {
+    match http::file_form(file) {
+        http::FileForm::Image { media_type, data } => {
+            json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+        }
+        http::FileForm::Pdf { data } => json!({"type": "file", "file": {
+            "filename": file.name.as_deref().unwrap_or("document.pdf"),
+            "file_data": format!("data:application/pdf;base64,{data}"),
+        }}),
+        http::FileForm::Text(text) => json!({"type": "text", "text": text}),
     }
 }
 
