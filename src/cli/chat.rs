@@ -10,24 +10,30 @@ use std::time::Duration;
 use super::headless::Headless;
 use super::transcript::{transcript, waiting};
 use super::Format;
-use crate::session::{Reply, Session};
+use crate::session::{attach_file, Reply, Session};
+use trellis_builtins::message::FilePart;
 use anyhow::Context;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
-pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, format: Format) -> anyhow::Result<()> {
+/// `files` go with the first message.
+pub async fn run(
+    session: Session,
+    messages: Vec<String>,
+    mut files: Vec<FilePart>,
+    timeout: Duration,
+    format: Format,
+) -> anyhow::Result<()> {
     if messages.is_empty() && std::io::stdin().is_terminal() {
-        return super::interactive::run(session, format).await;
+        return super::interactive::run(session, files, format).await;
     }
     let mut turns = Turns::new(messages);
     let mut all = Vec::new();
     while let Some(turn) = turns.next().await? {
         let compacted = session.dialog().compacted();
-        let new = session.turn(&turn, timeout).await?;
+        let new = session.turn(&turn, std::mem::take(&mut files), timeout).await?;
         if !format.json {
-            let now = session.dialog().compacted();
-            if now > compacted {
-                let note = format!("  ⋯ the model now reads the first {now} messages as a summary (context budget)");
+            if let Some(note) = compaction_note(compacted, session.dialog().compacted()) {
                 super::output::emit(&note);
             }
             super::output::emit(&transcript(&session, &new));
@@ -41,6 +47,17 @@ pub async fn run(session: Session, messages: Vec<String>, timeout: Duration, for
         }
     }
     finish(&session, all, format)
+}
+
+/// The files of `--attach`, read before anything is sent, so a bad one changes nothing.
+pub fn attachments(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<FilePart>> {
+    paths.iter().map(|path| attach_file(path).map_err(anyhow::Error::msg)).collect()
+}
+
+/// The line that says where the conversation was compacted, when a turn compacted it
+/// (`before` and `now`: the messages the summary stands for).
+pub fn compaction_note(before: usize, now: usize) -> Option<String> {
+    (now > before).then(|| format!("  ⋯ the model now reads the first {now} messages as a summary (context budget)"))
 }
 
 /// What a chat without a terminal says: each `--message`, else each line of standard

@@ -87,6 +87,10 @@ enum Command {
         /// --json); a value that does not fit goes back to the model, twice at most.
         #[arg(long, value_name = "FILE")]
         result_schema: Option<std::path::PathBuf>,
+        /// A file to send with the first message (repeatable): an image, a PDF, a text
+        /// file, at most 5 MB each. At the prompt, /attach FILE does the same.
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         #[command(flatten)]
         mcp: mcp::McpArgs,
     },
@@ -384,14 +388,15 @@ impl App {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),
-            Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, mcp } => {
+            Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, mcp } => {
                 let result_schema = chat::result_schema(result_schema.as_deref())?;
+                let files = chat::attachments(&attach)?;
                 mcp::with_servers(&rt, &mcp, async {
                     let chatbot = chatbot.as_deref().unwrap_or(&self.chatbot);
                     let session =
                         Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins).await?;
                     session.set_result_schema(result_schema).await?;
-                    chat::run(session, messages, Duration::from_secs_f64(timeout), format).await
+                    chat::run(session, messages, files, Duration::from_secs_f64(timeout), format).await
                 })
                 .await?
             }

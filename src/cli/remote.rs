@@ -39,8 +39,9 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let all = Value::Array(all);
             print(format, &all, || super::tools::render(&all));
         }
-        Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, mcp } => {
+        Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, mcp } => {
             refuse_mcp(&remote, &mcp)?;
+            let mut files = super::chat::attachments(&attach)?;
             if chatbot.is_some() || tool_choice != "auto" || result_schema.is_some() {
                 bail!(
                     "--chatbot, --tool-choice and --result-schema need the space; {} serve holds it (stop it, or use \
@@ -70,8 +71,11 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let mut all = Vec::new();
             let mut state = Value::Null;
             for turn in turns {
-                let sent =
-                    remote.call(Method::POST, &["api", "chat", "messages"], Some(&json!({ "text": turn }))).await?;
+                let mut body = json!({ "text": turn });
+                if !files.is_empty() {
+                    body["files"] = serde_json::to_value(std::mem::take(&mut files))?;
+                }
+                let sent = remote.call(Method::POST, &["api", "chat", "messages"], Some(&body)).await?;
                 let (new, now) = follow(&remote, index(&sent), timeout, format).await?;
                 all.extend(new);
                 state = now;

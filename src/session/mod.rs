@@ -15,7 +15,7 @@ mod reply;
 mod send;
 mod tools;
 
-pub use message::check_message;
+pub use message::{attach_file, check_message};
 pub use patterns::{pattern_infos, PatternInfo};
 pub use reply::Reply;
 pub use send::{send, SendError};
@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::bail;
 use serde_json::json;
 use trellis_builtins::dialog::{DialogHandle, Interaction, InteractionKind, Resolve};
-use trellis_builtins::message::{Message, Part, Role};
+use trellis_builtins::message::{FilePart, Message, Part, Role};
 use trellis_builtins::tool::{ClientContext, ToolRef, ToolRegistry};
 use trellis_patterns::chatbot::{Chatbot, ChatbotError};
 use trellis_plugins::store::{Loaded, PluginStore};
@@ -158,15 +158,20 @@ impl Session {
     /// reply; returns the index of that message in the conversation, from which the
     /// reply's messages follow. The plugins' `before_request` hooks see the message
     /// first, and may change it.
-    pub async fn start(&self, text: &str) -> anyhow::Result<usize> {
-        check_message(text).map_err(anyhow::Error::msg)?;
+    ///
+    /// `files` go with the message (see [`attach_file`] to read one from disk); with files,
+    /// the text may be empty.
+    pub async fn start(&self, text: &str, files: Vec<FilePart>) -> anyhow::Result<usize> {
+        if files.is_empty() || !text.is_empty() {
+            check_message(text).map_err(anyhow::Error::msg)?;
+        }
         let mut request = Request { message: text.to_string(), ..Request::default() };
         self.plugins.before_request(&mut request);
         self.report_hooks();
         // Before the request starts (it may call a tool whose server then leaves at once),
         // and again once the message's mentions are attached (their charms' tools).
         self.learn_names();
-        let sent = self.chat.start(&request.message).await.map_err(shown)?;
+        let sent = self.chat.start_with(&request.message, files).await.map_err(shown)?;
         self.learn_names();
         Ok(sent)
     }
@@ -205,8 +210,8 @@ impl Session {
 
     /// Sends one user message (attaching its mentions) and waits up to `timeout` for the
     /// whole reply.
-    pub async fn turn(&self, text: &str, timeout: Duration) -> anyhow::Result<Vec<Message>> {
-        let before = self.start(text).await?;
+    pub async fn turn(&self, text: &str, files: Vec<FilePart>, timeout: Duration) -> anyhow::Result<Vec<Message>> {
+        let before = self.start(text, files).await?;
         match self.dialog().wait(timeout).await {
             Err(trellis_runner::Error::Timeout(..)) => {
                 let mut message = format!(

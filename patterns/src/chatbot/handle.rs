@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use trellis_builtins::dialog::{is_conversation, DialogHandle, DialogOutput, Interaction, Resolve, DIALOG_KEY};
-use trellis_builtins::message::Message;
+use trellis_builtins::message::{FilePart, Message, Part, Role};
 use trellis_runner::link::is_stream;
 use trellis_runner::{DocId, Read as _, Runtime};
 
@@ -313,9 +313,17 @@ impl Chatbot {
     /// Sends one user message, attaching its mentions first, without waiting for the
     /// reply; returns the index of the message, after which the reply's messages follow.
     pub async fn start(&self, text: &str) -> Result<usize, ChatbotError> {
+        self.start_with(text, Vec::new()).await
+    }
+
+    /// [`Chatbot::start`] with files attached to the message (images, PDFs, text files;
+    /// see `trellis_builtins::files` for their limits).
+    pub async fn start_with(&self, text: &str, files: Vec<FilePart>) -> Result<usize, ChatbotError> {
         self.attach_mentions(text).await?;
         let before = self.dialog.messages().len();
-        self.dialog.send(Message::user(text)).await?;
+        let words = (!text.is_empty()).then(|| Part::Text { text: text.to_string() });
+        let message = Message::new(Role::User, words.into_iter().chain(files.into_iter().map(Part::File)).collect());
+        self.dialog.send(message).await?;
         Ok(before)
     }
 

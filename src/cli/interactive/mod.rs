@@ -20,7 +20,8 @@ use rustyline::{CompletionType, Config, Editor, EventHandler, KeyEvent};
 use self::completion::{CtrlC, Helper};
 use self::follow::Outcome;
 use super::Format;
-use crate::session::{Reply, Session};
+use crate::session::{attach_file, Reply, Session};
+use trellis_builtins::message::FilePart;
 use trellis_builtins::dialog::InteractionKind;
 
 const PROMPT: &str = "> ";
@@ -30,6 +31,8 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /clear         forget the conversation and the attachments
   /model [NAME]  show or switch the model (offline, scripted:PATH, openai:M, anthropic:M, ollama:M)
   /usage         the tokens the answers used, as the provider reported them
+  /attach [FILE] send a file (an image, a PDF, a text file) with your next message;
+                 without FILE, list what is attached
   /approve [CALL]        let a tool call that waits for your approval run
   /deny [CALL] REASON    refuse it; the model is told why
   /answer [CALL] TEXT    answer the model's question (yes or no, or one of its options)
@@ -40,7 +43,8 @@ Tab completes @names and /commands; Up and Down recall earlier lines.
 Ctrl-C cancels a reply being generated; pressed again (or twice at an empty prompt) it leaves.";
 
 /// Runs the prompt loop until Ctrl-D, `/quit` or a second Ctrl-C.
-pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
+/// `files` go with the first message typed.
+pub async fn run(session: Session, files: Vec<FilePart>, _format: Format) -> anyhow::Result<()> {
     follow::install_ctrl_c()?;
     let mut editor = editor(&session)?;
     emit(&format!(
@@ -48,7 +52,7 @@ pub async fn run(session: Session, _format: Format) -> anyhow::Result<()> {
         crate::program::name(),
         session.model()
     ));
-    let mut chips = Chips::default();
+    let mut chips = Chips { files, ..Chips::default() };
     // Whether the last thing that happened was a Ctrl-C (at the prompt or cancelling).
     let mut interrupted = false;
     loop {
@@ -221,6 +225,14 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             let sent = session.resolve(call, reply).await?;
             return answered(session, sent).await;
         }
+        "/attach" if rest.is_empty() => match chips.files.is_empty() {
+            true => emit("(no file is attached; /attach FILE attaches one to your next message)"),
+            false => emit(&chips.files_line()),
+        },
+        "/attach" => {
+            chips.files.push(attach_file(std::path::Path::new(rest)).map_err(anyhow::Error::msg)?);
+            emit(&chips.files_line());
+        }
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
         "/model" => {
             session.set_model(rest).await?;
@@ -228,9 +240,16 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         }
         _ if word.starts_with('/') => emit(&format!("unknown command {word}; /help lists the commands")),
         _ => {
-            let sent = session.start(line).await?;
+            let compacted = session.dialog().compacted();
+            // Kept if the message is refused, so it can be sent again with them.
+            let sent = session.start(line, chips.files.clone()).await?;
+            chips.files.clear();
             chips.show(session);
-            return answered(session, sent).await;
+            let outcome = answered(session, sent).await;
+            if let Some(note) = super::chat::compaction_note(compacted, session.dialog().compacted()) {
+                emit(&note);
+            }
+            return outcome;
         }
     }
     Ok(Outcome::Done)
@@ -251,13 +270,21 @@ async fn answered(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-/// The attachments as last shown: `[@Counter] [@Todo]`, printed when they change.
+/// The attachments as last shown: `[@Counter] [@Todo]`, printed when they change; and
+/// the files attached to the next message.
 #[derive(Default)]
 struct Chips {
     shown: Vec<String>,
+    files: Vec<FilePart>,
 }
 
 impl Chips {
+    /// `(with your next message: cat.png (image/png, 12.0 KB))`.
+    fn files_line(&self) -> String {
+        let files: Vec<String> = self.files.iter().map(|f| safe_line(&f.describe()).into_owned()).collect();
+        format!("(with your next message: {})", files.join(", "))
+    }
+
     fn show(&mut self, session: &Session) {
         let now = session.attachments();
         if now != self.shown {
