@@ -248,9 +248,8 @@ mod tests {
     fn limits_and_malformed_parts_are_refused_with_what_to_do() {
         let rt = Runtime::in_memory();
         let limits = FileLimits { per_part: 1000, per_message: 1500 };
-        let keep = |parts: Vec<Part>| {
-            kept(&rt, Message::new(Role::User, parts), |tx, m| keep_sent(tx, m, limits)).map(drop)
-        };
+        let keep =
+            |parts: Vec<Part>| kept(&rt, Message::new(Role::User, parts), |tx, m| keep_sent(tx, m, limits)).map(drop);
         assert!(keep(vec![png(1001)]).is_err_and(|e| e.contains("`a.png` is larger than")), "one part");
         assert!(keep(vec![png(900), png(900)]).is_err_and(|e| e.contains("send fewer at a time")), "together");
         let mut forged = FilePart::from_bytes("image/png", None, b"x");

@@ -11,8 +11,8 @@ use super::headless::Headless;
 use super::transcript::{transcript, waiting};
 use super::Format;
 use crate::session::{attach_file, Reply, Session};
-use trellis_builtins::message::FilePart;
 use anyhow::Context;
+use trellis_builtins::message::FilePart;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.

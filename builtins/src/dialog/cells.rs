@@ -58,7 +58,12 @@ impl DialogCells {
 
     /// Appends a tool message of `results`, the files they carry kept in documents of
     /// their own.
-    pub fn push_results(&self, tx: &trellis_runner::Tx, results: Vec<Part>, limits: FileLimits) -> trellis_runner::Result<()> {
+    pub fn push_results(
+        &self,
+        tx: &trellis_runner::Tx,
+        results: Vec<Part>,
+        limits: FileLimits,
+    ) -> trellis_runner::Result<()> {
         let mut message = Message::new(Role::Tool, results);
         files::keep_results(tx, &mut message, limits)?;
         self.messages().push(tx, message)

@@ -131,3 +131,17 @@ async fn flattened_tools_follows_a_sources_tools_when_it_announces_the_change() 
     rt.settled(&base, WAIT).await.expect("settles");
     assert!(displays(&dialog).is_empty(), "detaching announces itself");
 }
+
+/// A file over the default limit of 5 MiB is refused with what to do, and the conversation
+/// is as it was.
+#[tokio::test]
+async fn a_file_over_the_limit_is_refused_and_nothing_is_added() {
+    use crate::message::{FilePart, Part, Role};
+    let rt = Runtime::in_memory();
+    let (_, dialog) = chat(&rt, Arc::new(Recorder::default()), json!({}));
+    let big = FilePart::from_bytes("image/png", Some("big.png".into()), &vec![0u8; 6_000_000]);
+    let message = Message::new(Role::User, vec![Part::Text { text: "look".into() }, Part::File(big)]);
+    let error = dialog.send(message).await.expect_err("refused");
+    assert!(error.to_string().contains("`big.png` is larger than the 5.0 MB limit for one file"), "{error}");
+    assert!(dialog.messages().is_empty(), "nothing added");
+}

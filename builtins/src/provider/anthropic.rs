@@ -703,6 +703,45 @@ mod tests {
     }
 
     #[test]
+    fn files_go_as_image_and_document_blocks_and_others_as_text() {
+        let file = |media: &str, name: &str, bytes: &[u8]| {
+            Part::File(crate::message::FilePart::from_bytes(media, Some(name.into()), bytes))
+        };
+        let asked = Message::new(
+            Role::User,
+            vec![
+                Part::Text { text: "look".into() },
+                file("image/png", "a.png", b"png"),
+                file("application/pdf", "b.pdf", b"pdf"),
+                file("text/plain", "c.txt", b"hello"),
+                file("application/zip", "d.zip", b"zip"),
+            ],
+        );
+        let [call, _] = tool_round(vec![("c1", "snap", json!({}), ToolOutput::Text(String::new()))]);
+        let output = ToolOutput::Content(vec![Part::Text { text: "here".into() }, file("image/gif", "e.gif", b"gif")]);
+        let result = Message::new(Role::Tool, vec![Part::ToolResult { id: "c1".into(), name: "snap".into(), output }]);
+        let request = ModelRequest { messages: vec![asked, call, result], ..ModelRequest::default() };
+        let body = request_body("claude", 100, &request);
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "look"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "cG5n"}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "cGRm"}},
+                {"type": "text", "text": "[c.txt (text/plain, 5 bytes)]\nhello"},
+                {"type": "text", "text": "[d.zip (application/zip, 3 bytes): not shown, this model cannot read it]"},
+            ])
+        );
+        assert_eq!(
+            body["messages"][2]["content"][0]["content"],
+            json!([
+                {"type": "text", "text": "here\n[e.gif (image/gif, 3 bytes)]"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "Z2lm"}},
+            ])
+        );
+    }
+
+    #[test]
     fn body_translates_messages() {
         let [calls, results] = tool_round(vec![
             ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Text("hi".into())),

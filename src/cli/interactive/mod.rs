@@ -21,8 +21,8 @@ use self::completion::{CtrlC, Helper};
 use self::follow::Outcome;
 use super::Format;
 use crate::session::{attach_file, Reply, Session};
-use trellis_builtins::message::FilePart;
 use trellis_builtins::dialog::InteractionKind;
+use trellis_builtins::message::FilePart;
 
 const PROMPT: &str = "> ";
 

@@ -345,6 +345,46 @@ mod tests {
     }
 
     #[test]
+    fn files_go_as_content_parts_and_a_tools_images_follow_its_result() {
+        let file = |media: &str, name: &str, bytes: &[u8]| {
+            Part::File(crate::message::FilePart::from_bytes(media, Some(name.into()), bytes))
+        };
+        let asked = Message::new(
+            Role::User,
+            vec![
+                Part::Text { text: "look".into() },
+                file("image/png", "a.png", b"png"),
+                file("application/pdf", "b.pdf", b"pdf"),
+            ],
+        );
+        let [call, _] = tool_round(vec![("c1", "snap", json!({}), ToolOutput::Text(String::new()))]);
+        let output = ToolOutput::Content(vec![Part::Text { text: "here".into() }, file("image/gif", "e.gif", b"gif")]);
+        let result = Message::new(Role::Tool, vec![Part::ToolResult { id: "c1".into(), name: "snap".into(), output }]);
+        let request = ModelRequest { messages: vec![asked, call, result], ..ModelRequest::default() };
+        let body = request_body("m", "max_tokens", &request);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[0]["content"],
+            json!([
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,cG5n"}},
+                {"type": "file", "file": {"filename": "b.pdf", "file_data": "data:application/pdf;base64,cGRm"}},
+            ])
+        );
+        assert_eq!(
+            messages[2],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "here\n[e.gif (image/gif, 3 bytes)]"})
+        );
+        assert_eq!(
+            messages[3],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "The files `snap` returned:"},
+                {"type": "image_url", "image_url": {"url": "data:image/gif;base64,Z2lm"}},
+            ]})
+        );
+    }
+
+    #[test]
     fn body_translates_messages() {
         let [calls, results] = tool_round(vec![
             ("c1", "read_file", json!({"path": "a.txt"}), ToolOutput::Json(json!({"text": "hi"}))),

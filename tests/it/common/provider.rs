@@ -1,0 +1,118 @@
+//! An OpenAI-compatible model server on loopback for tests that run the binary: it keeps
+//! the body of every request it receives, and answers each with the next of its replies
+//! as the chat-completions event stream.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// One answer of the server.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Words.
+    Text(String),
+    /// A call of the tool of this wire name with these arguments.
+    Call(String, Value),
+    /// A word every 100 ms for a minute: a generation to cancel.
+    Slow,
+}
+
+/// The server; it runs until the test process ends.
+pub struct Provider {
+    /// Its base URL, for `OPENAI_BASE_URL` (`http://127.0.0.1:PORT/v1`).
+    pub url: String,
+    received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Provider {
+    /// Starts a server answering request `n` with `replies[n]`, and the last reply to
+    /// every request after them.
+    pub fn start(replies: Vec<Reply>) -> Provider {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let kept = received.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (kept, replies) = (kept.clone(), replies.clone());
+                std::thread::spawn(move || answer(stream, &kept, &replies));
+            }
+        });
+        Provider { url, received }
+    }
+
+    /// The request bodies received so far, in order.
+    pub fn received(&self) -> Vec<Value> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+/// Reads one request, keeps its body and streams the reply its turn calls for.
+fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let turn = {
+        let mut received = received.lock().unwrap();
+        received.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        received.len() - 1
+    };
+    let reply = replies.get(turn).or(replies.last()).cloned().unwrap_or(Reply::Text(String::new()));
+    let mut stream = stream;
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({
+            "id": "loopback", "object": "chat.completion.chunk", "model": "loopback",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        });
+        format!("data: {chunk}\n\n")
+    };
+    let events: Vec<String> = match reply {
+        Reply::Text(text) => vec![chunk(json!({"content": text}), Value::Null), chunk(json!({}), json!("stop"))],
+        Reply::Call(name, arguments) => vec![
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+        ],
+        Reply::Slow => {
+            for i in 0..600 {
+                let word = chunk(json!({"content": format!("word{i} ")}), Value::Null);
+                if stream.write_all(word.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                    return; // the client hung up: cancelled
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Vec::new()
+        }
+    };
+    for event in events.iter().map(String::as_str).chain(["data: [DONE]\n\n"]) {
+        if stream.write_all(event.as_bytes()).and_then(|()| stream.flush()).is_err() {
+            return;
+        }
+    }
+}
