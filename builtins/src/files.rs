@@ -188,6 +188,33 @@ pub fn load(space: &impl Read, messages: &mut [Message]) {
     }
 }
 
+/// Whether `messages` carry a file a provider takes natively (anything but text).
+pub fn carries_media(messages: &[Message]) -> bool {
+    fn media_in(parts: &[Part]) -> bool {
+        parts.iter().any(|part| match part {
+            Part::File(file) => !is_text(&file.media_type),
+            Part::ToolResult { output: ToolOutput::Content(parts), .. } => media_in(parts),
+            _ => false,
+        })
+    }
+    messages.iter().any(|message| media_in(&message.content))
+}
+
+/// Takes the bytes out of every file of `messages` that is not text, so that a provider
+/// sends its placeholder (for a model that takes no images or documents); the names of
+/// those files.
+pub fn withhold_media(messages: &mut [Message]) -> Vec<String> {
+    let mut withheld = Vec::new();
+    for part in files_mut(messages) {
+        let Part::File(file) = part else { continue };
+        if !is_text(&file.media_type) {
+            withheld.push(file.name.clone().unwrap_or_else(|| file.media_type.clone()));
+            file.data = None;
+        }
+    }
+    withheld
+}
+
 /// Whether a model is shown a file of this media type as text (decoded as UTF-8).
 pub fn is_text(media_type: &str) -> bool {
     media_type.starts_with("text/")

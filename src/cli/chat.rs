@@ -33,7 +33,7 @@ pub async fn run(
         let compacted = session.dialog().compacted();
         let new = session.turn(&turn, std::mem::take(&mut files), timeout).await?;
         if !format.json {
-            if let Some(note) = compaction_note(compacted, session.dialog().compacted()) {
+            for note in notes(&session, compacted) {
                 super::output::emit(&note);
             }
             super::output::emit(&transcript(&session, &new));
@@ -54,10 +54,15 @@ pub fn attachments(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<FilePart>
     paths.iter().map(|path| attach_file(path).map_err(anyhow::Error::msg)).collect()
 }
 
-/// The line that says where the conversation was compacted, when a turn compacted it
-/// (`before` and `now`: the messages the summary stands for).
-pub fn compaction_note(before: usize, now: usize) -> Option<String> {
-    (now > before).then(|| format!("  ⋯ the model now reads the first {now} messages as a summary (context budget)"))
+/// The lines a turn adds beside its messages: where it compacted the conversation
+/// (`compacted`: the messages the summary stood for before the turn), and the dialog's
+/// notice.
+pub fn notes(session: &Session, compacted: usize) -> Vec<String> {
+    let now = session.dialog().compacted();
+    let compaction = (now > compacted)
+        .then(|| format!("  ⋯ the model now reads the first {now} messages as a summary (context budget)"));
+    let notice = session.dialog().notice().map(|notice| format!("  ⋯ {}", crate::terminal::safe_line(&notice)));
+    compaction.into_iter().chain(notice).collect()
 }
 
 /// What a chat without a terminal says: each `--message`, else each line of standard

@@ -131,6 +131,45 @@ fn an_image_an_mcp_tool_returns_reaches_the_provider() {
 }
 
 #[test]
+fn a_provider_that_refuses_images_is_sent_a_placeholder_and_the_person_is_told_once() {
+    let s = common::space();
+    let dot = file(&s.path, "dot.png", PNG);
+    let provider = Provider::start(vec![
+        Reply::Blind("I see a note of a PNG.".into()),
+        Reply::Blind("I see a note of a PNG.".into()),
+        Reply::Blind("Still a note.".into()),
+    ]);
+    let out = chat(
+        &s.path,
+        &provider,
+        &[
+            "chat",
+            "--model",
+            "openai:loopback",
+            "--attach",
+            dot.to_str().unwrap(),
+            "-m",
+            "what is it?",
+            "-m",
+            "and now?",
+        ],
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let told = "⋯ openai:loopback does not take images or documents (it said: image input is not supported";
+    assert_eq!(said.matches(told).count(), 1, "told once: {said}");
+    assert!(said.contains("it reads a note of each instead (dot.png)"), "{said}");
+    assert!(said.contains("assistant: Still a note."), "{said}");
+    let received = provider.received();
+    assert_eq!(received.len(), 3, "refused once, then a placeholder each time");
+    let note = json!({"type": "text", "text": "[dot.png (image/png, 21 bytes): not shown, this model cannot read it]"});
+    for body in &received[1..] {
+        let parts = user_parts(body);
+        assert!(image_urls(&parts).is_empty() && parts.contains(&note), "{parts:?}");
+    }
+}
+
+#[test]
 fn the_offline_model_says_it_cannot_see_an_image() {
     let s = common::space();
     let dot = file(&s.path, "dot.png", PNG);

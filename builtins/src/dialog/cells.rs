@@ -22,6 +22,8 @@ pub(crate) struct DialogCells {
     pub result: Cell<serde_json::Value>,
     /// The conversation's oldest turns, compacted (see `context_budget`).
     pub compaction: Cell<Option<Compaction>>,
+    /// What the person should know that is no failure (see `DialogOutput::Notice`).
+    pub notice: Cell<Option<String>>,
     /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
     pub catalog: Arc<CatalogCache>,
 }
@@ -36,6 +38,7 @@ impl DialogCells {
             partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
             result: Cell::from_link(base.child(DialogOutput::Result.key())),
             compaction: Cell::from_link(base.child(DialogOutput::Compaction.key())),
+            notice: Cell::from_link(base.child(DialogOutput::Notice.key())),
             catalog: Arc::default(),
             base,
         }

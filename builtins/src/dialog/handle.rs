@@ -62,6 +62,12 @@ impl DialogHandle {
         self.cells().compaction.get(&self.rt).ok().flatten().filter(|c| c.covers(&messages)).map_or(0, |c| c.upto)
     }
 
+    /// What the person should know that is no failure, if anything (see
+    /// [`DialogOutput::Notice`](super::DialogOutput::Notice)).
+    pub fn notice(&self) -> Option<String> {
+        self.cells().notice.get(&self.rt).ok().flatten()
+    }
+
     /// Whether a reply is being generated.
     pub fn pending(&self) -> bool {
         self.cells().pending.get(&self.rt).unwrap_or(false)

@@ -78,11 +78,14 @@ pub enum DialogOutput {
     /// The [`Compaction`](super::Compaction) of the conversation's oldest turns the model
     /// reads in their place, or `null`.
     Compaction,
+    /// Something the person should know that is no failure (a model that cannot take the
+    /// images it was sent), or `null`; each is said once.
+    Notice,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 10] = [
+    pub const PUBLIC: [DialogOutput; 11] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
@@ -93,6 +96,7 @@ impl DialogOutput {
         DialogOutput::Resolve,
         DialogOutput::Result,
         DialogOutput::Compaction,
+        DialogOutput::Notice,
     ];
 
     /// The key under the dialog's location.
@@ -109,6 +113,7 @@ impl DialogOutput {
             DialogOutput::Resolve => "resolve",
             DialogOutput::Result => "result",
             DialogOutput::Compaction => "compaction",
+            DialogOutput::Notice => "notice",
         }
     }
 }

@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     pub(crate) tools: ToolRegistry,
     /// The running request of each dialog (by its location) and its id, to abort on cancel.
     running: Mutex<HashMap<Link, (RequestId, tokio::task::AbortHandle)>>,
+    /// The model strings whose provider refused a request for its images or documents:
+    /// they are sent placeholders from then on.
+    text_only: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Default for LlmDialog {
@@ -159,6 +162,7 @@ impl LlmDialog {
                 settings: DialogSettings::default(),
                 tools: ToolRegistry::standard(),
                 running: Mutex::new(HashMap::new()),
+                text_only: Mutex::default(),
             }),
         }
     }
@@ -186,6 +190,7 @@ impl LlmDialog {
             settings,
             tools,
             running: Mutex::new(HashMap::new()),
+            text_only: Mutex::default(),
         };
         LlmDialog { shared: Arc::new(shared) }
     }
@@ -202,6 +207,16 @@ impl Shared {
         let model = (self.resolver)(spec)?;
         models.insert(spec.to_string(), model.clone());
         Ok(model)
+    }
+
+    /// Whether the model of this string is sent placeholders for images and documents.
+    pub(crate) fn is_text_only(&self, spec: &str) -> bool {
+        self.text_only.lock().contains(spec)
+    }
+
+    /// Sends the model of this string placeholders for images and documents from now on.
+    pub(crate) fn make_text_only(&self, spec: &str) {
+        self.text_only.lock().insert(spec.to_string());
     }
 
     /// Records the running request of a dialog.
@@ -447,6 +462,7 @@ fn add_message(
     cells.error.set(tx, None)?;
     cells.partial.set(tx, String::new())?;
     cells.result.set(tx, serde_json::Value::Null)?;
+    cells.notice.set(tx, None)?;
     let shared = shared.clone();
     let cells = cells.clone();
     tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Fresh));

@@ -28,7 +28,7 @@ use super::result;
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::catalog::Catalog;
 use crate::message::{Message, Part, Role, ToolOutput};
-use crate::model::{ModelEvent, ModelRequest, ToolChoice, MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS};
+use crate::model::{ModelError, ModelEvent, ModelRequest, ToolChoice, MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS};
 use crate::structured::ResultFormat;
 
 /// How often, at most, the streamed text of a reply is written to `partial`.
@@ -240,9 +240,12 @@ async fn run(
         }
         // After the estimate: a file counts for its description there, not its bytes.
         crate::files::load(rt, &mut request.messages);
+        if shared.is_text_only(&model_spec) {
+            crate::files::withhold_media(&mut request.messages);
+        }
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
-        let Answer { text, calls, usage, cut } =
-            answer(rt, cells, id, &*model, request, settings.max_reply_bytes).await?;
+        let stream = open(shared, rt, cells, id, (&*model, &model_spec), request).await?;
+        let Answer { text, calls, usage, cut } = answer(rt, cells, id, stream, settings.max_reply_bytes).await?;
         if cut {
             // Keep what arrived; calls announced after the cut were never completed.
             let mut message = Message::assistant(text);
@@ -349,19 +352,68 @@ fn tool_choice(input: &serde_json::Value, catalog: &Catalog) -> Result<ToolChoic
     }
 }
 
+/// Words of a provider's refusal that say it was the images or documents it refused.
+const REFUSED_MEDIA: [&str; 6] = ["image", "vision", "multimodal", "mmproj", "pdf", "file"];
+
+/// Starts the model's answer to `request`. A provider that refuses a request carrying
+/// images or documents for them is asked again with a placeholder for each, and so is every
+/// later request to that model; the person is told once, in the dialog's `notice`.
+async fn open(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    (model, spec): (&dyn crate::model::Model, &str),
+    request: ModelRequest,
+) -> Result<Opened, String> {
+    // What the model was shown each tool as, to name a call in what it is told back.
+    let shown_as = request.tools.iter().map(|t| (t.name.clone(), t.display_name.clone())).collect();
+    let again = crate::files::carries_media(&request.messages).then(|| request.clone());
+    let refused = match (model.stream(request).await, again) {
+        (Ok(stream), _) => return Ok(Opened { stream, shown_as }),
+        (Err(ModelError::Refused { message, .. }), Some(again))
+            if REFUSED_MEDIA.iter().any(|word| message.to_lowercase().contains(word)) =>
+        {
+            (message, again)
+        }
+        (Err(error), _) => return Err(error.to_string()),
+    };
+    let (why, mut again) = refused;
+    shared.make_text_only(spec);
+    let turned = crate::files::withhold_media(&mut again.messages);
+    let notice = format!(
+        "{} does not take images or documents (it said: {}); it reads a note of each instead ({})",
+        model.name(),
+        crate::text::truncate(&why, 200),
+        turned.join(", ")
+    );
+    rt.transact(|tx| {
+        if is_current(tx, cells, id)? {
+            cells.notice.set(tx, Some(notice.clone()))?;
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("could not store the notice: {e}"))?;
+    let stream = model.stream(again).await.map_err(|e| e.to_string())?;
+    Ok(Opened { stream, shown_as })
+}
+
+/// A model's answer as it begins.
+struct Opened {
+    stream: crate::model::EventStream,
+    /// The wire name and display name of each tool offered.
+    shown_as: Vec<(String, String)>,
+}
+
 /// Streams one answer: its text (shown in `partial` as it arrives) and its tool calls.
 async fn answer(
     rt: &Runtime,
     cells: &DialogCells,
     id: RequestId,
-    model: &dyn crate::model::Model,
-    request: ModelRequest,
+    opened: Opened,
     max_reply_bytes: usize,
 ) -> Result<Answer, String> {
-    // What the model was shown each tool as, to name a call in what it is told back.
-    let shown_as: Vec<(String, String)> =
-        request.tools.iter().map(|t| (t.name.clone(), t.display_name.clone())).collect();
-    let mut stream = model.stream(request).await.map_err(|e| e.to_string())?;
+    let Opened { mut stream, shown_as } = opened;
     let mut answer = Answer::default();
     let mut shown = Throttle::default();
     while let Some(event) = stream.next().await {

@@ -246,7 +246,7 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             chips.files.clear();
             chips.show(session);
             let outcome = answered(session, sent).await;
-            if let Some(note) = super::chat::compaction_note(compacted, session.dialog().compacted()) {
+            for note in super::chat::notes(session, compacted) {
                 emit(&note);
             }
             return outcome;

@@ -18,6 +18,9 @@ pub enum Reply {
     Call(String, Value),
     /// A word every 100 ms for a minute: a generation to cancel.
     Slow,
+    /// Words, but a request that carries an image is refused the way llama.cpp's server
+    /// refuses it without a vision projector (the turn goes on to the next reply).
+    Blind(String),
 }
 
 /// The server; it runs until the test process ends.
@@ -78,6 +81,21 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
     };
     let reply = replies.get(turn).or(replies.last()).cloned().unwrap_or(Reply::Text(String::new()));
     let mut stream = stream;
+    let reply = match reply {
+        Reply::Blind(_) if String::from_utf8_lossy(&body).contains("\"image_url\"") => {
+            let refusal = json!({"error": {"code": 400, "type": "invalid_request_error",
+                "message": "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"}})
+            .to_string();
+            let head = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                refusal.len()
+            );
+            let _ = stream.write_all(format!("{head}{refusal}").as_bytes());
+            return;
+        }
+        Reply::Blind(text) => Reply::Text(text),
+        other => other,
+    };
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
     if stream.write_all(head.as_bytes()).is_err() {
         return;
@@ -99,6 +117,7 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
             ),
             chunk(json!({}), json!("tool_calls")),
         ],
+        Reply::Blind(_) => Vec::new(),
         Reply::Slow => {
             for i in 0..600 {
                 let word = chunk(json!({"content": format!("word{i} ")}), Value::Null);

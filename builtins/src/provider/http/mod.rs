@@ -181,7 +181,8 @@ pub(crate) enum FileForm<'a> {
 }
 
 /// How a file part goes to a provider: natively when both providers take its kind, as
-/// text when it is text, else as a placeholder that says what it was.
+/// text when it is text, else (or when its bytes were withheld) as a placeholder that says
+/// what it was.
 pub(crate) fn file_form(file: &crate::message::FilePart) -> FileForm<'_> {
     const IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
     let media_type = file.media_type.as_str();
