@@ -268,7 +268,7 @@ async fn run(
                     return store_result(rt, cells, id, message, value);
                 }
                 result::Ending::Wrong(why) => {
-                    let mut message = Message::assistant(text);
+                    let mut message = result::kept_wrong(text, &named);
                     message.usage = usage;
                     if corrections == result::MAX_CORRECTIONS {
                         append(rt, cells, id, message)?;

@@ -64,6 +64,16 @@ pub(super) fn kept(text: String, value: &Value) -> Message {
     Message::new(crate::message::Role::Assistant, content)
 }
 
+/// The assistant message an answer whose value did not fit keeps: its text, and the value
+/// a call of [`RESULT_TOOL`] gave, as text (no tool answers that call), so that the model
+/// sees what it sent beside what is wrong with it.
+pub(super) fn kept_wrong(text: String, calls: &[(&str, &Value)]) -> Message {
+    match calls.iter().find(|(name, _)| *name == RESULT_TOOL) {
+        Some((_, value)) => kept(text, value),
+        None => Message::assistant(text),
+    }
+}
+
 /// `text` without surrounding white space and a Markdown code fence (```json ... ```).
 fn unfenced(text: &str) -> &str {
     let text = text.trim();

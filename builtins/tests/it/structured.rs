@@ -88,6 +88,11 @@ async fn anthropic_ends_with_the_json_tool_and_a_wrong_value_is_corrected() {
         correction.contains("does not fit the result schema") && correction.contains("temperature"),
         "{correction}"
     );
+    // The model reads the value it sent, as its own words, before what is wrong with it.
+    let turns = received[1].body["messages"].as_array().unwrap();
+    let said = &turns[turns.len() - 2];
+    assert_eq!(said["role"], "assistant", "{turns:?}");
+    assert!(said["content"].to_string().contains(&wrong.to_string().replace('"', "\\\"")), "{said}");
 }
 
 /// An OpenAI-compatible stream answering `text` (in two deltas), framed as the recorded
