@@ -190,6 +190,12 @@ pub trait Model: Send + Sync {
         true
     }
 
+    /// How many tokens the model reads at most (its context window), when known: a
+    /// dialog without a `context_budget` keeps its requests to three quarters of it.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
     /// Starts answering `request`; dropping the stream cancels the request.
     fn stream(
         &self,

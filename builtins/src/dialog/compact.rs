@@ -60,9 +60,12 @@ impl Compaction {
     }
 }
 
-/// The budget a dialog's `context_budget` input asks for.
-pub(super) fn budget_of(input: &Value) -> u64 {
-    input.as_u64().filter(|n| *n > 0).unwrap_or(CONTEXT_BUDGET)
+/// The budget a dialog's `context_budget` input asks for; without one, three quarters of
+/// the model's context window (the rest is room for the answer and for the estimate's
+/// error), else [`CONTEXT_BUDGET`].
+pub(super) fn budget_of(input: &Value, window: Option<u64>) -> u64 {
+    let from_model = window.map(|window| window / 4 * 3);
+    input.as_u64().filter(|n| *n > 0).or(from_model).unwrap_or(CONTEXT_BUDGET)
 }
 
 /// The tokens `request` is estimated at: its system prompt, messages and tools.
@@ -221,6 +224,19 @@ fn hash(message: &Message) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_is_the_inputs_else_the_models_window_else_the_default() {
+        assert_eq!(budget_of(&serde_json::json!(5000), Some(200_000)), 5000);
+        assert_eq!(budget_of(&Value::Null, Some(200_000)), 150_000);
+        assert_eq!(budget_of(&serde_json::json!(0), None), CONTEXT_BUDGET);
+        let env = |var: &str| (var.ends_with("API_KEY")).then(|| "key".to_string());
+        let window = |spec| crate::provider::model_from_str_with_env(spec, &env).expect("a model").context_window();
+        assert_eq!(window("anthropic:claude-sonnet-4-5"), Some(200_000));
+        assert_eq!(window("openai:gpt-4o-mini"), Some(128_000));
+        assert_eq!(window("ollama:gpt-4o"), None, "Ollama's window is its num_ctx");
+        assert_eq!(window("offline"), None);
+    }
 
     /// `turns` turns of a user message, a tool call, its result and a reply.
     fn conversation(turns: usize) -> Vec<Message> {

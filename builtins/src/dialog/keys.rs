@@ -29,7 +29,8 @@ pub enum DialogInput {
     /// [`DialogOutput::Result`] (see [`crate::structured`]).
     ResultSchema,
     /// How many tokens (estimated) a request may carry before the oldest turns are
-    /// compacted into a summary (default [`CONTEXT_BUDGET`](super::CONTEXT_BUDGET)).
+    /// compacted into a summary (default: three quarters of the model's context window
+    /// when it is known, else [`CONTEXT_BUDGET`](super::CONTEXT_BUDGET)).
     ContextBudget,
 }
 

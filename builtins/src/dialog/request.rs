@@ -226,7 +226,7 @@ async fn run(
         let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
         let compaction = cells.compaction.get(rt).ok().flatten().filter(|c| c.covers(&messages));
         let mut cut = context::fill(&mut request, system.as_deref(), &messages, compaction.as_ref(), cap);
-        let budget = compact::budget_of(&input(rt, cells, DialogInput::ContextBudget));
+        let budget = compact::budget_of(&input(rt, cells, DialogInput::ContextBudget), model.context_window());
         if compact::estimate_tokens(&request) > budget {
             if let Some(new) = compact::compact(&*model, &messages, compaction.as_ref(), budget).await? {
                 if !store_compaction(rt, cells, id, &new)? {

@@ -106,6 +106,10 @@ impl Model for AnthropicModel {
         format!("anthropic:{}", self.config.model)
     }
 
+    fn context_window(&self) -> Option<u64> {
+        super::known_context_window(&self.config.model)
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

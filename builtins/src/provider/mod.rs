@@ -64,6 +64,35 @@ pub fn model_from_str_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>)
     })
 }
 
+/// The context windows of the models of OpenAI and Anthropic, by the start of their names
+/// (the providers publish them in their model documentation, not in their APIs). A model
+/// served by another OpenAI-compatible server has the window its server was started
+/// with, which no name tells.
+const CONTEXT_WINDOWS: [(&str, u64); 9] = [
+    ("claude-", 200_000),
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+];
+
+/// The context window of a model of OpenAI or Anthropic, by its name; `None` for a name
+/// not in [`CONTEXT_WINDOWS`].
+///
+/// ```
+/// use trellis_builtins::provider::known_context_window;
+///
+/// assert_eq!(known_context_window("gpt-4o-mini"), Some(128_000));
+/// assert_eq!(known_context_window("llama3.2"), None);
+/// ```
+pub fn known_context_window(model: &str) -> Option<u64> {
+    CONTEXT_WINDOWS.iter().find(|(start, _)| model.starts_with(start)).map(|&(_, window)| window)
+}
+
 /// The embedded offline model (no network, no key).
 fn offline_model() -> Result<Arc<dyn Model>, ModelError> {
     Ok(Arc::new(crate::offline::OfflineModel::new()))

@@ -131,6 +131,11 @@ impl Model for OpenAiModel {
         format!("{}:{}", self.config.provider, self.config.model)
     }
 
+    fn context_window(&self) -> Option<u64> {
+        // Ollama's window is whatever its `num_ctx` is, whatever the model's name.
+        (self.config.provider == "openai").then(|| super::known_context_window(&self.config.model)).flatten()
+    }
+
     fn stream(
         &self,
         request: ModelRequest,
