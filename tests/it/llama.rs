@@ -140,14 +140,13 @@ fn parts<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-#[test]
-fn a_tool_call_then_the_answer_after_it() {
-    let s = space();
-    let server = LlamaServer::start(s.path.parent().expect("the space's directory"));
-    let mut command = common::trellis(&s.path);
+/// `trellis --json chat --model openai:smollm ARGS` against `server`; its standard output,
+/// after checking it succeeded and no request was refused, and what to show on failure.
+fn chat(space: &Path, server: &LlamaServer, args: &[&str]) -> (String, String) {
+    let mut command = common::trellis(space);
     command
-        .args(["--json", "chat", "--model", "openai:smollm", "--tool-choice", "Counter.increment"])
-        .args(["-m", "@Counter add 3"])
+        .args(["--json", "chat", "--model", "openai:smollm"])
+        .args(args)
         .env("OPENAI_API_KEY", "not-checked")
         .env("OPENAI_BASE_URL", server.base_url())
         .env("NO_PROXY", "127.0.0.1")
@@ -160,6 +159,14 @@ fn a_tool_call_then_the_answer_after_it() {
     let context = format!("stdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}", server.log_tail());
     assert!(!stderr.contains("refused the request"), "a request was refused:\n{context}");
     assert!(out.status.success(), "the chat failed:\n{context}");
+    (stdout.into_owned(), context)
+}
+
+#[test]
+fn a_tool_call_then_the_answer_after_it() {
+    let s = space();
+    let server = LlamaServer::start(s.path.parent().expect("the space's directory"));
+    let (stdout, context) = chat(&s.path, &server, &["--tool-choice", "Counter.increment", "-m", "@Counter add 3"]);
     let messages: Vec<Value> = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{context}"));
 
     // The forced tool was called first, and ran.
@@ -182,4 +189,24 @@ fn a_tool_call_then_the_answer_after_it() {
     assert_eq!(last["role"], "assistant", "{context}");
     let text: String = parts(std::slice::from_ref(last), "text").iter().filter_map(|p| p["text"].as_str()).collect();
     assert!(!text.trim().is_empty(), "an answer in text after the tool's result:\n{context}");
+}
+
+/// The server constrains the answer to the schema (an integer: its grammar lets a string
+/// hold a raw line break, which is no JSON); the value is checked again here, and which
+/// number the model picks does not matter. This server knows only the older `json_object`
+/// response format: it refuses the first request, and Trellis asks again that way. Tool
+/// choice `none`: with tools it may call, this server's function-calling format ignores
+/// the response format.
+#[test]
+fn a_result_schema_is_answered_with_a_value_that_fits() {
+    let s = space();
+    let server = LlamaServer::start(s.path.parent().expect("the space's directory"));
+    let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let file = s.path.with_file_name("schema.json");
+    std::fs::write(&file, schema.to_string()).expect("write the schema");
+    let schema = file.to_str().expect("a UTF-8 path");
+    let args = ["--result-schema", schema, "--tool-choice", "none", "-m", "Pick a number."];
+    let (stdout, context) = chat(&s.path, &server, &args);
+    let value: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{context}"));
+    assert!(value["n"].is_i64(), "{context}");
 }

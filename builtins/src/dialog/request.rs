@@ -215,10 +215,12 @@ async fn run(
             max_tokens: input(rt, cells, DialogInput::MaxTokens).as_u64().and_then(|n| u32::try_from(n).ok()),
             // A forced choice holds for the first answer only: once the tool ran, the model
             // must be free to answer in words, or `required` would loop to the round cap.
-            tool_choice: if round == first && first == 1 {
-                tool_choice(&input(rt, cells, DialogInput::ToolChoice), &catalog)?
-            } else {
-                ToolChoice::Auto
+            // `none` holds throughout: a later round (a correction of a result) calls no
+            // tool either.
+            tool_choice: match tool_choice(&input(rt, cells, DialogInput::ToolChoice), &catalog)? {
+                ToolChoice::None => ToolChoice::None,
+                chosen if round == first && first == 1 => chosen,
+                _ => ToolChoice::Auto,
             },
             result: format.clone(),
         };

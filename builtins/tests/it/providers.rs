@@ -64,7 +64,7 @@ impl Canned {
         }
     }
 
-    fn json(status: u16, body: Value) -> Self {
+    pub(crate) fn json(status: u16, body: Value) -> Self {
         Canned {
             status,
             headers: vec![("content-type", "application/json".into())],

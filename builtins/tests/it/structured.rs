@@ -142,3 +142,24 @@ async fn a_model_that_never_fits_ends_the_request_with_a_clear_error() {
     assert!(error.contains("gave no value that fits the result schema in 3 tries"), "{error}");
     assert_eq!(server.received().len(), 3, "twice sent back, then given up");
 }
+
+/// llama-cpp-python's server knows only `json_object` (with the schema beside it), and
+/// refuses `json_schema` with a validation error naming `response_format`.
+#[tokio::test]
+async fn a_server_that_refuses_json_schema_is_asked_with_json_object_from_then_on() {
+    let refusal = json!({"error": {"message": "Input should be 'text' or 'json_object' at body.response_format.type"}});
+    let value = json!({"elements": []});
+    let server = Server::start(vec![
+        Canned::json(400, refusal),
+        Canned::sse(openai_answering(&value.to_string())),
+        Canned::sse(openai_answering(&value.to_string())),
+    ])
+    .await;
+    let model: Arc<dyn Model> = Arc::new(server.openai());
+    assert_eq!(ask(model.clone()).await, (value.clone(), None));
+    assert_eq!(ask(model).await, (value, None), "the same model again");
+    let formats: Vec<Value> = server.received().iter().map(|r| r.body["response_format"].clone()).collect();
+    assert_eq!(formats[0]["type"], "json_schema");
+    assert_eq!(formats[1], json!({"type": "json_object", "schema": weather()}));
+    assert_eq!(formats[2]["type"], "json_object", "not refused a second time: {formats:?}");
+}

@@ -7,6 +7,8 @@ mod stream;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
@@ -97,13 +99,16 @@ fn non_empty(value: Option<String>) -> Option<String> {
 pub struct OpenAiModel {
     config: OpenAiConfig,
     client: reqwest::Client,
+    /// Whether the server refused a `json_schema` response format: it is asked for a
+    /// result with the older `json_object` one (and the schema beside it) from then on.
+    json_object: Arc<AtomicBool>,
 }
 
 impl OpenAiModel {
     /// A model using `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         let client = http::client(&config.provider, &config.http)?;
-        Ok(OpenAiModel { config, client })
+        Ok(OpenAiModel { config, client, json_object: Arc::default() })
     }
 
     /// The configuration in use.
@@ -111,8 +116,27 @@ impl OpenAiModel {
         &self.config
     }
 
+    /// Sends `request`. A server that refuses a result's `json_schema` response format
+    /// (llama-cpp-python's, which knows only `json_object`) is asked again the older way.
     async fn start(&self, request: ModelRequest) -> Result<EventStream, ModelError> {
-        let body = request_body(&self.config.model, &self.config.max_tokens_field, &request);
+        let older = self.json_object.load(Ordering::Relaxed);
+        match self.send(&request, older).await {
+            Err(ModelError::Refused { message, .. })
+                if request.result.is_some() && !older && message.contains("response_format") =>
+            {
+                tracing::info!(model = %self.name(), "the server refused a json_schema response format; asking with json_object");
+                self.json_object.store(true, Ordering::Relaxed);
+                self.send(&request, true).await
+            }
+            sent => sent,
+        }
+    }
+
+    async fn send(&self, request: &ModelRequest, json_object: bool) -> Result<EventStream, ModelError> {
+        let mut body = request_body(&self.config.model, &self.config.max_tokens_field, request);
+        if json_object {
+            as_json_object(&mut body);
+        }
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let endpoint = Endpoint { provider: self.config.provider.clone(), model: self.name(), url: url.clone() };
         let make = || {
@@ -178,6 +202,15 @@ pub fn request_body(model: &str, max_tokens_field: &str, request: &ModelRequest)
         body.insert("response_format".into(), json!({"type": "json_schema", "json_schema": format}));
     }
     Value::Object(body)
+}
+
+/// A body's `json_schema` response format as the older `json_object` one, the schema beside
+/// it (as llama-cpp-python's server and llama.cpp's take it).
+fn as_json_object(body: &mut Value) {
+    if let Some(format) = body.get_mut("response_format") {
+        let schema = format["json_schema"]["schema"].take();
+        *format = json!({"type": "json_object", "schema": schema});
+    }
 }
 
 /// `tool_choice` as the chat-completions API says it; nothing for the default.
