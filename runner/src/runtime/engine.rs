@@ -20,6 +20,7 @@ use crate::read::Read;
 use crate::scheduler::{Bodies, Body, ComputationId, Graph, Next};
 use crate::space::{Commit, Committed};
 use crate::tx::{Known, Tx};
+use crate::value::Value;
 use parking_lot::MutexGuard;
 use smallvec::SmallVec;
 
@@ -45,10 +46,45 @@ impl Runtime {
     /// A stream whose charm is not running starts the charm first; a stream with no
     /// handler and no charm is an error, never a silent drop.
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
+        self.send_with(stream, event, None).await
+    }
+
+    /// [`Runtime::send`] whose handler runs at most once for `receipt`: its transaction
+    /// writes `{"returned": ...}` at `receipt` beside its own writes, and commits both or
+    /// neither. When `receipt` holds a value already, the handler does not run, and the
+    /// answer is what it returned then ([`Sent::replayed`]). Reading the receipt is part
+    /// of the same transaction, so two senders of one receipt cannot both run it.
+    ///
+    /// A caller that may stop anywhere (a process killed mid-call) sends again with the
+    /// same receipt after it starts again, and the handler's effect is applied once.
+    ///
+    /// ```
+    /// use trellis_runner::{Link, Pattern, Read, Runtime};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rt = Runtime::in_memory();
+    /// rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
+    ///     let count = b.state("count", 0i64)?;
+    ///     b.handler("add", move |tx, n: i64| count.update(tx, |c| c + n).map(|_| ()))?;
+    ///     Ok(())
+    /// }));
+    /// let id = rt.charms().create("counter", serde_json::json!({})).unwrap();
+    /// let add = rt.charms().result(&id).child("add");
+    /// let receipt = Link::new("receipts", trellis_runner::Path::new(["call-1"]));
+    /// assert!(!rt.send_once(&add, serde_json::json!(2), &receipt).await.unwrap().replayed);
+    /// assert!(rt.send_once(&add, serde_json::json!(2), &receipt).await.unwrap().replayed);
+    /// assert_eq!(rt.read(&rt.charms().result(&id).child("count")).unwrap().to_json(), 2);
+    /// # });
+    /// ```
+    pub async fn send_once(&self, stream: &Link, event: serde_json::Value, receipt: &Link) -> Result<Sent> {
+        self.send_with(stream, event, Some(receipt.clone())).await
+    }
+
+    async fn send_with(&self, stream: &Link, event: serde_json::Value, receipt: Option<Link>) -> Result<Sent> {
         if EngineThread::is_current() {
             return Err(Error::Reentrant(stream.clone()));
         }
-        let rx = self.enqueue(stream, event, true)?;
+        let rx = self.enqueue(stream, event, true, receipt)?;
         self.pump(None);
         let (sent, committed) = rx
             .ok_or_else(|| Error::NoHandler(stream.clone()))?
@@ -61,12 +97,18 @@ impl Runtime {
 
     /// Queues an event without waiting for it (it still starts the charm if needed).
     pub fn send_and_forget(&self, stream: &Link, event: serde_json::Value) -> Result<()> {
-        self.enqueue(stream, event, false)?;
+        self.enqueue(stream, event, false, None)?;
         self.pump(None);
         Ok(())
     }
 
-    fn enqueue(&self, stream: &Link, event: serde_json::Value, want_reply: bool) -> Result<Option<ReplyReceiver>> {
+    fn enqueue(
+        &self,
+        stream: &Link,
+        event: serde_json::Value,
+        want_reply: bool,
+        receipt: Option<Link>,
+    ) -> Result<Option<ReplyReceiver>> {
         crate::depth::check_depth_of(&event, format_args!("the event for {stream}"))?;
         let (at, _) = self.0.space.resolve(stream)?;
         let run = match self.handler_run(&at) {
@@ -83,7 +125,7 @@ impl Runtime {
             (None, None)
         };
         let mut events = self.0.events.lock();
-        events.push_back(Event { stream: at, run, event, reply });
+        events.push_back(Event { stream: at, run, event, reply, receipt });
         self.0.queued_events.store(events.len(), Ordering::Release);
         Ok(rx)
     }
@@ -326,6 +368,14 @@ impl Runtime {
         let _enter = span.enter();
         self.with_retries(|| {
             let tx = self.tx();
+            if let Some(receipt) = &event.receipt {
+                let kept = tx.read(receipt)?;
+                if kept != Value::Null {
+                    let returned = kept.child("returned").filter(|r| **r != Value::Null).map(Value::to_json);
+                    let commit = self.commit_writer(tx, Listing::Nothing)?;
+                    return Ok((Sent { changes: Vec::new(), returned, replayed: true }, commit.committed));
+                }
+            }
             let outcome = catch_unwind(AssertUnwindSafe(|| (event.run)(&tx, event.event.clone())));
             let returned = match outcome {
                 Ok(Ok(returned)) => returned,
@@ -341,8 +391,12 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             };
+            if let Some(receipt) = &event.receipt {
+                let kept = serde_json::json!({ "returned": returned });
+                tx.write(receipt, Value::from(kept))?;
+            }
             let commit = self.commit_writer(tx, Listing::Changes)?;
-            Ok((Sent { changes: commit.changes, returned }, commit.committed))
+            Ok((Sent { changes: commit.changes, returned, replayed: false }, commit.committed))
         })
     }
 

@@ -70,6 +70,9 @@ pub struct Sent {
     pub changes: Vec<(DocId, Vec<Path>)>,
     /// What the handler returned, as JSON (`None` for a handler that returns nothing).
     pub returned: Option<serde_json::Value>,
+    /// Whether the handler did not run because its receipt was there already (see
+    /// [`Runtime::send_once`]); `returned` is then what it returned that time.
+    pub replayed: bool,
 }
 
 /// A handler's answer: what it changed, and its commit to wait for durability on.
@@ -83,6 +86,8 @@ struct Event {
     run: HandlerFn,
     event: serde_json::Value,
     reply: Option<Reply>,
+    /// Where the handler's transaction records that it ran (see [`Runtime::send_once`]).
+    receipt: Option<Link>,
 }
 
 pub(crate) struct Inner {
