@@ -16,19 +16,34 @@ use trellis_builtins::message::FilePart;
 
 /// `trellis chat`: interactive on a terminal, otherwise one turn per `--message` or per
 /// line of standard input.
-/// `files` go with the first message.
+/// `files` go with the first message. A request a stopped process left is gone on with
+/// first; with `resume`, that is all there is to do when no message is given.
 pub async fn run(
     session: Session,
     messages: Vec<String>,
     mut files: Vec<FilePart>,
-    timeout: Duration,
+    (timeout, resume): (Duration, bool),
     format: Format,
 ) -> anyhow::Result<()> {
+    let mut all = Vec::new();
+    match session.resumed(timeout).await? {
+        Some(resumed) => {
+            if !format.json {
+                super::output::emit("(going on with the reply the stopped process left)");
+                super::output::emit(&transcript(&session, &resumed));
+            }
+            all.extend(resumed);
+        }
+        None if resume => super::output::emit("nothing to resume: no reply was cut off by a stop"),
+        None => {}
+    }
+    if resume && messages.is_empty() {
+        return finish(&session, all, format);
+    }
     if messages.is_empty() && std::io::stdin().is_terminal() {
         return super::interactive::run(session, files, format).await;
     }
     let mut turns = Turns::new(messages);
-    let mut all = Vec::new();
     while let Some(turn) = turns.next().await? {
         let compacted = session.dialog().compacted();
         let new = session.turn(&turn, std::mem::take(&mut files), timeout).await?;
@@ -121,8 +136,15 @@ impl Turns {
 /// `trellis pending`: the calls waiting for the user's answer.
 pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
     let interactions = session.interactions();
+    // This command goes on with no conversation: a request still pending was cut off.
+    let interrupted = session.dialog().pending();
     if format.json {
         super::output::emit_json(&serde_json::to_value(&interactions)?);
+    } else if interrupted {
+        let how = format!("{} chat --resume", crate::program::name());
+        super::output::emit(&format!(
+            "interrupted: a reply was cut off when its process stopped; `{how}` goes on with it"
+        ));
     } else if interactions.is_empty() {
         super::output::emit("nothing is waiting for an answer");
     } else {

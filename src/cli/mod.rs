@@ -91,6 +91,10 @@ enum Command {
         /// file, at most 5 MB each. At the prompt, /attach FILE does the same.
         #[arg(long = "attach", value_name = "FILE")]
         attach: Vec<std::path::PathBuf>,
+        /// Go on with the reply a stopped process left (`trellis pending` lists it), then
+        /// with any --message; every chat does so first, this needs no message.
+        #[arg(long)]
+        resume: bool,
         #[command(flatten)]
         mcp: mcp::McpArgs,
     },
@@ -358,7 +362,7 @@ impl App {
             None => default_space()?,
         };
         space::check_not_url(&path)?;
-        let rt = match self.open_space(&path) {
+        let rt = match self.open_space(&path, cli.command.runs_conversations()) {
             Ok(rt) => rt,
             // `trellis serve` holds the space: talk to it instead.
             Err(e) if in_use(&e) => match crate::client::Remote::connect(&path).await {
@@ -388,7 +392,7 @@ impl App {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
             Command::Tools { charms } => tools::run(&rt, &charms, format),
-            Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, mcp } => {
+            Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, resume, mcp } => {
                 let result_schema = chat::result_schema(result_schema.as_deref())?;
                 let files = chat::attachments(&attach)?;
                 mcp::with_servers(&rt, &mcp, async {
@@ -396,7 +400,7 @@ impl App {
                     let session =
                         Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins).await?;
                     session.set_result_schema(result_schema).await?;
-                    chat::run(session, messages, files, Duration::from_secs_f64(timeout), format).await
+                    chat::run(session, messages, files, (Duration::from_secs_f64(timeout), resume), format).await
                 })
                 .await?
             }

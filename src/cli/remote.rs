@@ -39,7 +39,7 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             let all = Value::Array(all);
             print(format, &all, || super::tools::render(&all));
         }
-        Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, mcp } => {
+        Command::Chat { model, messages, chatbot, tool_choice, timeout, result_schema, attach, resume: _, mcp } => {
             refuse_mcp(&remote, &mcp)?;
             let mut files = super::chat::attachments(&attach)?;
             if chatbot.is_some() || tool_choice != "auto" || result_schema.is_some() {

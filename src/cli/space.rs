@@ -18,10 +18,13 @@ impl App {
     /// A space file that was there but comes back without any document (truncated, or
     /// replaced by an empty file) is also fresh to the runtime; saying so keeps a lost
     /// space from passing silently for a new one.
-    pub(super) fn open_space(&self, path: &Path) -> anyhow::Result<Runtime> {
+    ///
+    /// `resume`: whether its conversations go on with a request a stopped process left
+    /// (see [`Command::runs_conversations`]).
+    pub(super) fn open_space(&self, path: &Path, resume: bool) -> anyhow::Result<Runtime> {
         let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
         let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
-        self.register(&rt);
+        self.register(&rt, resume);
         let shown = || terminal::safe_line(&path.display().to_string()).into_owned();
         // Fresh: no document at all. A space whose charms were all removed, or whose list
         // of charms was lost, is not seeded over.
@@ -60,7 +63,7 @@ impl App {
     pub(super) fn open_snapshot(&self, path: &Path, why: &str) -> anyhow::Result<Runtime> {
         let rt = Runtime::open_snapshot(path)
             .with_context(|| format!("cannot read the space at {} ({why})", path.display()))?;
-        self.register(&rt);
+        self.register(&rt, false);
         eprintln!(
             "note: the space {} {why}: showing it as it was last saved (this command saves nothing)",
             terminal::safe_line(&path.display().to_string())
@@ -69,9 +72,11 @@ impl App {
     }
 
     /// Registers the reference patterns, the dialog builtin and the app's own.
-    fn register(&self, rt: &Runtime) {
+    fn register(&self, rt: &Runtime, resume: bool) {
+        use trellis_builtins::dialog::{DialogSettings, LlmDialog};
         trellis_patterns::register_all(rt);
-        rt.register_builtin(Arc::new(trellis_builtins::dialog::LlmDialog::new().with_tools(self.tools.clone())));
+        let settings = DialogSettings { resume, ..DialogSettings::default() };
+        rt.register_builtin(Arc::new(LlmDialog::new().with_settings(settings).with_tools(self.tools.clone())));
         for builtin in &self.builtins {
             rt.register_builtin(Arc::clone(builtin));
         }
@@ -82,6 +87,13 @@ impl App {
 }
 
 impl Command {
+    /// Whether the command runs the space's conversations, so that one a stopped process
+    /// left in the middle of a request goes on: `chat`, `resolve` and `serve`. Any other
+    /// leaves it for them (`pending` lists it).
+    pub(super) fn runs_conversations(&self) -> bool {
+        matches!(self, Command::Chat { .. } | Command::Resolve { .. } | Command::Serve { .. })
+    }
+
     /// Whether the command only shows what the space holds, so that a snapshot of it
     /// serves as well (what it computes to show a charm need not be saved).
     pub(super) fn only_reads(&self) -> bool {

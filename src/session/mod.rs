@@ -327,6 +327,17 @@ impl Session {
         )
     }
 
+    /// Waits up to `timeout` for the request a stopped process left, which this process
+    /// resumed as the chat opened; the messages of that request (from its user message on),
+    /// or `None` when no request was resumed.
+    pub async fn resumed(&self, timeout: Duration) -> anyhow::Result<Option<Vec<Message>>> {
+        if !self.dialog().pending() {
+            return Ok(None);
+        }
+        let asked = self.dialog().messages().iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+        self.follow_up(asked, timeout).await.map(Some)
+    }
+
     /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
     pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
         let messages = self.dialog().follow(before, timeout).await?;

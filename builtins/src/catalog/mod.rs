@@ -175,6 +175,9 @@ pub enum ToolTarget {
         source: String,
         /// The tool's name in the source.
         tool: String,
+        /// The source marks the tool read-only or idempotent: a call cut off by a restart
+        /// may run again.
+        repeatable: bool,
     },
 }
 

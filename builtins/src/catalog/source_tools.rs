@@ -55,7 +55,11 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                 description,
                 schema: Arc::new(prepared.schema),
                 shape: prepared.shape,
-                target: ToolTarget::Source { source: name.to_string(), tool: tool.name.clone() },
+                target: ToolTarget::Source {
+                    source: name.to_string(),
+                    tool: tool.name.clone(),
+                    repeatable: tool.read_only || tool.idempotent,
+                },
                 entry: name.into(),
                 charm: None,
                 unchecked: false,

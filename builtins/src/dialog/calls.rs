@@ -5,10 +5,11 @@ use trellis_runner::Runtime;
 
 use super::context::{self, READ_RESULT};
 use super::interaction::{self, AfterClient, Held, Interaction, Phase};
+use super::recover;
 use super::request::{input, is_current};
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::ask::InteractionKind;
-use crate::catalog::{Catalog, ToolTarget};
+use crate::catalog::{Catalog, Tool, ToolTarget};
 use crate::invoke::{Approved, Invocation, Step, Waiting};
 use crate::message::{Message, ToolOutput};
 
@@ -36,7 +37,15 @@ pub(super) async fn settle_round(
             continue;
         }
         let approval = call.approved.then(Approved::by_the_user);
-        steps.push(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout).await);
+        // A handler records that it ran; a call outside the space that could have an
+        // effect is marked before it starts (see `recover`).
+        let receipt = recover::receipt(cells, held.message, call.index);
+        let outside =
+            catalog.get(&call.name).is_some_and(|tool| !tool.repeatable() && runs_now(tool, &call.input, &approval));
+        if outside {
+            recover::mark_started(rt, cells, held.message, call.index)?;
+        }
+        steps.push(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout, Some(&receipt)).await);
     }
     let mut asked = Vec::new();
     for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
@@ -105,6 +114,7 @@ pub(super) async fn settle_round(
             return Ok(false);
         }
         cells.push_results(tx, results.clone(), shared.settings.files)?;
+        recover::clear(tx, cells)?;
         interaction::forget(tx, cells)?;
         Ok(true)
     })
@@ -116,6 +126,11 @@ fn read_result(rt: &Runtime, cells: &DialogCells, arguments: &serde_json::Value)
     let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
     let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
     Ok(Invocation { output: context::read_result(&messages, arguments, cap), summary: None, effect: None })
+}
+
+/// Whether a call of `tool` runs now, rather than waiting for a person or the client.
+fn runs_now(tool: &Tool, input: &serde_json::Value, approval: &Option<Approved>) -> bool {
+    !matches!(tool.target, ToolTarget::Client) && (approval.is_some() || tool.approval_for(input).is_none())
 }
 
 /// Rounds of a request that may wait for the client when `max_tool_rounds` is not given.
@@ -149,6 +164,7 @@ fn stop_client_loop(
             return Ok(false);
         }
         cells.push_results(tx, held.results(), shared.settings.files)?;
+        recover::clear(tx, cells)?;
         cells.messages().push(tx, Message::assistant(stop.clone()))?;
         Ok(true)
     })

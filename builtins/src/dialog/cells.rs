@@ -24,6 +24,8 @@ pub(crate) struct DialogCells {
     pub compaction: Cell<Option<Compaction>>,
     /// What the person should know that is no failure (see `DialogOutput::Notice`).
     pub notice: Cell<Option<String>>,
+    /// How many starts in a row resumed the current request (see `recover`).
+    pub resumes: Cell<u32>,
     /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
     pub catalog: Arc<CatalogCache>,
 }
@@ -35,23 +37,29 @@ impl DialogCells {
             pending: Cell::from_link(base.child(DialogOutput::Pending.key())),
             request: Cell::from_link(base.child(DialogOutput::Request.key())),
             error: Cell::from_link(base.child(DialogOutput::Error.key())),
-            partial: Cell::from_link(Self::live(&base).child(DialogOutput::Partial.key())),
+            partial: Cell::from_link(Self::beside_of(&base, "live").child(DialogOutput::Partial.key())),
             result: Cell::from_link(base.child(DialogOutput::Result.key())),
             compaction: Cell::from_link(base.child(DialogOutput::Compaction.key())),
             notice: Cell::from_link(base.child(DialogOutput::Notice.key())),
+            resumes: Cell::from_link(base.child("resumes")),
             catalog: Arc::default(),
             base,
         }
     }
 
-    /// The document of the values that change while a reply streams (`partial`).
+    /// A document of the dialog's own, named `name`, for values written while a request
+    /// runs: the streamed reply (`live`), the marks of a round's calls (`calls`).
     ///
     /// It is kept apart from the charm's document, which holds the conversation: storage
     /// writes whole documents, so a delta written beside the messages would rewrite the
     /// whole conversation each time, and a long reply would go quadratic.
-    fn live(base: &Link) -> Link {
+    pub fn beside(&self, name: &str) -> Link {
+        Self::beside_of(&self.base, name)
+    }
+
+    fn beside_of(base: &Link, name: &str) -> Link {
         let path: Vec<&str> = base.path.segments().iter().map(|s| &**s).collect();
-        Link::new(format!("{}.{}.live", base.doc, path.join(".")), trellis_runner::Path::root())
+        Link::new(format!("{}.{}.{name}", base.doc, path.join(".")), trellis_runner::Path::root())
     }
 
     /// The messages cell: the `messages` input if it is a link, else the dialog's own.

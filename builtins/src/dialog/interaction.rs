@@ -99,6 +99,9 @@ pub(super) struct Held {
     /// How many rounds of this request waited for the client so far (`max_tool_rounds`).
     #[serde(default)]
     pub client_rounds: u32,
+    /// The index of the assistant message that made the calls (see `recover`).
+    #[serde(default)]
+    pub message: usize,
 }
 
 /// One call of a waiting round.
@@ -115,6 +118,9 @@ pub(super) struct HeldCall {
     /// The phases still to run after the client: kept here, out of what front ends read.
     #[serde(default)]
     pub after_client: Option<AfterClient>,
+    /// Its place among the calls of its assistant message (see `recover`).
+    #[serde(default)]
+    pub index: usize,
 }
 
 /// What the last server phase of a call that waits for the client needs.

@@ -40,6 +40,7 @@ mod handle;
 mod interaction;
 mod keys;
 mod messages;
+mod recover;
 mod request;
 mod resolve;
 mod result;
@@ -54,7 +55,7 @@ use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use trellis_runner::{Builder, Builtin, Link, Value};
+use trellis_runner::{Builder, Builtin, Link, Read, Value};
 
 use crate::catalog::{CatalogCache, ToolTarget};
 use crate::files::FileLimits;
@@ -70,6 +71,7 @@ pub use handle::DialogHandle;
 pub use interaction::{Interaction, Phase};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
+pub use recover::{CUT_OFF, MAX_RESUMES};
 pub use resolve::{Resolution, Resolve};
 
 /// The builtin's id.
@@ -82,7 +84,6 @@ pub const DIALOG_KEY: &str = "dialog";
 /// [`DIALOG_KEY`]. Its streams are for the people talking, so it is no tool, no mention
 /// target, and not offered to other assistants.
 pub fn is_conversation(rt: &trellis_runner::Runtime, result: &Link) -> bool {
-    use trellis_runner::Read;
     let request = result.child(DIALOG_KEY).child(DialogOutput::Request.key());
     rt.read(&request).is_ok_and(|request| request != Value::Null)
 }
@@ -108,6 +109,10 @@ pub struct DialogSettings {
     pub wait_timeout: Option<Duration>,
     /// How large the files of a message may be (5 MiB each, 20 MiB together by default).
     pub files: FileLimits,
+    /// Whether a dialog that starts with a request its process stopped in goes on with it
+    /// (default true; see the `recover` module). A process that only looks at a space
+    /// leaves such a request as it is, for one that runs conversations.
+    pub resume: bool,
 }
 
 impl Default for DialogSettings {
@@ -118,6 +123,7 @@ impl Default for DialogSettings {
             max_reply_bytes: 1 << 20,
             wait_timeout: None,
             files: FileLimits::default(),
+            resume: true,
         }
     }
 }
@@ -304,11 +310,19 @@ impl Builtin for LlmDialog {
             serde_json::Value::Null => serde_json::Map::new(),
             other => return Err(format!("llm_dialog inputs must be an object, got {other}").into()),
         };
-        inputs.entry(DialogInput::Messages.key()).or_insert_with(|| json!([]));
         let tx = b.tx();
+        if !inputs.contains_key(DialogInput::Messages.key()) {
+            // The dialog's own conversation, kept across a restart of its charm.
+            let kept = tx.read(&cells.messages().link())?.to_json();
+            let own = if kept.is_array() { kept } else { json!([]) };
+            inputs.insert(DialogInput::Messages.key().to_string(), own);
+        }
         tx.write(&cells.inputs, Value::from(serde_json::Value::Object(inputs)))?;
         b.alias(&format!("{key}/{}", DialogOutput::Partial.key()), cells.partial.link())?;
-        init(b, &cells, self.shared.settings.files)?;
+        if let Some(request) = init(b, &cells, &self.shared.settings)? {
+            let (shared, c) = (self.shared.clone(), cells.clone());
+            b.tx().after_commit(move |rt| request::start(shared, rt.clone(), c, request, request::Begin::Recover));
+        }
         // Calls that waited across a restart get what is left of their wait timeout.
         let (shared, c) = (self.shared.clone(), cells.clone());
         b.tx().after_commit(move |rt| {
@@ -377,13 +391,38 @@ impl Builtin for LlmDialog {
     }
 }
 
-fn init(b: &mut Builder<'_>, cells: &DialogCells, files: FileLimits) -> trellis_runner::Result<()> {
+/// Sets a dialog's state up as it starts; the request to go on with, when the process
+/// stopped in one and the dialog resumes it (see `recover`).
+fn init(
+    b: &mut Builder<'_>,
+    cells: &DialogCells,
+    settings: &DialogSettings,
+) -> trellis_runner::Result<Option<RequestId>> {
     let tx = b.tx();
+    let files = settings.files;
+    let interrupted = cells.pending.get(tx).unwrap_or(false);
+    if interrupted && !settings.resume {
+        // Left for a process that runs conversations to go on with.
+        return Ok(None);
+    }
     // A (re)start interrupts whatever request was running: a new request id supersedes
     // it, so a task still alive from before writes nothing more.
-    let interrupted = cells.pending.get(tx).unwrap_or(false);
     if interrupted {
         cells.request.update(tx, RequestId::next)?;
+        let resumes = cells.resumes.get(tx).unwrap_or(0);
+        if resumes < MAX_RESUMES {
+            cells.resumes.set(tx, resumes + 1)?;
+            if let Some(cut) = recover::cut_reply(&cells.partial.get(tx).unwrap_or_default()) {
+                cells.messages().push(tx, cut)?;
+            }
+            cells.partial.set(tx, String::new())?;
+            return cells.request.get(tx).map(Some);
+        }
+        cells.resumes.set(tx, 0)?;
+        let why = format!(
+            "the request stopped {MAX_RESUMES} times in a row while it was resumed, so it ends here; send a new message to go on"
+        );
+        cells.error.set(tx, Some(why))?;
     }
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
@@ -405,7 +444,7 @@ fn init(b: &mut Builder<'_>, cells: &DialogCells, files: FileLimits) -> trellis_
             "interrupted: the runtime restarted before this tool finished",
         )?;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Ends a waiting round: its results so far, and `unanswered` for the calls that never

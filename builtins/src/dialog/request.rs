@@ -41,6 +41,8 @@ pub(super) enum Begin {
     Fresh,
     /// With the calls of a round that waited for a person, now all answered.
     Resume,
+    /// Where the process stopped in it (see `recover`).
+    Recover,
 }
 
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
@@ -68,6 +70,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
             let outcome = match begin {
                 Begin::Fresh => run(&task_shared, &task_rt, &task_cells, id, 1, 0).await,
                 Begin::Resume => resume(&task_shared, &task_rt, &task_cells, id).await,
+                Begin::Recover => recover(&task_shared, &task_rt, &task_cells, id).await,
             };
             task_shared.forget(&task_cells.base, id);
             let mut guard = guard;
@@ -108,6 +111,7 @@ fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String
             cells.pending.set(tx, false)?;
             cells.partial.set(tx, String::new())?;
             cells.error.set(tx, error.clone())?;
+            cells.resumes.set(tx, 0)?;
         }
         Ok(current)
     });
@@ -173,7 +177,44 @@ pub(super) fn input(rt: &Runtime, cells: &DialogCells, key: DialogInput) -> serd
 /// appends the round's results, and continues with the next round.
 async fn resume(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
     let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
-    let Some(mut held) = held.filter(|held| held.request == id) else { return Ok(()) };
+    let Some(held) = held.filter(|held| held.request == id) else { return Ok(()) };
+    go_on(shared, rt, cells, id, held).await
+}
+
+/// Goes on with a request its process stopped in: a round that had all its answers goes
+/// on as [`resume`] does; else the calls of the last answer that have no result are taken
+/// on (see `recover`), and the model is asked again.
+async fn recover(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<(), String> {
+    tracing::info!("resuming a request the process stopped in");
+    let held = interaction::held_cell(cells).get(rt).map_err(|e| format!("the waiting round is not valid: {e}"))?;
+    let catalog = cells.catalog.get(rt, &input(rt, cells, DialogInput::Tools));
+    if let Some(mut held) = held {
+        held.request = id;
+        super::recover::answer_cut(rt, cells, &catalog, &mut held);
+        return go_on(shared, rt, cells, id, held).await;
+    }
+    let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
+    match super::recover::cut_round(rt, cells, id, &messages, &catalog) {
+        Some(held) => match calls::settle_round(shared, rt, cells, id, &catalog, held.clone()).await? {
+            true => run(shared, rt, cells, id, held.round + 1, held.client_rounds).await,
+            false => Ok(()),
+        },
+        None => {
+            let answers = messages.iter().rev().take_while(|m| m.role != Role::User).count() as u32;
+            run(shared, rt, cells, id, answers + 1, 0).await
+        }
+    }
+}
+
+/// Runs the approved calls of a round whose answers are all in, appends its results, and
+/// continues with the next round.
+async fn go_on(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    id: RequestId,
+    mut held: Held,
+) -> Result<(), String> {
     for call in held.calls.iter_mut().filter(|call| call.output.is_none() && !call.approved) {
         call.output = Some(ToolOutput::ErrorText("no answer was given for this call".into()));
     }
@@ -298,6 +339,8 @@ async fn run(
         }
         let mut message = Message::new(Role::Assistant, content);
         message.usage = usage;
+        // Only this request appends while it runs: the message goes right after those read.
+        let at = messages.len();
         if !append(rt, cells, id, message)? || calls.is_empty() {
             return Ok(());
         }
@@ -307,16 +350,19 @@ async fn run(
             round,
             calls: calls
                 .iter()
-                .map(|call| HeldCall {
+                .enumerate()
+                .map(|(index, call)| HeldCall {
                     id: call.id().to_string(),
                     name: call.name().to_string(),
                     input: call.input().clone(),
                     output: call.refused.clone().map(ToolOutput::ErrorText),
                     approved: false,
                     after_client: None,
+                    index,
                 })
                 .collect(),
             client_rounds,
+            message: at,
         };
         if !calls::settle_round(shared, rt, cells, id, &catalog, held).await? {
             return Ok(());

@@ -111,7 +111,7 @@ impl Catalog {
     /// A tool that needs a person's approval ([`Tool::approval`]) is refused here: the
     /// caller asks the person first and then uses [`Catalog::invoke_approved`].
     pub async fn invoke(&self, rt: &Runtime, name: &str, arguments: Value, timeout: Duration) -> Invocation {
-        self.finished(name, self.begin(rt, name, arguments, None, timeout).await)
+        self.finished(name, self.begin(rt, name, arguments, None, timeout, None).await)
     }
 
     /// [`Catalog::invoke`] for a call a person approved.
@@ -123,7 +123,7 @@ impl Catalog {
         timeout: Duration,
         approval: Approved,
     ) -> Invocation {
-        self.finished(name, self.begin(rt, name, arguments, Some(approval), timeout).await)
+        self.finished(name, self.begin(rt, name, arguments, Some(approval), timeout, None).await)
     }
 
     /// A call's outcome where nothing can wait: a call of `name` that waits is an error.
@@ -138,6 +138,9 @@ impl Catalog {
     /// The first step of a call, the one path every call of a dialog takes: the arguments
     /// are checked; a call that needs approval and has none waits for it; a handler,
     /// pattern, read or server phase runs; a call that needs the client waits for it.
+    ///
+    /// With a `receipt`, a handler runs at most once for it (see `Runtime::send_once`):
+    /// a call made again after a restart answers what the handler returned then.
     pub async fn begin(
         &self,
         rt: &Runtime,
@@ -145,6 +148,7 @@ impl Catalog {
         arguments: Value,
         approval: Option<Approved>,
         timeout: Duration,
+        receipt: Option<&Link>,
     ) -> Step {
         let Some(tool) = self.get(name) else {
             let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
@@ -161,7 +165,7 @@ impl Catalog {
                 let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
                 Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
             }
-            _ => tool.step(rt, arguments, timeout, self.calling).await,
+            _ => tool.step(rt, arguments, timeout, self.calling, receipt).await,
         }
     }
 
@@ -208,11 +212,22 @@ impl Tool {
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
         let calling = Calling { inline: false, snapshot_limit: usize::MAX };
         match self.check_arguments(arguments) {
-            Ok(arguments) => match self.step(rt, arguments, timeout, calling).await {
+            Ok(arguments) => match self.step(rt, arguments, timeout, calling, None).await {
                 Step::Done(invocation) => invocation,
                 Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
             },
             Err(message) => Invocation::error(message),
+        }
+    }
+
+    /// Whether a call cut off by a restart may simply run again: a handler's (its receipt
+    /// makes it run once), a read's, or that of a source's tool marked read-only or
+    /// idempotent. Any other may have had its effect already.
+    pub fn repeatable(&self) -> bool {
+        match &self.target {
+            ToolTarget::Handler { .. } | ToolTarget::Read { .. } => true,
+            ToolTarget::Source { repeatable, .. } => *repeatable,
+            ToolTarget::Pattern { .. } | ToolTarget::Defined(_) | ToolTarget::Client => false,
         }
     }
 
@@ -227,11 +242,20 @@ impl Tool {
 
     /// Runs this tool's first step with checked arguments, approval settled, inside a
     /// `tool_call` tracing span, as `calling` says.
-    async fn step(&self, rt: &Runtime, arguments: Value, timeout: Duration, calling: Calling) -> Step {
+    async fn step(
+        &self,
+        rt: &Runtime,
+        arguments: Value,
+        timeout: Duration,
+        calling: Calling,
+        receipt: Option<&Link>,
+    ) -> Step {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
             let invocation = match &self.target {
-                ToolTarget::Handler { stream } => self.call_handler(rt, stream, arguments, timeout, calling).await,
+                ToolTarget::Handler { stream } => {
+                    self.call_handler(rt, stream, arguments, timeout, calling, receipt).await
+                }
                 ToolTarget::Pattern { id, prefilled } => self.run_pattern(rt, id, prefilled, arguments, timeout).await,
                 ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
                 ToolTarget::Defined(tool) => match run_blocking(tool.clone(), arguments.clone(), timeout).await {
@@ -245,7 +269,7 @@ impl Tool {
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
-                ToolTarget::Source { source, tool } => call_source(rt, source, tool, arguments, timeout).await,
+                ToolTarget::Source { source, tool, .. } => call_source(rt, source, tool, arguments, timeout).await,
                 ToolTarget::Client => {
                     let prompt = self.description.clone();
                     let ask = Ask { kind: InteractionKind::ClientExecution, prompt, options: Vec::new() };
@@ -299,17 +323,23 @@ impl Tool {
         arguments: Value,
         timeout: Duration,
         calling: Calling,
+        receipt: Option<&Link>,
     ) -> Invocation {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
         let before = snapshot(rt, &result).unwrap_or(Value::Null);
-        let sent = match send_within(rt, stream, event, timeout, calling.inline).await {
+        let sent = match send_within(rt, stream, event, timeout, calling.inline, receipt).await {
             Ok(sent) => sent,
             Err(message) => return Invocation::error(format!("`{}` {message}", self.display)),
         };
         let (after, note) = match snapshot(rt, &result) {
             Ok(after) => (after, None),
             Err(error) => (Value::Null, Some(format!("the handler ran, but its result cannot be read: {error}"))),
+        };
+        let note = match sent.replayed {
+            // Its change is in `before` already: the summary cannot tell it.
+            true => Some("this call ran before the process restarted: its change was applied then, once".to_string()),
+            false => note,
         };
         let (mut output, summary) = handler_answer(&before, after, sent.returned, calling.snapshot_limit);
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
@@ -379,17 +409,24 @@ async fn send_within(
     event: Value,
     timeout: Duration,
     inline: bool,
+    receipt: Option<&Link>,
 ) -> Result<Sent, String> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err("cannot run: tool calls need a Tokio runtime".into());
     }
+    let (rt, stream, receipt) = (rt.clone(), stream.clone(), receipt.cloned());
+    let send = async move {
+        match &receipt {
+            Some(receipt) => rt.send_once(&stream, event, receipt).await,
+            None => rt.send(&stream, event).await,
+        }
+    };
     let outcome = if inline {
-        tokio::time::timeout(timeout, rt.send(stream, event)).await.map(Some)
+        tokio::time::timeout(timeout, send).await.map(Some)
     } else {
-        let (rt, stream) = (rt.clone(), stream.clone());
         // The handler runs synchronously inside `send`: on a worker thread it cannot
         // keep the timer below from firing.
-        let job = workers::run(move || futures::executor::block_on(rt.send(&stream, event)));
+        let job = workers::run(move || futures::executor::block_on(send));
         tokio::time::timeout(timeout, workers::result(job)).await
     };
     match outcome {

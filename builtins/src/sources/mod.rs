@@ -105,6 +105,9 @@ pub struct SourceTool {
     pub read_only: bool,
     /// The source says the tool may destroy something (a hint).
     pub destructive: bool,
+    /// The source says a second call with the same arguments has no further effect (a
+    /// hint): a call cut off by a restart may run again.
+    pub idempotent: bool,
 }
 
 impl SourceTool {
@@ -116,6 +119,7 @@ impl SourceTool {
             input_schema,
             read_only: false,
             destructive: false,
+            idempotent: false,
         }
     }
 
@@ -128,6 +132,12 @@ impl SourceTool {
     /// Marks the tool destructive (or not).
     pub fn destructive(mut self, destructive: bool) -> Self {
         self.destructive = destructive;
+        self
+    }
+
+    /// Marks the tool idempotent (or not).
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
         self
     }
 

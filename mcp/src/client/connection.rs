@@ -463,7 +463,9 @@ fn source_tool(tool: Tool) -> Result<(SourceTool, usize), String> {
         ));
     }
     let bytes = name.len() + description.len() + size;
-    Ok((SourceTool::new(name, description, schema).read_only(read_only).destructive(destructive), bytes))
+    let idempotent = hints.idempotent_hint == Some(true);
+    let tool = SourceTool::new(name, description, schema).read_only(read_only).destructive(destructive);
+    Ok((tool.idempotent(idempotent), bytes))
 }
 
 impl ToolSource for McpServer {
