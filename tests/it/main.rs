@@ -22,6 +22,7 @@ mod context;
 mod counter;
 mod dialog;
 mod disk_full;
+mod durable;
 mod files;
 mod graphs;
 mod kill9;

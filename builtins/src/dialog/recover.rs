@@ -292,6 +292,60 @@ mod tests {
         assert!(!dialog.pending());
     }
 
+    /// A source whose one tool changes something outside the space, counting its calls.
+    struct Outside(std::sync::atomic::AtomicU64);
+
+    impl crate::sources::ToolSource for Outside {
+        fn name(&self) -> &str {
+            "out"
+        }
+        fn tools(&self) -> Arc<[crate::sources::SourceTool]> {
+            Arc::new([crate::sources::SourceTool::new("send", "Sends a mail.", json!({}))])
+        }
+        fn version(&self) -> u64 {
+            0
+        }
+        fn trusted(&self) -> bool {
+            true
+        }
+        fn call(&self, _: &str, _: serde_json::Value, _: Duration) -> crate::sources::CallFuture {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { ToolOutput::Text("sent".into()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_outside_the_space_that_started_is_of_unknown_effect_and_not_run_again() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("space.sqlite");
+        let chat = {
+            let rt = open(&path, Arc::new(Answers::default()));
+            let chat = rt.charms().create("chat", json!({"out": {"source": "out"}})).expect("the chat");
+            let cells = DialogCells::at(rt.charms().result(&chat).child("dialog"));
+            let call = Part::ToolCall { id: "c1".into(), name: "out_send".into(), input: json!({}) };
+            let messages = vec![Message::user("mail them"), Message::new(Role::Assistant, vec![call])];
+            rt.transact(|tx| {
+                cells.messages().set(tx, messages.clone())?;
+                cells.pending.set(tx, true)
+            })
+            .expect("the state the stop left");
+            mark_started(&rt, &cells, 1, 0).expect("marked before it ran");
+            chat
+        };
+        let source = Arc::new(Outside(0.into()));
+        let model = Arc::new(Answers::default());
+        let rt = open(&path, model.clone());
+        crate::sources::attach(&rt, source.clone()).expect("attach the source");
+        rt.charms().start(&chat).expect("the chat starts");
+        let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+        dialog.wait(WAIT).await.expect("the resumed request ends");
+        assert_eq!(source.0.load(std::sync::atomic::Ordering::SeqCst), 0, "not run again");
+        let results = results(&dialog);
+        assert_eq!(results.len(), 1, "{results:?}");
+        assert!(results[0].as_text().contains("whether it took effect is unknown"), "{results:?}");
+        assert_eq!(model.0.lock().len(), 1, "the model was asked again, with that result");
+    }
+
     /// The marks document of the chat's dialog.
     fn cells_marks(rt: &Runtime, chat: &DocId) -> Link {
         marks(&DialogCells::at(rt.charms().result(chat).child("dialog")))
