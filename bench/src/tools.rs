@@ -12,6 +12,10 @@
 //! * `tool-call-with-result`: the same call of a handler that answers (the new count):
 //!   its answer travels back with the commit and into the result (within 10% of
 //!   `tool-call`).
+//! * `tool-call-once`: the `tool-call` call as a dialog makes it, with a receipt the
+//!   handler's transaction writes beside its own writes, so that a request resumed after
+//!   a crash does not run it twice (within 15% of `tool-call`). The receipt is cleared
+//!   after each sample, untimed, as a dialog clears a round's receipts with its results.
 //! * `dialog-round`: the dialog's own overhead per round with an instant model
 //!   (≤ 100 µs): a user message whose answer is one tool call, then a text — two rounds —
 //!   including the catalog (reused when unchanged, after checking what it was built from),
@@ -46,11 +50,12 @@ const CHARMS: usize = 100;
 
 fn run(config: &RunConfig) -> Vec<Measurement> {
     type Scenario = (&'static str, fn(&RunConfig) -> Stats);
-    let scenarios: [Scenario; 5] = [
+    let scenarios: [Scenario; 6] = [
         ("catalog-100x10", catalog_build),
         ("catalog-reuse-100x10", catalog_reuse),
         ("tool-call", tool_call),
         ("tool-call-with-result", tool_call_with_result),
+        ("tool-call-once", tool_call_once),
         ("dialog-round", dialog_round),
     ];
     scenarios
@@ -183,6 +188,26 @@ fn call_increment(config: &RunConfig, pattern: Pattern, answers: bool) -> Stats 
         assert!(!invocation.is_error(), "tools: the call failed: {:?}", invocation.output);
         let returned = matches!(&invocation.output, ToolOutput::Json(answer) if answer.get("returned").is_some());
         assert_eq!(returned, answers, "tools: the call answers as its handler does");
+        took
+    })
+}
+
+fn tool_call_once(config: &RunConfig) -> Stats {
+    use trellis_builtins::invoke::Step;
+    let rt = Runtime::in_memory();
+    rt.register_pattern(counter_pattern());
+    let id = rt.charms().create("counter", json!({})).expect("tools: create the counter");
+    let catalog = Catalog::build(&rt, &json!({"c": {"charm": rt.charms().result(&id).to_json()}}));
+    let tokio = tokio();
+    let timeout = Duration::from_secs(5);
+    let receipts = Link::new("bench.receipts", trellis_runner::Path::root());
+    let receipt = receipts.child("ran").child("1:0");
+    harness::measure(config.budget(BUDGET), || {
+        let call = catalog.begin(&rt, "Counter_increment", json!({"amount": 1}), None, timeout, Some(&receipt));
+        let (step, took) = harness::time(|| tokio.block_on(call));
+        let Step::Done(invocation) = step else { panic!("tools: the call waits") };
+        assert!(!invocation.is_error(), "tools: the call failed: {:?}", invocation.output);
+        rt.transact(|tx| tx.write(&receipts, trellis_runner::Value::Null)).expect("tools: clear the receipt");
         took
     })
 }
