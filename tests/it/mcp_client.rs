@@ -213,3 +213,37 @@ fn a_malformed_mcp_flag_or_file_is_refused_with_the_form_to_use() {
     assert!(err.contains("$TRELLIS_MCP_CONFIG names") && err.contains("missing-mcp.json"), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+/// Four calls of a one-second tool in one answer run side by side: the model hears back in
+/// well under the four seconds they would take one after another, with the results in the
+/// order of the calls.
+#[test]
+fn an_answers_calls_to_an_mcp_server_run_side_by_side_with_results_in_call_order() {
+    use crate::common::provider::{Provider, Reply};
+    let s = common::space();
+    let call = |steps: u64| ("ev_trigger_long_running_operation".to_string(), json!({"duration": 1, "steps": steps}));
+    let provider = Provider::start(vec![Reply::Calls((1..=4).map(call).collect()), Reply::Text("All four.".into())]);
+    let everything = tools::flag("ev", &tools::everything());
+    let out = common::trellis(&s.path)
+        .env("TRELLIS_MCP_CONFIG", "")
+        .env("OPENAI_API_KEY", "not-checked")
+        .env("OPENAI_BASE_URL", &provider.url)
+        .env("NO_PROXY", "127.0.0.1")
+        .args(["--json", "chat", "--model", "openai:loopback", "--mcp", &everything, "-m", "run four"])
+        .finish();
+    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let arrivals = provider.arrivals();
+    let waited = arrivals[1] - arrivals[0];
+    assert!(waited < std::time::Duration::from_millis(3000), "the four calls took {waited:?}: one after another?");
+    let messages: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    let results: Vec<String> = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["type"] == "tool-result")
+        .map(|p| p["output"].to_string())
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    for (n, result) in results.iter().enumerate() {
+        assert!(result.contains(&format!("Steps: {}", n + 1)), "result {n} is its call's: {results:?}");
+    }
+}

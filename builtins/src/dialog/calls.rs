@@ -4,7 +4,7 @@
 use trellis_runner::Runtime;
 
 use super::context::{self, READ_RESULT};
-use super::interaction::{self, AfterClient, Held, Interaction, Phase};
+use super::interaction::{self, AfterClient, Held, HeldCall, Interaction, Phase};
 use super::recover;
 use super::request::{input, is_current};
 use super::{DialogCells, DialogInput, RequestId, Shared};
@@ -17,10 +17,6 @@ use crate::message::{Message, ToolOutput};
 /// [`Catalog::begin`], one after another in the order the model gave them): if some now
 /// wait for a person or the client, the round is stored waiting and this returns false;
 /// else the round's results are appended and this returns whether the request goes on.
-///
-/// One after another, because each result tells what its call changed: two increments of
-/// one counter run at once would each report the other's change too (`count: 0 → 2`
-/// twice), and could catch the charm between a commit and its derived values.
 pub(super) async fn settle_round(
     shared: &Shared,
     rt: &Runtime,
@@ -29,24 +25,7 @@ pub(super) async fn settle_round(
     catalog: &Catalog,
     mut held: Held,
 ) -> Result<bool, String> {
-    let timeout = shared.settings.tool_timeout;
-    let mut steps = Vec::new();
-    for call in held.calls.iter().filter(|call| call.output.is_none()) {
-        if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
-            steps.push(Step::Done(read_result(rt, cells, &call.input)?));
-            continue;
-        }
-        let approval = call.approved.then(Approved::by_the_user);
-        // A handler records that it ran; a call outside the space that could have an
-        // effect is marked before it starts (see `recover`).
-        let receipt = recover::receipt(cells, held.message, call.index);
-        let outside =
-            catalog.get(&call.name).is_some_and(|tool| !tool.repeatable() && runs_now(tool, &call.input, &approval));
-        if outside {
-            recover::mark_started(rt, cells, held.message, call.index)?;
-        }
-        steps.push(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout, Some(&receipt)).await);
-    }
+    let steps = steps(shared, rt, cells, catalog, &held).await?;
     let mut asked = Vec::new();
     for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
         let tool = catalog.get(&call.name);
@@ -126,6 +105,75 @@ fn read_result(rt: &Runtime, cells: &DialogCells, arguments: &serde_json::Value)
     let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
     let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
     Ok(Invocation { output: context::read_result(&messages, arguments, cap), summary: None, effect: None })
+}
+
+/// Takes each call of `held` that has no result one step on; the steps in call order.
+///
+/// Calls of tools outside the space (a source's: an MCP server's, say) run side by side,
+/// at most [`DialogSettings::parallel_calls`](super::DialogSettings::parallel_calls) at
+/// once. The others run one after another in the model's order (beside those), because
+/// each result tells what its call changed: two increments of one counter run at once
+/// would each report the other's change too (`count: 0 → 2` twice), and could catch the
+/// charm between a commit and its derived values.
+async fn steps(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    catalog: &Catalog,
+    held: &Held,
+) -> Result<Vec<Step>, String> {
+    use futures::{StreamExt, TryStreamExt};
+    let open = held.calls.iter().filter(|call| call.output.is_none()).enumerate();
+    let (outside, inside): (Vec<_>, Vec<_>) = open.partition(|(_, call)| {
+        catalog.get(&call.name).is_some_and(|tool| matches!(tool.target, ToolTarget::Source { .. }))
+    });
+    let in_order = async {
+        let mut done = Vec::with_capacity(inside.len());
+        for (at, call) in inside {
+            done.push((at, one_step(shared, rt, cells, catalog, held.message, call).await?));
+        }
+        Ok::<_, String>(done)
+    };
+    let parallel = shared.settings.parallel_calls.max(1);
+    // Boxed: a closure making these futures would have to be general over lifetimes.
+    let calls: Vec<futures::future::BoxFuture<'_, Result<(usize, Step), String>>> = outside
+        .into_iter()
+        .map(|(at, call)| {
+            let step = one_step(shared, rt, cells, catalog, held.message, call);
+            Box::pin(async move { step.await.map(|step| (at, step)) }) as futures::future::BoxFuture<'_, _>
+        })
+        .collect();
+    let side_by_side = futures::stream::iter(calls).buffer_unordered(parallel).try_collect::<Vec<_>>();
+    let (in_order, side_by_side) = futures::future::join(in_order, side_by_side).await;
+    let mut all = in_order?;
+    all.extend(side_by_side?);
+    all.sort_by_key(|(at, _)| *at);
+    Ok(all.into_iter().map(|(_, step)| step).collect())
+}
+
+/// Takes one call of the round of the assistant message at `message` one step on.
+async fn one_step(
+    shared: &Shared,
+    rt: &Runtime,
+    cells: &DialogCells,
+    catalog: &Catalog,
+    message: usize,
+    call: &HeldCall,
+) -> Result<Step, String> {
+    if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
+        return Ok(Step::Done(read_result(rt, cells, &call.input)?));
+    }
+    let approval = call.approved.then(Approved::by_the_user);
+    // A handler records that it ran; a call outside the space that could have an effect
+    // is marked before it starts (see `recover`).
+    let receipt = recover::receipt(cells, message, call.index);
+    let outside =
+        catalog.get(&call.name).is_some_and(|tool| !tool.repeatable() && runs_now(tool, &call.input, &approval));
+    if outside {
+        recover::mark_started(rt, cells, message, call.index)?;
+    }
+    let timeout = shared.settings.tool_timeout;
+    Ok(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout, Some(&receipt)).await)
 }
 
 /// Whether a call of `tool` runs now, rather than waiting for a person or the client.

@@ -109,6 +109,9 @@ pub struct DialogSettings {
     pub wait_timeout: Option<Duration>,
     /// How large the files of a message may be (5 MiB each, 20 MiB together by default).
     pub files: FileLimits,
+    /// How many calls of one round to tools outside the space (MCP servers' tools) run at
+    /// once (default 4); a charm's handlers always run one after another.
+    pub parallel_calls: usize,
     /// Whether a dialog that starts with a request its process stopped in goes on with it
     /// (default true; see the `recover` module). A process that only looks at a space
     /// leaves such a request as it is, for one that runs conversations.
@@ -123,6 +126,7 @@ impl Default for DialogSettings {
             max_reply_bytes: 1 << 20,
             wait_timeout: None,
             files: FileLimits::default(),
+            parallel_calls: 4,
             resume: true,
         }
     }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -16,6 +16,8 @@ pub enum Reply {
     Text(String),
     /// A call of the tool of this wire name with these arguments.
     Call(String, Value),
+    /// Calls of these tools (wire name, arguments), in one answer.
+    Calls(Vec<(String, Value)>),
     /// A word every 100 ms for a minute: a generation to cancel.
     Slow,
     /// Words, but a request that carries an image is refused the way llama.cpp's server
@@ -27,7 +29,7 @@ pub enum Reply {
 pub struct Provider {
     /// Its base URL, for `OPENAI_BASE_URL` (`http://127.0.0.1:PORT/v1`).
     pub url: String,
-    received: Arc<Mutex<Vec<Value>>>,
+    received: Arc<Mutex<Vec<(Instant, Value)>>>,
 }
 
 impl Provider {
@@ -50,12 +52,17 @@ impl Provider {
 
     /// The request bodies received so far, in order.
     pub fn received(&self) -> Vec<Value> {
-        self.received.lock().unwrap().clone()
+        self.received.lock().unwrap().iter().map(|(_, body)| body.clone()).collect()
+    }
+
+    /// When each request arrived, in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.received.lock().unwrap().iter().map(|(at, _)| *at).collect()
     }
 }
 
 /// Reads one request, keeps its body and streams the reply its turn calls for.
-fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
+fn answer(stream: TcpStream, received: &Mutex<Vec<(Instant, Value)>>, replies: &[Reply]) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut length = 0;
     loop {
@@ -76,7 +83,7 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
     }
     let turn = {
         let mut received = received.lock().unwrap();
-        received.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        received.push((Instant::now(), serde_json::from_slice(&body).unwrap_or(Value::Null)));
         received.len() - 1
     };
     let reply = replies.get(turn).or(replies.last()).cloned().unwrap_or(Reply::Text(String::new()));
@@ -109,14 +116,8 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
     };
     let events: Vec<String> = match reply {
         Reply::Text(text) => vec![chunk(json!({"content": text}), Value::Null), chunk(json!({}), json!("stop"))],
-        Reply::Call(name, arguments) => vec![
-            chunk(
-                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                        "function": {"name": name, "arguments": arguments.to_string()}}]}),
-                Value::Null,
-            ),
-            chunk(json!({}), json!("tool_calls")),
-        ],
+        Reply::Call(name, arguments) => calls(&[(name, arguments)], chunk),
+        Reply::Calls(all) => calls(&all, chunk),
         Reply::Blind(_) => Vec::new(),
         Reply::Slow => {
             for i in 0..600 {
@@ -134,4 +135,17 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<Value>>, replies: &[Reply]) {
             return;
         }
     }
+}
+
+/// The events of an answer that calls `tools` (wire name, arguments), made by `chunk`.
+fn calls(tools: &[(String, Value)], chunk: impl Fn(Value, Value) -> String) -> Vec<String> {
+    let calls: Vec<Value> = tools
+        .iter()
+        .enumerate()
+        .map(|(index, (name, arguments))| {
+            json!({"index": index, "id": format!("call_{}", index + 1), "type": "function",
+                   "function": {"name": name, "arguments": arguments.to_string()}})
+        })
+        .collect();
+    vec![chunk(json!({"tool_calls": calls}), Value::Null), chunk(json!({}), json!("tool_calls"))]
 }
