@@ -11,6 +11,7 @@
 mod dialogs;
 mod harness;
 mod memory;
+mod outside;
 mod peers;
 mod propagation;
 mod reactive;
@@ -32,8 +33,15 @@ use harness::{Measurement, RunConfig, Suite};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Every suite, in run order. Add new suites here (one line each).
-const SUITES: &[Suite] =
-    &[propagation::SUITE, storage::SUITE, tools::SUITE, spaces::SUITE, dialogs::SUITE, selection::SUITE];
+const SUITES: &[Suite] = &[
+    propagation::SUITE,
+    storage::SUITE,
+    tools::SUITE,
+    spaces::SUITE,
+    dialogs::SUITE,
+    outside::SUITE,
+    selection::SUITE,
+];
 
 /// Stack size of the thread running the suites: deep graphs (cellx5000) recurse deeply
 /// in some systems (futures-signals polls, sycamore's topological sort). The memory is
