@@ -6,7 +6,7 @@ use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use trellis_builtins::dialog::Interaction;
 
-use super::routes::{charms, chat, interactions, patterns, plugins, tokens};
+use super::routes::{charms, chat, files, interactions, patterns, plugins, tokens};
 use super::Server;
 use crate::session::PatternInfo;
 
@@ -146,10 +146,20 @@ pub fn endpoints() -> Vec<Endpoint> {
             "post",
             "/api/chat/messages",
             "sendMessage",
-            "Send a message (its @-mentions attach charms); the reply follows on the events",
+            "Send a message, with files or not (its @-mentions attach charms); the reply follows on the events",
             Some(schema::<chat::NewMessage>),
             Json(202, schema::<chat::Accepted>),
             post(chat::send),
+        ),
+        endpoint(
+            "get",
+            "/api/chat/files/{doc}",
+            "getChatFile",
+            "The bytes of a file of the conversation (`doc` of a file part), as its media type: PNG, JPEG, GIF \
+             and WebP inline, anything else as a download",
+            None,
+            Bytes("*/*"),
+            get(files::get),
         ),
         endpoint(
             "post",

@@ -36,11 +36,13 @@ impl std::io::Write for HashWriter<'_> {
 /// What a chat stream sent of the conversation.
 pub struct SentChat {
     messages: Vec<u64>,
-    /// The model, whether a reply is pending, and the error, together.
+    /// The model, whether a reply is pending, the error and the notice, together.
     head: u64,
     interactions: u64,
     attachments: u64,
     tools: u64,
+    compaction: u64,
+    result: u64,
 }
 
 impl SentChat {
@@ -48,10 +50,12 @@ impl SentChat {
     pub fn new(state: &ChatState) -> Self {
         SentChat {
             messages: state.messages.iter().map(digest).collect(),
-            head: digest(&(&state.model, state.pending, &state.error)),
+            head: digest(&(&state.model, state.pending, &state.error, &state.notice)),
             interactions: digest(&state.interactions),
             attachments: digest(&state.attachments),
             tools: digest(&state.tools),
+            compaction: digest(&state.compaction),
+            result: digest(&state.result),
         }
     }
 
@@ -68,6 +72,8 @@ impl SentChat {
             && !changed(self.interactions, sent.interactions)
             && !changed(self.attachments, sent.attachments)
             && !changed(self.tools, sent.tools)
+            && !changed(self.compaction, sent.compaction)
+            && !changed(self.result, sent.result)
         {
             return None;
         }
@@ -77,9 +83,12 @@ impl SentChat {
             model: now.model,
             pending: now.pending,
             error: now.error,
+            notice: now.notice,
             interactions: changed(self.interactions, sent.interactions).then_some(now.interactions),
             attachments: changed(self.attachments, sent.attachments).then_some(now.attachments),
             tools: changed(self.tools, sent.tools).then_some(now.tools),
+            compaction: changed(self.compaction, sent.compaction).then_some(now.compaction),
+            result: changed(self.result, sent.result).then_some(now.result),
         };
         *self = sent;
         Some(change)
@@ -115,6 +124,7 @@ impl SentText {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::routes::chat::{Compacted, FileSizes};
     use trellis_builtins::message::Message;
 
     fn state(messages: &[&str], pending: bool) -> ChatState {
@@ -127,6 +137,10 @@ mod tests {
             interactions: Vec::new(),
             attachments: Vec::new(),
             tools: Vec::new(),
+            compaction: None,
+            result: None,
+            notice: None,
+            file_limits: FileSizes { per_file: 1, per_message: 2 },
         }
     }
 
@@ -137,6 +151,13 @@ mod tests {
         let change = sent.change(state(&["a", "b", "c"], true)).expect("a change");
         assert_eq!((change.from, change.messages.len(), change.pending), (2, 1, true));
         assert!(change.tools.is_none() && change.attachments.is_none() && change.interactions.is_none());
+        assert!(change.compaction.is_none() && change.result.is_none());
+        let mut compacted = state(&["a", "b", "c"], false);
+        compacted.compaction = Some(Compacted { upto: 2, summary: "a and b".into() });
+        let change = sent.change(compacted).expect("a change");
+        assert_eq!(change.compaction, Some(Some(Compacted { upto: 2, summary: "a and b".into() })));
+        let cleared = sent.change(state(&["a", "b", "c"], false)).expect("a change");
+        assert_eq!(cleared.compaction, Some(None), "sent as null: none now");
         let rewritten = sent.change(state(&["a", "x"], true)).expect("a change");
         assert_eq!((rewritten.from, rewritten.messages.len()), (1, 1), "from the first that differs");
         let shorter = sent.change(state(&[], true)).expect("a change");

@@ -17,33 +17,39 @@ use super::error::ApiError;
 /// The largest request body, in bytes.
 pub const MAX_BODY: usize = 64 * 1024;
 
+/// The largest body of `POST /api/chat/messages`, in bytes: the files one message may carry
+/// (20 MiB, `trellis_builtins::files::FileLimits`) as base64, which is 4/3 of them, beside
+/// the text and the JSON around them.
+pub const MAX_MESSAGE_BODY: usize = 28 << 20;
+
+/// The most files one message may carry: each becomes a document of its own, so a body
+/// of many empty files would otherwise make hundreds of thousands.
+pub const MAX_FILES: usize = 32;
+
 /// A charm name as `trellis_runner::charm::check_name` accepts it, for the OpenAPI
 /// document: 1 to 100 characters without control characters once trimmed.
 pub const NAME_PATTERN: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]{0,98}[^\s\x00-\x1f\x7f-\x9f])?\s*$";
 
-/// A message the chat accepts: not only white space (and at most 16,000 long).
-pub const MESSAGE_PATTERN: &str = r"\S";
+/// A JSON request body of at most `LIMIT` bytes ([`MAX_BODY`] unless a route says
+/// otherwise): a larger one is 413, one that does not arrive in time 408, one that is not
+/// JSON 400, and JSON of the wrong shape 422, each saying where.
+pub struct Body<T, const LIMIT: usize = MAX_BODY>(pub T);
 
-/// A JSON request body of at most [`MAX_BODY`] bytes: a larger one is 413, one that does not
-/// arrive in time 408, one that is not JSON 400, and JSON of the wrong shape 422, each
-/// saying where.
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S> for Body<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
         let too_large = |size: String| {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is {size} bytes; the limit is {MAX_BODY} bytes"),
+                format!("the request body is {size} bytes; the limit is {LIMIT} bytes"),
             )
         };
         let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
-        if let Some(length) = declared.filter(|&length: &usize| length > MAX_BODY) {
+        if let Some(length) = declared.filter(|&length: &usize| length > LIMIT) {
             return Err(too_large(length.to_string()));
         }
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY).await.map_err(|error| {
+        let bytes = axum::body::to_bytes(request.into_body(), LIMIT).await.map_err(|error| {
             if trellis_http::is_body_timeout(&error) {
                 // The client stalled or trickled: it hears why as the connection closes.
                 ApiError::new(
@@ -51,7 +57,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                     format!("{error} ({} serve --body-timeout)", crate::program::name()),
                 )
             } else {
-                too_large(format!("more than {MAX_BODY}"))
+                too_large(format!("more than {LIMIT}"))
             }
         })?;
         let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
@@ -71,6 +77,17 @@ fn not_json(e: &serde_json::Error) -> ApiError {
 /// Refuses a chat message longer than 16,000 characters, or empty (422).
 pub fn check_message(text: &str) -> Result<(), ApiError> {
     crate::session::check_message(text).map_err(ApiError::unprocessable)
+}
+
+/// Refuses a message of more than [`MAX_FILES`] files (422); their sizes are the dialog's
+/// to check.
+pub fn check_files(count: usize) -> Result<(), ApiError> {
+    if count > MAX_FILES {
+        return Err(ApiError::unprocessable(format!(
+            "the message carries {count} files; the limit is {MAX_FILES}: send the others with the next message"
+        )));
+    }
+    Ok(())
 }
 
 /// Requests per minute per client address, as a token bucket: a client may spend a
@@ -118,5 +135,17 @@ impl RateLimit {
             // A whole number of seconds, at most a minute.
             wait.min(60.0) as u64,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trellis_builtins::files::FileLimits;
+
+    #[test]
+    fn a_message_body_has_room_for_its_files_as_base64() {
+        let files = FileLimits::default().per_message as usize;
+        assert!(MAX_MESSAGE_BODY >= files.div_ceil(3) * 4 + MAX_BODY, "{MAX_MESSAGE_BODY}");
     }
 }

@@ -1,11 +1,13 @@
 //! `trellis serve`: the space over HTTP, a JSON API and a web chat, in one process.
 //!
-//! - `routes/`: the API, one module per resource (`patterns`, `charms`, `chat`,
-//!   `interactions`, `plugins`), and [`api`]: the table of endpoints that builds both the router and
-//!   the OpenAPI document (`/openapi.json`), so the two cannot drift apart;
+//! - `routes/`: the API, one module per resource (`patterns`, `charms`, `chat`, `files`
+//!   (the conversation's files), `interactions`, `plugins`, `tokens`), and [`api`]: the
+//!   table of endpoints that builds both the router and the OpenAPI document
+//!   (`/openapi.json`), so the two cannot drift apart;
 //! - `auth`: same-origin checks, the one-time token, session cookies, bearer tokens
 //!   (`crate::tokens`: kept in the space as hashes), JSON writes only (415);
-//! - `limits`: body size (413), message length (422), request rate (429);
+//! - `limits`: body size (413; a message's files have a larger limit), message length
+//!   and file count (422), request rate (429);
 //! - `events`: charm and chat changes as server-sent events, from the runtime's observers
 //!   (`delta`: a chat stream sends the conversation once, then what changed), each stream
 //!   ending when the token that opened it is revoked;

@@ -34,6 +34,7 @@ mod reference_charms;
 mod restart;
 mod serve;
 mod serve_browser;
+mod serve_files;
 mod serve_openapi;
 mod serve_streams;
 mod snapshot;

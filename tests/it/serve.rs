@@ -1,6 +1,6 @@
 //! `trellis serve`'s API over loopback, as clients use it: each route with a bearer
 //! token, the one-time sign-in link and its cookie, refusals without a token and from
-//! other origins, and the limits (413, 422, 429).
+//! other origins, and the limits (413, 422, 429). Files in the chat: `serve_files.rs`.
 
 use crate::common;
 use crate::common::example_plugin;
@@ -18,18 +18,19 @@ fn new_token(space: &std::path::Path) -> String {
     json["token"].as_str().unwrap().to_string()
 }
 
-struct Client {
-    served: Served,
-    auth: String,
+/// A server and the `Authorization` header of a bearer token for it.
+pub(crate) struct Client {
+    pub(crate) served: Served,
+    pub(crate) auth: String,
 }
 
 impl Client {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> server::Response {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<Value>) -> server::Response {
         let body = body.map(|b| b.to_string());
         self.served.request(method, path, &[&self.auth], body.as_deref())
     }
 
-    fn ok(&self, method: &str, path: &str, body: Option<Value>, status: u16) -> Value {
+    pub(crate) fn ok(&self, method: &str, path: &str, body: Option<Value>, status: u16) -> Value {
         let response = self.call(method, path, body);
         assert_eq!(response.status, status, "{method} {path}: {}", response.body);
         if response.body.is_empty() {
@@ -40,7 +41,8 @@ impl Client {
     }
 }
 
-fn client(space: &std::path::Path, extra: &[&str]) -> Client {
+/// `trellis serve EXTRA...` on `space`, with a bearer token made before it started.
+pub(crate) fn client(space: &std::path::Path, extra: &[&str]) -> Client {
     let token = new_token(space);
     Client { served: Served::start(space, extra, &[]), auth: format!("Authorization: Bearer {token}") }
 }
@@ -169,7 +171,7 @@ fn operations(served: &Served) -> Vec<(String, String)> {
     let mut all = Vec::new();
     for (path, methods) in doc["paths"].as_object().unwrap() {
         let path = path.replace("{charm}", "Counter").replace("{handler}", "increment").replace("{call}", "x");
-        let path = path.replace("{name}", "Counter").replace("{id}", "x");
+        let path = path.replace("{name}", "Counter").replace("{id}", "x").replace("{doc}", "x");
         for method in methods.as_object().unwrap().keys() {
             all.push((method.to_uppercase(), path.clone()));
         }
@@ -240,8 +242,8 @@ fn limits_are_answered_with_413_422_and_429() {
     let s = common::space();
     let c = client(&s.path, &["--rate-limit", "12"]);
     let start = std::time::Instant::now();
-    let big = json!({"text": "x".repeat(70_000)});
-    let too_large = c.call("POST", "/api/chat/messages", Some(big));
+    let big = json!({"model": "x".repeat(70_000)});
+    let too_large = c.call("PUT", "/api/chat/model", Some(big));
     assert_eq!(too_large.status, 413, "{}", too_large.body);
     assert!(too_large.json()["error"].as_str().unwrap().contains("65536"), "{}", too_large.body);
     let long = c.call("POST", "/api/chat/messages", Some(json!({"text": "y".repeat(16_001)})));

@@ -1,5 +1,6 @@
 //! `/api/chat`: the space's conversation (the chatbot charm `trellis chat` talks to):
-//! its state, a new message, cancel, the model, attachments, and its progress as events.
+//! its state, a new message (with files), cancel, the model, attachments, and its progress
+//! as events. Its files' bytes are `super::files`.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -7,15 +8,17 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_builtins::dialog::Interaction;
-use trellis_builtins::message::Message;
-use trellis_runner::DocId;
+use trellis_builtins::dialog::{Compaction, DialogOutput, Interaction};
+use trellis_builtins::files::FileLimits;
+use trellis_builtins::message::{FilePart, Message};
+use trellis_patterns::chatbot::{ChatbotError, ChatbotField};
+use trellis_runner::{Cell, DocId};
 
 use super::charms::{tool_infos, ToolInfo};
 use super::DONE;
 use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
-use crate::serve::limits::{check_message, Body, MESSAGE_PATTERN};
+use crate::serve::limits::{check_files, check_message, Body, MAX_FILES, MAX_MESSAGE_BODY};
 use crate::serve::{events, Server};
 
 /// The conversation as a front end shows it.
@@ -37,11 +40,21 @@ pub struct ChatState {
     pub attachments: Vec<Attached>,
     /// The tools the model has now, and where each comes from.
     pub tools: Vec<ActiveTool>,
+    /// Where the model's view of the conversation was compacted, if it was.
+    pub compaction: Option<Compacted>,
+    /// The value the last reply ended with, when a result schema asked for one.
+    pub result: Option<serde_json::Value>,
+    /// What the person should know that is no failure (a model that cannot take the
+    /// images it was sent), said once.
+    pub notice: Option<String>,
+    /// How large the files of a message may be.
+    pub file_limits: FileSizes,
 }
 
 /// A change of the conversation, on its events after the first `chat` (which is all of it):
 /// `messages` replace those from index `from` on (the ones before are as sent); the model,
-/// `pending` and `error` come each time, the other fields only when they changed.
+/// `pending`, `error` and `notice` come each time, the other fields only when they changed
+/// (`null` for "none now"); `file_limits` never change.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ChatChange {
     /// Where in the conversation `messages` start.
@@ -54,6 +67,8 @@ pub struct ChatChange {
     pub pending: bool,
     /// Why the last reply failed.
     pub error: Option<String>,
+    /// What the person should know that is no failure.
+    pub notice: Option<String>,
     /// The calls waiting for a person's answer, when they changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interactions: Option<Vec<Interaction>>,
@@ -63,6 +78,31 @@ pub struct ChatChange {
     /// The tools the model has, when they changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<ActiveTool>>,
+    /// Where the conversation was compacted, when that changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Option<Compacted>>,
+    /// The value the last reply ended with, when that changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Option<serde_json::Value>>,
+}
+
+/// The model reads the first `upto` messages as `summary` (the conversation keeps them
+/// whole): a long conversation is compacted to stay within the dialog's `context_budget`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Compacted {
+    /// How many messages, from the first, the summary stands for.
+    pub upto: usize,
+    /// What the model reads in their place.
+    pub summary: String,
+}
+
+/// How large the files of a message may be, in bytes (the server checks them again).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct FileSizes {
+    /// One file.
+    pub per_file: u64,
+    /// All the files of one message together.
+    pub per_message: u64,
 }
 
 /// An attached charm.
@@ -88,12 +128,20 @@ pub struct ActiveTool {
     pub from: String,
 }
 
-/// `POST /api/chat/messages`.
+/// `POST /api/chat/messages`: text, files, or both.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NewMessage {
-    /// The text; `@Name` attaches the charm named.
-    #[schemars(length(min = 1, max = 16000), pattern(MESSAGE_PATTERN))]
+    /// The text; `@Name` attaches the charm named. It may be empty (or left out) when
+    /// files are given, and is otherwise more than white space.
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
     pub text: String,
+    /// Files sent with the text: each with `media_type`, `name` and its bytes in `data`
+    /// (base64), at most 5 MiB each and 20 MiB together (see `file_limits` of the chat);
+    /// `doc` is the server's to set, never a sender's.
+    #[serde(default)]
+    #[schemars(length(max = MAX_FILES))]
+    pub files: Vec<FilePart>,
 }
 
 /// A message was accepted; the reply follows (`GET /api/chat/events`).
@@ -153,16 +201,31 @@ pub fn state(server: &Server) -> ChatState {
             description: t.description,
         })
         .collect();
+    let messages = dialog.messages();
+    let limits = FileLimits::default();
     ChatState {
         charm: chat.chatbot().charm().to_string(),
         model: chat.model(),
         pending: dialog.pending(),
         error: dialog.error(),
-        messages: dialog.messages(),
+        compaction: compaction(server, &messages),
+        messages,
         interactions: chat.interactions(),
         attachments,
         tools,
+        result: chat.result().filter(|value| !value.is_null()),
+        notice: dialog.notice(),
+        file_limits: FileSizes { per_file: limits.per_part, per_message: limits.per_message },
     }
+}
+
+/// The dialog's compaction, when it is of `messages` (not of a conversation cleared since).
+fn compaction(server: &Server, messages: &[Message]) -> Option<Compacted> {
+    let rt = server.runtime();
+    let dialog = rt.charms().result(server.chat().chatbot().charm()).child(ChatbotField::Dialog.key());
+    let cell: Cell<Option<Compaction>> = Cell::from_link(dialog.child(DialogOutput::Compaction.key()));
+    let compaction = cell.get(rt).ok().flatten().filter(|c| c.covers(messages))?;
+    Some(Compacted { upto: compaction.upto, summary: compaction.summary })
 }
 
 /// `GET /api/chat`.
@@ -170,18 +233,32 @@ pub async fn get(State(server): State<Server>) -> Json<ChatState> {
     Json(state(&server))
 }
 
-/// `POST /api/chat/messages`: attaches the message's @-mentions and sends it; the reply
-/// follows (202).
+/// `POST /api/chat/messages`: attaches the message's @-mentions and sends it with its
+/// files; the reply follows (202). A file the dialog refuses (too large, not base64) is
+/// 422, with what to do; a conversation busy with a reply or a waiting call, 409.
 pub async fn send(
     State(server): State<Server>,
-    Body(message): Body<NewMessage>,
+    Body(message): Body<NewMessage, MAX_MESSAGE_BODY>,
 ) -> Result<impl IntoResponse, ApiError> {
-    check_message(&message.text)?;
-    let index = server.chat().chatbot().start(&message.text).await.map_err(|error| match error {
-        // The dialog says which of its streams cancels; over this API it is a route.
-        trellis_patterns::chatbot::ChatbotError::Refused(why) => {
+    check_files(message.files.len())?;
+    let text = match (message.text.trim().is_empty(), message.files.is_empty()) {
+        (true, true) => return Err(ApiError::unprocessable("the message is empty: send `text`, `files`, or both")),
+        // With files, words are optional: blank ones are left out.
+        (true, false) => "",
+        (false, _) => {
+            check_message(&message.text)?;
+            message.text.as_str()
+        }
+    };
+    let chat = server.chat();
+    let index = chat.chatbot().start_with(text, message.files).await.map_err(|error| match error {
+        // The dialog refuses a message while it is busy, and one whose files it does not
+        // keep; it says which in words only, so its state tells them apart.
+        ChatbotError::Refused(why) if chat.dialog().pending() || !chat.waiting().is_empty() => {
+            // The dialog says which of its streams cancels; over this API it is a route.
             ApiError::new(StatusCode::CONFLICT, format!("{why} (over this API: POST /api/chat/cancel)"))
         }
+        ChatbotError::Refused(why) => ApiError::unprocessable(why),
         other => other.into(),
     })?;
     Ok((StatusCode::ACCEPTED, Json(Accepted { index })))

@@ -2,6 +2,7 @@
 
 pub mod charms;
 pub mod chat;
+pub mod files;
 pub mod interactions;
 pub mod patterns;
 pub mod plugins;
