@@ -1,8 +1,10 @@
 //! The web chat of `trellis serve`, end to end in headless Chromium from Debian's packages,
 //! driven by Playwright (PyPI) pointed at that Chromium: the @-popup, a tool call inline
 //! and the counter changing in the panel, an approval answered in the page and seen
-//! resolved in a second tab, a question answered, Stop cancelling a slow reply; and an
-//! installed plugin's tool run by the page, in a Web Worker, its result inline.
+//! resolved in a second tab, a question answered, Stop cancelling a slow reply; an
+//! installed plugin's tool run by the page, in a Web Worker, its result inline; and files:
+//! a PNG attached in the page reaching the model server, an MCP tool's image, where the
+//! conversation was compacted, the value a reply ended with.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -10,9 +12,15 @@
 use crate::bundles;
 use crate::common;
 use crate::common::example_plugin;
+use crate::common::mcp_tools;
+use crate::common::provider::{Provider, Reply};
 use crate::common::python;
 use crate::common::server;
 use crate::common::slow_model;
+use crate::serve_files::RED_PNG;
+
+use common::Finish;
+use serde_json::{json, Value};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -123,4 +131,66 @@ fn installed_plugins_run_in_the_page() {
     for step in ["10-plugin-ran-in-the-page", "12-plugin-stopped-and-trapped"] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
+}
+
+/// The summary the model server writes when the conversation is compacted.
+const SUMMARY: &str = "The user asked for the tiny image, then for a long text.";
+
+#[test]
+fn files_in_the_web_chat() {
+    let s = common::space();
+    let provider = Provider::start(vec![
+        Reply::Call("ev_get_tiny_image".into(), json!({})),
+        Reply::Text("It is the MCP logo.".into()),
+        // About 112,000 estimated tokens: the next request is past the budget of 100,000.
+        Reply::Text("word ".repeat(90_000)),
+        Reply::Text(SUMMARY.into()),
+        Reply::Text("We go on from the summary.".into()),
+        Reply::Text(r#"{"colour": "blue"}"#.into()),
+        Reply::Text(r#"{"colour": "red"}"#.into()),
+    ]);
+    let model_env = [
+        ("OPENAI_API_KEY", "not-checked"),
+        ("OPENAI_BASE_URL", provider.url.as_str()),
+        ("NO_PROXY", "127.0.0.1"),
+        ("TRELLIS_MCP_CONFIG", ""),
+    ];
+    // The conversation begins in the terminal: an MCP tool's image, turns long enough to
+    // be compacted, then a reply that ends with a value of a result schema (which stays set).
+    let chat = |args: &[&str]| {
+        let out = common::trellis(&s.path).envs(model_env).env_remove("http_proxy").args(args).finish();
+        assert!(out.status.success(), "trellis {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let everything = mcp_tools::flag("ev", &mcp_tools::everything());
+    let model = ["chat", "--model", "openai:loopback"];
+    let turns = ["-m", "show me the tiny image", "-m", "tell me everything", "-m", "and now?"];
+    chat(&[&model[..], &["--mcp", &everything], &turns].concat());
+    let schema = s.path.with_file_name("colour.json");
+    let colour = json!({"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]});
+    std::fs::write(&schema, colour.to_string()).unwrap();
+    chat(&[&model[..], &["--result-schema", schema.to_str().unwrap(), "-m", "what colour was it?"]].concat());
+    let received = provider.received();
+    assert!(received[4]["messages"].to_string().contains(SUMMARY), "compacted before the page opens");
+
+    let png = s.path.with_file_name("red.png");
+    std::fs::write(&png, RED_PNG).unwrap();
+    let served = server::Served::start(&s.path, &[], &model_env);
+    let shots = browse("files.py", &served, &[png.to_str().unwrap()]);
+    for step in ["20-tool-result-image", "21-compacted", "22-attached", "23-sent"] {
+        assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
+    }
+
+    // The model server received the page's PNG as an image part of the user's message,
+    // and the dropped text file as text.
+    let received = provider.received();
+    let asked = received.last().unwrap();
+    let users = asked["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user");
+    let parts: Vec<&Value> = users.flat_map(|m| m["content"].as_array().into_iter().flatten()).collect();
+    let base64 = trellis_builtins::message::FilePart::from_bytes("image/png", None, RED_PNG).data.unwrap();
+    let images: Vec<&Value> =
+        parts.iter().filter(|p| p["type"] == "image_url").map(|p| &p["image_url"]["url"]).collect();
+    assert_eq!(images, [&json!(format!("data:image/png;base64,{base64}"))], "{parts:?}");
+    assert!(parts.iter().any(|part| part["text"].as_str().is_some_and(|t| t.contains("milk and eggs"))), "{parts:?}");
+    assert!(parts.iter().any(|part| part["text"] == "what colour is it?"), "{parts:?}");
+    assert!(!asked.to_string().contains("not sent"), "the removed file stayed behind");
 }

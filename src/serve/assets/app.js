@@ -65,26 +65,46 @@ function resultText(output) {
   return output.type === "error-text" ? `error: ${output.value}` : String(output.value);
 }
 
+let summaryOpen = false; // whether the person opened the summary (kept across renders)
+
+// Where the model's view of the conversation was compacted: the turns above are a summary.
+function compactionNote(compaction) {
+  const toggle = (e) => { summaryOpen = e.target.open; };
+  return el("li", { class: "compacted" },
+    el("details", summaryOpen ? { open: "", ontoggle: toggle } : { ontoggle: toggle },
+      el("summary", {}, "The model reads the turns above as this summary (the conversation keeps them whole)"),
+      el("div", { class: "summary" }, compaction.summary)));
+}
+
 function renderMessages() {
   const list = $("#messages");
   const items = [];
   for (const [index, message] of chat.messages.entries()) {
+    const side = message.role === "user" ? "user" : "assistant";
     for (const part of message.content) {
       if (part.type === "text") {
         if (!part.text.trim()) continue;
-        items.push(el("li", { class: message.role === "user" ? "user" : "assistant" }, part.text.trim()));
+        items.push(el("li", { class: side }, part.text.trim()));
+      } else if (part.type === "file") {
+        items.push(el("li", { class: `${side} file` }, filePart(part)));
       } else if (part.type === "tool-call") {
         items.push(el("li", { class: "tool-call", "data-call": part.id },
           `→ ${displayName(part.name)} ${JSON.stringify(part.input)}`));
       } else if (part.type === "tool-result") {
         const failed = part.output.type === "error-text";
         items.push(el("li", { class: failed ? "tool-result failed" : "tool-result", "data-call": part.id },
-          `← ${resultText(part.output)}`));
+          "← ", ...resultParts(part.output)));
       }
     }
     if (stoppedAt.has(index + 1)) items.push(el("li", { class: "stopped" }, "(stopped)"));
+    if (chat.compaction && chat.compaction.upto === index + 1) items.push(compactionNote(chat.compaction));
   }
   if (chat.pending && partial) items.push(el("li", { class: "assistant streaming" }, partial));
+  if (chat.result != null && !chat.pending) {
+    items.push(el("li", { class: "result" }, el("div", {}, "The reply ended with this value:"),
+      el("pre", {}, JSON.stringify(chat.result, null, 2))));
+  }
+  if (chat.notice) items.push(el("li", { class: "note" }, chat.notice));
   if (chat.error) items.push(el("li", { class: "tool-result failed" }, `the model failed: ${chat.error}`));
   const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   list.replaceChildren(...items);
@@ -255,7 +275,7 @@ function render() {
 function changed(change) {
   if (!chat || change.from > chat.messages.length) return false;
   chat.messages.splice(change.from, Infinity, ...change.messages);
-  for (const key of ["model", "pending", "error", "interactions", "attachments", "tools"]) {
+  for (const key of ["model", "pending", "error", "notice", "interactions", "attachments", "tools", "compaction", "result"]) {
     if (key in change) chat[key] = change[key];
   }
   return true;
@@ -361,16 +381,25 @@ function onKey(e) {
   }
 }
 
+let sending = false; // a message on its way (its files may take a moment to upload)
+
 async function send() {
   const input = $("#input");
   const text = input.value.trim();
-  if (!text) return;
+  const { files, sent } = takeAttached();
+  if ((!text && !files.length) || sending) return;
+  sending = true;
+  $("#send").disabled = true;
   try {
-    await api("POST", "/api/chat/messages", { text });
+    await api("POST", "/api/chat/messages", files.length ? { text, files } : { text });
     input.value = "";
+    sent();
     notice("");
   } catch (error) {
     notice(error.message);
+  } finally {
+    sending = false;
+    $("#send").disabled = false;
   }
 }
 
@@ -390,6 +419,7 @@ function start() {
     list.hidden = !list.hidden;
     $("#tools-chip").setAttribute("aria-expanded", String(!list.hidden));
   });
+  startFiles();
   reporting(loadCandidates());
   // The plugins first, so a call already waiting is run, not shown as a question.
   reporting(loadPlugins()).finally(follow);
