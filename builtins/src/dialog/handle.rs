@@ -68,6 +68,11 @@ impl DialogHandle {
         self.cells().notice.get(&self.rt).ok().flatten()
     }
 
+    /// The messages sent while the reply runs, waiting to join the conversation.
+    pub fn queued(&self) -> Vec<Message> {
+        self.cells().queued.get(&self.rt).unwrap_or_default()
+    }
+
     /// Whether a reply is being generated.
     pub fn pending(&self) -> bool {
         self.cells().pending.get(&self.rt).unwrap_or(false)

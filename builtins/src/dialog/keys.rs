@@ -28,6 +28,10 @@ pub enum DialogInput {
     /// A JSON Schema: the request ends with one value of it, stored in
     /// [`DialogOutput::Result`] (see [`crate::structured`]).
     ResultSchema,
+    /// What a message sent while a reply runs does: `steer` (the default) joins the
+    /// conversation at the next step (after the running calls' results, before the next
+    /// model request); `queue` waits until the reply ends, then starts the next one.
+    WhileRunning,
     /// How many tokens (estimated) a request may carry before the oldest turns are
     /// compacted into a summary (default: three quarters of the model's context window
     /// when it is known, else [`CONTEXT_BUDGET`](super::CONTEXT_BUDGET)).
@@ -48,6 +52,7 @@ impl DialogInput {
             DialogInput::ToolResultCap => "tool_result_cap",
             DialogInput::ResultSchema => "result_schema",
             DialogInput::ContextBudget => "context_budget",
+            DialogInput::WhileRunning => "while_running",
         }
     }
 }
@@ -55,7 +60,8 @@ impl DialogInput {
 /// An output `llm_dialog` writes under its key in the charm's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DialogOutput {
-    /// Stream: a user message; refused while a reply is being generated.
+    /// Stream: a user message; while a reply is being generated it waits in `queued` (see
+    /// [`DialogInput::WhileRunning`]).
     AddMessage,
     /// Stream: stops the running request.
     CancelGeneration,
@@ -82,11 +88,13 @@ pub enum DialogOutput {
     /// Something the person should know that is no failure (a model that cannot take the
     /// images it was sent), or `null`; each is said once.
     Notice,
+    /// The messages sent while the reply runs, waiting to join the conversation.
+    Queued,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 11] = [
+    pub const PUBLIC: [DialogOutput; 12] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
@@ -98,6 +106,7 @@ impl DialogOutput {
         DialogOutput::Result,
         DialogOutput::Compaction,
         DialogOutput::Notice,
+        DialogOutput::Queued,
     ];
 
     /// The key under the dialog's location.
@@ -115,6 +124,7 @@ impl DialogOutput {
             DialogOutput::Result => "result",
             DialogOutput::Compaction => "compaction",
             DialogOutput::Notice => "notice",
+            DialogOutput::Queued => "queued",
         }
     }
 }
@@ -193,6 +203,11 @@ impl DialogInputs {
     /// How many tokens (estimated) a request may carry before older turns are compacted.
     pub fn context_budget(self, value: impl Serialize) -> Self {
         self.set(DialogInput::ContextBudget, value)
+    }
+
+    /// `steer` or `queue`: what a message sent while a reply runs does.
+    pub fn while_running(self, value: impl Serialize) -> Self {
+        self.set(DialogInput::WhileRunning, value)
     }
 
     /// The JSON Schema of the value each request ends with.

@@ -11,7 +11,8 @@
 //! | key | what |
 //! |---|---|
 //! | `pending` | whether a reply is being generated |
-//! | `add_message` | stream: a user [`Message`], its files kept apart (see [`crate::files`]); refused (an error to the sender) while pending |
+//! | `add_message` | stream: a user [`Message`], its files kept apart (see [`crate::files`]); while pending it waits in `queued` |
+//! | `queued` | the messages sent while the reply runs: `while_running` `steer` (default) takes them in before the next model request, `queue` after the reply |
 //! | `cancel_generation` | stream: ends the request (see **Cancel** below) |
 //! | `flattened_tools` | the tool catalog as a UI shows it |
 //! | `partial` | the text of the reply being streamed |
@@ -76,6 +77,9 @@ pub use resolve::{Resolution, Resolve};
 
 /// The builtin's id.
 pub const LLM_DIALOG: &str = "llm_dialog";
+
+/// How many messages sent while a reply runs may wait for it.
+pub const MAX_QUEUED: usize = 16;
 
 /// The key under which a conversation charm (a chatbot) keeps its dialog.
 pub const DIALOG_KEY: &str = "dialog";
@@ -475,8 +479,23 @@ fn add_message(
     tx: &trellis_runner::Tx,
     mut message: Message,
 ) -> trellis_runner::Result<()> {
+    if message.role != Role::User {
+        return Err(format!("add_message takes user messages; got a {:?} message", message.role).into());
+    }
+    if message.text().trim().is_empty() && message.files().next().is_none() {
+        return Err("the message is empty: say something, or attach a file".into());
+    }
+    crate::files::keep_sent(tx, &mut message, shared.settings.files).map_err(|e| e.to_string())?;
     if cells.pending.get(tx)? {
-        return Err("a reply is still being generated: wait for it, or send cancel_generation first".into());
+        let mut queued = cells.queued.get(tx).unwrap_or_default();
+        if queued.len() >= MAX_QUEUED {
+            return Err(format!(
+                "{MAX_QUEUED} messages already wait for the reply to reach them: wait for it, or send cancel_generation"
+            )
+            .into());
+        }
+        queued.push(message);
+        return cells.queued.set(tx, queued);
     }
     if interaction::is_waiting(tx, cells)? {
         let waiting: Vec<String> = interaction::interactions_cell(cells)
@@ -491,25 +510,7 @@ fn add_message(
         )
         .into());
     }
-    if message.role != Role::User {
-        return Err(format!("add_message takes user messages; got a {:?} message", message.role).into());
-    }
-    if message.text().trim().is_empty() && message.files().next().is_none() {
-        return Err("the message is empty: say something, or attach a file".into());
-    }
-    crate::files::keep_sent(tx, &mut message, shared.settings.files).map_err(|e| e.to_string())?;
-    cells.messages().push(tx, message)?;
-    let request = cells.request.get(tx)?.next();
-    cells.request.set(tx, request)?;
-    cells.pending.set(tx, true)?;
-    cells.error.set(tx, None)?;
-    cells.partial.set(tx, String::new())?;
-    cells.result.set(tx, serde_json::Value::Null)?;
-    cells.notice.set(tx, None)?;
-    let shared = shared.clone();
-    let cells = cells.clone();
-    tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Fresh));
-    Ok(())
+    request::begin(shared, cells, tx, vec![message])
 }
 
 fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) -> trellis_runner::Result<()> {
@@ -521,6 +522,8 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     cells.request.update(tx, RequestId::next)?;
     cells.pending.set(tx, false)?;
     cells.partial.set(tx, String::new())?;
+    // A cancel stops the reply altogether: what was sent during it is not sent on.
+    cells.queued.set(tx, Vec::new())?;
     let files = shared.settings.files;
     flush_held(tx, cells, files, "cancelled by the user while it waited for an answer; it did not run")?;
     messages::close_unanswered(

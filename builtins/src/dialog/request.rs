@@ -45,12 +45,34 @@ pub(super) enum Begin {
     Recover,
 }
 
+/// Appends `messages` and starts a new request with them, once `tx` commits.
+pub(super) fn begin(
+    shared: &Arc<Shared>,
+    cells: &DialogCells,
+    tx: &trellis_runner::Tx,
+    messages: Vec<Message>,
+) -> trellis_runner::Result<()> {
+    for message in messages {
+        cells.messages().push(tx, message)?;
+    }
+    let request = cells.request.get(tx)?.next();
+    cells.request.set(tx, request)?;
+    cells.pending.set(tx, true)?;
+    cells.error.set(tx, None)?;
+    cells.partial.set(tx, String::new())?;
+    cells.result.set(tx, serde_json::Value::Null)?;
+    cells.notice.set(tx, None)?;
+    let (shared, cells) = (shared.clone(), cells.clone());
+    tx.after_commit(move |rt| start(shared, rt.clone(), cells, request, Begin::Fresh));
+    Ok(())
+}
+
 /// Starts request `id` of a dialog on tokio, tracked by the runtime (so `idle` and
 /// `settled` wait for it) and abortable by `cancel_generation`.
 pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: RequestId, begin: Begin) {
     if tokio::runtime::Handle::try_current().is_err() {
         let message = "llm_dialog needs a tokio runtime to run requests".to_string();
-        finish(&rt, &cells, id, Some(message));
+        finish(&shared, &rt, &cells, id, Some(message));
         return;
     }
     let span = tracing::info_span!("llm_request", dialog = %cells.base, request = id.0);
@@ -62,6 +84,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
         async move {
             // Ends the request even if `run` panics: `pending` must never stay true.
             let guard = Finish {
+                shared: task_shared.clone(),
                 rt: task_rt.clone(),
                 cells: task_cells.clone(),
                 id,
@@ -84,6 +107,7 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
 /// Finishes request `id` when dropped: on completion, on a panic, and on abort (where the
 /// request is no longer current, so nothing changes).
 struct Finish {
+    shared: Arc<Shared>,
     rt: Runtime,
     cells: DialogCells,
     id: RequestId,
@@ -92,7 +116,7 @@ struct Finish {
 
 impl Drop for Finish {
     fn drop(&mut self) {
-        finish(&self.rt, &self.cells, self.id, self.error.take());
+        finish(&self.shared, &self.rt, &self.cells, self.id, self.error.take());
     }
 }
 
@@ -102,9 +126,10 @@ pub(super) fn is_current(tx: &impl Read, cells: &DialogCells, id: RequestId) -> 
 }
 
 /// Ends the request: clears `pending` and records its error unless a newer request took
-/// over. Only then is the error logged: a request cancelled or superseded stops short by
-/// design (its task is aborted mid-way), and nobody waits for its outcome.
-fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String>) {
+/// over; messages queued while it ran start the next one. Only then is the error logged: a
+/// request cancelled or superseded stops short by design (its task is aborted mid-way), and
+/// nobody waits for its outcome.
+fn finish(shared: &Arc<Shared>, rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String>) {
     let result = rt.transact(|tx| {
         let current = is_current(tx, cells, id)?;
         if current {
@@ -112,6 +137,11 @@ fn finish(rt: &Runtime, cells: &DialogCells, id: RequestId, error: Option<String
             cells.partial.set(tx, String::new())?;
             cells.error.set(tx, error.clone())?;
             cells.resumes.set(tx, 0)?;
+            let queued = cells.queued.get(tx).unwrap_or_default();
+            if !queued.is_empty() {
+                cells.queued.set(tx, Vec::new())?;
+                begin(shared, cells, tx, queued)?;
+            }
         }
         Ok(current)
     });
@@ -153,6 +183,30 @@ fn store_compaction(rt: &Runtime, cells: &DialogCells, id: RequestId, compaction
         Ok(current)
     })
     .map_err(|e| format!("could not store the compaction: {e}"))
+}
+
+/// Takes the messages sent while the request runs into the conversation, unless the
+/// dialog's `while_running` is `queue` (then the reply's end does); false when the request
+/// was superseded.
+fn steer(rt: &Runtime, cells: &DialogCells, id: RequestId) -> Result<bool, String> {
+    let nothing = cells.queued.get(rt).map_or(true, |queued| queued.is_empty());
+    if nothing || input(rt, cells, DialogInput::WhileRunning).as_str() == Some("queue") {
+        return Ok(true);
+    }
+    rt.transact(|tx| {
+        if !is_current(tx, cells, id)? {
+            return Ok(false);
+        }
+        let queued = cells.queued.get(tx).unwrap_or_default();
+        if !queued.is_empty() {
+            cells.queued.set(tx, Vec::new())?;
+            for message in queued {
+                cells.messages().push(tx, message)?;
+            }
+        }
+        Ok(true)
+    })
+    .map_err(|e| format!("could not take the queued messages in: {e}"))
 }
 
 /// Appends a message if the request is still current; false when it was superseded.
@@ -243,6 +297,9 @@ async fn run(
     };
     let mut corrections = 0;
     for round in first..=settings.max_rounds {
+        if !steer(rt, cells, id)? {
+            return Ok(());
+        }
         let messages = cells.messages().get(rt).map_err(|e| format!("the messages are not valid: {e}"))?;
         let model_spec = input(rt, cells, DialogInput::Model).as_str().unwrap_or("offline").to_string();
         let model = shared.model(&model_spec).map_err(|e| e.to_string())?;
@@ -626,13 +683,14 @@ mod tests {
         .expect("a dialog's state");
 
         assert_eq!(append(&rt, &cells, RequestId(1), Message::assistant("late")), Ok(false));
-        finish(&rt, &cells, RequestId(1), Some("a late failure".into()));
+        let shared = super::super::LlmDialog::new().shared;
+        finish(&shared, &rt, &cells, RequestId(1), Some("a late failure".into()));
         assert!(cells.messages().get(&rt).expect("messages").is_empty(), "no late message");
         assert!(cells.pending.get(&rt).expect("pending"), "the current request is still running");
         assert_eq!(cells.error.get(&rt).expect("error"), None, "no late error");
 
         assert_eq!(append(&rt, &cells, RequestId(2), Message::assistant("on time")), Ok(true));
-        finish(&rt, &cells, RequestId(2), None);
+        finish(&shared, &rt, &cells, RequestId(2), None);
         assert_eq!(cells.messages().get(&rt).expect("messages").len(), 1);
         assert!(!cells.pending.get(&rt).expect("pending"), "the current request ended");
     }

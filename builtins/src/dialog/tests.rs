@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::json;
-use trellis_runner::{Pattern, Runtime};
+use trellis_runner::{Pattern, Read, Runtime};
 
 use super::{DialogHandle, LlmDialog};
 use crate::message::Message;
@@ -144,4 +144,123 @@ async fn a_file_over_the_limit_is_refused_and_nothing_is_added() {
     let error = dialog.send(message).await.expect_err("refused");
     assert!(error.to_string().contains("`big.png` is larger than the 5.0 MB limit for one file"), "{error}");
     assert!(dialog.messages().is_empty(), "nothing added");
+}
+
+/// Calls the counter in its first two answers and answers in words after; its second
+/// answer waits until `gate` opens. Keeps each request.
+#[derive(Default)]
+struct Gated {
+    asked: Mutex<Vec<ModelRequest>>,
+    gate: tokio::sync::Notify,
+}
+
+impl Model for Gated {
+    fn name(&self) -> String {
+        "gated".into()
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
+        let n = {
+            let mut asked = self.asked.lock();
+            asked.push(request);
+            asked.len()
+        };
+        Box::pin(async move {
+            if n == 2 {
+                self.gate.notified().await;
+            }
+            let events = match n {
+                1 | 2 => vec![
+                    Ok(ModelEvent::ToolCall {
+                        id: format!("c{n}"),
+                        name: "Counter_increment".into(),
+                        input: json!({"amount": 1}),
+                    }),
+                    Ok(ModelEvent::Finish { reason: "tool_calls".into(), usage: None }),
+                ],
+                _ => vec![
+                    Ok(ModelEvent::TextDelta(format!("answer {n}"))),
+                    Ok(ModelEvent::Finish { reason: "stop".into(), usage: None }),
+                ],
+            };
+            Ok(Box::pin(futures::stream::iter(events)) as EventStream)
+        })
+    }
+}
+
+/// A message sent while the model's second answer is delayed: with `steer` it is in the
+/// next request, after the second call's result; with `queue` it starts a request of its
+/// own once the reply ends.
+async fn sent_while_running(while_running: &str) -> (Vec<ModelRequest>, Vec<Message>) {
+    let rt = Runtime::in_memory();
+    rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
+        b.name("Counter")?;
+        let count = b.state("count", 0i64)?;
+        b.handler("increment", move |tx, e: Increment| count.update(tx, |n| n + e.amount))?;
+        Ok(())
+    }));
+    let counter = rt.charms().create("counter", json!({})).expect("create the counter");
+    let model = Arc::new(Gated::default());
+    let resolved = model.clone();
+    rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(resolved.clone() as Arc<dyn Model>)))));
+    let tools = json!({"c": {"charm": rt.charms().result(&counter).to_json()}});
+    let inputs = json!({"model": "gated", "tools": tools, "while_running": while_running});
+    rt.register_pattern(Pattern::new("chat", move |b, _: serde_json::Value| {
+        b.builtin("dialog", "llm_dialog", inputs.clone())?;
+        Ok(())
+    }));
+    let chat = rt.charms().create("chat", json!({})).expect("create the chat");
+    let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+    dialog.send(Message::user("count twice")).await.expect("sent");
+    while model.asked.lock().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    dialog.send(Message::user("and say hi")).await.expect("accepted while the reply runs");
+    let queued = rt.read(&rt.charms().result(&chat).child("dialog").child("queued")).expect("queued").to_json();
+    assert_eq!(queued.as_array().map(Vec::len), Some(1), "it waits in `queued`: {queued}");
+    model.gate.notify_one();
+    dialog.wait(WAIT).await.expect("the reply ends");
+    // With `queue`, the message starts its own request once the first ends.
+    dialog.wait(WAIT).await.expect("and so does the next");
+    let asked = std::mem::take(&mut *model.asked.lock());
+    (asked, dialog.messages())
+}
+
+/// The roles and texts of `messages`, tool messages as `tool`.
+fn shape(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| match m.role {
+            crate::message::Role::User => format!("user: {}", m.text()),
+            crate::message::Role::Assistant if m.text().is_empty() => "call".into(),
+            crate::message::Role::Assistant => format!("assistant: {}", m.text()),
+            crate::message::Role::Tool => "result".into(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_message_sent_while_a_reply_runs_steers_its_next_request() {
+    let (asked, messages) = sent_while_running("steer").await;
+    assert_eq!(asked.len(), 3, "one reply of three answers");
+    assert_eq!(
+        shape(&asked[2].messages),
+        ["user: count twice", "call", "result", "call", "result", "user: and say hi"]
+    );
+    assert_eq!(shape(&messages).last().map(String::as_str), Some("assistant: answer 3"));
+}
+
+#[tokio::test]
+async fn a_queued_message_waits_for_the_reply_to_end() {
+    let (asked, messages) = sent_while_running("queue").await;
+    assert_eq!(asked.len(), 4, "the reply's three answers, then the queued message's");
+    assert!(!shape(&asked[2].messages).contains(&"user: and say hi".to_string()), "not in the running reply");
+    assert_eq!(
+        shape(&messages)[5..],
+        ["assistant: answer 3", "user: and say hi", "assistant: answer 4"],
+        "after the reply's end: {messages:?}"
+    );
 }
