@@ -321,7 +321,7 @@ impl Builtin for LlmDialog {
         let tx = b.tx();
         if !inputs.contains_key(DialogInput::Messages.key()) {
             // The dialog's own conversation, kept across a restart of its charm.
-            let kept = tx.read(&cells.messages().link())?.to_json();
+            let kept = tx.read(cells.messages().link())?.to_json();
             let own = if kept.is_array() { kept } else { json!([]) };
             inputs.insert(DialogInput::Messages.key().to_string(), own);
         }
