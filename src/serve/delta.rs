@@ -36,7 +36,8 @@ impl std::io::Write for HashWriter<'_> {
 /// What a chat stream sent of the conversation.
 pub struct SentChat {
     messages: Vec<u64>,
-    /// The model, whether a reply is pending, the error and the notice, together.
+    /// The model, whether a reply is pending, the error, the notice and the queued
+    /// messages, together.
     head: u64,
     interactions: u64,
     attachments: u64,
@@ -50,7 +51,7 @@ impl SentChat {
     pub fn new(state: &ChatState) -> Self {
         SentChat {
             messages: state.messages.iter().map(digest).collect(),
-            head: digest(&(&state.model, state.pending, &state.error, &state.notice)),
+            head: digest(&(&state.model, state.pending, &state.error, &state.notice, &state.queued)),
             interactions: digest(&state.interactions),
             attachments: digest(&state.attachments),
             tools: digest(&state.tools),
@@ -84,6 +85,7 @@ impl SentChat {
             pending: now.pending,
             error: now.error,
             notice: now.notice,
+            queued: now.queued,
             interactions: changed(self.interactions, sent.interactions).then_some(now.interactions),
             attachments: changed(self.attachments, sent.attachments).then_some(now.attachments),
             tools: changed(self.tools, sent.tools).then_some(now.tools),
@@ -140,6 +142,7 @@ mod tests {
             compaction: None,
             result: None,
             notice: None,
+            queued: Vec::new(),
             file_limits: FileSizes { per_file: 1, per_message: 2 },
         }
     }

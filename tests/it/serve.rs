@@ -43,8 +43,33 @@ impl Client {
 
 /// `trellis serve EXTRA...` on `space`, with a bearer token made before it started.
 pub(crate) fn client(space: &std::path::Path, extra: &[&str]) -> Client {
+    client_with(space, extra, &[])
+}
+
+/// [`client`] of a server with `env` in its environment.
+pub(crate) fn client_with(space: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Client {
     let token = new_token(space);
-    Client { served: Served::start(space, extra, &[]), auth: format!("Authorization: Bearer {token}") }
+    Client { served: Served::start(space, extra, env), auth: format!("Authorization: Bearer {token}") }
+}
+
+/// A message sent while a reply streams is taken (202) and waits in `queued`, which every
+/// client sees; a cancel drops it with the reply.
+#[test]
+fn a_message_sent_while_a_reply_runs_waits_for_it() {
+    let s = common::space();
+    let slow = crate::common::slow_model::server();
+    let c = client_with(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
+    c.ok("PUT", "/api/chat/model", Some(json!({"model": "ollama:slow"})), 204);
+    let mut events = c.served.events("/api/chat/events", &[&c.auth]);
+    c.ok("POST", "/api/chat/messages", Some(json!({"text": "tell me a long story"})), 202);
+    events.until("chat", |s| s["pending"] == true);
+    c.ok("POST", "/api/chat/messages", Some(json!({"text": "and make it short"})), 202);
+    let waiting = events.until("chat", |s| !s["queued"].as_array().unwrap().is_empty());
+    assert_eq!(waiting["queued"][0]["content"][0]["text"], "and make it short");
+    assert_eq!(c.ok("GET", "/api/chat", None, 200)["queued"], waiting["queued"]);
+    c.ok("POST", "/api/chat/cancel", None, 204);
+    let stopped = events.until("chat", |s| s["pending"] == false);
+    assert_eq!(stopped["queued"], json!([]), "a cancel drops it");
 }
 
 #[test]

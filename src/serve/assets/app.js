@@ -100,6 +100,11 @@ function renderMessages() {
     if (chat.compaction && chat.compaction.upto === index + 1) items.push(compactionNote(chat.compaction));
   }
   if (chat.pending && partial) items.push(el("li", { class: "assistant streaming" }, partial));
+  // Sent while the reply ran: the reply takes them in at its next step.
+  for (const queued of chat.queued || []) {
+    const text = queued.content.filter((part) => part.type === "text").map((part) => part.text).join("");
+    items.push(el("li", { class: "user queued" }, el("span", { class: "queued-note" }, "waits for the reply: "), text));
+  }
   if (chat.result != null && !chat.pending) {
     items.push(el("li", { class: "result" }, el("div", {}, "The reply ended with this value:"),
       el("pre", {}, JSON.stringify(chat.result, null, 2))));
@@ -275,7 +280,7 @@ function render() {
 function changed(change) {
   if (!chat || change.from > chat.messages.length) return false;
   chat.messages.splice(change.from, Infinity, ...change.messages);
-  for (const key of ["model", "pending", "error", "notice", "interactions", "attachments", "tools", "compaction", "result"]) {
+  for (const key of ["model", "pending", "error", "notice", "queued", "interactions", "attachments", "tools", "compaction", "result"]) {
     if (key in change) chat[key] = change[key];
   }
   return true;

@@ -47,13 +47,15 @@ pub struct ChatState {
     /// What the person should know that is no failure (a model that cannot take the
     /// images it was sent), said once.
     pub notice: Option<String>,
+    /// The messages sent while the reply runs, waiting for it to reach them.
+    pub queued: Vec<Message>,
     /// How large the files of a message may be.
     pub file_limits: FileSizes,
 }
 
 /// A change of the conversation, on its events after the first `chat` (which is all of it):
 /// `messages` replace those from index `from` on (the ones before are as sent); the model,
-/// `pending`, `error` and `notice` come each time, the other fields only when they changed
+/// `pending`, `error`, `notice` and `queued` come each time, the other fields only when they changed
 /// (`null` for "none now"); `file_limits` never change.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ChatChange {
@@ -69,6 +71,8 @@ pub struct ChatChange {
     pub error: Option<String>,
     /// What the person should know that is no failure.
     pub notice: Option<String>,
+    /// The messages sent while the reply runs, waiting for it to reach them.
+    pub queued: Vec<Message>,
     /// The calls waiting for a person's answer, when they changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interactions: Option<Vec<Interaction>>,
@@ -215,6 +219,7 @@ pub fn state(server: &Server) -> ChatState {
         tools,
         result: chat.result().filter(|value| !value.is_null()),
         notice: dialog.notice(),
+        queued: dialog.queued(),
         file_limits: FileSizes { per_file: limits.per_part, per_message: limits.per_message },
     }
 }
@@ -234,8 +239,9 @@ pub async fn get(State(server): State<Server>) -> Json<ChatState> {
 }
 
 /// `POST /api/chat/messages`: attaches the message's @-mentions and sends it with its
-/// files; the reply follows (202). A file the dialog refuses (too large, not base64) is
-/// 422, with what to do; a conversation busy with a reply or a waiting call, 409.
+/// files; the reply follows (202). A message sent while a reply runs waits for it (in
+/// `queued`, see the dialog's `while_running`). A file the dialog refuses (too large, not
+/// base64) is 422, with what to do; a conversation with a call waiting for an answer, 409.
 pub async fn send(
     State(server): State<Server>,
     Body(message): Body<NewMessage, MAX_MESSAGE_BODY>,
@@ -252,9 +258,9 @@ pub async fn send(
     };
     let chat = server.chat();
     let index = chat.chatbot().start_with(text, message.files).await.map_err(|error| match error {
-        // The dialog refuses a message while it is busy, and one whose files it does not
-        // keep; it says which in words only, so its state tells them apart.
-        ChatbotError::Refused(why) if chat.dialog().pending() || !chat.waiting().is_empty() => {
+        // The dialog refuses a message while a call waits for an answer, and one whose files
+        // it does not keep; it says which in words only, so its state tells them apart.
+        ChatbotError::Refused(why) if !chat.waiting().is_empty() => {
             // The dialog says which of its streams cancels; over this API it is a route.
             ApiError::new(StatusCode::CONFLICT, format!("{why} (over this API: POST /api/chat/cancel)"))
         }
