@@ -20,15 +20,8 @@ const ARRIVAL: Duration = Duration::from_secs(60);
 
 /// `trellis ARGS` on `space`, its model at `provider`.
 fn trellis(space: &Path, provider: &Provider, args: &[&str]) -> std::process::Command {
-    let mut command = common::trellis(space);
-    command
-        .env("TRELLIS_MCP_CONFIG", "")
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .args(args);
+    let mut command = provider.trellis(space);
+    command.args(args);
     command
 }
 

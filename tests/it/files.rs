@@ -19,15 +19,7 @@ const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR tiny";
 
 /// `trellis ARGS` on `space` with its OpenAI-compatible provider at `provider`.
 fn chat(space: &Path, provider: &Provider, args: &[&str]) -> Output {
-    common::trellis(space)
-        .env("TRELLIS_MCP_CONFIG", "")
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .args(args)
-        .finish()
+    provider.trellis(space).args(args).finish()
 }
 
 fn text(out: &Output) -> String {

@@ -224,11 +224,8 @@ fn an_answers_calls_to_an_mcp_server_run_side_by_side_with_results_in_call_order
     let call = |steps: u64| ("ev_trigger_long_running_operation".to_string(), json!({"duration": 1, "steps": steps}));
     let provider = Provider::start(vec![Reply::Calls((1..=4).map(call).collect()), Reply::Text("All four.".into())]);
     let everything = tools::flag("ev", &tools::everything());
-    let out = common::trellis(&s.path)
-        .env("TRELLIS_MCP_CONFIG", "")
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
+    let out = provider
+        .trellis(&s.path)
         .args(["--json", "chat", "--model", "openai:loopback", "--mcp", &everything, "-m", "run four"])
         .finish();
     assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));

@@ -66,15 +66,20 @@ fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>, answered: &mu
     }
 }
 
-/// Stores an error result for every tool call of the last assistant message that has
-/// none yet, so the stored conversation never keeps an unanswered call.
-pub(crate) fn close_unanswered(tx: &Tx, messages: &Cell<Vec<Message>>, reason: &str) -> trellis_runner::Result<()> {
-    let all = match messages.get(tx) {
-        Ok(all) => all,
-        Err(_) => return Ok(()), // nothing valid stored yet
-    };
-    let Some(last_call) = all.iter().rposition(|m| m.role == Role::Assistant) else { return Ok(()) };
-    let answered: HashSet<&str> = all[last_call..]
+/// A call of the conversation's last assistant message that no result answers yet.
+pub(crate) struct Open<'a> {
+    /// Its place among the calls of its message.
+    pub index: usize,
+    pub id: &'a str,
+    pub name: &'a str,
+    pub input: &'a serde_json::Value,
+}
+
+/// The index of the conversation's last assistant message, and its calls that no result
+/// answers yet; `None` without an assistant message.
+pub(crate) fn unanswered(all: &[Message]) -> Option<(usize, Vec<Open<'_>>)> {
+    let last = all.iter().rposition(|m| m.role == Role::Assistant)?;
+    let answered: HashSet<&str> = all[last..]
         .iter()
         .flat_map(|m| &m.content)
         .filter_map(|p| match p {
@@ -82,16 +87,32 @@ pub(crate) fn close_unanswered(tx: &Tx, messages: &Cell<Vec<Message>>, reason: &
             _ => None,
         })
         .collect();
-    let missing: Vec<Part> = all[last_call]
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolCall { id, name, .. } if !answered.contains(id.as_str()) => Some(Part::ToolResult {
-                id: id.clone(),
-                name: name.clone(),
-                output: ToolOutput::ErrorText(reason.to_string()),
-            }),
-            _ => None,
+    let calls = all[last].content.iter().filter_map(|p| match p {
+        Part::ToolCall { id, name, input } => Some((id, name, input)),
+        _ => None,
+    });
+    let open = calls
+        .enumerate()
+        .filter(|(_, (id, ..))| !answered.contains(id.as_str()))
+        .map(|(index, (id, name, input))| Open { index, id, name, input })
+        .collect();
+    Some((last, open))
+}
+
+/// Stores an error result for every tool call of the last assistant message that has
+/// none yet, so the stored conversation never keeps an unanswered call.
+pub(crate) fn close_unanswered(tx: &Tx, messages: &Cell<Vec<Message>>, reason: &str) -> trellis_runner::Result<()> {
+    let all = match messages.get(tx) {
+        Ok(all) => all,
+        Err(_) => return Ok(()), // nothing valid stored yet
+    };
+    let Some((_, open)) = unanswered(&all) else { return Ok(()) };
+    let missing: Vec<Part> = open
+        .into_iter()
+        .map(|call| Part::ToolResult {
+            id: call.id.to_string(),
+            name: call.name.to_string(),
+            output: ToolOutput::ErrorText(reason.to_string()),
         })
         .collect();
     if missing.is_empty() {

@@ -26,7 +26,7 @@ use trellis_runner::{Link, Read, Runtime, Tx, Value};
 use super::interaction::{Held, HeldCall};
 use super::{DialogCells, RequestId};
 use crate::catalog::Catalog;
-use crate::message::{Message, Part, Role, ToolOutput};
+use crate::message::{Message, Role, ToolOutput};
 
 /// How many starts in a row may resume a request before it ends with an error.
 pub const MAX_RESUMES: u32 = 3;
@@ -85,32 +85,17 @@ pub(super) fn cut_round(
     messages: &[Message],
     catalog: &Catalog,
 ) -> Option<Held> {
-    let message = messages.iter().rposition(|m| m.role == Role::Assistant)?;
-    let answered: Vec<&str> = messages[message..]
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|p| match p {
-            Part::ToolResult { id, .. } => Some(id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let calls: Vec<HeldCall> = messages[message]
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            Part::ToolCall { id, name, input } => Some((id, name, input)),
-            _ => None,
-        })
-        .enumerate()
-        .filter(|(_, (id, ..))| !answered.contains(&id.as_str()))
-        .map(|(index, (call, name, input))| HeldCall {
-            id: call.clone(),
-            name: name.clone(),
-            input: input.clone(),
+    let (message, open) = super::messages::unanswered(messages)?;
+    let calls: Vec<HeldCall> = open
+        .into_iter()
+        .map(|call| HeldCall {
+            id: call.id.to_string(),
+            name: call.name.to_string(),
+            input: call.input.clone(),
             output: None,
             approved: false,
             after_client: None,
-            index,
+            index: call.index,
         })
         .collect();
     let round = messages[..message].iter().rev().take_while(|m| m.role != Role::User).count() as u32 + 1;
@@ -147,6 +132,7 @@ mod tests {
 
     use super::*;
     use crate::dialog::{DialogHandle, LlmDialog};
+    use crate::message::Part;
     use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 
     const WAIT: Duration = Duration::from_secs(10);

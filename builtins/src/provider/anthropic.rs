@@ -708,23 +708,13 @@ mod tests {
 
     #[test]
     fn files_go_as_image_and_document_blocks_and_others_as_text() {
-        let file = |media: &str, name: &str, bytes: &[u8]| {
-            Part::File(crate::message::FilePart::from_bytes(media, Some(name.into()), bytes))
-        };
-        let asked = Message::new(
-            Role::User,
-            vec![
-                Part::Text { text: "look".into() },
-                file("image/png", "a.png", b"png"),
-                file("application/pdf", "b.pdf", b"pdf"),
-                file("text/plain", "c.txt", b"hello"),
-                file("application/zip", "d.zip", b"zip"),
-            ],
-        );
-        let [call, _] = tool_round(vec![("c1", "snap", json!({}), ToolOutput::Text(String::new()))]);
-        let output = ToolOutput::Content(vec![Part::Text { text: "here".into() }, file("image/gif", "e.gif", b"gif")]);
-        let result = Message::new(Role::Tool, vec![Part::ToolResult { id: "c1".into(), name: "snap".into(), output }]);
-        let request = ModelRequest { messages: vec![asked, call, result], ..ModelRequest::default() };
+        use crate::provider::http::test_support::{file, files_request};
+        let request = files_request(vec![
+            file("image/png", "a.png", b"png"),
+            file("application/pdf", "b.pdf", b"pdf"),
+            file("text/plain", "c.txt", b"hello"),
+            file("application/zip", "d.zip", b"zip"),
+        ]);
         let body = request_body("claude", 100, &request);
         assert_eq!(
             body["messages"][0]["content"],

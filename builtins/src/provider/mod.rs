@@ -81,7 +81,7 @@ const CONTEXT_WINDOWS: [(&str, u64); 9] = [
 ];
 
 /// The context window of a model of OpenAI or Anthropic, by its name; `None` for a name
-/// not in [`CONTEXT_WINDOWS`].
+/// not among those known.
 ///
 /// ```
 /// use trellis_builtins::provider::known_context_window;

@@ -55,6 +55,21 @@ impl Provider {
         self.received.lock().unwrap().iter().map(|(_, body)| body.clone()).collect()
     }
 
+    /// `trellis --space SPACE` (see [`super::trellis`]) with this server as its
+    /// OpenAI-compatible provider (`--model openai:NAME`) and no MCP configuration of the
+    /// person running the tests.
+    pub fn trellis(&self, space: &std::path::Path) -> std::process::Command {
+        let mut command = super::trellis(space);
+        command
+            .env("TRELLIS_MCP_CONFIG", "")
+            .env("OPENAI_API_KEY", "not-checked")
+            .env("OPENAI_BASE_URL", &self.url)
+            .env("NO_PROXY", "127.0.0.1")
+            .env_remove("http_proxy")
+            .env_remove("HTTP_PROXY");
+        command
+    }
+
     /// When each request arrived, in order.
     pub fn arrivals(&self) -> Vec<Instant> {
         self.received.lock().unwrap().iter().map(|(at, _)| *at).collect()

@@ -223,4 +223,20 @@ pub(crate) mod test_support {
         }
         [Message::new(Role::Assistant, asked), Message::new(Role::Tool, answered)]
     }
+
+    /// A file part named `name` of `media_type` with `bytes`.
+    pub(crate) fn file(media_type: &str, name: &str, bytes: &[u8]) -> Part {
+        Part::File(crate::message::FilePart::from_bytes(media_type, Some(name.into()), bytes))
+    }
+
+    /// A request whose user message is "look" and `files`, whose answer calls `snap`, and
+    /// whose result is the text "here" and a GIF `e.gif`.
+    pub(crate) fn files_request(files: Vec<Part>) -> crate::model::ModelRequest {
+        let asked =
+            Message::new(Role::User, std::iter::once(Part::Text { text: "look".into() }).chain(files).collect());
+        let [call, _] = tool_round(vec![("c1", "snap", serde_json::json!({}), ToolOutput::Text(String::new()))]);
+        let output = ToolOutput::Content(vec![Part::Text { text: "here".into() }, file("image/gif", "e.gif", b"gif")]);
+        let result = Message::new(Role::Tool, vec![Part::ToolResult { id: "c1".into(), name: "snap".into(), output }]);
+        crate::model::ModelRequest { messages: vec![asked, call, result], ..Default::default() }
+    }
 }

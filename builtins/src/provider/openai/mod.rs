@@ -384,21 +384,8 @@ mod tests {
 
     #[test]
     fn files_go_as_content_parts_and_a_tools_images_follow_its_result() {
-        let file = |media: &str, name: &str, bytes: &[u8]| {
-            Part::File(crate::message::FilePart::from_bytes(media, Some(name.into()), bytes))
-        };
-        let asked = Message::new(
-            Role::User,
-            vec![
-                Part::Text { text: "look".into() },
-                file("image/png", "a.png", b"png"),
-                file("application/pdf", "b.pdf", b"pdf"),
-            ],
-        );
-        let [call, _] = tool_round(vec![("c1", "snap", json!({}), ToolOutput::Text(String::new()))]);
-        let output = ToolOutput::Content(vec![Part::Text { text: "here".into() }, file("image/gif", "e.gif", b"gif")]);
-        let result = Message::new(Role::Tool, vec![Part::ToolResult { id: "c1".into(), name: "snap".into(), output }]);
-        let request = ModelRequest { messages: vec![asked, call, result], ..ModelRequest::default() };
+        use crate::provider::http::test_support::{file, files_request};
+        let request = files_request(vec![file("image/png", "a.png", b"png"), file("application/pdf", "b.pdf", b"pdf")]);
         let body = request_body("m", "max_tokens", &request);
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(
