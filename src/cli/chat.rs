@@ -150,6 +150,21 @@ pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
     } else {
         super::output::emit(&waiting(&interactions, &resolve_how()));
     }
+    let allowed = session.dialog().allowed();
+    if !format.json && !allowed.is_empty() {
+        let tools: Vec<String> = allowed.iter().map(|t| crate::terminal::safe_line(t).into_owned()).collect();
+        let how = format!("{} resolve --disallow TOOL", crate::program::name());
+        super::output::emit(&format!("allowed without asking in this chat: {} (`{how}` asks again)", tools.join(", ")));
+    }
+    Ok(())
+}
+
+/// `trellis resolve --disallow TOOL`: the tool's calls ask for approval again.
+pub async fn disallow(session: &Session, tool: &str, format: Format) -> anyhow::Result<()> {
+    session.dialog().disallow(tool).await?;
+    if !format.json {
+        super::output::emit(&format!("{} asks for approval again", crate::terminal::safe_line(tool)));
+    }
     Ok(())
 }
 

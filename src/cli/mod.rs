@@ -108,7 +108,7 @@ enum Command {
     /// for the client's output, then follow
     /// the chat until it is done or waits again (exit status 3 when it waits again, as
     /// `chat` does).
-    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer", "output"])))]
+    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer", "output", "disallow"])))]
     Resolve {
         /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
         call: Option<String>,
@@ -124,6 +124,18 @@ enum Command {
         /// Send a client execution's output (JSON), as the tool's client phase would.
         #[arg(long, value_name = "JSON")]
         output: Option<String>,
+        /// With --approve: later calls of the same tool in this conversation run without
+        /// asking (`trellis pending` lists them; `--disallow TOOL` asks again).
+        #[arg(long)]
+        always: bool,
+        /// With --approve: run the call with these arguments (JSON) instead of the model's;
+        /// they are checked against the tool's schema, and the model is told.
+        #[arg(long, value_name = "JSON")]
+        input: Option<String>,
+        /// Instead of answering a call: the calls of this tool (as `trellis pending` lists
+        /// the allowed ones) ask for approval again.
+        #[arg(long, value_name = "TOOL", conflicts_with_all = ["call", "always", "input"])]
+        disallow: Option<String>,
         /// The chatbot pattern whose conversation to answer [default: the program's chatbot].
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
@@ -405,9 +417,24 @@ impl App {
                 .await?
             }
             Command::Pending { chatbot } => chat::pending(&self.attach(&rt, chatbot.as_deref())?, format),
-            Command::Resolve { call, approve: _, deny, answer, output, chatbot, timeout, mcp } => {
+            Command::Resolve {
+                call,
+                approve: _,
+                deny,
+                answer,
+                output,
+                always,
+                input,
+                disallow,
+                chatbot,
+                timeout,
+                mcp,
+            } => {
                 let session = self.attach(&rt, chatbot.as_deref())?;
-                let reply = Reply::from_flags(deny, answer, output)?;
+                if let Some(tool) = disallow {
+                    return chat::disallow(&session, &tool, format).await;
+                }
+                let reply = Reply::from_flags(deny, answer, output, (always, input))?;
                 let timeout = Duration::from_secs_f64(timeout);
                 mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?
             }

@@ -95,7 +95,19 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                 emit(&waiting(&waiting_now, &resolve_how()));
             }
         }
-        Command::Resolve { call, approve: _, deny, answer, output, chatbot: None, timeout, mcp } => {
+        Command::Resolve {
+            call,
+            approve: _,
+            deny,
+            answer,
+            output,
+            always,
+            input,
+            disallow: None,
+            chatbot: None,
+            timeout,
+            mcp,
+        } => {
             refuse_mcp(&remote, &mcp)?;
             let call = match call {
                 Some(call) => call,
@@ -111,11 +123,12 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                     }
                 }
             };
-            let body = match Reply::from_flags(deny, answer, output)? {
+            let body = match Reply::from_flags(deny, answer, output, (always, input))? {
                 Reply::Deny(reason) => json!({ "deny": reason }),
                 Reply::Answer(text) => json!({ "answer": text }),
                 Reply::Output(output) => json!({ "output": output }),
-                Reply::Approve => json!("approve"),
+                Reply::Approve { always: false, input: None } => json!("approve"),
+                Reply::Approve { always, input } => json!({ "approve_with": { "always": always, "input": input } }),
             };
             let accepted = remote.call(Method::POST, &["api", "interactions", &call, "resolve"], Some(&body)).await?;
             let (new, state) = follow(&remote, index(&accepted), Duration::from_secs_f64(timeout), format).await?;

@@ -296,12 +296,16 @@ impl Session {
                 waiting.iter().map(|i| i.call_id.as_str()).collect::<Vec<_>>().join(", ")
             ),
         };
-        if reply == Reply::Approve {
+        if matches!(reply, Reply::Approve { .. }) {
             self.check_offered(&waiting, &call_id)?;
         }
         let before = self.dialog().messages().len();
         let answer = match reply {
-            Reply::Approve => Resolve::approve(call_id),
+            Reply::Approve { always, input } => {
+                let approval = Resolve::approve(call_id);
+                let approval = if always { approval.always() } else { approval };
+                input.map_or(approval.clone(), |input| approval.with_input(input))
+            }
             Reply::Deny(reason) => Resolve::deny(call_id, reason),
             Reply::Answer(text) => Resolve::answer(call_id, serde_json::Value::String(text)),
             Reply::Output(output) => Resolve::output(call_id, output),

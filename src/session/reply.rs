@@ -4,7 +4,12 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// Let the call run.
-    Approve,
+    Approve {
+        /// And later calls of its tool in this conversation, without asking.
+        always: bool,
+        /// The arguments to run it with instead of the model's (the model is told).
+        input: Option<serde_json::Value>,
+    },
     /// Refuse it (or decline to answer); the model is told why.
     Deny(String),
     /// Answer the model's question, confirmation (yes or no) or choice.
@@ -15,9 +20,24 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A plain approval: this call, with the model's arguments.
+    pub const APPROVE: Reply = Reply::Approve { always: false, input: None };
+
     /// The reply `trellis resolve` was given: `--deny REASON`, `--answer TEXT`, `--output
-    /// JSON`, or else `--approve`.
-    pub fn from_flags(deny: Option<String>, answer: Option<String>, output: Option<String>) -> anyhow::Result<Reply> {
+    /// JSON`, or else `--approve` (with `--always` and `--input JSON`).
+    pub fn from_flags(
+        deny: Option<String>,
+        answer: Option<String>,
+        output: Option<String>,
+        (always, input): (bool, Option<String>),
+    ) -> anyhow::Result<Reply> {
+        let approving = deny.is_none() && answer.is_none() && output.is_none();
+        if !approving && (always || input.is_some()) {
+            anyhow::bail!("--always and --input go with --approve, not with --deny, --answer or --output");
+        }
+        let input = input.map(|json| serde_json::from_str(&json)).transpose().map_err(|e| {
+            anyhow::anyhow!("--input takes the call's arguments as JSON, for example '{{\"id\": 2}}' ({e})")
+        })?;
         Ok(match (deny, answer, output) {
             (Some(reason), _, _) => Reply::Deny(reason),
             (None, Some(text), _) => Reply::Answer(text),
@@ -26,7 +46,7 @@ impl Reply {
                     "--output takes the client's output as JSON, for example '{{\"confirmed\": true}}' ({e})"
                 )
             })?),
-            (None, None, None) => Reply::Approve,
+            (None, None, None) => Reply::Approve { always, input },
         })
     }
 }

@@ -248,3 +248,63 @@ async fn questions_and_confirmations_take_text_and_yes_or_no() {
         [ToolOutput::Json(json!({"answer": "Ada"})), ToolOutput::Json(json!({"confirmed": false}))]
     );
 }
+
+/// The titles of the notes `Notes` holds, through the binary.
+fn note_titles(space: &std::path::Path) -> Vec<String> {
+    let notes = crate::common::json_of(space, &["charm", "get", "Notes"]);
+    let all = notes["notes"].as_array().cloned().unwrap_or_default();
+    all.iter().filter_map(|n| n["title"].as_str().map(str::to_string)).collect()
+}
+
+/// "Allow always" and edited arguments, from the command line: an approval with
+/// `--input` runs the call with the person's arguments and tells the model; one with
+/// `--always` lets the tool's next call run without asking, `trellis pending` lists it, and
+/// `--disallow` makes it ask again.
+#[test]
+fn allow_always_and_edited_arguments_from_the_command_line() {
+    use crate::common;
+    let s = common::space();
+    for title in ["milk", "eggs", "tea", "jam"] {
+        common::ok(&s.path, &["charm", "send", "Notes", "add", &json!({ "title": title }).to_string()]);
+    }
+    let delete = |id: u64| json!({"tool_calls": [{"name": "Notes.delete", "arguments": {"id": id}}]});
+    let model = common::script(
+        &s.path,
+        json!([delete(1), {"text": "Deleted."}, delete(2), {"text": "Deleted again."}, delete(3), {"text": "And again."}]),
+    );
+    let chat = |text: &str| common::run(&s.path, &["chat", "--model", &model, "-m", text]);
+
+    // Edited: the model asked for note 1; the person runs it on note 4.
+    assert_eq!(chat("@Notes delete the first note").status.code(), Some(3), "it waits for approval");
+    let refused = common::fails(&s.path, &["resolve", "--approve", "--input", r#"{"id": "four"}"#]);
+    assert!(refused.contains("do not fit") && refused.contains("nothing was approved"), "{refused}");
+    common::ok(&s.path, &["resolve", "--approve", "--input", r#"{"id": 4}"#]);
+    assert_eq!(note_titles(&s.path), ["milk", "eggs", "tea"], "note 4 went, not note 1");
+    let result = parts_of(&s.path, "tool-result").pop().expect("the call's result");
+    assert!(result.to_string().contains(r#"the user changed this call's arguments to {\"id\":4}"#), "{result}");
+
+    // Always: approved once, the tool's next call runs without asking.
+    assert_eq!(chat("@Notes delete another").status.code(), Some(3));
+    common::ok(&s.path, &["resolve", "--approve", "--always"]);
+    assert_eq!(note_titles(&s.path), ["milk", "tea"]);
+    let pending = common::ok(&s.path, &["pending"]);
+    assert!(pending.contains("allowed without asking in this chat: Notes.delete"), "{pending}");
+    let out = chat("@Notes and one more");
+    assert!(out.status.success(), "it ran without asking: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(note_titles(&s.path), ["milk"]);
+
+    // Disallowed: it asks again.
+    let said = common::ok(&s.path, &["resolve", "--disallow", "Notes.delete"]);
+    assert!(said.contains("Notes.delete asks for approval again"), "{said}");
+    assert!(!common::ok(&s.path, &["pending"]).contains("allowed without asking"));
+    let err = common::fails(&s.path, &["resolve", "--disallow", "Notes.delete"]);
+    assert!(err.contains("was not allowed to run without asking"), "{err}");
+}
+
+/// The parts of type `kind` of the chat's conversation, through the binary.
+fn parts_of(space: &std::path::Path, kind: &str) -> Vec<serde_json::Value> {
+    let chat = crate::common::json_of(space, &["charm", "get", "Chat"]);
+    let messages = chat["messages"].as_array().cloned().unwrap_or_default();
+    let all = messages.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default());
+    all.filter(|p| p["type"] == kind).collect()
+}

@@ -49,6 +49,12 @@ impl CatalogCache {
         CatalogCache { last: Mutex::default(), registry: Some(registry) }
     }
 
+    /// The catalog built last, if any: what the dialog's latest round offered (to check a
+    /// person's edited arguments against, where no runtime is at hand).
+    pub fn latest(&self) -> Option<Arc<Catalog>> {
+        self.last.lock().as_ref().map(|cached| cached.catalog.clone())
+    }
+
     /// The catalog of `tools` (see [`Catalog::build`]): the last one when nothing it was
     /// built from changed, else a fresh one, which is kept for next time.
     pub fn get(&self, rt: &Runtime, tools: &Value) -> Arc<Catalog> {

@@ -58,7 +58,10 @@ pub(super) async fn settle_round(
                         name,
                     ));
                 }
-                call.output = Some(invocation.output);
+                call.output = Some(match call.edited {
+                    true => told_edited(invocation.output, &call.input),
+                    false => invocation.output,
+                });
             }
             Step::Wait(Waiting { ask, state, input, arguments, defined }) => {
                 let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
@@ -163,7 +166,11 @@ async fn one_step(
     if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
         return Ok(Step::Done(read_result(rt, cells, &call.input)?));
     }
-    let approval = call.approved.then(Approved::by_the_user);
+    // Approved now, or its tool allowed in this conversation.
+    let allowed = catalog
+        .get(&call.name)
+        .is_some_and(|tool| interaction::allowed_cell(cells).get(rt).unwrap_or_default().contains(&tool.display));
+    let approval = (call.approved || allowed).then(Approved::by_the_user);
     // A handler records that it ran; a call outside the space that could have an effect
     // is marked before it starts (see `recover`).
     let receipt = recover::receipt(cells, message, call.index);
@@ -174,6 +181,20 @@ async fn one_step(
     }
     let timeout = shared.settings.tool_timeout;
     Ok(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout, Some(&receipt)).await)
+}
+
+/// A call's output, with what the model must know of it: the person changed its arguments
+/// to `input` before approving it.
+fn told_edited(output: ToolOutput, input: &serde_json::Value) -> ToolOutput {
+    let note = format!("the user changed this call's arguments to {input} before approving it");
+    match output {
+        ToolOutput::Json(serde_json::Value::Object(mut answer)) => {
+            answer.insert("arguments_changed".into(), serde_json::Value::String(note));
+            ToolOutput::Json(serde_json::Value::Object(answer))
+        }
+        ToolOutput::ErrorText(text) => ToolOutput::ErrorText(format!("({note}) {text}")),
+        other => ToolOutput::Text(format!("({note}) {}", other.as_text())),
+    }
 }
 
 /// Whether a call of `tool` runs now, rather than waiting for a person or the client.

@@ -68,6 +68,17 @@ impl DialogHandle {
         self.cells().notice.get(&self.rt).ok().flatten()
     }
 
+    /// The tools (display names) allowed to run without asking in this conversation.
+    pub fn allowed(&self) -> Vec<String> {
+        super::interaction::allowed_cell(&self.cells()).get(&self.rt).unwrap_or_default()
+    }
+
+    /// Makes `tool`'s calls ask for approval again; an error if it was not allowed.
+    pub async fn disallow(&self, tool: &str) -> trellis_runner::Result<()> {
+        let event = serde_json::json!({ "tool": tool });
+        self.rt.send(&self.base.child(super::DialogOutput::Disallow.key()), event).await.map(drop)
+    }
+
     /// The messages sent while the reply runs, waiting to join the conversation.
     pub fn queued(&self) -> Vec<Message> {
         self.cells().queued.get(&self.rt).unwrap_or_default()

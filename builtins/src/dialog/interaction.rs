@@ -121,6 +121,9 @@ pub(super) struct HeldCall {
     /// Its place among the calls of its assistant message (see `recover`).
     #[serde(default)]
     pub index: usize,
+    /// A person changed its arguments (now `input`) when approving it.
+    #[serde(default)]
+    pub edited: bool,
 }
 
 /// What the last server phase of a call that waits for the client needs.
@@ -262,6 +265,15 @@ pub(super) fn resolve(
             Some(ToolOutput::ErrorText(format!("no answer came in time ({why}); the call did not finish")))
         }
         (InteractionKind::Approval, Resolution::Approved) => {
+            if let Some(input) = &answer.input {
+                call.input = edited(cells, &call.name, input.clone()).map_err(|why| {
+                    format!("the arguments given for call `{}` {why}; nothing was approved", answer.call_id)
+                })?;
+                call.edited = true;
+            }
+            if answer.always {
+                allow(tx, cells, &asked.tool)?;
+            }
             call.approved = true;
             None
         }
@@ -298,6 +310,56 @@ pub(super) fn resolve(
     interactions_cell(cells).set(tx, waiting)?;
     held_cell(cells).set(tx, Some(held.clone()))?;
     Ok(done.then_some(held.request))
+}
+
+/// A person's `input` for a call of the tool `name`, checked against the tool's schema as
+/// the round offered it (when the dialog still has that catalog; the call checks again
+/// when it runs); why it does not fit.
+fn edited(cells: &DialogCells, name: &str, input: serde_json::Value) -> Result<serde_json::Value, String> {
+    if serde_json::to_vec(&input).map_or(true, |json| json.len() > MAX_OUTPUT_BYTES) {
+        return Err(format!("are larger than {} KiB", MAX_OUTPUT_BYTES >> 10));
+    }
+    let catalog = cells.catalog.latest();
+    match catalog.as_ref().and_then(|catalog| catalog.get(name)) {
+        Some(tool) => tool.check_arguments(input).map_err(|e| format!("do not fit: {e}")),
+        None => Ok(input),
+    }
+}
+
+/// The tools (display names) a person allowed to run without asking, in this
+/// conversation: the dialog's `allowed` output.
+pub(super) fn allowed_cell(cells: &DialogCells) -> Cell<Vec<String>> {
+    Cell::from_link(cells.base.child(super::DialogOutput::Allowed.key()))
+}
+
+/// Lets `tool`'s calls in this conversation run without asking.
+fn allow(tx: &Tx, cells: &DialogCells, tool: &str) -> trellis_runner::Result<()> {
+    let mut allowed = allowed_cell(cells).get(tx).unwrap_or_default();
+    if !allowed.iter().any(|t| t == tool) {
+        allowed.push(tool.to_string());
+    }
+    allowed_cell(cells).set(tx, allowed)
+}
+
+/// The event of the dialog's `disallow` stream: a tool's calls ask again.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Disallow {
+    /// The tool, by its display name (as `allowed` lists it).
+    pub tool: String,
+}
+
+/// The `disallow` handler: `tool`'s calls ask for approval again; an error when it was not
+/// allowed.
+pub(super) fn disallow(tx: &Tx, cells: &DialogCells, event: Disallow) -> trellis_runner::Result<()> {
+    let mut allowed = allowed_cell(cells).get(tx).unwrap_or_default();
+    let before = allowed.len();
+    allowed.retain(|t| *t != event.tool);
+    if allowed.len() == before {
+        let listed =
+            if allowed.is_empty() { "none is".to_string() } else { format!("allowed: {}", allowed.join(", ")) };
+        return Err(format!("`{}` was not allowed to run without asking ({listed})", event.tool).into());
+    }
+    allowed_cell(cells).set(tx, allowed)
 }
 
 /// Runs the last server phase of a call that waited for the client, with its `output`,

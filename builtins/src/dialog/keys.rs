@@ -90,11 +90,16 @@ pub enum DialogOutput {
     Notice,
     /// The messages sent while the reply runs, waiting to join the conversation.
     Queued,
+    /// The tools (display names) a person allowed to run without asking in this
+    /// conversation (an approval with `always`).
+    Allowed,
+    /// Stream: a tool's calls ask for approval again (`{"tool": NAME}`).
+    Disallow,
 }
 
 impl DialogOutput {
     /// The outputs a pattern built on the dialog re-exports at its top level.
-    pub const PUBLIC: [DialogOutput; 12] = [
+    pub const PUBLIC: [DialogOutput; 14] = [
         DialogOutput::AddMessage,
         DialogOutput::CancelGeneration,
         DialogOutput::Pending,
@@ -107,6 +112,8 @@ impl DialogOutput {
         DialogOutput::Compaction,
         DialogOutput::Notice,
         DialogOutput::Queued,
+        DialogOutput::Allowed,
+        DialogOutput::Disallow,
     ];
 
     /// The key under the dialog's location.
@@ -125,6 +132,8 @@ impl DialogOutput {
             DialogOutput::Compaction => "compaction",
             DialogOutput::Notice => "notice",
             DialogOutput::Queued => "queued",
+            DialogOutput::Allowed => "allowed",
+            DialogOutput::Disallow => "disallow",
         }
     }
 }

@@ -69,7 +69,7 @@ pub(crate) use cells::DialogCells;
 pub use compact::{estimate_tokens, Compaction, CONTEXT_BUDGET};
 pub use context::{READ_RESULT, TOOL_RESULT_CAP};
 pub use handle::DialogHandle;
-pub use interaction::{Interaction, Phase};
+pub use interaction::{Disallow, Interaction, Phase};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 pub use recover::{CUT_OFF, MAX_RESUMES};
@@ -359,6 +359,10 @@ impl Builtin for LlmDialog {
                 tx.after_commit(move |rt| request::start(shared, rt.clone(), cells, request, request::Begin::Resume));
             }
             Ok(())
+        })?;
+        let c = cells.clone();
+        b.handler(&format!("{key}/{}", DialogOutput::Disallow.key()), move |tx, event: Disallow| {
+            interaction::disallow(tx, &c, event)
         })?;
         // Stopping the charm stops its request too, as a cancel would.
         let shared = self.shared.clone();

@@ -96,6 +96,7 @@ pub(super) fn cut_round(
             approved: false,
             after_client: None,
             index: call.index,
+            edited: false,
         })
         .collect();
     let round = messages[..message].iter().rev().take_while(|m| m.role != Role::User).count() as u32 + 1;

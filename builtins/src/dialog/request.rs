@@ -416,6 +416,7 @@ async fn run(
                     approved: false,
                     after_client: None,
                     index,
+                    edited: false,
                 })
                 .collect(),
             client_rounds,

@@ -26,6 +26,12 @@ pub struct Resolve {
     /// When given, the [`Interaction::asked_at`](super::Interaction::asked_at) of the call
     /// meant: an answer for an earlier call that had the same id is refused.
     pub asked_at: Option<u64>,
+    /// With an approval: later calls of the same tool in this conversation run without
+    /// asking (until revoked, see the dialog's `allowed`).
+    pub always: bool,
+    /// With an approval: the arguments the call runs with instead of the model's (checked
+    /// against the tool's schema; the model is told they were changed).
+    pub input: Option<serde_json::Value>,
 }
 
 /// What an answer to a waiting call is.
@@ -54,7 +60,7 @@ pub enum Resolution {
 impl Resolve {
     /// An answer to `call_id`.
     pub fn new(call_id: impl Into<String>, resolution: Resolution) -> Resolve {
-        Resolve { call_id: call_id.into(), resolution, tool: None, asked_at: None }
+        Resolve { call_id: call_id.into(), resolution, tool: None, asked_at: None, always: false, input: None }
     }
 
     /// Approves `call_id`.
@@ -80,6 +86,18 @@ impl Resolve {
     /// The same answer, meant for the tool displayed `tool` only.
     pub fn for_tool(mut self, tool: impl Into<String>) -> Resolve {
         self.tool = Some(tool.into());
+        self
+    }
+
+    /// The same approval, for every later call of the tool in this conversation too.
+    pub fn always(mut self) -> Resolve {
+        self.always = true;
+        self
+    }
+
+    /// The same approval, with `input` as the call's arguments.
+    pub fn with_input(mut self, input: serde_json::Value) -> Resolve {
+        self.input = Some(input);
         self
     }
 
@@ -118,13 +136,24 @@ struct Wire {
     /// No answer came in time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     timed_out: bool,
+    /// With `approved`: allow the tool's later calls in this conversation without asking.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    always: bool,
+    /// With `approved`: the arguments to run the call with instead of the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    input: Option<serde_json::Value>,
 }
 
 impl TryFrom<Wire> for Resolve {
     type Error = String;
 
     fn try_from(wire: Wire) -> Result<Resolve, String> {
-        let Wire { call_id, approved, answer, output, reason, tool, asked_at, timed_out } = wire;
+        let Wire { call_id, approved, answer, output, reason, tool, asked_at, timed_out, always, input } = wire;
+        if (always || input.is_some()) && !approved {
+            return Err(format!(
+                "the answer to call `{call_id}` gives `always` or `input` without `approved`; they go with an approval"
+            ));
+        }
         let given = [approved, answer.is_some(), output.is_some(), timed_out].into_iter().filter(|&g| g).count();
         if given > 1 {
             return Err(format!(
@@ -145,14 +174,14 @@ impl TryFrom<Wire> for Resolve {
                 ))
             }
         };
-        Ok(Resolve { call_id, resolution, tool, asked_at })
+        Ok(Resolve { call_id, resolution, tool, asked_at, always, input })
     }
 }
 
 impl From<Resolve> for Wire {
     fn from(resolve: Resolve) -> Wire {
-        let Resolve { call_id, resolution, tool, asked_at } = resolve;
-        let wire = Wire { call_id, tool, asked_at, ..Wire::default() };
+        let Resolve { call_id, resolution, tool, asked_at, always, input } = resolve;
+        let wire = Wire { call_id, tool, asked_at, always, input, ..Wire::default() };
         match resolution {
             Resolution::Approved => Wire { approved: true, ..wire },
             Resolution::Denied { reason } => Wire { reason, ..wire },
@@ -197,6 +226,10 @@ mod tests {
                 json!({"call_id": "c", "timed_out": true, "reason": "60 s"}),
             ),
             (Resolve::new("c", Resolution::Denied { reason: None }), json!({"call_id": "c"})),
+            (
+                Resolve::approve("c").always().with_input(json!({"id": 2})),
+                json!({"call_id": "c", "approved": true, "always": true, "input": {"id": 2}}),
+            ),
         ];
         for (resolve, wire) in cases {
             assert_eq!(serde_json::to_value(&resolve).unwrap(), wire);
@@ -222,5 +255,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("a reason goes with a denial"), "{error}");
+        let error = serde_json::from_value::<Resolve>(json!({"call_id": "c", "reason": "r", "always": true}))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("they go with an approval"), "{error}");
     }
 }

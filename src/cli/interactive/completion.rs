@@ -12,7 +12,7 @@ use trellis_patterns::chatbot::Chatbot;
 
 /// The slash commands, as completed and listed by `/help`.
 pub const COMMANDS: &[&str] =
-    &["/help", "/tools", "/clear", "/model", "/usage", "/attach", "/approve", "/deny", "/answer", "/quit"];
+    &["/help", "/tools", "/clear", "/model", "/usage", "/attach", "/approve", "/disallow", "/deny", "/answer", "/quit"];
 
 /// Beginnings of model strings, completed after `/model `.
 const MODELS: &[&str] = &["offline", "scripted:", "openai:", "anthropic:", "ollama:"];

@@ -34,6 +34,7 @@ const HELP: &str = "Type a message; mention charms with @Name to give the model 
   /attach [FILE] send a file (an image, a PDF, a text file) with your next message;
                  without FILE, list what is attached
   /approve [CALL]        let a tool call that waits for your approval run
+  /disallow TOOL         a tool you allowed always (`a` at its question) asks again
   /deny [CALL] REASON    refuse it; the model is told why
   /answer [CALL] TEXT    answer the model's question (yes or no, or one of its options)
   /output [CALL] JSON    send a tool's client output yourself
@@ -130,7 +131,9 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
         }
     }
     let question = match waiting.kind {
-        InteractionKind::Approval => format!("approve {}? [y/N, or why not] ", safe_line(&waiting.tool)),
+        InteractionKind::Approval => {
+            format!("approve {}? [y/N, a = always in this chat, or why not] ", safe_line(&waiting.tool))
+        }
         InteractionKind::Question => "your answer: ".to_string(),
         InteractionKind::Confirmation => "yes or no: ".to_string(),
         InteractionKind::Choice => {
@@ -150,7 +153,8 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             Err(e) => return Err(e).context("cannot read from the terminal"),
         };
         let reply = match (waiting.kind, line.to_lowercase().as_str()) {
-            (InteractionKind::Approval, "y" | "yes") => Reply::Approve,
+            (InteractionKind::Approval, "y" | "yes") => Reply::APPROVE,
+            (InteractionKind::Approval, "a" | "always") => Reply::Approve { always: true, input: None },
             (InteractionKind::Approval, "" | "n" | "no") => Reply::Deny("no reason given".into()),
             (InteractionKind::Approval, _) => Reply::Deny(line),
             (_, "") => Reply::Deny("the user gave no answer".into()),
@@ -209,7 +213,7 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         }
         "/usage" => emit(&super::transcript::usage(&session.dialog().messages())),
         "/approve" => {
-            let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::Approve).await?;
+            let sent = session.resolve((!rest.is_empty()).then_some(rest), Reply::APPROVE).await?;
             return answered(session, sent).await;
         }
         "/deny" | "/answer" | "/output" => {
@@ -232,6 +236,10 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
         "/attach" => {
             chips.files.push(attach_file(std::path::Path::new(rest)).map_err(anyhow::Error::msg)?);
             emit(&chips.files_line());
+        }
+        "/disallow" => {
+            session.dialog().disallow(rest).await?;
+            emit(&format!("({} asks for approval again)", safe_line(rest)));
         }
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
         "/model" => {

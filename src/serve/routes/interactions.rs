@@ -18,13 +18,15 @@ use crate::serve::limits::Body;
 use crate::serve::Server;
 use crate::session::Reply;
 
-/// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"deny": "why"}`,
-/// `{"answer": "text"}` or `{"output": JSON}`.
+/// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"approve_with": {"always",
+/// "input"}}`, `{"deny": "why"}`, `{"answer": "text"}` or `{"output": JSON}`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     /// Let a call waiting for approval run.
     Approve,
+    /// Let it run, and maybe the tool's later calls too, or with other arguments.
+    ApproveWith(ApproveWith),
     /// Refuse it, or decline to answer; the reason is told to the model.
     Deny(String),
     /// Answer a question (text), a confirmation (yes or no) or a choice (an option).
@@ -32,6 +34,19 @@ pub enum Resolution {
     /// The output of a client execution (checked against the tool's output schema, then
     /// by its server phase), or the acknowledgement of a display effect.
     Output(serde_json::Value),
+}
+
+/// An approval that says more than yes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveWith {
+    /// Later calls of the same tool in this conversation run without asking.
+    #[serde(default)]
+    pub always: bool,
+    /// The arguments to run the call with instead of the model's (checked against the
+    /// tool's schema; the model is told they were changed).
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
 }
 
 /// `GET /api/interactions`.
@@ -59,7 +74,8 @@ pub async fn resolve(
         ));
     }
     let reply = match answer {
-        Resolution::Approve => Reply::Approve,
+        Resolution::Approve => Reply::APPROVE,
+        Resolution::ApproveWith(ApproveWith { always, input }) => Reply::Approve { always, input },
         Resolution::Deny(reason) => Reply::Deny(reason),
         Resolution::Answer(text) => Reply::Answer(text),
         Resolution::Output(output) => Reply::Output(output),
