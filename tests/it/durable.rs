@@ -127,3 +127,46 @@ fn an_mcp_call_cut_off_by_the_kill_runs_again_when_its_tool_may_repeat() {
         "marked read-only and idempotent: ran again: {result}"
     );
 }
+
+/// `trellis serve` killed while the model streams: the next `trellis serve` on the space
+/// goes on with the reply as it starts, and the page's state shows the cut reply and the
+/// answer after it.
+#[test]
+fn a_server_goes_on_with_the_reply_its_killed_predecessor_left() {
+    let s = common::space();
+    let provider = Provider::start(vec![Reply::Slow, Reply::Text("Served again.".into())]);
+    let env =
+        [("OPENAI_API_KEY", "not-checked"), ("OPENAI_BASE_URL", provider.url.as_str()), ("NO_PROXY", "127.0.0.1")];
+    {
+        let c = crate::serve::client_with(&s.path, &[], &env);
+        c.ok("PUT", "/api/chat/model", Some(json!({"model": "openai:loopback"})), 204);
+        c.ok("POST", "/api/chat/messages", Some(json!({"text": "hello"})), 202);
+        let started = Instant::now();
+        while provider.received().len() < 1 {
+            assert!(started.elapsed() < ARRIVAL, "the request never reached the model");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(800));
+    } // dropped: killed (SIGKILL)
+    let c = crate::serve::client_with(&s.path, &[], &env);
+    let started = Instant::now();
+    let chat = loop {
+        let chat = c.ok("GET", "/api/chat", None, 200);
+        if chat["pending"] == false && chat["messages"].as_array().is_some_and(|m| m.len() >= 3) {
+            break chat;
+        }
+        assert!(started.elapsed() < ARRIVAL, "the reply did not go on: {chat}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let texts: Vec<String> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts[0], "hello");
+    assert!(texts[1].ends_with("[cut off: the process stopped here]"), "{texts:?}");
+    assert_eq!(texts[2], "Served again.");
+    assert_eq!(provider.received().len(), 2);
+}
