@@ -198,6 +198,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             delete(chat::detach),
         ),
         endpoint(
+            "delete",
+            "/api/chat/allowed/{tool}",
+            "disallowTool",
+            "Make a tool that runs without asking (`allowed` of the chat) ask for approval again",
+            None,
+            Nothing,
+            delete(chat::disallow),
+        ),
+        endpoint(
             "get",
             "/api/chat/events",
             "chatEvents",

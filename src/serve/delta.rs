@@ -42,6 +42,7 @@ pub struct SentChat {
     interactions: u64,
     attachments: u64,
     tools: u64,
+    allowed: u64,
     compaction: u64,
     result: u64,
 }
@@ -55,6 +56,7 @@ impl SentChat {
             interactions: digest(&state.interactions),
             attachments: digest(&state.attachments),
             tools: digest(&state.tools),
+            allowed: digest(&state.allowed),
             compaction: digest(&state.compaction),
             result: digest(&state.result),
         }
@@ -73,6 +75,7 @@ impl SentChat {
             && !changed(self.interactions, sent.interactions)
             && !changed(self.attachments, sent.attachments)
             && !changed(self.tools, sent.tools)
+            && !changed(self.allowed, sent.allowed)
             && !changed(self.compaction, sent.compaction)
             && !changed(self.result, sent.result)
         {
@@ -89,6 +92,7 @@ impl SentChat {
             interactions: changed(self.interactions, sent.interactions).then_some(now.interactions),
             attachments: changed(self.attachments, sent.attachments).then_some(now.attachments),
             tools: changed(self.tools, sent.tools).then_some(now.tools),
+            allowed: changed(self.allowed, sent.allowed).then_some(now.allowed),
             compaction: changed(self.compaction, sent.compaction).then_some(now.compaction),
             result: changed(self.result, sent.result).then_some(now.result),
         };
@@ -143,6 +147,7 @@ mod tests {
             result: None,
             notice: None,
             queued: Vec::new(),
+            allowed: Vec::new(),
             file_limits: FileSizes { per_file: 1, per_message: 2 },
         }
     }
@@ -154,7 +159,11 @@ mod tests {
         let change = sent.change(state(&["a", "b", "c"], true)).expect("a change");
         assert_eq!((change.from, change.messages.len(), change.pending), (2, 1, true));
         assert!(change.tools.is_none() && change.attachments.is_none() && change.interactions.is_none());
-        assert!(change.compaction.is_none() && change.result.is_none());
+        assert!(change.compaction.is_none() && change.result.is_none() && change.allowed.is_none());
+        let mut allowing = state(&["a", "b", "c"], true);
+        allowing.allowed = vec!["Notes.delete".into()];
+        let allowed = sent.change(allowing).expect("a change");
+        assert_eq!((allowed.allowed, allowed.messages.len()), (Some(vec!["Notes.delete".to_string()]), 0));
         let mut compacted = state(&["a", "b", "c"], false);
         compacted.compaction = Some(Compacted { upto: 2, summary: "a and b".into() });
         let change = sent.change(compacted).expect("a change");

@@ -33,6 +33,7 @@ mod plugin;
 mod reference_charms;
 mod restart;
 mod serve;
+mod serve_approvals;
 mod serve_browser;
 mod serve_files;
 mod serve_openapi;

@@ -196,7 +196,7 @@ fn operations(served: &Served) -> Vec<(String, String)> {
     let mut all = Vec::new();
     for (path, methods) in doc["paths"].as_object().unwrap() {
         let path = path.replace("{charm}", "Counter").replace("{handler}", "increment").replace("{call}", "x");
-        let path = path.replace("{name}", "Counter").replace("{id}", "x").replace("{doc}", "x");
+        let path = path.replace("{name}", "Counter").replace("{id}", "x").replace("{doc}", "x").replace("{tool}", "x");
         for method in methods.as_object().unwrap().keys() {
             all.push((method.to_uppercase(), path.clone()));
         }

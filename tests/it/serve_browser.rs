@@ -1,7 +1,9 @@
 //! The web chat of `trellis serve`, end to end in headless Chromium from Debian's packages,
 //! driven by Playwright (PyPI) pointed at that Chromium: the @-popup, a tool call inline
 //! and the counter changing in the panel, an approval answered in the page and seen
-//! resolved in a second tab, a question answered, Stop cancelling a slow reply; an
+//! resolved in a second tab, a question answered, Stop cancelling a slow reply; approvals
+//! with edited arguments, "always allow" and "ask again", and a message sent while a reply
+//! streams waiting for it (until Stop); an
 //! installed plugin's tool run by the page, in a Web Worker, its result inline; and files:
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
 //! conversation was compacted, the value a reply ended with.
@@ -82,6 +84,19 @@ fn the_web_chat_in_a_real_browser() {
     let served = server::Served::start(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
     let shots = browse("chat.py", &served, &[]);
     for step in ["01-mention-popup", "03-tool-call-and-panel", "06-second-tab-resolved", "09-stopped"] {
+        assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
+    }
+}
+
+#[test]
+fn approvals_and_messages_while_a_reply_runs_in_a_real_browser() {
+    let s = common::space();
+    let slow = slow_model::server();
+    let served = server::Served::start(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
+    let shots = browse("approvals.py", &served, &[]);
+    for step in
+        ["31-arguments-refused", "33-allowed-ran-without-asking", "34-asks-again", "35-message-waits-for-the-reply"]
+    {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
 }

@@ -60,7 +60,10 @@ function displayName(wire) {
 function resultText(output) {
   if (output.type === "json") {
     const summary = output.value && output.value.summary;
-    return typeof summary === "string" ? summary : JSON.stringify(output.value);
+    // A summary leaves out the rest of the result: not that the person edited the call.
+    const edited = output.value && output.value.arguments_changed;
+    if (typeof summary !== "string") return JSON.stringify(output.value);
+    return typeof edited === "string" ? `${summary} (${edited})` : summary;
   }
   return output.type === "error-text" ? `error: ${output.value}` : String(output.value);
 }
@@ -116,8 +119,41 @@ function renderMessages() {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
-function resolve(call, answer) {
-  return reporting(api("POST", `/api/interactions/${encodeURIComponent(call)}/resolve`, answer));
+// Answers a waiting call; a refusal (an edited input that does not fit the tool, a
+// call another tab answered) is said in the prompt it came from.
+function resolve(call, answer, problem) {
+  problem.hidden = true;
+  return api("POST", `/api/interactions/${encodeURIComponent(call)}/resolve`, answer).catch((error) => {
+    problem.textContent = error.message;
+    problem.hidden = false;
+  });
+}
+
+// The approval's controls: Approve, Always allow, Deny, and the arguments to edit.
+function approvalControls(interaction, answer, deny, reason, problem) {
+  const call = interaction.call_id;
+  const args = el("textarea", { class: "arguments", rows: "4", spellcheck: "false", "aria-label": `arguments of ${interaction.tool}` });
+  args.value = JSON.stringify(interaction.arguments, null, 2);
+  const runEdited = () => {
+    let input;
+    try {
+      input = JSON.parse(args.value);
+    } catch (error) {
+      problem.textContent = `The arguments are not JSON (${error.message}): fix them, or approve the model's as they are.`;
+      problem.hidden = false;
+      return;
+    }
+    answer({ approve_with: { input } });
+  };
+  return [
+    el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
+    el("button", { type: "button", onclick: () => answer("approve") }, "Approve"),
+    el("button", { type: "button", title: `${interaction.tool} runs without asking from now on in this conversation`,
+      onclick: () => answer({ approve_with: { always: true } }) }, `Always allow ${interaction.tool}`),
+    deny, reason,
+    el("details", { class: "edit" }, el("summary", {}, "Edit arguments"), args,
+      el("button", { type: "button", onclick: runEdited }, "Run with these arguments")),
+  ];
 }
 
 function prompt(interaction) {
@@ -127,37 +163,65 @@ function prompt(interaction) {
       `running ${interaction.tool} (plugin ${pluginTools.get(interaction.tool).plugin.name}) in this page…`);
   }
   const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
+  const problem = el("div", { class: "problem", role: "alert", hidden: "" });
+  const answer = (reply) => resolve(call, reply, problem);
   const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
-  const deny = el("button", { type: "button", onclick: () => resolve(call, { deny: reason.value || "no reason given" }) }, "Deny");
+  const deny = el("button", { type: "button", onclick: () => answer({ deny: reason.value || "no reason given" }) }, "Deny");
   switch (interaction.kind) {
     case "approval":
-      box.append(
-        el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
-        el("button", { type: "button", onclick: () => resolve(call, "approve") }, "Approve"), deny, reason);
+      box.append(...approvalControls(interaction, answer, deny, reason, problem));
       break;
     case "confirmation":
       box.append(el("div", { class: "ask" }, interaction.prompt),
-        el("button", { type: "button", onclick: () => resolve(call, { answer: "yes" }) }, "Yes"),
-        el("button", { type: "button", onclick: () => resolve(call, { answer: "no" }) }, "No"));
+        el("button", { type: "button", onclick: () => answer({ answer: "yes" }) }, "Yes"),
+        el("button", { type: "button", onclick: () => answer({ answer: "no" }) }, "No"));
       break;
     case "choice":
       box.append(el("div", { class: "ask" }, interaction.prompt),
         ...interaction.options.map((option) =>
-          el("button", { type: "button", onclick: () => resolve(call, { answer: option }) }, option)));
+          el("button", { type: "button", onclick: () => answer({ answer: option }) }, option)));
       break;
     default: {
-      const answer = el("input", { type: "text", "aria-label": "your answer" });
-      const send = () => answer.value.trim() && resolve(call, { answer: answer.value });
-      answer.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
-      box.append(el("div", { class: "ask" }, interaction.prompt), answer,
+      const text = el("input", { type: "text", "aria-label": "your answer" });
+      const send = () => text.value.trim() && answer({ answer: text.value });
+      text.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+      box.append(el("div", { class: "ask" }, interaction.prompt), text,
         el("button", { type: "button", onclick: send }, "Answer"));
     }
   }
+  box.append(problem);
   return box;
 }
 
+// A call's prompt stays the same element while it waits, so what the person typed in it
+// (edited arguments, a reason) outlives the changes that render the page again.
+const prompts = new Map(); // call id -> its prompt
+
 function renderPrompts() {
-  $("#prompts").replaceChildren(...chat.interactions.map(prompt));
+  const shown = chat.interactions.map((interaction) => {
+    const kept = prompts.get(interaction.call_id);
+    // A plugin's call becomes a "running" note once the plugins are known.
+    const box = kept && kept.classList.contains("running") === isPluginCall(interaction) ? kept : prompt(interaction);
+    prompts.set(interaction.call_id, box);
+    return box;
+  });
+  for (const call of prompts.keys()) {
+    if (!chat.interactions.some((interaction) => interaction.call_id === call)) prompts.delete(call);
+  }
+  $("#prompts").replaceChildren(...shown);
+}
+
+// The tools an approval allowed always: each can be made to ask again.
+function renderAllowed() {
+  const allowed = chat.allowed || [];
+  const box = $("#allowed");
+  box.hidden = allowed.length === 0;
+  box.replaceChildren(el("span", {}, "Run without asking:"), ...allowed.map((tool) =>
+    el("span", { class: "chip", "data-tool": tool }, tool,
+      el("button", {
+        type: "button", title: `${tool} asks for approval again`,
+        onclick: () => reporting(api("DELETE", `/api/chat/allowed/${encodeURIComponent(tool)}`)),
+      }, "ask again"))));
 }
 
 function renderChips() {
@@ -268,6 +332,7 @@ function render() {
   $("#stop").disabled = !chat.pending;
   renderMessages();
   renderPrompts();
+  renderAllowed();
   renderChips();
   renderTools();
   renderPanel();
@@ -280,7 +345,8 @@ function render() {
 function changed(change) {
   if (!chat || change.from > chat.messages.length) return false;
   chat.messages.splice(change.from, Infinity, ...change.messages);
-  for (const key of ["model", "pending", "error", "notice", "queued", "interactions", "attachments", "tools", "compaction", "result"]) {
+  for (const key of ["model", "pending", "error", "notice", "queued", "interactions", "attachments", "tools", "allowed",
+    "compaction", "result"]) {
     if (key in change) chat[key] = change[key];
   }
   return true;

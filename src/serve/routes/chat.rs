@@ -49,13 +49,18 @@ pub struct ChatState {
     pub notice: Option<String>,
     /// The messages sent while the reply runs, waiting for it to reach them.
     pub queued: Vec<Message>,
+    /// The tools (display names) whose calls run without asking for approval in this
+    /// conversation (an approval said "always"); `DELETE /api/chat/allowed/{tool}` makes
+    /// one ask again.
+    pub allowed: Vec<String>,
     /// How large the files of a message may be.
     pub file_limits: FileSizes,
 }
 
 /// A change of the conversation, on its events after the first `chat` (which is all of it):
 /// `messages` replace those from index `from` on (the ones before are as sent); the model,
-/// `pending`, `error`, `notice` and `queued` come each time, the other fields only when they changed
+/// `pending`, `error`, `notice` and `queued` come each time, the other fields (`allowed`
+/// too) only when they changed
 /// (`null` for "none now"); `file_limits` never change.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ChatChange {
@@ -82,6 +87,9 @@ pub struct ChatChange {
     /// The tools the model has, when they changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<ActiveTool>>,
+    /// The tools that run without asking, when they changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<Vec<String>>,
     /// Where the conversation was compacted, when that changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Option<Compacted>>,
@@ -220,6 +228,7 @@ pub fn state(server: &Server) -> ChatState {
         result: chat.result().filter(|value| !value.is_null()),
         notice: dialog.notice(),
         queued: dialog.queued(),
+        allowed: dialog.allowed(),
         file_limits: FileSizes { per_file: limits.per_part, per_message: limits.per_message },
     }
 }
@@ -312,6 +321,22 @@ pub async fn detach(State(server): State<Server>, Path(name): Path<String>) -> R
         return Err(ApiError::not_found(format!("no charm is attached as `{name}`")));
     }
     chat.detach(&name).await?;
+    Ok(DONE)
+}
+
+/// `DELETE /api/chat/allowed/{tool}`: the tool's calls ask for approval again (a tool
+/// not in `allowed` is not found, saying which are).
+pub async fn disallow(State(server): State<Server>, Path(tool): Path<String>) -> Result<StatusCode, ApiError> {
+    let dialog = server.chat().dialog();
+    let allowed = dialog.allowed();
+    if !allowed.contains(&tool) {
+        let listed =
+            if allowed.is_empty() { "none is".to_string() } else { format!("allowed: {}", allowed.join(", ")) };
+        return Err(ApiError::not_found(format!(
+            "`{tool}` does not run without asking ({listed}); an approval with \"always\" allows a tool"
+        )));
+    }
+    dialog.disallow(&tool).await?;
     Ok(DONE)
 }
 
