@@ -13,6 +13,7 @@ use super::Server;
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const FILES: &str = include_str!("assets/files.js");
+const PROMPTS: &str = include_str!("assets/prompts.js");
 const STYLE: &str = include_str!("assets/style.css");
 const WORKER: &str = include_str!("assets/plugin-worker.js");
 
@@ -49,12 +50,13 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// The page's routes: `/`, `/app.js`, `/files.js`, `/style.css`, `/plugin-worker.js`.
+/// The page's routes: `/`, `/app.js`, `/files.js`, `/prompts.js`, `/style.css`, `/plugin-worker.js`.
 pub fn routes() -> axum::Router<Server> {
     axum::Router::new()
         .route("/", get(index))
         .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/files.js", get(|| async { asset("text/javascript; charset=utf-8", FILES) }))
+        .route("/prompts.js", get(|| async { asset("text/javascript; charset=utf-8", PROMPTS) }))
         .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
         .route("/plugin-worker.js", get(|| async { asset("text/javascript; charset=utf-8", WORKER) }))
 }

@@ -1,0 +1,111 @@
+// The prompts of the chat page: the calls waiting for a person (approvals, with Always
+// allow and edited arguments; questions, confirmations, choices), and the tools allowed to
+// run without asking. Loaded before app.js, whose `el`, `$`, `api`, `reporting`, `chat`
+// and plugin calls it uses once the page runs. What a tool or model says is data: it
+// reaches the page as text and attribute values only.
+"use strict";
+
+// Answers a waiting call; a refusal (an edited input that does not fit the tool, a
+// call another tab answered) is said in the prompt it came from.
+function resolve(call, answer, problem) {
+  problem.hidden = true;
+  return api("POST", `/api/interactions/${encodeURIComponent(call)}/resolve`, answer).catch((error) => {
+    problem.textContent = error.message;
+    problem.hidden = false;
+  });
+}
+
+// The approval's controls: Approve, Always allow, Deny, and the arguments to edit.
+function approvalControls(interaction, answer, deny, reason, problem) {
+  const call = interaction.call_id;
+  const args = el("textarea", { class: "arguments", rows: "4", spellcheck: "false", "aria-label": `arguments of ${interaction.tool}` });
+  args.value = JSON.stringify(interaction.arguments, null, 2);
+  const runEdited = () => {
+    let input;
+    try {
+      input = JSON.parse(args.value);
+    } catch (error) {
+      problem.textContent = `The arguments are not JSON (${error.message}): fix them, or approve the model's as they are.`;
+      problem.hidden = false;
+      return;
+    }
+    answer({ approve_with: { input } });
+  };
+  return [
+    el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
+    el("button", { type: "button", onclick: () => answer("approve") }, "Approve"),
+    el("button", { type: "button", title: `${interaction.tool} runs without asking from now on in this conversation`,
+      onclick: () => answer({ approve_with: { always: true } }) }, `Always allow ${interaction.tool}`),
+    deny, reason,
+    el("details", { class: "edit" }, el("summary", {}, "Edit arguments"), args,
+      el("button", { type: "button", onclick: runEdited }, "Run with these arguments")),
+  ];
+}
+
+function prompt(interaction) {
+  const call = interaction.call_id;
+  if (isPluginCall(interaction)) {
+    return el("div", { class: "prompt running", "data-call": call, "data-kind": interaction.kind },
+      `running ${interaction.tool} (plugin ${pluginTools.get(interaction.tool).plugin.name}) in this page…`);
+  }
+  const box = el("div", { class: "prompt", "data-call": call, "data-kind": interaction.kind });
+  const problem = el("div", { class: "problem", role: "alert", hidden: "" });
+  const answer = (reply) => resolve(call, reply, problem);
+  const reason = el("input", { type: "text", placeholder: "why not (optional)", "aria-label": "reason" });
+  const deny = el("button", { type: "button", onclick: () => answer({ deny: reason.value || "no reason given" }) }, "Deny");
+  switch (interaction.kind) {
+    case "approval":
+      box.append(...approvalControls(interaction, answer, deny, reason, problem));
+      break;
+    case "confirmation":
+      box.append(el("div", { class: "ask" }, interaction.prompt),
+        el("button", { type: "button", onclick: () => answer({ answer: "yes" }) }, "Yes"),
+        el("button", { type: "button", onclick: () => answer({ answer: "no" }) }, "No"));
+      break;
+    case "choice":
+      box.append(el("div", { class: "ask" }, interaction.prompt),
+        ...interaction.options.map((option) =>
+          el("button", { type: "button", onclick: () => answer({ answer: option }) }, option)));
+      break;
+    default: {
+      const text = el("input", { type: "text", "aria-label": "your answer" });
+      const send = () => text.value.trim() && answer({ answer: text.value });
+      text.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+      box.append(el("div", { class: "ask" }, interaction.prompt), text,
+        el("button", { type: "button", onclick: send }, "Answer"));
+    }
+  }
+  box.append(problem);
+  return box;
+}
+
+// A call's prompt stays the same element while it waits, so what the person typed in it
+// (edited arguments, a reason) outlives the changes that render the page again.
+const prompts = new Map(); // call id -> its prompt
+
+function renderPrompts() {
+  const shown = chat.interactions.map((interaction) => {
+    const kept = prompts.get(interaction.call_id);
+    // A plugin's call becomes a "running" note once the plugins are known.
+    const box = kept && kept.classList.contains("running") === isPluginCall(interaction) ? kept : prompt(interaction);
+    prompts.set(interaction.call_id, box);
+    return box;
+  });
+  for (const call of prompts.keys()) {
+    if (!chat.interactions.some((interaction) => interaction.call_id === call)) prompts.delete(call);
+  }
+  $("#prompts").replaceChildren(...shown);
+}
+
+// The tools an approval allowed always: each can be made to ask again.
+function renderAllowed() {
+  const allowed = chat.allowed || [];
+  const box = $("#allowed");
+  box.hidden = allowed.length === 0;
+  box.replaceChildren(el("span", {}, "Run without asking:"), ...allowed.map((tool) =>
+    el("span", { class: "chip", "data-tool": tool }, tool,
+      el("button", {
+        type: "button", title: `${tool} asks for approval again`,
+        onclick: () => reporting(api("DELETE", `/api/chat/allowed/${encodeURIComponent(tool)}`)),
+      }, "ask again"))));
+}
