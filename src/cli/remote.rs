@@ -94,6 +94,21 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             } else {
                 emit(&waiting(&waiting_now, &resolve_how()));
             }
+            let chat = get(&["api", "chat"]).await?;
+            let allowed: Vec<String> = chat["allowed"]
+                .as_array()
+                .map(|all| all.iter().filter_map(|t| t.as_str()).map(|t| safe_line(t).into_owned()).collect())
+                .unwrap_or_default();
+            if !format.json && !allowed.is_empty() {
+                let how = format!("{} resolve --disallow TOOL", crate::program::name());
+                emit(&format!("allowed without asking in this chat: {} (`{how}` asks again)", allowed.join(", ")));
+            }
+        }
+        Command::Resolve { disallow: Some(tool), chatbot: None, .. } => {
+            remote.call(Method::DELETE, &["api", "chat", "allowed", &tool], None).await?;
+            if !format.json {
+                emit(&format!("{} asks for approval again", safe_line(&tool)));
+            }
         }
         Command::Resolve {
             call,

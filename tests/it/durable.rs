@@ -142,7 +142,7 @@ fn a_server_goes_on_with_the_reply_its_killed_predecessor_left() {
         c.ok("PUT", "/api/chat/model", Some(json!({"model": "openai:loopback"})), 204);
         c.ok("POST", "/api/chat/messages", Some(json!({"text": "hello"})), 202);
         let started = Instant::now();
-        while provider.received().len() < 1 {
+        while provider.received().is_empty() {
             assert!(started.elapsed() < ARRIVAL, "the request never reached the model");
             std::thread::sleep(Duration::from_millis(20));
         }

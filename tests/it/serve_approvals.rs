@@ -5,6 +5,7 @@
 use crate::common;
 use crate::common::server::Events;
 use crate::serve::{client, Client};
+use common::Finish;
 
 use serde_json::{json, Value};
 
@@ -77,8 +78,14 @@ fn approvals_with_other_arguments_or_always_and_a_tool_made_to_ask_again() {
     });
     assert_eq!(titles(&c), ["tea", "bread"]);
 
-    // Asked again: the route takes it out of `allowed`, and the next call waits.
-    c.ok("DELETE", "/api/chat/allowed/Notes.delete", None, 204);
+    // The command line, while the server holds the space, lists it and asks again through
+    // the route, which takes it out of `allowed`; the next call waits.
+    let cli = |args: &[&str]| common::trellis(&s.path).args(args).finish();
+    let pending = cli(&["pending"]);
+    let listed = String::from_utf8_lossy(&pending.stdout).into_owned();
+    assert!(listed.contains("allowed without asking in this chat: Notes.delete"), "{listed}");
+    let asked = cli(&["resolve", "--disallow", "Notes.delete"]);
+    assert!(String::from_utf8_lossy(&asked.stdout).contains("Notes.delete asks for approval again"), "{asked:?}");
     assert_eq!(events.until("chat", |s| s["allowed"] == json!([]))["allowed"], json!([]));
     let again = c.call("DELETE", "/api/chat/allowed/Notes.delete", None);
     assert_eq!(again.status, 404, "{}", again.body);

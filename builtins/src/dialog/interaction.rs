@@ -267,7 +267,7 @@ pub(super) fn resolve(
         (InteractionKind::Approval, Resolution::Approved) => {
             if let Some(input) = &answer.input {
                 call.input = edited(cells, &call.name, input.clone()).map_err(|why| {
-                    format!("the arguments given for call `{}` {why}; nothing was approved", answer.call_id)
+                    format!("nothing was approved: the arguments given for call `{}` {why}", answer.call_id)
                 })?;
                 call.edited = true;
             }
@@ -321,7 +321,10 @@ fn edited(cells: &DialogCells, name: &str, input: serde_json::Value) -> Result<s
     }
     let catalog = cells.catalog.latest();
     match catalog.as_ref().and_then(|catalog| catalog.get(name)) {
-        Some(tool) => tool.check_arguments(input).map_err(|e| format!("do not fit: {e}")),
+        Some(tool) => tool.check_arguments(input).map_err(|e| {
+            let text = e.to_string();
+            format!("do not fit ({}); give them again", text.strip_suffix(crate::invoke::CALL_AGAIN).unwrap_or(&text))
+        }),
         None => Ok(input),
     }
 }

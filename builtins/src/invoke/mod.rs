@@ -309,10 +309,9 @@ impl Tool {
         })?;
         match violations(validator, &arguments) {
             None => Ok(arguments),
-            Some(listed) => Err(ToolError::new(format!(
-                "invalid arguments for `{}`: {listed}. Nothing was run; call it again with arguments that match its input schema.",
-                self.display
-            ))),
+            Some(listed) => {
+                Err(ToolError::new(format!("invalid arguments for `{}`: {listed}.{CALL_AGAIN}", self.display)))
+            }
         }
     }
 
@@ -439,6 +438,10 @@ async fn send_within(
         )),
     }
 }
+
+/// What a model reads after its arguments' violations (a person who gave them is told
+/// otherwise).
+pub(crate) const CALL_AGAIN: &str = " Nothing was run; call it again with arguments that match its input schema.";
 
 /// Why a call of `tool` that would wait cannot, where nothing waits (MCP, `charm send`).
 fn waits_here(tool: &str, waiting: &Waiting) -> String {
