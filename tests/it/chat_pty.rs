@@ -192,7 +192,7 @@ fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     // An approval, answered at its own prompt.
     t.send("@Notes delete note 1\r");
     t.expect("waiting for your approval: Notes.delete");
-    t.expect("approve Notes.delete? [y/N, or why not] ");
+    t.expect("approve Notes.delete? [y/N, a = always in this chat, or why not] ");
     t.send("not that one\r");
     t.expect("the user denied this call: not that one");
     t.expect("> ");
@@ -209,12 +209,28 @@ fn calls_waiting_for_the_user_are_asked_about_at_the_prompt() {
     t.expect("> ");
     // Ctrl-C at the question leaves the call waiting for a command.
     t.send("@Notes delete note 1\r");
-    t.expect("approve Notes.delete? [y/N, or why not] ");
+    t.expect("approve Notes.delete? [y/N, a = always in this chat, or why not] ");
     t.send("\u{3}");
     t.expect("(left waiting");
     t.expect("> ");
     t.send("/deny keep it\r");
     t.expect("the user denied this call: keep it");
+    t.expect("> ");
+    // `a` allows the tool always: its next call runs without a question, until /disallow.
+    t.send("@Notes delete note 1\r");
+    t.expect("approve Notes.delete? [y/N, a = always in this chat, or why not] ");
+    t.send("a\r");
+    t.expect("> ");
+    let before = t.consumed;
+    t.send("@Notes delete note 2\r");
+    t.expect("← ");
+    t.expect("> ");
+    assert!(!t.text()[before..t.consumed].contains("approve Notes.delete?"), "it asked: {}", t.text());
+    t.send("/disallow Notes.delete\r");
+    t.expect("(Notes.delete asks for approval again)");
+    t.send("@Notes delete note 3\r");
+    t.expect("approve Notes.delete? [y/N, a = always in this chat, or why not] ");
+    t.send("\r");
     t.expect("> ");
     t.send("\u{4}"); // Ctrl-D
     assert_eq!(t.exit_code(), 0);

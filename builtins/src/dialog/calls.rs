@@ -9,7 +9,7 @@ use super::recover;
 use super::request::{input, is_current};
 use super::{DialogCells, DialogInput, RequestId, Shared};
 use crate::ask::InteractionKind;
-use crate::catalog::{Catalog, Tool, ToolTarget};
+use crate::catalog::{Catalog, ToolTarget};
 use crate::invoke::{Approved, Invocation, Step, Waiting};
 use crate::message::{Message, ToolOutput};
 
@@ -166,16 +166,19 @@ async fn one_step(
     if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
         return Ok(Step::Done(read_result(rt, cells, &call.input)?));
     }
-    // Approved now, or its tool allowed in this conversation.
-    let allowed = catalog
-        .get(&call.name)
-        .is_some_and(|tool| interaction::allowed_cell(cells).get(rt).unwrap_or_default().contains(&tool.display));
+    let tool = catalog.get(&call.name);
+    // Approved now, or a tool that asks allowed in this conversation.
+    let asks = tool.is_some_and(|tool| tool.approval_for(&call.input).is_some());
+    let allowed = asks
+        && tool
+            .is_some_and(|tool| interaction::allowed_cell(cells).get(rt).unwrap_or_default().contains(&tool.display));
     let approval = (call.approved || allowed).then(Approved::by_the_user);
-    // A handler records that it ran; a call outside the space that could have an effect
-    // is marked before it starts (see `recover`).
+    // A handler records that it ran; a call outside the space that could have an effect,
+    // and runs now (rather than waiting for a person or the client), is marked before it
+    // starts (see `recover`).
     let receipt = recover::receipt(cells, message, call.index);
-    let outside =
-        catalog.get(&call.name).is_some_and(|tool| !tool.repeatable() && runs_now(tool, &call.input, &approval));
+    let runs_now = approval.is_some() || !asks;
+    let outside = tool.is_some_and(|tool| !tool.repeatable() && !matches!(tool.target, ToolTarget::Client) && runs_now);
     if outside {
         recover::mark_started(rt, cells, message, call.index)?;
     }
@@ -195,11 +198,6 @@ fn told_edited(output: ToolOutput, input: &serde_json::Value) -> ToolOutput {
         ToolOutput::ErrorText(text) => ToolOutput::ErrorText(format!("({note}) {text}")),
         other => ToolOutput::Text(format!("({note}) {}", other.as_text())),
     }
-}
-
-/// Whether a call of `tool` runs now, rather than waiting for a person or the client.
-fn runs_now(tool: &Tool, input: &serde_json::Value, approval: &Option<Approved>) -> bool {
-    !matches!(tool.target, ToolTarget::Client) && (approval.is_some() || tool.approval_for(input).is_none())
 }
 
 /// Rounds of a request that may wait for the client when `max_tool_rounds` is not given.

@@ -99,7 +99,7 @@ pub(super) fn cut_round(
             edited: false,
         })
         .collect();
-    let round = messages[..message].iter().rev().take_while(|m| m.role != Role::User).count() as u32 + 1;
+    let round = answers_since_asked(&messages[..message]) + 1;
     let mut held = Held { request: id, round, calls, client_rounds: 0, message };
     answer_cut(rt, cells, catalog, &mut held);
     (!held.calls.is_empty()).then_some(held)
@@ -114,6 +114,13 @@ pub(super) fn answer_cut(rt: &Runtime, cells: &DialogCells, catalog: &Catalog, h
             call.output = Some(ToolOutput::ErrorText(UNKNOWN_EFFECT.into()));
         }
     }
+}
+
+/// How many answers the model gave since the person's last message: the rounds of the
+/// request so far.
+pub(super) fn answers_since_asked(messages: &[Message]) -> u32 {
+    let since = messages.iter().rev().take_while(|m| m.role != Role::User);
+    since.filter(|m| m.role == Role::Assistant).count() as u32
 }
 
 /// The assistant message that keeps the streamed text of a reply a stop cut off.

@@ -253,10 +253,7 @@ async fn recover(shared: &Shared, rt: &Runtime, cells: &DialogCells, id: Request
             true => run(shared, rt, cells, id, held.round + 1, held.client_rounds).await,
             false => Ok(()),
         },
-        None => {
-            let answers = messages.iter().rev().take_while(|m| m.role != Role::User).count() as u32;
-            run(shared, rt, cells, id, answers + 1, 0).await
-        }
+        None => run(shared, rt, cells, id, super::recover::answers_since_asked(&messages) + 1, 0).await,
     }
 }
 
