@@ -130,42 +130,19 @@ pub(super) fn cut_reply(partial: &str) -> Option<Message> {
 
 #[cfg(test)]
 mod tests {
-    use std::pin::Pin;
     use std::sync::Arc;
     use std::time::Duration;
 
-    use parking_lot::Mutex;
     use serde_json::json;
     use trellis_runner::{DocId, Pattern};
 
     use super::*;
+    use crate::dialog::tests::Recorder;
     use crate::dialog::{DialogHandle, LlmDialog};
     use crate::message::Part;
-    use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
+    use crate::model::Model;
 
     const WAIT: Duration = Duration::from_secs(10);
-
-    /// Answers "done", keeping each request.
-    #[derive(Default)]
-    struct Answers(Mutex<Vec<ModelRequest>>);
-
-    impl Model for Answers {
-        fn name(&self) -> String {
-            "answers".into()
-        }
-
-        fn stream(
-            &self,
-            request: ModelRequest,
-        ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-            self.0.lock().push(request);
-            let events = vec![
-                Ok(ModelEvent::TextDelta("done".into())),
-                Ok(ModelEvent::Finish { reason: "stop".into(), usage: None }),
-            ];
-            Box::pin(async move { Ok(Box::pin(futures::stream::iter(events)) as EventStream) })
-        }
-    }
 
     /// Add to the count.
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -193,7 +170,7 @@ mod tests {
     /// A counter, and a chat stopped in the middle of the call `Counter.increment {amount: 2}`:
     /// the call's handler ran and committed (its receipt with it) when `committed`.
     async fn stopped_mid_call(path: &std::path::Path, committed: bool) -> (DocId, DocId) {
-        let rt = open(path, Arc::new(Answers::default()));
+        let rt = open(path, Arc::new(Recorder::default()));
         let counter = rt.charms().create("counter", json!({})).expect("the counter");
         let tools = json!({"c": {"charm": rt.charms().result(&counter).to_json()}});
         let chat = rt.charms().create("chat", tools).expect("the chat");
@@ -213,8 +190,8 @@ mod tests {
     }
 
     /// Opens the space again: the chat starts, resumes, and its request ends.
-    async fn resumed(path: &std::path::Path, chat: &DocId) -> (Runtime, DialogHandle, Arc<Answers>) {
-        let model = Arc::new(Answers::default());
+    async fn resumed(path: &std::path::Path, chat: &DocId) -> (Runtime, DialogHandle, Arc<Recorder>) {
+        let model = Arc::new(Recorder::default());
         let rt = open(path, model.clone());
         rt.charms().start(chat).expect("the chat starts");
         let dialog = DialogHandle::new(rt.clone(), rt.charms().result(chat).child("dialog"));
@@ -249,8 +226,8 @@ mod tests {
         assert!(results[0].as_text().contains("ran before the process restarted"), "{results:?}");
         assert_eq!(dialog.error(), None);
         let messages = dialog.messages();
-        assert_eq!(messages.last().map(Message::text).as_deref(), Some("done"), "the model was asked again");
-        let asked = model.0.lock();
+        assert_eq!(messages.last().map(Message::text).as_deref(), Some("ok"), "the model was asked again");
+        let asked = model.asked.lock();
         assert_eq!(asked.len(), 1, "asked once, with the call's result");
         assert!(asked[0].messages.iter().any(|m| m.role == Role::Tool));
         assert_eq!(rt.read(&cells_marks(&rt, &chat)).map(|v| v.to_json()).ok(), Some(serde_json::Value::Null));
@@ -274,7 +251,7 @@ mod tests {
         let path = dir.path().join("space.sqlite");
         let (counter, chat) = stopped_mid_call(&path, false).await;
         {
-            let rt = open(&path, Arc::new(Answers::default()));
+            let rt = open(&path, Arc::new(Recorder::default()));
             let cells = DialogCells::at(rt.charms().result(&chat).child("dialog"));
             rt.transact(|tx| cells.resumes.set(tx, MAX_RESUMES)).expect("three resumes so far");
         }
@@ -282,7 +259,7 @@ mod tests {
         let error = dialog.error().expect("the request ended with an error");
         assert!(error.contains("stopped 3 times in a row"), "{error}");
         assert_eq!(count(&rt, &counter), 0, "not run");
-        assert!(model.0.lock().is_empty(), "the model was not asked");
+        assert!(model.asked.lock().is_empty(), "the model was not asked");
         assert!(!dialog.pending());
     }
 
@@ -313,7 +290,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a directory");
         let path = dir.path().join("space.sqlite");
         let chat = {
-            let rt = open(&path, Arc::new(Answers::default()));
+            let rt = open(&path, Arc::new(Recorder::default()));
             let chat = rt.charms().create("chat", json!({"out": {"source": "out"}})).expect("the chat");
             let cells = DialogCells::at(rt.charms().result(&chat).child("dialog"));
             let call = Part::ToolCall { id: "c1".into(), name: "out_send".into(), input: json!({}) };
@@ -327,7 +304,7 @@ mod tests {
             chat
         };
         let source = Arc::new(Outside(0.into()));
-        let model = Arc::new(Answers::default());
+        let model = Arc::new(Recorder::default());
         let rt = open(&path, model.clone());
         crate::sources::attach(&rt, source.clone()).expect("attach the source");
         rt.charms().start(&chat).expect("the chat starts");
@@ -337,7 +314,7 @@ mod tests {
         let results = results(&dialog);
         assert_eq!(results.len(), 1, "{results:?}");
         assert!(results[0].as_text().contains("whether it took effect is unknown"), "{results:?}");
-        assert_eq!(model.0.lock().len(), 1, "the model was asked again, with that result");
+        assert_eq!(model.asked.lock().len(), 1, "the model was asked again, with that result");
     }
 
     /// The marks document of the chat's dialog.

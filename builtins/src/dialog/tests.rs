@@ -15,10 +15,17 @@ use crate::model::{EventStream, Model, ModelError, ModelEvent, ModelRequest};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Answers every request with text, keeping the tool names each request offered.
+/// Answers every request with the text "ok", keeping each request.
 #[derive(Default)]
-struct Recorder {
-    offered: Mutex<Vec<Vec<String>>>,
+pub(super) struct Recorder {
+    pub(super) asked: Mutex<Vec<ModelRequest>>,
+}
+
+impl Recorder {
+    /// The tool names each request offered.
+    fn offered(&self) -> Vec<Vec<String>> {
+        self.asked.lock().iter().map(|r| r.tools.iter().map(|t| t.name.clone()).collect()).collect()
+    }
 }
 
 impl Model for Recorder {
@@ -30,7 +37,7 @@ impl Model for Recorder {
         &self,
         request: ModelRequest,
     ) -> Pin<Box<dyn std::future::Future<Output = Result<EventStream, ModelError>> + Send + '_>> {
-        self.offered.lock().push(request.tools.iter().map(|t| t.name.clone()).collect());
+        self.asked.lock().push(request);
         let events =
             vec![Ok(ModelEvent::TextDelta("ok".into())), Ok(ModelEvent::Finish { reason: "stop".into(), usage: None })];
         Box::pin(async move { Ok(Box::pin(futures::stream::iter(events)) as EventStream) })
@@ -85,7 +92,7 @@ async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
     dialog.say("and now", WAIT).await.expect("third round, after the rename");
     rt.settled(&base, WAIT).await.expect("flattened_tools settles");
 
-    assert_eq!(*model.offered.lock(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
+    assert_eq!(model.offered(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
     assert_eq!(displays(&dialog), ["Tally.increment"], "flattened_tools follows the rename too");
 }
 
