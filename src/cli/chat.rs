@@ -161,7 +161,7 @@ pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
 
 /// `trellis resolve --disallow TOOL`: the tool's calls ask for approval again.
 pub async fn disallow(session: &Session, tool: &str, format: Format) -> anyhow::Result<()> {
-    session.dialog().disallow(tool).await?;
+    session.disallow(tool).await?;
     if !format.json {
         super::output::emit(&format!("{} asks for approval again", crate::terminal::safe_line(tool)));
     }

@@ -331,6 +331,16 @@ impl Session {
         )
     }
 
+    /// Makes `tool`'s calls ask for approval again; an error, in the dialog's words, when
+    /// it was not allowed.
+    pub async fn disallow(&self, tool: &str) -> anyhow::Result<()> {
+        self.dialog().disallow(tool).await.map_err(|error| match error {
+            // The dialog's own words, without the handler's address.
+            trellis_runner::Error::HandlerFailed { message, .. } => anyhow::anyhow!(message),
+            other => other.into(),
+        })
+    }
+
     /// Waits up to `timeout` for the request a stopped process left, which this process
     /// resumed as the chat opened; the messages of that request (from its user message on),
     /// or `None` when no request was resumed.

@@ -238,7 +238,7 @@ async fn step(session: &Session, chips: &mut Chips, line: &str) -> anyhow::Resul
             emit(&chips.files_line());
         }
         "/disallow" => {
-            session.dialog().disallow(rest).await?;
+            session.disallow(rest).await?;
             emit(&format!("({} asks for approval again)", safe_line(rest)));
         }
         "/model" if rest.is_empty() => emit(&format!("model: {}", session.model())),
