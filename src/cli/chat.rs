@@ -135,23 +135,36 @@ impl Turns {
 
 /// `trellis pending`: the calls waiting for the user's answer.
 pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
-    let interactions = session.interactions();
     // This command goes on with no conversation: a request still pending was cut off.
     let interrupted = session.dialog().pending();
+    report_pending(&session.interactions(), interrupted, &session.dialog().allowed(), format)
+}
+
+/// What `trellis pending` says: the calls waiting for an answer, whether a reply was cut
+/// off, and the tools this chat runs without asking. `--json` prints them as one object,
+/// `{"waiting": [...], "interrupted": bool, "allowed": [...]}`.
+pub(super) fn report_pending(
+    waiting_now: &[trellis_builtins::dialog::Interaction],
+    interrupted: bool,
+    allowed: &[String],
+    format: Format,
+) -> anyhow::Result<()> {
     if format.json {
-        super::output::emit_json(&serde_json::to_value(&interactions)?);
-    } else if interrupted {
+        let report = serde_json::json!({ "waiting": waiting_now, "interrupted": interrupted, "allowed": allowed });
+        super::output::emit_json(&report);
+        return Ok(());
+    }
+    if interrupted {
         let how = format!("{} chat --resume", crate::program::name());
         super::output::emit(&format!(
             "interrupted: a reply was cut off when its process stopped; `{how}` goes on with it"
         ));
-    } else if interactions.is_empty() {
+    } else if waiting_now.is_empty() {
         super::output::emit("nothing is waiting for an answer");
     } else {
-        super::output::emit(&waiting(&interactions, &resolve_how()));
+        super::output::emit(&waiting(waiting_now, &resolve_how()));
     }
-    let allowed = session.dialog().allowed();
-    if !format.json && !allowed.is_empty() {
+    if !allowed.is_empty() {
         let tools: Vec<String> = allowed.iter().map(|t| crate::terminal::safe_line(t).into_owned()).collect();
         let how = format!("{} resolve --disallow TOOL", crate::program::name());
         super::output::emit(&format!("allowed without asking in this chat: {} (`{how}` asks again)", tools.join(", ")));

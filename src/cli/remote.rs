@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use trellis_builtins::dialog::Interaction;
 use trellis_builtins::message::Message;
 
-use super::chat::{resolve_how, Waiting};
+use super::chat::{report_pending, resolve_how, Waiting};
 use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
 use super::token::{self, TokenCommand};
 use super::transcript::{transcript_named, waiting};
@@ -87,22 +87,13 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
         }
         Command::Pending { chatbot: None } => {
             let waiting_now: Vec<Interaction> = serde_json::from_value(get(&["api", "interactions"]).await?)?;
-            if format.json {
-                emit_json(&serde_json::to_value(&waiting_now)?);
-            } else if waiting_now.is_empty() {
-                emit("nothing is waiting for an answer");
-            } else {
-                emit(&waiting(&waiting_now, &resolve_how()));
-            }
             let chat = get(&["api", "chat"]).await?;
             let allowed: Vec<String> = chat["allowed"]
                 .as_array()
-                .map(|all| all.iter().filter_map(|t| t.as_str()).map(|t| safe_line(t).into_owned()).collect())
+                .map(|all| all.iter().filter_map(|t| t.as_str()).map(str::to_owned).collect())
                 .unwrap_or_default();
-            if !format.json && !allowed.is_empty() {
-                let how = format!("{} resolve --disallow TOOL", crate::program::name());
-                emit(&format!("allowed without asking in this chat: {} (`{how}` asks again)", allowed.join(", ")));
-            }
+            // A server resumes a cut-off reply when it opens the space: none waits here.
+            report_pending(&waiting_now, false, &allowed, format)?;
         }
         Command::Resolve { disallow: Some(tool), chatbot: None, .. } => {
             remote.call(Method::DELETE, &["api", "chat", "allowed", &tool], None).await?;

@@ -345,7 +345,8 @@ impl Session {
     /// resumed as the chat opened; the messages of that request (from its user message on),
     /// or `None` when no request was resumed.
     pub async fn resumed(&self, timeout: Duration) -> anyhow::Result<Option<Vec<Message>>> {
-        if !self.dialog().pending() {
+        // The request may have ended already: the dialog resumes it as it starts.
+        if !self.dialog().pending() && !self.dialog().resumed_here() {
             return Ok(None);
         }
         let asked = self.dialog().messages().iter().rposition(|m| m.role == Role::User).unwrap_or(0);

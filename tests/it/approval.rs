@@ -289,6 +289,9 @@ fn allow_always_and_edited_arguments_from_the_command_line() {
     assert_eq!(note_titles(&s.path), ["milk", "tea"]);
     let pending = common::ok(&s.path, &["pending"]);
     assert!(pending.contains("allowed without asking in this chat: Notes.delete"), "{pending}");
+    let listed = common::ok(&s.path, &["--json", "pending"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("pending --json is JSON");
+    assert_eq!(listed["allowed"], serde_json::json!(["Notes.delete"]), "{listed}");
     let out = chat("@Notes and one more");
     assert!(out.status.success(), "it ran without asking: {}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(note_titles(&s.path), ["milk"]);

@@ -7,6 +7,7 @@
 #![cfg(unix)]
 
 use crate::common;
+use crate::common::provider::{Provider, Reply};
 use crate::common::slow_model;
 
 use common::Finish;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::wait::WaitStatus;
 use rexpect::session::{spawn_command, PtySession};
+use serde_json::json;
 
 /// How long any one expected text may take to show up.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -302,6 +304,34 @@ fn ctrl_c_cancels_a_streaming_reply_and_the_chat_goes_on() {
     t.expect("> ");
     t.send("\u{4}");
     assert_eq!(t.exit_code(), 0);
+}
+
+#[test]
+fn a_line_typed_while_a_reply_streams_is_queued_and_sent_when_it_ends() {
+    let s = common::space();
+    let provider = Provider::start(vec![Reply::Words(40), Reply::Text("Heard the second one.".into())]);
+    let env = [("OPENAI_API_KEY", "not-checked"), ("OPENAI_BASE_URL", provider.url.as_str())];
+    let mut t = Terminal::chat(&s.path, &["--model", "openai:loopback"], &env);
+    t.expect("> ");
+    t.send("tell me a long story\r");
+    t.expect("assistant: word0 word1");
+    // The terminal is in cooked mode while the reply streams: the line reaches the chat
+    // when Enter ends it.
+    t.send("and one more thing\r");
+    t.expect("(queued: and one more thing; it is sent after the running step)");
+    t.send("/tools\r");
+    t.expect("(commands wait for the reply to end: type /tools again then)");
+    t.expect("word39");
+    t.expect("assistant: Heard the second one.");
+    t.expect("> ");
+    t.send("\u{4}");
+    assert_eq!(t.exit_code(), 0);
+    let received = provider.received();
+    assert_eq!(received.len(), 2, "the queued message was sent once, after the reply");
+    let messages = received[1]["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!((&last["role"], &last["content"]), (&json!("user"), &json!("and one more thing")), "{messages:?}");
+    assert!(messages[messages.len() - 2]["content"].as_str().unwrap().contains("word39"), "after the whole reply");
 }
 
 #[test]

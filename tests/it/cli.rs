@@ -371,7 +371,7 @@ fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
     );
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 2, "nothing deleted yet");
 
-    let pending = json_of(&s.path, &["pending"]);
+    let pending = json_of(&s.path, &["pending"])["waiting"].clone();
     let call = pending[0]["call_id"].as_str().unwrap().to_string();
     assert_eq!(pending[0]["tool"], "Notes.delete");
     let busy = fails(&s.path, &["chat", "-m", "hello"]);
@@ -384,7 +384,7 @@ fn a_call_waiting_for_approval_is_answered_by_a_later_process() {
         let refused = fails(&s.path, &["resolve", reply[0], reply[1]]);
         assert!(refused.contains("asks for an approval or a denial, not an answer"), "{refused}");
     }
-    assert_eq!(json_of(&s.path, &["pending"])[0]["call_id"], call.as_str(), "still waiting");
+    assert_eq!(json_of(&s.path, &["pending"])["waiting"][0]["call_id"], call.as_str(), "still waiting");
     let done = ok(&s.path, &["resolve", &call, "--approve"]);
     assert!(done.contains("Done: Notes.delete"), "{done}");
     assert_eq!(json_of(&s.path, &["charm", "get", "Notes"])["count"], 1);
@@ -411,7 +411,7 @@ fn the_model_asks_and_a_later_process_answers() {
     let out = trellis(&s.path, &["chat", "-m", "ask me what my favourite colour is"]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the model asks (call "));
-    let pending = json_of(&s.path, &["pending"]);
+    let pending = json_of(&s.path, &["pending"])["waiting"].clone();
     assert_eq!(
         (pending[0]["kind"].as_str(), pending[0]["tool"].as_str()),
         (Some("question"), Some("request_human_input"))

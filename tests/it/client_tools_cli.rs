@@ -45,6 +45,8 @@ fn a_client_call_left_waiting_is_resolved_with_output_by_a_second_process() {
 
     let pending = trellis(&s.path, &["--json", "pending"]);
     let pending: Value = serde_json::from_slice(&pending.stdout).unwrap();
+    assert_eq!((&pending["interrupted"], &pending["allowed"]), (&json!(false), &json!([])));
+    let pending = &pending["waiting"];
     assert_eq!(pending[0]["kind"], "client_execution");
     assert_eq!(pending[0]["phase"], "client");
     assert_eq!(pending[0]["input"], json!({"word": "trellis"}));

@@ -65,6 +65,8 @@ fn a_reply_cut_off_while_it_streams_is_kept_and_the_model_asked_again() {
 
     let pending = common::ok(&s.path, &["pending"]);
     assert!(pending.contains("interrupted: a reply was cut off") && pending.contains("chat --resume"), "{pending}");
+    let listed: serde_json::Value = serde_json::from_str(&common::ok(&s.path, &["--json", "pending"])).expect("JSON");
+    assert_eq!((&listed["interrupted"], &listed["waiting"]), (&serde_json::json!(true), &serde_json::json!([])));
     let out = trellis(&s.path, &provider, &["chat", "--model", "openai:loopback", "--resume"]).finish();
     let text = said(&out);
     assert!(out.status.success(), "{text}");

@@ -416,7 +416,7 @@ fn other_commands_on_the_space_talk_to_the_server_that_holds_it() {
     assert_eq!(chat.status.code(), Some(3), "{}", String::from_utf8_lossy(&chat.stderr));
     assert!(text(&chat).contains("→ Notes.delete {\"id\":1}"), "{}", text(&chat));
     let pending: Value = serde_json::from_slice(&run(&["--json", "pending"]).stdout).unwrap();
-    assert_eq!(pending[0]["tool"], "Notes.delete");
+    assert_eq!(pending["waiting"][0]["tool"], "Notes.delete");
     let resolved = run(&["resolve", "--approve"]);
     assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
     assert!(text(&resolved).contains("←"), "{}", text(&resolved));

@@ -84,6 +84,8 @@ fn approvals_with_other_arguments_or_always_and_a_tool_made_to_ask_again() {
     let pending = cli(&["pending"]);
     let listed = String::from_utf8_lossy(&pending.stdout).into_owned();
     assert!(listed.contains("allowed without asking in this chat: Notes.delete"), "{listed}");
+    let listed: Value = serde_json::from_slice(&cli(&["--json", "pending"]).stdout).expect("JSON");
+    assert_eq!((&listed["allowed"], &listed["interrupted"]), (&json!(["Notes.delete"]), &json!(false)));
     let asked = cli(&["resolve", "--disallow", "Notes.delete"]);
     assert!(String::from_utf8_lossy(&asked.stdout).contains("Notes.delete asks for approval again"), "{asked:?}");
     assert_eq!(events.until("chat", |s| s["allowed"] == json!([]))["allowed"], json!([]));

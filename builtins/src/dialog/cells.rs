@@ -26,6 +26,8 @@ pub(crate) struct DialogCells {
     pub notice: Cell<Option<String>>,
     /// How many starts in a row resumed the current request (see `recover`).
     pub resumes: Cell<u32>,
+    /// The process that resumed the current request last (see `recover::this_process`).
+    pub resumed_by: Cell<String>,
     /// Messages sent while the reply runs (see `DialogInput::WhileRunning`).
     pub queued: Cell<Vec<Message>>,
     /// The dialog's tool catalog, shared by its requests and `flattened_tools`.
@@ -44,6 +46,7 @@ impl DialogCells {
             compaction: Cell::from_link(base.child(DialogOutput::Compaction.key())),
             notice: Cell::from_link(base.child(DialogOutput::Notice.key())),
             resumes: Cell::from_link(base.child("resumes")),
+            resumed_by: Cell::from_link(base.child("resumed_by")),
             queued: Cell::from_link(base.child(DialogOutput::Queued.key())),
             catalog: Arc::default(),
             base,

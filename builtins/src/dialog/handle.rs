@@ -84,6 +84,12 @@ impl DialogHandle {
         self.cells().queued.get(&self.rt).unwrap_or_default()
     }
 
+    /// Whether this process resumed the dialog's last request, one a stopped process left
+    /// (it may have ended since).
+    pub fn resumed_here(&self) -> bool {
+        self.cells().resumed_by.get(&self.rt).is_ok_and(|by| by == super::recover::this_process())
+    }
+
     /// Whether a reply is being generated.
     pub fn pending(&self) -> bool {
         self.cells().pending.get(&self.rt).unwrap_or(false)

@@ -424,6 +424,7 @@ fn init(
         let resumes = cells.resumes.get(tx).unwrap_or(0);
         if resumes < MAX_RESUMES {
             cells.resumes.set(tx, resumes + 1)?;
+            cells.resumed_by.set(tx, recover::this_process().to_owned())?;
             if let Some(cut) = recover::cut_reply(&cells.partial.get(tx).unwrap_or_default()) {
                 cells.messages().push(tx, cut)?;
             }

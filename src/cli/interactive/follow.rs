@@ -1,12 +1,16 @@
 //! Following a reply while it is generated: the streamed text as it arrives, tool calls
-//! and results as their messages appear, Ctrl-C to cancel (a second one leaves).
+//! and results as their messages appear, Ctrl-C to cancel (a second one leaves), and
+//! lines typed meanwhile sent as queued messages.
 //!
 //! The terminal is in its ordinary (cooked) mode here: the line editor only owns it
 //! while reading a line, so Ctrl-C arrives as SIGINT, which tokio's handler turns into
-//! an event instead of ending the process.
+//! an event instead of ending the process, and what the person types is echoed by the
+//! terminal and becomes readable only when Enter ends the line. Each tick looks for such
+//! a line without blocking and sends it: the dialog queues it and takes it at the next
+//! step boundary (after the running tool calls, before the next model request).
 
 use crate::cli::output::emit;
-use crate::terminal::write_text;
+use crate::terminal::{safe_line, write_text};
 use std::io::Write;
 use std::time::Duration;
 
@@ -46,6 +50,11 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
                 if !pending {
                     break;
                 }
+                if let Some(typed) = typed_line() {
+                    // The terminal's echo of Enter ended the streamed line.
+                    printer.mid_line = false;
+                    queue(session, typed.trim()).await;
+                }
             }
             () = interrupts.next() => {
                 printer.end_line()?;
@@ -68,6 +77,47 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
         emit(&format!("error: {e:#}"));
     }
     Ok(Outcome::Done)
+}
+
+/// Sends a line typed while the reply runs; the dialog queues it (`while_running`).
+async fn queue(session: &Session, typed: &str) {
+    if typed.is_empty() {
+        return;
+    }
+    if typed.starts_with('/') {
+        emit(&format!("(commands wait for the reply to end: type {} again then)", safe_line(typed)));
+        return;
+    }
+    match session.start(typed, Vec::new()).await {
+        Ok(_) => emit(&format!("(queued: {}; it is sent after the running step)", safe_line(typed))),
+        Err(e) => emit(&format!("error: {e:#}")),
+    }
+}
+
+/// A line the person finished typing since the last look, if any. The terminal is in
+/// canonical mode, so stdin is readable only once a whole line is there, and one read
+/// returns that line: reading it never waits for the person.
+#[cfg(unix)]
+fn typed_line() -> Option<String> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::io::BufRead as _;
+    use std::os::fd::AsFd as _;
+    let stdin = std::io::stdin();
+    let mut ready = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    if !matches!(poll(&mut ready, PollTimeout::ZERO), Ok(n) if n > 0) {
+        return None;
+    }
+    let mut line = String::new();
+    // Nothing (Ctrl-D) or text that is not UTF-8 is no message.
+    stdin.lock().read_line(&mut line).ok().filter(|read| *read > 0)?;
+    Some(line)
+}
+
+/// Without a way to look at the terminal without blocking, lines typed during a reply
+/// wait for the prompt (the terminal keeps them).
+#[cfg(not(unix))]
+fn typed_line() -> Option<String> {
+    None
 }
 
 /// What of the conversation is on the screen already.

@@ -20,6 +20,8 @@ pub enum Reply {
     Calls(Vec<(String, Value)>),
     /// A word every 100 ms for a minute: a generation to cancel.
     Slow,
+    /// A word every 100 ms, this many words, then the end of the answer.
+    Words(usize),
     /// Words, but a request that carries an image is refused the way llama.cpp's server
     /// refuses it without a vision projector (the turn goes on to the next reply).
     Blind(String),
@@ -116,6 +118,7 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<(Instant, Value)>>, replies: &
             return;
         }
         Reply::Blind(text) => Reply::Text(text),
+        Reply::Slow => Reply::Words(600),
         other => other,
     };
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
@@ -134,15 +137,16 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<(Instant, Value)>>, replies: &
         Reply::Call(name, arguments) => calls(&[(name, arguments)], chunk),
         Reply::Calls(all) => calls(&all, chunk),
         Reply::Blind(_) => Vec::new(),
-        Reply::Slow => {
-            for i in 0..600 {
+        Reply::Slow => unreachable!("made Words above"),
+        Reply::Words(count) => {
+            for i in 0..count {
                 let word = chunk(json!({"content": format!("word{i} ")}), Value::Null);
                 if stream.write_all(word.as_bytes()).and_then(|()| stream.flush()).is_err() {
                     return; // the client hung up: cancelled
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Vec::new()
+            vec![chunk(json!({}), json!("stop"))]
         }
     };
     for event in events.iter().map(String::as_str).chain(["data: [DONE]\n\n"]) {
