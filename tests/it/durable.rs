@@ -1,5 +1,6 @@
 //! A conversation survives `kill -9` in the middle of a request: `trellis chat` is killed
-//! while the model streams, after a handler's commit, and during an MCP call; the next
+//! while the model streams, after a call arrived and before its handler ran, after a
+//! handler's commit, in a second round, and during an MCP call; the next
 //! `trellis chat --resume` goes on, and every handler's effect is in the space exactly once
 //! with one result per call. The model is an OpenAI-compatible server on loopback that
 //! lives across the processes and counts their requests.
@@ -100,6 +101,52 @@ fn a_handler_that_ran_before_the_kill_is_applied_once() {
     assert_eq!(common::json_of(&s.path, &["charm", "get", "Counter"])["count"], 2, "applied once");
     assert_eq!(parts(&s.path, "tool-call").len(), 1);
     assert_eq!(parts(&s.path, "tool-result").len(), 1, "one result per call");
+}
+
+/// Killed after the model's answer brought a call and before its handler ran (the answer
+/// had not ended): the call is asked for again and runs once.
+#[test]
+fn a_call_the_kill_came_before_runs_once_after_the_resume() {
+    let s = common::space();
+    let provider = Provider::start(vec![
+        Reply::Stalled("Counter_increment".into(), json!({"amount": 2})),
+        Reply::Call("Counter_increment".into(), json!({"amount": 2})),
+        Reply::Text("Added two.".into()),
+    ]);
+    let args = ["chat", "--model", "openai:loopback", "-m", "@Counter add 2"];
+    kill_at(&s.path, &provider, &args, 1, Duration::from_millis(800));
+    assert_eq!(common::json_of(&s.path, &["charm", "get", "Counter"])["count"], 0, "nothing ran");
+
+    let out = trellis(&s.path, &provider, &["chat", "--model", "openai:loopback", "--resume"]).finish();
+    let text = said(&out);
+    assert!(out.status.success() && text.contains("assistant: Added two."), "{text}");
+    assert_eq!(common::json_of(&s.path, &["charm", "get", "Counter"])["count"], 2, "applied once");
+    assert_eq!((parts(&s.path, "tool-call").len(), parts(&s.path, "tool-result").len()), (1, 1));
+}
+
+/// Killed during the model's third request, after two rounds of handler calls: both
+/// effects stay, once each, and the reply goes on.
+#[test]
+fn a_second_round_cut_off_keeps_both_rounds_effects_once() {
+    let s = common::space();
+    let provider = Provider::start(vec![
+        Reply::Call("Counter_increment".into(), json!({"amount": 2})),
+        Reply::Call("Counter_increment".into(), json!({"amount": 3})),
+        Reply::Slow,
+        Reply::Text("Added five.".into()),
+    ]);
+    let args = ["chat", "--model", "openai:loopback", "-m", "@Counter add 2 then 3"];
+    kill_at(&s.path, &provider, &args, 3, Duration::from_millis(300));
+    assert_eq!(common::json_of(&s.path, &["charm", "get", "Counter"])["count"], 5, "both rounds committed");
+
+    let out = trellis(&s.path, &provider, &["chat", "--model", "openai:loopback", "--resume"]).finish();
+    let text = said(&out);
+    assert!(out.status.success() && text.contains("assistant: Added five."), "{text}");
+    assert_eq!(common::json_of(&s.path, &["charm", "get", "Counter"])["count"], 5, "each applied once");
+    assert_eq!((parts(&s.path, "tool-call").len(), parts(&s.path, "tool-result").len()), (2, 2));
+    let last = provider.received().pop().expect("the resumed request");
+    let results = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+    assert_eq!(results, 2, "the model reads both results once: {last}");
 }
 
 #[test]

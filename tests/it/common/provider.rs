@@ -22,6 +22,9 @@ pub enum Reply {
     Slow,
     /// A word every 100 ms, this many words, then the end of the answer.
     Words(usize),
+    /// A call of this tool whose answer then stalls for a minute without ending: the call
+    /// has arrived, and nothing has run it yet.
+    Stalled(String, Value),
     /// Words, but a request that carries an image is refused the way llama.cpp's server
     /// refuses it without a vision projector (the turn goes on to the next reply).
     Blind(String),
@@ -138,6 +141,14 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<(Instant, Value)>>, replies: &
         Reply::Calls(all) => calls(&all, chunk),
         Reply::Blind(_) => Vec::new(),
         Reply::Slow => unreachable!("made Words above"),
+        Reply::Stalled(name, arguments) => {
+            let call = calls(&[(name, arguments)], chunk).swap_remove(0);
+            if stream.write_all(call.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_secs(60));
+            return;
+        }
         Reply::Words(count) => {
             for i in 0..count {
                 let word = chunk(json!({"content": format!("word{i} ")}), Value::Null);
