@@ -5,6 +5,7 @@
 pub(crate) mod charm;
 pub(crate) mod chat;
 pub(crate) mod connections;
+mod copy;
 mod headless;
 mod interactive;
 mod mcp;
@@ -27,14 +28,15 @@ use trellis_runner::{Builtin, Pattern, Runtime};
 
 use crate::session::{Reply, Session};
 use crate::terminal;
-use space::{default_space, in_use, unwritable};
+use space::{default_space, in_use, unwritable, Place};
 
 /// Trellis: live charms in a durable space, and a chat that acts on them.
 #[derive(Debug, Parser)]
 #[command(name = "trellis", version, about, long_about = None)]
 struct Cli {
-    /// The space's SQLite file [default: trellis/space.sqlite in your data directory].
-    #[arg(long, global = true, env = "TRELLIS_SPACE", value_name = "PATH")]
+    /// The space: a SQLite file [default: trellis/space.sqlite in your data directory], or
+    /// a space in PostgreSQL, postgres://USER[:PASSWORD]@HOST[:PORT]/DB?space=NAME.
+    #[arg(long, global = true, env = "TRELLIS_SPACE", value_name = "PATH|URL")]
     space: Option<PathBuf>,
 
     /// Print machine-readable JSON instead of text.
@@ -181,6 +183,26 @@ enum Command {
     /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Whole spaces: copy one between SQLite and PostgreSQL.
+    #[command(subcommand)]
+    Space(SpaceCommand),
+}
+
+/// `trellis space ...`.
+#[derive(Debug, Subcommand)]
+enum SpaceCommand {
+    /// Copy every document of a space (charms, conversations, plugins, tokens) into a new,
+    /// empty one, then read the copy back and check it. FROM and TO are each a space file
+    /// or postgres://USER@HOST/DB?space=NAME; both are opened for writing, so stop a
+    /// server that has one open first.
+    Copy {
+        /// The space to copy.
+        #[arg(value_name = "FROM")]
+        from: PathBuf,
+        /// The space to make: it must hold no document yet.
+        #[arg(value_name = "TO")]
+        to: PathBuf,
+    },
 }
 
 /// The output format chosen on the command line.
@@ -369,27 +391,34 @@ impl App {
                 return plugin::run_local(command, format);
             }
         }
-        let path = match cli.space {
-            Some(path) => path,
-            None => default_space()?,
+        // Whole spaces: two of them, opened below the runtime.
+        if let Command::Space(command) = cli.command {
+            return command.run(format);
+        }
+        let place = match cli.space {
+            Some(given) => Place::parse(given)?,
+            None => Place::File(default_space()?),
         };
-        space::check_not_url(&path)?;
-        let rt = match self.open_space(&path, cli.command.runs_conversations()) {
-            Ok(rt) => rt,
+        let addr = match &cli.command {
+            Command::Serve { addr, .. } => Some(format!("http://{addr}")),
+            _ => None,
+        };
+        let rt = match (self.open_space(&place, cli.command.runs_conversations(), addr), &place) {
+            (Ok(rt), _) => rt,
             // `trellis serve` holds the space: talk to it instead.
-            Err(e) if in_use(&e) => match crate::client::Remote::connect(&path).await {
+            (Err(e), Place::File(path)) if in_use(&e) => match crate::client::Remote::connect(path).await {
                 Some(server) => return remote::run(server, cli.command, format).await,
                 // A running chat, say: what only reads can read what it saved.
-                None if cli.command.only_reads() => {
-                    self.open_snapshot(&path, "is in use by another trellis process")?
-                }
+                None if cli.command.only_reads() => self.open_snapshot(path, "is in use by another trellis process")?,
                 None => return Err(space::readers_still_can(&e)),
             },
-            Err(e) if unwritable(&e) && cli.command.only_reads() => self.open_snapshot(&path, "is not writable")?,
-            Err(e) if unwritable(&e) => return Err(space::readers_still_can(&e)),
-            Err(e) => return Err(e),
+            (Err(e), Place::File(path)) if unwritable(&e) && cli.command.only_reads() => {
+                self.open_snapshot(path, "is not writable")?
+            }
+            (Err(e), _) if unwritable(&e) => return Err(space::readers_still_can(&e)),
+            (Err(e), _) => return Err(e),
         };
-        let done = self.run_command(rt.clone(), cli.command, path, format).await;
+        let done = self.run_command(rt.clone(), cli.command, place, format).await;
         // A document that could not be read was read as empty: what was shown (an empty
         // list, "unknown charm") would be false.
         match rt.space().damage() {
@@ -399,7 +428,7 @@ impl App {
         }
     }
 
-    async fn run_command(&self, rt: Runtime, command: Command, path: PathBuf, format: Format) -> anyhow::Result<()> {
+    async fn run_command(&self, rt: Runtime, command: Command, place: Place, format: Format) -> anyhow::Result<()> {
         match command {
             Command::Patterns => output::patterns(&rt, format),
             Command::Charm(command) => charm::run(&rt, command, format).await,
@@ -449,13 +478,17 @@ impl App {
                     chatbot,
                     rate_per_minute: rate_limit,
                     limits: connections.limits(),
-                    space: path,
+                    space: match place {
+                        Place::File(path) => Some(path),
+                        Place::Postgres(_) => None,
+                    },
                     tools: self.tools.clone(),
                     scripts,
                 };
                 crate::serve::run(rt, options).await
             }
             Command::Token(command) => token::run(&rt, command, format),
+            Command::Space(command) => command.run(format),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use trellis_runner::storage::StorageError;
+use trellis_runner::storage::{SqliteStorage, Storage, StorageError};
 use trellis_runner::Runtime;
 
 use super::{charm::CharmCommand, mcp::McpCommand, plugin::PluginCommand, App, Command};
@@ -20,12 +20,23 @@ impl App {
     /// space from passing silently for a new one.
     ///
     /// `resume`: whether its conversations go on with a request a stopped process left
-    /// (see [`Command::runs_conversations`]).
-    pub(super) fn open_space(&self, path: &Path, resume: bool) -> anyhow::Result<Runtime> {
-        let existing = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len());
-        let rt = Runtime::open(path).with_context(|| format!("cannot open the space at {}", path.display()))?;
+    /// (see [`Command::runs_conversations`]); `addr`: where this process takes requests for
+    /// the space (a server's address, kept in a shared space's lease).
+    pub(super) fn open_space(&self, place: &Place, resume: bool, addr: Option<String>) -> anyhow::Result<Runtime> {
+        let existing = match place {
+            Place::File(path) => std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len()),
+            Place::Postgres(_) => None,
+        };
+        let storage = match place {
+            Place::File(path) => {
+                place.open_storage(addr).with_context(|| format!("cannot open the space at {}", path.display()))?
+            }
+            // The database's error names the space (without its password).
+            Place::Postgres(_) => place.open_storage(addr)?,
+        };
+        let rt = Runtime::with_storage(storage)?;
         self.register(&rt, resume);
-        let shown = || terminal::safe_line(&path.display().to_string()).into_owned();
+        let shown = || place.to_string();
         // Fresh: no document at all. A space whose charms were all removed, or whose list
         // of charms was lost, is not seeded over.
         let fresh = rt.space().doc_ids("").is_empty();
@@ -132,6 +143,59 @@ fn storage_error(error: &anyhow::Error) -> Option<&StorageError> {
     error.chain().find_map(|cause| cause.downcast_ref::<StorageError>())
 }
 
+/// Where a space lives: a SQLite file, or a space in a PostgreSQL database
+/// (`postgres://USER@HOST/DB?space=NAME`).
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// The space's SQLite file.
+    File(PathBuf),
+    /// A space in PostgreSQL, several `trellis serve` nodes may share.
+    Postgres(trellis_postgres::SpaceUrl),
+}
+
+impl Place {
+    /// `--space`'s value: a PostgreSQL URL, or the path of a file (any other URL is
+    /// refused: taken for a path, it would make folders named after its scheme).
+    pub fn parse(given: PathBuf) -> anyhow::Result<Place> {
+        if let Some(text) = given.to_str().filter(|text| trellis_postgres::SpaceUrl::is_postgres(text)) {
+            return Ok(Place::Postgres(trellis_postgres::SpaceUrl::parse(text)?));
+        }
+        check_not_url(&given)?;
+        Ok(Place::File(given))
+    }
+
+    /// The space's storage, opened for writing: the file's lock, or the database's lease
+    /// for this node, which takes requests for the space at `addr` (a server's).
+    pub fn open_storage(&self, addr: Option<String>) -> Result<Box<dyn Storage>, StorageError> {
+        Ok(match self {
+            Place::File(path) => Box::new(SqliteStorage::open(path)?),
+            Place::Postgres(url) => Box::new(trellis_postgres::PostgresStorage::open(url, holder(addr))?),
+        })
+    }
+}
+
+impl std::fmt::Display for Place {
+    /// The path, or the URL without its password; escaped for a terminal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match self {
+            Place::File(path) => path.display().to_string(),
+            Place::Postgres(url) => url.to_string(),
+        };
+        f.write_str(&terminal::safe_line(&text))
+    }
+}
+
+/// This process as the holder of a space's lease: the machine and the process, and where
+/// it takes requests for the space (a server's address).
+pub(super) fn holder(addr: Option<String>) -> trellis_postgres::Holder {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
+    let holder = trellis_postgres::Holder::new(format!("{host}:{}", std::process::id()));
+    match addr {
+        Some(addr) => holder.at(addr),
+        None => holder,
+    }
+}
+
 /// Refuses a space given as a URL (`postgres://...`, `file://...`): taken for a relative
 /// path, it would make a folder tree named after the scheme in the current directory.
 pub(super) fn check_not_url(path: &Path) -> anyhow::Result<()> {
@@ -142,8 +206,8 @@ pub(super) fn check_not_url(path: &Path) -> anyhow::Result<()> {
     });
     match scheme {
         Some(scheme) => anyhow::bail!(
-            "--space {} is a URL ({scheme}://), and Trellis keeps a space in a file: give the path of one \
-             (it is created if missing); spaces on a database server are not supported",
+            "--space {} is a URL ({scheme}://), and Trellis keeps a space in a file or in PostgreSQL: give the \
+             path of a file (it is created if missing) or postgres://USER@HOST/DB?space=NAME",
             terminal::safe_line(&text)
         ),
         None => Ok(()),

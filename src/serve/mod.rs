@@ -54,8 +54,9 @@ pub struct Options {
     pub rate_per_minute: u32,
     /// The deadlines and the cap per address each connection is held to.
     pub limits: trellis_http::Limits,
-    /// The space's file (its hand-off file goes beside it).
-    pub space: std::path::PathBuf,
+    /// The space's file, when it is kept in one (its hand-off file goes beside it); a
+    /// space in PostgreSQL has its address in its lease instead.
+    pub space: Option<std::path::PathBuf>,
     /// The program's tools defined in Rust, which its chatbot's dialog may refer to.
     pub tools: trellis_builtins::tool::ToolRegistry,
     /// The directory clients may choose scripted models from (`scripted:PATH`), if any.
@@ -159,9 +160,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         _ => addr,
     };
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
-    let written = handoff.write(&options.space)?;
+    let written = options.space.as_deref().map(|space| handoff.write(space)).transpose()?;
     trellis_http::serve(listener, router, options.limits, stopped()).await;
-    written.remove();
+    written.map(handoff::Written::remove);
     Ok(())
 }
 

@@ -511,11 +511,12 @@ fn a_damaged_space_is_said_to_be_damaged_not_shown_as_empty() {
 fn a_space_given_as_a_url_is_refused_and_no_folder_is_made() {
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_trellis"))
-        .args(["--space", "postgres://localhost/trellis", "charm", "list"])
+        .args(["--space", "file:///tmp/trellis.sqlite", "charm", "list"])
         .current_dir(dir.path())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("is a URL (postgres://)"), "{err}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no postgres: folder");
+    assert!(!out.status.success() && err.contains("is a URL (file://)"), "{err}");
+    assert!(err.contains("postgres://USER@HOST/DB?space=NAME"), "says what a URL may be: {err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no file: folder");
 }

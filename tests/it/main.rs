@@ -30,6 +30,7 @@ mod llama;
 mod mcp;
 mod mcp_client;
 mod plugin;
+mod postgres;
 mod reference_charms;
 mod restart;
 mod serve;
