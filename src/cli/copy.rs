@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use trellis_runner::storage::{Durable, Storage, StoredDoc};
 
-use super::space::Place;
+use super::space::{Claim, Place};
 use super::Format;
 
 /// Documents submitted to the target in one transaction.
@@ -54,8 +54,10 @@ fn run(from: &Place, to: &Place, format: Format) -> anyhow::Result<()> {
             anyhow::bail!("{from} is not a space file: nothing to copy (check the path)");
         }
     }
-    let source = from.open_storage(None).with_context(|| format!("cannot open the space to copy, {from}"))?;
-    let target = to.open_storage(None).with_context(|| format!("cannot open the space to copy into, {to}"))?;
+    let source =
+        from.open_storage(&Claim::default()).with_context(|| format!("cannot open the space to copy, {from}"))?;
+    let target =
+        to.open_storage(&Claim::default()).with_context(|| format!("cannot open the space to copy into, {to}"))?;
     let ids = source.doc_ids("").with_context(|| format!("cannot list the documents of {from}"))?;
     if ids.is_empty() {
         anyhow::bail!("{from} holds no document: nothing to copy (is that the space you meant?)");

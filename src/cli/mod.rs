@@ -12,6 +12,7 @@ mod mcp;
 pub(crate) mod output;
 mod plugin;
 mod remote;
+mod serve;
 mod space;
 mod token;
 pub(crate) mod tools;
@@ -28,7 +29,7 @@ use trellis_runner::{Builtin, Pattern, Runtime};
 
 use crate::session::{Reply, Session};
 use crate::terminal;
-use space::{default_space, in_use, unwritable, Place};
+use space::{default_space, in_use, unwritable, Claim, Place};
 
 /// Trellis: live charms in a durable space, and a chat that acts on them.
 #[derive(Debug, Parser)]
@@ -159,27 +160,7 @@ enum Command {
     Plugin(plugin::PluginCommand),
     /// Serve the space over HTTP: a JSON API (/openapi.json) and a web chat. Prints the
     /// address to open, with a one-time sign-in token.
-    Serve {
-        /// Where to listen (port 0 picks one). Loopback only, unless --allow-remote.
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-        addr: std::net::SocketAddr,
-        /// Let --addr be an address other machines can reach. Anyone who gets a token
-        /// acts on your charms, and plain HTTP shows it to the network on the way.
-        #[arg(long)]
-        allow_remote: bool,
-        /// The chatbot pattern whose conversation the chat uses [default: the program's chatbot].
-        #[arg(long, value_name = "PATTERN")]
-        chatbot: Option<String>,
-        /// Requests per minute each client address may make.
-        #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
-        rate_limit: u32,
-        #[command(flatten)]
-        connections: connections::ConnectionArgs,
-        /// Let clients choose scripted models (`scripted:PATH`, replayed JSON turns, for
-        /// tests) from the files in DIR; without it the server opens no file a client names.
-        #[arg(long, value_name = "DIR")]
-        scripts: Option<PathBuf>,
-    },
+    Serve(serve::ServeArgs),
     /// Bearer tokens for `trellis serve`'s API (the space keeps only their hashes).
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -395,30 +376,34 @@ impl App {
         if let Command::Space(command) = cli.command {
             return command.run(format);
         }
+        let command = match cli.command {
+            Command::Serve(args) if args.database.is_some() => return self.serve_many(args).await,
+            command => command,
+        };
         let place = match cli.space {
             Some(given) => Place::parse(given)?,
             None => Place::File(default_space()?),
         };
-        let addr = match &cli.command {
-            Command::Serve { addr, .. } => Some(format!("http://{addr}")),
-            _ => None,
+        let claim = match &command {
+            Command::Serve(args) => args.claim(format!("http://{}", args.addr)),
+            _ => Claim::default(),
         };
-        let rt = match (self.open_space(&place, cli.command.runs_conversations(), addr), &place) {
+        let rt = match (self.open_space(&place, command.runs_conversations(), &claim), &place) {
             (Ok(rt), _) => rt,
             // `trellis serve` holds the space: talk to it instead.
             (Err(e), Place::File(path)) if in_use(&e) => match crate::client::Remote::connect(path).await {
-                Some(server) => return remote::run(server, cli.command, format).await,
+                Some(server) => return remote::run(server, command, format).await,
                 // A running chat, say: what only reads can read what it saved.
-                None if cli.command.only_reads() => self.open_snapshot(path, "is in use by another trellis process")?,
+                None if command.only_reads() => self.open_snapshot(path, "is in use by another trellis process")?,
                 None => return Err(space::readers_still_can(&e)),
             },
-            (Err(e), Place::File(path)) if unwritable(&e) && cli.command.only_reads() => {
+            (Err(e), Place::File(path)) if unwritable(&e) && command.only_reads() => {
                 self.open_snapshot(path, "is not writable")?
             }
             (Err(e), _) if unwritable(&e) => return Err(space::readers_still_can(&e)),
             (Err(e), _) => return Err(e),
         };
-        let done = self.run_command(rt.clone(), cli.command, place, format).await;
+        let done = self.run_command(rt.clone(), command, place, format).await;
         // A document that could not be read was read as empty: what was shown (an empty
         // list, "unknown charm") would be false.
         match rt.space().damage() {
@@ -470,22 +455,12 @@ impl App {
             Command::Mcp(command) => mcp::run(rt, command, format).await,
             Command::Demo => charm::demo(&rt, format).await,
             Command::Plugin(command) => plugin::run(&rt, command, format).await,
-            Command::Serve { addr, allow_remote, chatbot, rate_limit, connections, scripts } => {
-                let chatbot = chatbot.unwrap_or_else(|| self.chatbot.clone());
-                let options = crate::serve::Options {
-                    addr,
-                    allow_remote,
-                    chatbot,
-                    rate_per_minute: rate_limit,
-                    limits: connections.limits(),
-                    space: match place {
-                        Place::File(path) => Some(path),
-                        Place::Postgres(_) => None,
-                    },
-                    tools: self.tools.clone(),
-                    scripts,
+            Command::Serve(args) => {
+                let space = match place {
+                    Place::File(path) => Some(path),
+                    Place::Postgres(_) => None,
                 };
-                crate::serve::run(rt, options).await
+                crate::serve::run(rt, self.serve_options(args, space)).await
             }
             Command::Token(command) => token::run(&rt, command, format),
             Command::Space(command) => command.run(format),

@@ -20,19 +20,19 @@ impl App {
     /// space from passing silently for a new one.
     ///
     /// `resume`: whether its conversations go on with a request a stopped process left
-    /// (see [`Command::runs_conversations`]); `addr`: where this process takes requests for
-    /// the space (a server's address, kept in a shared space's lease).
-    pub(super) fn open_space(&self, place: &Place, resume: bool, addr: Option<String>) -> anyhow::Result<Runtime> {
+    /// (see [`Command::runs_conversations`]); `claim`: how this process holds a space kept
+    /// in a database.
+    pub(super) fn open_space(&self, place: &Place, resume: bool, claim: &Claim) -> anyhow::Result<Runtime> {
         let existing = match place {
             Place::File(path) => std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file).map(|m| m.len()),
             Place::Postgres(_) => None,
         };
         let storage = match place {
             Place::File(path) => {
-                place.open_storage(addr).with_context(|| format!("cannot open the space at {}", path.display()))?
+                place.open_storage(claim).with_context(|| format!("cannot open the space at {}", path.display()))?
             }
             // The database's error names the space (without its password).
-            Place::Postgres(_) => place.open_storage(addr)?,
+            Place::Postgres(_) => place.open_storage(claim)?,
         };
         let rt = Runtime::with_storage(storage)?;
         self.register(&rt, resume);
@@ -102,7 +102,7 @@ impl Command {
     /// left in the middle of a request goes on: `chat`, `resolve` and `serve`. Any other
     /// leaves it for them (`pending` lists it).
     pub(super) fn runs_conversations(&self) -> bool {
-        matches!(self, Command::Chat { .. } | Command::Resolve { .. } | Command::Serve { .. })
+        matches!(self, Command::Chat { .. } | Command::Resolve { .. } | Command::Serve(_))
     }
 
     /// Whether the command only shows what the space holds, so that a snapshot of it
@@ -165,13 +165,30 @@ impl Place {
     }
 
     /// The space's storage, opened for writing: the file's lock, or the database's lease
-    /// for this node, which takes requests for the space at `addr` (a server's).
-    pub fn open_storage(&self, addr: Option<String>) -> Result<Box<dyn Storage>, StorageError> {
+    /// for this node, held as `claim` says.
+    pub fn open_storage(&self, claim: &Claim) -> Result<Box<dyn Storage>, StorageError> {
         Ok(match self {
             Place::File(path) => Box::new(SqliteStorage::open(path)?),
-            Place::Postgres(url) => Box::new(trellis_postgres::PostgresStorage::open(url, holder(addr))?),
+            Place::Postgres(url) => {
+                let options = trellis_postgres::OpenOptions::new();
+                let options = match claim.lease {
+                    Some(lease) => options.lease(lease),
+                    None => options,
+                };
+                Box::new(options.open(url, holder(claim.addr.clone()))?)
+            }
         })
     }
+}
+
+/// How this process holds a space kept in a database: where it takes requests for it (a
+/// server's address, for other nodes to forward to) and how long its lease runs unrenewed.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// `http://HOST:PORT`, when this process takes requests.
+    pub addr: Option<String>,
+    /// The lease's length [default: `trellis_postgres::DEFAULT_LEASE`].
+    pub lease: Option<std::time::Duration>,
 }
 
 impl std::fmt::Display for Place {

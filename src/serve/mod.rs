@@ -26,10 +26,15 @@ mod auth;
 mod delta;
 mod error;
 mod events;
+mod forward;
 mod limits;
 mod openapi;
+mod probes;
 mod routes;
 mod scripts;
+mod spaces;
+
+pub use spaces::{run_many, OpenRequest};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,13 +76,32 @@ struct Inner {
     rt: Runtime,
     chat: Session,
     auth: auth::Auth,
-    limits: limits::RateLimit,
+    /// Shared by the spaces a server of many serves: a client's rate is the node's.
+    limits: Arc<limits::RateLimit>,
     addr: SocketAddr,
     remote: bool,
     scripts: scripts::Scripts,
 }
 
 impl Server {
+    /// The state of a server of `rt`'s space at `addr`, with its one-time sign-in token
+    /// and the bearer token of the hand-off file.
+    async fn new(
+        rt: Runtime,
+        options: &Options,
+        addr: SocketAddr,
+        limits: Arc<limits::RateLimit>,
+    ) -> anyhow::Result<(Server, String, String)> {
+        let scripts = scripts::Scripts::new(options.scripts.as_deref())?;
+        // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
+        let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
+        // The page runs the enabled plugins' tools: the model is offered them as client tools.
+        chat.offer_plugin_tools().await?;
+        let (auth, token, local) = auth::Auth::new()?;
+        let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts };
+        Ok((Server(Arc::new(inner)), token, local))
+    }
+
     fn runtime(&self) -> &Runtime {
         &self.0.rt
     }
@@ -120,33 +144,12 @@ impl Server {
 /// Runs the server on `rt` until the process ends; prints the address to open, with its
 /// one-time sign-in token, on standard error.
 pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
-    if !options.addr.ip().is_loopback() && !options.allow_remote {
-        anyhow::bail!(
-            "{} is not a loopback address: other machines could reach your charms there (anyone with a token \
-             acts as you, over plain HTTP); use 127.0.0.1, or pass --allow-remote if that is what you want",
-            options.addr
-        );
-    }
-    let scripts = scripts::Scripts::new(options.scripts.as_deref())?;
-    // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
-    let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
-    // The page runs the enabled plugins' tools: the model is offered them as client tools.
-    chat.offer_plugin_tools().await?;
-    let (auth, token, local) = auth::Auth::new()?;
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.addr))?;
-    let addr = listener.local_addr().context("cannot read the address bound")?;
-    let server = Server(Arc::new(Inner {
-        rt,
-        chat,
-        auth,
-        limits: limits::RateLimit::new(options.rate_per_minute),
-        addr,
-        remote: options.allow_remote,
-        scripts,
-    }));
-    let router = router(server);
+    let (listener, addr) = listen(&options).await?;
+    let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
+    let checked = rt.clone();
+    let ready: probes::Readiness = Arc::new(move || checked.space().check_writable());
+    let (server, token, local) = Server::new(rt, &options, addr, limits).await?;
+    let router = router(server).merge(probes::routes(ready));
     let name = crate::program::name();
     eprintln!("{name} serve: open http://{addr}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");
@@ -164,6 +167,23 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     trellis_http::serve(listener, router, options.limits, stopped()).await;
     written.map(handoff::Written::remove);
     Ok(())
+}
+
+/// Binds `options.addr` (refusing an address other machines reach unless allowed); the
+/// listener and the address it took.
+async fn listen(options: &Options) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
+    if !options.addr.ip().is_loopback() && !options.allow_remote {
+        anyhow::bail!(
+            "{} is not a loopback address: other machines could reach your charms there (anyone with a token \
+             acts as you, over plain HTTP); use 127.0.0.1, or pass --allow-remote if that is what you want",
+            options.addr
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.addr))?;
+    let addr = listener.local_addr().context("cannot read the address bound")?;
+    Ok((listener, addr))
 }
 
 /// Resolves on Ctrl-C or SIGTERM, so the server can remove its hand-off file.

@@ -17,6 +17,7 @@ mod approval;
 mod chat_pty;
 mod chatbot;
 mod cli;
+mod cluster;
 mod client_tools_cli;
 mod context;
 mod counter;

@@ -258,6 +258,28 @@ impl Space {
         self.unreadable.get().map(|(id, reason)| StorageError::Unreadable { id: id.clone(), reason: reason.clone() })
     }
 
+    /// Whether the space can save changes now; why not, when it cannot: a document could
+    /// not be read, storage refuses writes since one failed, or this node lost the lease
+    /// of a space shared through a database. For a server's readiness probe.
+    pub fn check_writable(&self) -> Result<(), String> {
+        if let Some(damage) = self.damage() {
+            return Err(damage.to_string());
+        }
+        if self.storage.lost() {
+            return Err("another node took the space over; this node writes it no more".to_owned());
+        }
+        if self.storage.refusing() {
+            return Err("a write to the space failed; writes wait until the space is back to what was saved".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Whether this node lost the space for good: it is shared through a database, and
+    /// another node took its lease over (see [`Storage::lost`]).
+    pub fn storage_lost(&self) -> bool {
+        self.storage.lost()
+    }
+
     /// A fresh document id, unique in this space, starting with `kind`.
     pub fn new_doc_id(&self, kind: &str) -> DocId {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);

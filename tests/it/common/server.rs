@@ -20,17 +20,22 @@ impl Served {
     /// Starts `trellis --space SPACE serve --addr 127.0.0.1:0 EXTRA...` with `env`.
     pub fn start(space: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
         let mut command = crate::common::trellis(space);
-        command.args(["serve", "--addr", "127.0.0.1:0"]).args(extra).stderr(Stdio::piped());
+        command.args(["serve", "--addr", "127.0.0.1:0"]).args(extra);
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().expect("trellis serve starts");
+        Served::spawn(command)
+    }
+
+    /// Runs `command`, a `trellis ... serve`, until it says where it listens.
+    pub fn spawn(mut command: std::process::Command) -> Served {
+        let mut child = command.stderr(Stdio::piped()).spawn().expect("trellis serve starts");
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
         let sign_in = lines
             .by_ref()
             .map_while(Result::ok)
-            .find_map(|line| line.split_once("open ").map(|(_, url)| url.trim().to_string()))
-            .expect("trellis serve says which URL to open");
+            .find_map(|line| line.split_once(" http://").map(|(_, url)| format!("http://{}", url.trim())))
+            .expect("trellis serve says where it listens");
         // Keep reading what it says, so it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         let authority = sign_in.trim_start_matches("http://").split('/').next().unwrap_or_default().to_string();
@@ -85,6 +90,14 @@ impl Served {
         head.push_str("\r\n");
         stream.write_all(head.as_bytes()).expect("the request is sent");
         Events { reader: BufReader::new(stream), event: String::new(), chat: None }
+    }
+}
+
+impl Served {
+    /// Kills the server at once (SIGKILL), as a machine going down would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

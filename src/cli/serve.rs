@@ -1,0 +1,120 @@
+//! `trellis serve`: one space, or with `--database URL` the spaces of a PostgreSQL
+//! database, each opened the first time a request names it (`crate::serve::run_many`). Opening one runs this
+//! program's own code (its patterns and builtins, its seed for a fresh space), which the
+//! server asks for over a channel, so the program itself need not be shared between
+//! threads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::mpsc;
+use trellis_postgres::SpaceUrl;
+
+use super::space::{Claim, Place};
+use super::{connections, App};
+
+/// `trellis serve`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Where to listen (port 0 picks one). Loopback only, unless --allow-remote.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub addr: std::net::SocketAddr,
+    /// Let --addr be an address other machines can reach. Anyone who gets a token
+    /// acts on your charms, and plain HTTP shows it to the network on the way.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The chatbot pattern whose conversation the chat uses [default: the program's chatbot].
+    #[arg(long, value_name = "PATTERN")]
+    pub chatbot: Option<String>,
+    /// Requests per minute each client address may make.
+    #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit: u32,
+    #[command(flatten)]
+    pub connections: connections::ConnectionArgs,
+    /// Let clients choose scripted models (`scripted:PATH`, replayed JSON turns, for
+    /// tests) from the files in DIR; without it the server opens no file a client names.
+    #[arg(long, value_name = "DIR")]
+    pub scripts: Option<PathBuf>,
+    /// Serve every space of this PostgreSQL database (postgres://USER@HOST/DB, no
+    /// space=) instead of --space: a request names its space, /spaces/NAME/...; a space
+    /// another node holds is forwarded there. Run several such servers on one database
+    /// and a space survives one of them stopping.
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// For a space in PostgreSQL: how long this node's hold on a space lasts without
+    /// renewal (renewed every third of it), so how soon another node takes a space over
+    /// when this one dies.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = super::positive_seconds)]
+    pub lease: f64,
+}
+
+impl ServeArgs {
+    /// How this server holds the spaces it opens, taking their requests at `addr`.
+    pub fn claim(&self, addr: String) -> Claim {
+        Claim { addr: Some(addr), lease: Some(std::time::Duration::from_secs_f64(self.lease)) }
+    }
+}
+
+/// How many spaces may wait to be opened at once.
+const OPENING: usize = 16;
+
+impl App {
+    /// Serves every space of the database `--database` names until the process ends.
+    pub(super) async fn serve_many(&self, args: ServeArgs) -> anyhow::Result<()> {
+        let database = args.database.clone().context("--database names no database")?;
+        let database = database.as_str();
+        let probe = space_url(database, "readiness")?;
+        let lease = args.lease;
+        let options = self.serve_options(args, None);
+        let (opener, mut requests) = mpsc::channel::<crate::serve::OpenRequest>(OPENING);
+        let ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync> =
+            Arc::new(move || trellis_postgres::ping(&probe).map_err(|e| e.to_string()));
+        let server = crate::serve::run_many(options, opener, ready);
+        tokio::pin!(server);
+        loop {
+            tokio::select! {
+                served = &mut server => return served,
+                Some(request) = requests.recv() => {
+                    let opened = space_url(database, &request.space).and_then(|url| {
+                        // Opening talks to the database and may seed the space: not on
+                        // the task that drives the server.
+                        let claim = Claim { addr: Some(request.addr.clone()), lease: Some(Duration::from_secs_f64(lease)) };
+                        tokio::task::block_in_place(|| self.open_space(&Place::Postgres(url), true, &claim))
+                    });
+                    // The request was dropped (its client left): nothing to answer.
+                    let _ = request.reply.send(opened);
+                }
+            }
+        }
+    }
+
+    /// How `trellis serve` runs, from its flags; `space`: the space's file, if it has one.
+    pub(super) fn serve_options(&self, args: ServeArgs, space: Option<PathBuf>) -> crate::serve::Options {
+        let ServeArgs { addr, allow_remote, chatbot, rate_limit, connections, scripts, database: _, lease: _ } = args;
+        crate::serve::Options {
+            addr,
+            allow_remote,
+            chatbot: chatbot.unwrap_or_else(|| self.chatbot.clone()),
+            rate_per_minute: rate_limit,
+            limits: connections.limits(),
+            space,
+            tools: self.tools.clone(),
+            scripts,
+        }
+    }
+}
+
+/// The URL of space `space` in `database` (a URL that names no space itself).
+fn space_url(database: &str, space: &str) -> anyhow::Result<SpaceUrl> {
+    let mut url = reqwest::Url::parse(database)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "postgres" | "postgresql"))
+        .with_context(|| "--database takes a PostgreSQL URL, postgres://USER[:PASSWORD]@HOST[:PORT]/DB".to_owned())?;
+    if url.query_pairs().any(|(key, _)| key == "space") {
+        anyhow::bail!("--database names a database, not a space: remove its space= (requests name their space)");
+    }
+    url.query_pairs_mut().append_pair("space", space);
+    Ok(SpaceUrl::parse(url.as_str())?)
+}
