@@ -110,7 +110,8 @@ pub fn endpoints() -> Vec<Endpoint> {
             "post",
             "/api/charms/{charm}/handlers/{handler}",
             "sendEvent",
-            "Send an event (the body) to a charm's handler, validated as a model's tool call is",
+            "Send an event (the body) to a charm's handler, validated as a model's tool call is; with an \
+             Idempotency-Key header the handler runs at most once for that key (send again with it after a lost answer)",
             Some(schema::<serde_json::Value>),
             Json(200, schema::<charms::Sent>),
             post(charms::send),

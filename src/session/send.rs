@@ -4,7 +4,7 @@
 use serde_json::json;
 use trellis_builtins::catalog::Catalog;
 use trellis_builtins::message::ToolOutput;
-use trellis_runner::{DocId, Runtime};
+use trellis_runner::{DocId, Link, Runtime};
 
 /// How long `charm send` waits for a handler.
 const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -59,8 +59,15 @@ impl std::fmt::Display for SendError {
 
 /// Sends `event` to the handler `handler` of charm `id` the way a model's tool call does:
 /// schema validation first, then the handler's transaction, then the snapshot and the
-/// summary of what changed (`charm send` and the server's `send` both come here).
-pub async fn send(rt: &Runtime, id: &DocId, handler: &str, event: serde_json::Value) -> Result<Sent, SendError> {
+/// summary of what changed (`charm send` and the server's `send` both come here). With a
+/// `receipt`, the handler runs at most once for it (a client's idempotency key).
+pub async fn send(
+    rt: &Runtime,
+    id: &DocId,
+    handler: &str,
+    event: serde_json::Value,
+    receipt: Option<&Link>,
+) -> Result<Sent, SendError> {
     let charms = rt.charms();
     let catalog = Catalog::build(rt, &json!({ &**id: {"charm": charms.result(id).to_json()} }));
     let key = |t: &trellis_builtins::catalog::Tool| t.display.rsplit_once('.').map(|(_, key)| key.to_string());
@@ -68,7 +75,10 @@ pub async fn send(rt: &Runtime, id: &DocId, handler: &str, event: serde_json::Va
         let handlers = catalog.tools().iter().filter_map(key).collect();
         return Err(SendError::NoHandler { charm: charms.name(id), handler: handler.to_string(), handlers });
     };
-    let invocation = tool.invoke(rt, event, SEND_TIMEOUT).await;
+    let invocation = match receipt {
+        Some(receipt) => tool.invoke_once(rt, event, SEND_TIMEOUT, receipt).await,
+        None => tool.invoke(rt, event, SEND_TIMEOUT).await,
+    };
     match invocation.output {
         ToolOutput::ErrorText(error) => Err(SendError::Refused(error)),
         ToolOutput::Json(mut answer) => Ok(Sent {

@@ -210,9 +210,26 @@ impl Tool {
     /// the approval. A tool that needs the client is refused (only a dialog waits for it).
     /// A handler tool's answer carries the charm's whole data, whatever its size.
     pub async fn invoke(&self, rt: &Runtime, arguments: Value, timeout: Duration) -> Invocation {
+        self.invoke_with(rt, arguments, timeout, None).await
+    }
+
+    /// [`Tool::invoke`] whose handler runs at most once for `receipt` (see
+    /// `Runtime::send_once`): the same call made again (its answer was lost, or the node
+    /// that ran it died) answers without running the handler a second time.
+    pub async fn invoke_once(&self, rt: &Runtime, arguments: Value, timeout: Duration, receipt: &Link) -> Invocation {
+        self.invoke_with(rt, arguments, timeout, Some(receipt)).await
+    }
+
+    async fn invoke_with(
+        &self,
+        rt: &Runtime,
+        arguments: Value,
+        timeout: Duration,
+        receipt: Option<&Link>,
+    ) -> Invocation {
         let calling = Calling { inline: false, snapshot_limit: usize::MAX };
         match self.check_arguments(arguments) {
-            Ok(arguments) => match self.step(rt, arguments, timeout, calling, None).await {
+            Ok(arguments) => match self.step(rt, arguments, timeout, calling, receipt).await {
                 Step::Done(invocation) => invocation,
                 Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
             },

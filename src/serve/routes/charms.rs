@@ -2,12 +2,12 @@
 //! charm's changes as events.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_runner::{DocId, Runtime};
+use trellis_runner::{DocId, Link, Runtime};
 
 use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
@@ -179,15 +179,19 @@ pub async fn rename(
 }
 
 /// `POST /api/charms/{charm}/handlers/{handler}`: the body is the event; it goes through
-/// the tool catalog like a model's call (validation, summary).
+/// the tool catalog like a model's call (validation, summary). With an `Idempotency-Key`
+/// header the handler runs at most once for that key: a client that lost the answer (a
+/// timeout, a node that died) sends again with the same key and gets the first answer.
 pub async fn send(
     State(server): State<Server>,
     Path((charm, handler)): Path<(String, String)>,
+    headers: HeaderMap,
     Body(event): Body<serde_json::Value>,
 ) -> Result<Json<Sent>, ApiError> {
     let rt = server.runtime();
     let id = find(rt, &charm)?;
-    match send_event(rt, &id, &handler, event).await {
+    let receipt = idempotency_receipt(&headers, &id, &handler)?;
+    match send_event(rt, &id, &handler, event, receipt.as_ref()).await {
         Ok(sent) => Ok(Json(Sent {
             id: sent.id.to_string(),
             summary: sent.summary,
@@ -197,6 +201,28 @@ pub async fn send(
         Err(e @ SendError::NoHandler { .. }) => Err(ApiError::not_found(e.to_string())),
         Err(SendError::Refused(why)) => Err(ApiError::unprocessable(why)),
     }
+}
+
+/// The longest `Idempotency-Key` taken.
+const MAX_IDEMPOTENCY_KEY: usize = 128;
+
+/// Where a send with an `Idempotency-Key` records that it ran: a document of its own per
+/// charm, handler and key (a key names one send of one handler).
+fn idempotency_receipt(headers: &HeaderMap, charm: &DocId, handler: &str) -> Result<Option<Link>, ApiError> {
+    let Some(key) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = key
+        .to_str()
+        .ok()
+        .filter(|key| !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY && key.bytes().all(|b| b.is_ascii_graphic()));
+    let Some(key) = key else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters (a UUID, say)"),
+        ));
+    };
+    let named = ring::digest::digest(&ring::digest::SHA256, format!("{charm}\n{handler}\n{key}").as_bytes());
+    let doc = format!("api-receipt-{}", trellis_plugins::signing::encode_hex(named.as_ref()));
+    Ok(Some(Link::new(DocId::from(doc.as_str()), trellis_runner::Path::root())))
 }
 
 /// `GET /api/charms/{charm}/tools`: what a model sees of the charm.

@@ -14,6 +14,8 @@ pub struct Served {
     pub authority: String,
     /// The start URL, with its one-time token.
     pub sign_in: String,
+    /// What it has written on standard error since it said where it listens.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Served {
@@ -37,9 +39,17 @@ impl Served {
             .find_map(|line| line.split_once(" http://").map(|(_, url)| format!("http://{}", url.trim())))
             .expect("trellis serve says where it listens");
         // Keep reading what it says, so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut log = kept.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
         let authority = sign_in.trim_start_matches("http://").split('/').next().unwrap_or_default().to_string();
-        Served { child, authority, sign_in }
+        Served { child, authority, sign_in, log }
     }
 
     /// The base URL, `http://127.0.0.1:PORT`.
@@ -94,6 +104,20 @@ impl Served {
 }
 
 impl Served {
+    /// What the server has logged so far (after the line saying where it listens).
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    #[cfg(unix)]
+    /// Stops the process (SIGSTOP) or lets it go on (SIGCONT), as a machine that hangs
+    /// for a while would.
+    pub fn pause(&self, paused: bool) {
+        let signal = if paused { nix::sys::signal::Signal::SIGSTOP } else { nix::sys::signal::Signal::SIGCONT };
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal the server");
+    }
+
     /// Kills the server at once (SIGKILL), as a machine going down would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
