@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::postgres::{self as pg, PgSpace};
+use crate::common::provider::{Provider, Reply};
 use crate::common::server::Served;
 
 /// The lease the nodes of these tests hold a space by, in seconds.
@@ -17,12 +18,18 @@ const LEASE: &str = "1";
 
 /// `trellis serve --database DB` on a port of its own.
 fn node(database: &str, config: &std::path::Path) -> Served {
+    node_with(database, config, &[])
+}
+
+/// [`node`] with `env` set.
+fn node_with(database: &str, config: &std::path::Path, env: &[(&str, &str)]) -> Served {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
     command
         .args(["serve", "--database", database, "--addr", "127.0.0.1:0", "--lease", LEASE])
         .env_remove("TRELLIS_SPACE")
         .env_remove("OPENAI_API_KEY")
         .env("XDG_CONFIG_HOME", config);
+    command.envs(env.iter().copied());
     Served::spawn(command)
 }
 
@@ -190,4 +197,53 @@ fn an_event_stream_through_another_node_sees_the_holders_changes() {
     let increment = format!("/spaces/{}/api/charms/Counter/handlers/increment", s.name);
     assert_eq!(a.request("POST", &increment, &[&auth], Some(r#"{"amount": 4}"#)).status, 200);
     assert_eq!(events.until("charm", |charm| charm["data"]["count"] == 4)["data"]["count"], 4);
+}
+
+/// A reply streaming on the holder when it is killed goes on on the node that takes the
+/// space over, as a restart's would: the cut text kept and marked, the model asked again.
+#[test]
+fn a_conversation_running_on_a_killed_holder_resumes_on_the_next() {
+    let Some(s) = pg::space() else { return };
+    let database = pg::database().expect("the database");
+    let auth = bearer(&s);
+    let provider = Provider::start(vec![Reply::Slow, Reply::Text("Resumed elsewhere.".into())]);
+    let env =
+        [("OPENAI_API_KEY", "not-checked"), ("OPENAI_BASE_URL", provider.url.as_str()), ("NO_PROXY", "127.0.0.1")];
+    let mut a = node_with(&database, &s.dir.join("a"), &env);
+    let b = node_with(&database, &s.dir.join("b"), &env);
+    let chat = |rest: &str| format!("/spaces/{}/api/chat{rest}", s.name);
+    let model = a.request("PUT", &chat("/model"), &[&auth], Some(r#"{"model": "openai:loopback"}"#));
+    assert_eq!(model.status, 204, "{}", model.body);
+    assert_eq!(a.request("POST", &chat("/messages"), &[&auth], Some(r#"{"text": "hello"}"#)).status, 202);
+    let started = Instant::now();
+    while provider.received().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the request never reached the model");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    a.kill();
+
+    let started = Instant::now();
+    let state = loop {
+        let got = b.request("GET", &chat(""), &[&auth], None);
+        if got.status == 200 {
+            let state = got.json();
+            if state["pending"] == false && state["messages"].as_array().is_some_and(|m| m.len() >= 3) {
+                break state;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the reply did not go on: {} {}", got.status, got.body);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let texts: Vec<String> = state["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts[0], "hello");
+    assert!(texts[1].ends_with("[cut off: the process stopped here]"), "{texts:?}");
+    assert_eq!(texts[2], "Resumed elsewhere.");
+    assert_eq!(provider.received().len(), 2, "asked once more, by the new holder");
 }
