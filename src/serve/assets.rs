@@ -6,9 +6,10 @@ use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::Extension;
 use serde::Deserialize;
 
-use super::Server;
+use super::{Base, Server};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -30,9 +31,9 @@ struct SignIn {
     token: Option<String>,
 }
 
-async fn index(State(server): State<Server>, Query(sign_in): Query<SignIn>) -> Response {
+async fn index(State(server): State<Server>, base: Option<Extension<Base>>, Query(sign_in): Query<SignIn>) -> Response {
     match sign_in.token {
-        Some(token) => super::auth::exchange(&server, &token),
+        Some(token) => super::auth::exchange(&server, &token, &base.map(|b| b.0).unwrap_or_default()),
         None => asset("text/html; charset=utf-8", INDEX),
     }
 }

@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use parking_lot::Mutex;
 
 use super::error::ApiError;
-use super::Server;
+use super::{Base, Server};
 use crate::tokens;
 
 /// The session cookie's name.
@@ -61,8 +61,13 @@ impl Auth {
         if one_time.as_deref() != Some(tokens::hash(token).as_str()) {
             return None;
         }
-        let session = tokens::random_hex(32).ok()?;
         *one_time = None;
+        self.new_session()
+    }
+
+    /// A new session id, remembered (as its hash) for this process's life.
+    fn new_session(&self) -> Option<String> {
+        let session = tokens::random_hex(32).ok()?;
         self.sessions.lock().insert(tokens::hash(&session));
         Some(session)
     }
@@ -207,9 +212,17 @@ pub async fn require_json(request: Request, next: Next) -> Response {
 }
 
 /// `GET /?token=...`: trades the one-time token for a session cookie and sends the page
-/// to `/`; a wrong or used token is refused (401), saying how to get a new one.
-pub fn exchange(server: &Server, token: &str) -> Response {
-    let Some(session) = server.auth().exchange(token) else {
+/// to `/`; a wrong or used token is refused (401), saying how to get a new one. A server of
+/// many spaces prints no sign-in link: there, the page at `/spaces/NAME/?token=` takes a
+/// bearer token of the space, and the cookie is for that space's pages only.
+pub fn exchange(server: &Server, token: &str, base: &Base) -> Response {
+    let one_time = server.auth().exchange(token);
+    let session = match (one_time, base.0.is_empty()) {
+        (Some(session), _) => Some(session),
+        (None, false) => tokens::verify(server.runtime(), token).and_then(|_| server.auth().new_session()),
+        (None, true) => None,
+    };
+    let Some(session) = session else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
             format!(
@@ -220,8 +233,9 @@ pub fn exchange(server: &Server, token: &str) -> Response {
         )
         .into_response();
     };
-    let cookie = format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/");
-    let mut response = Redirect::to("/").into_response();
+    let home = format!("{}/", base.0);
+    let cookie = format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path={home}");
+    let mut response = Redirect::to(&home).into_response();
     match HeaderValue::from_str(&cookie) {
         Ok(value) => {
             response.headers_mut().insert(header::SET_COOKIE, value);

@@ -68,6 +68,12 @@ pub struct Options {
     pub scripts: Option<std::path::PathBuf>,
 }
 
+/// The path a space's routes are served under: empty for a server of one space,
+/// `/spaces/NAME` for a server of many (a request extension; the page's sign-in redirects
+/// and scopes its cookie there).
+#[derive(Debug, Clone, Default)]
+pub struct Base(pub String);
+
 /// The server's shared state: cheap to clone, one per process.
 #[derive(Clone)]
 pub struct Server(Arc<Inner>);

@@ -21,14 +21,14 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use tokio::sync::{mpsc, oneshot, Mutex};
 use tower::ServiceExt as _;
 use trellis_runner::storage::StorageError;
 use trellis_runner::Runtime;
 
 use super::error::ApiError;
-use super::{forward, limits, listen, probes, router, stopped, Options, Server};
+use super::{forward, limits, listen, probes, router, stopped, Base, Options, Server};
 
 /// A request to open space `space` for this node; the command answers with its runtime.
 pub struct OpenRequest {
@@ -99,6 +99,12 @@ async fn dispatch(State(spaces): State<Spaces>, mut request: Request) -> Respons
             .into_response();
     };
     let (space, rest) = (space.to_owned(), rest.to_owned());
+    // The page's own files are named relative to it: its address ends with a slash.
+    if rest.is_empty() && !request.uri().path().ends_with('/') {
+        let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+        return Redirect::permanent(&format!("/spaces/{space}/{query}")).into_response();
+    }
+    request.extensions_mut().insert(Base(format!("/spaces/{space}")));
     let forwarded = forward::was_forwarded(request.headers());
     match spaces.route(&space, forwarded).await {
         Ok(Route::Here(_, router)) => {

@@ -247,3 +247,37 @@ fn a_conversation_running_on_a_killed_holder_resumes_on_the_next() {
     assert_eq!(texts[2], "Resumed elsewhere.");
     assert_eq!(provider.received().len(), 2, "asked once more, by the new holder");
 }
+
+/// The page of a space at `/spaces/NAME/`: a bearer token of the space signs in (there is
+/// no one-time link on a server of many spaces), the cookie is that space's, and the page's
+/// files and API answer below the space's path, through another node as well.
+#[test]
+fn the_page_of_a_space_signs_in_with_its_token_below_its_path() {
+    let Some(s) = pg::space() else { return };
+    let database = pg::database().expect("the database");
+    let token = s.json(&["token", "new", "--name", "page"])["token"].as_str().expect("a token").to_string();
+    let a = node(&database, &s.dir.join("a"));
+    let b = node(&database, &s.dir.join("b"));
+    let home = format!("/spaces/{}/", s.name);
+    let bare = a.request("GET", home.trim_end_matches('/'), &[], None);
+    assert_eq!((bare.status, bare.header("location")), (308, Some(home.as_str())), "the page's address ends with /");
+    assert_eq!(a.request("GET", &format!("{home}?token=trellis_wrong"), &[], None).status, 401);
+
+    let signed = a.request("GET", &format!("{home}?token={token}"), &[], None);
+    assert_eq!((signed.status, signed.header("location")), (303, Some(home.as_str())), "{}", signed.body);
+    let cookie = signed.header("set-cookie").expect("a session cookie");
+    assert!(cookie.contains(&format!("Path={home}")) && cookie.contains("HttpOnly"), "{cookie}");
+    let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap());
+
+    let page = b.request("GET", &home, &[], None);
+    assert!(page.status == 200 && page.body.contains(r#"src="app.js""#), "the page, relative files: {}", page.body);
+    let script = b.request("GET", &format!("{home}app.js"), &[], None);
+    assert_eq!((script.status, script.header("content-type")), (200, Some("text/javascript; charset=utf-8")));
+    for n in [&a, &b] {
+        let chat = n.request("GET", &format!("{home}api/chat"), &[&cookie], None);
+        assert_eq!(chat.status, 200, "the cookie works through either node: {}", chat.body);
+    }
+    let other = pg::space().expect("another space");
+    let elsewhere = a.request("GET", &format!("/spaces/{}/api/chat", other.name), &[&cookie], None);
+    assert_eq!(elsewhere.status, 401, "the cookie is its space's only: {}", elsewhere.body);
+}

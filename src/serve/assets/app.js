@@ -34,7 +34,7 @@ async function api(method, path, body) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
-  const response = await fetch(path, options);
+  const response = await fetch(BASE + path, options);
   const text = await response.text();
   const json = text ? JSON.parse(text) : null;
   if (!response.ok) {
@@ -170,7 +170,7 @@ function isPluginCall(interaction) {
 
 async function moduleOf(plugin) {
   if (!modules.has(plugin.name)) {
-    const fetched = fetch(plugin.module, { credentials: "same-origin" }).then(async (response) => {
+    const fetched = fetch(BASE + plugin.module, { credentials: "same-origin" }).then(async (response) => {
       if (!response.ok) throw new Error(`the plugin's module could not be fetched (${response.status})`);
       return response.arrayBuffer();
     });
@@ -183,7 +183,7 @@ async function moduleOf(plugin) {
 // Runs one call in a fresh worker: a fresh instance, stopped past the time budget.
 function inWorker(plugin, tool, args, bytes) {
   return new Promise((done) => {
-    const worker = new Worker("/plugin-worker.js");
+    const worker = new Worker("plugin-worker.js");
     const finish = (result) => { clearTimeout(timer); worker.terminate(); done(result); };
     const timer = setTimeout(() => finish({ error: `the plugin ran past its budget of ${plugin.time_budget_ms / 1000} s ` +
       "in the page and was stopped (does it loop forever?)" }), plugin.time_budget_ms);
@@ -248,7 +248,7 @@ function changed(change) {
 }
 
 function follow() {
-  const events = new EventSource("/api/chat/events");
+  const events = new EventSource(BASE + "/api/chat/events");
   const show = () => {
     for (const tool of chat.tools) displays.set(tool.wire, tool.display);
     render();

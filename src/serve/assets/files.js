@@ -1,9 +1,13 @@
 // Files in the chat page: those attached to the next message (chips, refused here past the
 // server's limits, which the server checks again), and the file parts of the transcript:
-// images shown from the server, other files as links. Loaded before app.js, whose `el`,
-// `$`, `notice` and `chat` it uses once the page runs. Names and types are data: they reach
-// the page as text and attribute values only.
+// images shown from the server, other files as links. Loaded first (app.js uses its
+// `BASE`); it uses app.js's `el`, `$`, `notice` and `chat` once the page runs. Names and
+// types are data: they reach the page as text and attribute values only.
 "use strict";
+
+// Where the page's space is served: "" for a server of one space, "/spaces/NAME" for a
+// server of many (the page's address without its last segment). Every API path goes below.
+const BASE = location.pathname.replace(/\/[^/]*$/, "");
 
 // The images the server shows inline (it sends every other type, SVG too, as a download).
 const INLINE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -19,7 +23,7 @@ function sizeText(bytes) {
 }
 
 function fileUrl(doc) {
-  return `/api/chat/files/${encodeURIComponent(doc)}`;
+  return `${BASE}/api/chat/files/${encodeURIComponent(doc)}`;
 }
 
 // `name (media type, size)`, as the server describes a file.
