@@ -71,23 +71,32 @@ impl App {
         let (opener, mut requests) = mpsc::channel::<crate::serve::OpenRequest>(OPENING);
         let ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync> =
             Arc::new(move || trellis_postgres::ping(&probe).map_err(|e| e.to_string()));
-        let server = crate::serve::run_many(options, opener, ready);
+        let nodes = space_url(database, "nodes")?;
+        let secret = tokio::task::block_in_place(|| trellis_postgres::cluster_secret(&nodes))?;
+        let server = crate::serve::run_many(options, opener, ready, secret);
         tokio::pin!(server);
         loop {
             tokio::select! {
                 served = &mut server => return served,
                 Some(request) = requests.recv() => {
-                    let opened = space_url(database, &request.space).and_then(|url| {
-                        // Opening talks to the database and may seed the space: not on
-                        // the task that drives the server.
-                        let claim = Claim { addr: Some(request.addr.clone()), lease: Some(Duration::from_secs_f64(lease)) };
-                        tokio::task::block_in_place(|| self.open_space(&Place::Postgres(url), true, &claim))
-                    });
+                    let claim = Claim { addr: Some(request.addr.clone()), lease: Some(Duration::from_secs_f64(lease)) };
+                    // Opening talks to the database and may seed the space: not on the
+                    // task that drives the server.
+                    let opened = tokio::task::block_in_place(|| self.open_existing(database, &request.space, &claim));
                     // The request was dropped (its client left): nothing to answer.
                     let _ = request.reply.send(opened);
                 }
             }
         }
+    }
+
+    /// Opens the space `space` of `database` for this node, if the database holds it.
+    fn open_existing(&self, database: &str, space: &str, claim: &Claim) -> anyhow::Result<trellis_runner::Runtime> {
+        let url = space_url(database, space)?;
+        if !trellis_postgres::space_exists(&url)? {
+            return Err(crate::serve::NoSuchSpace(space.to_owned()).into());
+        }
+        self.open_space(&Place::Postgres(url), true, claim)
     }
 
     /// How `trellis serve` runs, from its flags; `space`: the space's file, if it has one.

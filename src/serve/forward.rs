@@ -2,15 +2,17 @@
 //! answer back as it comes (an event stream stays a stream).
 //!
 //! The request goes as it came (method, path, query, body, and its headers but those of
-//! the connection), marked with [`FORWARDED`] so the other node answers it or refuses it,
-//! never forwards it on. Bearer tokens work on every node (they are kept in the space);
-//! a page's session cookie belongs to the node that made it.
+//! the connection), marked with [`FORWARDED`] and the secret the database's nodes share
+//! ([`NODE`], `trellis_postgres::cluster_secret`): the other node answers it without
+//! counting it against a rate limit (this node did) and never forwards it on, and a client
+//! cannot pass for a node. Bearer tokens work on every node (they are kept in the space);
+//! a page's session cookie belongs to the node that holds the space.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::Request;
+use axum::body::{Body, Bytes};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -19,8 +21,11 @@ use super::error::ApiError;
 /// The header a forwarded request carries: the forwarding node's address.
 pub const FORWARDED: &str = "x-trellis-forwarded-by";
 
+/// The header that proves a forwarded request comes from a node: the nodes' secret.
+pub const NODE: &str = "x-trellis-node";
+
 /// The largest request body forwarded: a message's files fit (see `limits`).
-const MAX_BODY: usize = 64 << 20;
+pub const MAX_BODY: usize = 64 << 20;
 
 /// How long reaching the other node may take (not the answer: an event stream is long).
 const CONNECT: Duration = Duration::from_secs(3);
@@ -37,16 +42,19 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     header::PROXY_AUTHORIZATION,
 ];
 
-/// Whether a request was forwarded here by another node.
-pub fn was_forwarded(headers: &HeaderMap) -> bool {
-    headers.contains_key(FORWARDED)
+/// The answer to a body larger than [`MAX_BODY`].
+pub fn too_large() -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("a request may carry at most {MAX_BODY} bytes"))
 }
 
-/// Sends requests on to other nodes.
+/// Sends requests on to other nodes, and knows theirs.
 pub struct Forwarder {
     http: reqwest::Client,
     /// This node's address, told to the other node.
     me: String,
+    /// The nodes' shared secret, and its hash (compared, so no timing tells the secret).
+    secret: String,
+    secret_hash: String,
 }
 
 /// Why a request could not be forwarded.
@@ -54,9 +62,17 @@ pub struct Forwarder {
 pub struct NotForwarded {
     status: StatusCode,
     message: String,
+    /// Whether the other node was not reached at all (the request did not arrive).
+    unreached: bool,
 }
 
 impl NotForwarded {
+    /// Whether the other node was never reached, so sending the request elsewhere cannot
+    /// apply it twice.
+    pub fn unreached(&self) -> bool {
+        self.unreached
+    }
+
     /// The error a client gets, naming the node that holds the space.
     pub fn with_holder(self, holder: &str) -> ApiError {
         ApiError::new(self.status, format!("{} (the space's holder: node {holder})", self.message))
@@ -64,31 +80,49 @@ impl NotForwarded {
 }
 
 impl Forwarder {
-    /// A forwarder for the node at `me`.
-    pub fn new(me: SocketAddr) -> anyhow::Result<Forwarder> {
+    /// A forwarder for the node at `me`, with the nodes' `secret`.
+    pub fn new(me: SocketAddr, secret: String) -> anyhow::Result<Forwarder> {
         // Between nodes: a proxy of the environment must not see their traffic or tokens.
         let http = reqwest::Client::builder().no_proxy().connect_timeout(CONNECT).build()?;
-        Ok(Forwarder { http, me: format!("http://{me}") })
+        let secret_hash = crate::tokens::hash(&secret);
+        Ok(Forwarder { http, me: format!("http://{me}"), secret, secret_hash })
     }
 
-    /// Sends `request` to the node at `to` (`http://HOST:PORT`), and its answer back.
-    pub async fn send(&self, to: &str, request: Request) -> Result<Response, NotForwarded> {
-        let (parts, body) = request.into_parts();
+    /// Whether a request comes from another node (it carries the nodes' secret); one that
+    /// says it was forwarded without the secret is refused.
+    pub fn from_node(&self, headers: &HeaderMap) -> Result<bool, ApiError> {
+        if !headers.contains_key(FORWARDED) {
+            return Ok(false);
+        }
+        let proof = headers.get(NODE).and_then(|v| v.to_str().ok()).map(crate::tokens::hash);
+        match proof {
+            Some(hash) if hash == self.secret_hash => Ok(true),
+            _ => Err(ApiError::new(StatusCode::FORBIDDEN, "only another node of this database may forward requests")),
+        }
+    }
+
+    /// Sends the request of `parts` and `body` to the node at `to` (`http://HOST:PORT`),
+    /// and its answer back.
+    pub async fn send(&self, to: &str, parts: &Parts, body: Bytes) -> Result<Response, NotForwarded> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let url = format!("{}{path}", to.trim_end_matches('/'));
-        let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| NotForwarded {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!("a request forwarded to another node may carry at most {MAX_BODY} bytes"),
-        })?;
-        let mut headers = parts.headers;
+        let mut headers = parts.headers.clone();
         for name in &HOP_BY_HOP {
             headers.remove(name);
         }
         headers.remove(header::CONTENT_LENGTH);
-        let sent = self.http.request(parts.method, &url).headers(headers).header(FORWARDED, &self.me).body(body).send();
+        let sent = self
+            .http
+            .request(parts.method.clone(), &url)
+            .headers(headers)
+            .header(FORWARDED, &self.me)
+            .header(NODE, &self.secret)
+            .body(body)
+            .send();
         let answer = sent.await.map_err(|error| NotForwarded {
             status: StatusCode::BAD_GATEWAY,
             message: format!("the node holding the space, at {to}, did not answer ({error}); send the request again"),
+            unreached: error.is_connect(),
         })?;
         let mut response = Response::builder().status(answer.status());
         if let Some(headers) = response.headers_mut() {

@@ -34,7 +34,7 @@ mod routes;
 mod scripts;
 mod spaces;
 
-pub use spaces::{run_many, OpenRequest};
+pub use spaces::{run_many, NoSuchSpace, OpenRequest};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,7 +155,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let checked = rt.clone();
     let ready: probes::Readiness = Arc::new(move || checked.space().check_writable());
     let (server, token, local) = Server::new(rt, &options, addr, limits).await?;
-    let router = router(server).merge(probes::routes(ready));
+    // A server of many spaces counts a client's requests before it finds their space.
+    let limited = from_fn_with_state(server.clone(), auth::rate_limit);
+    let router = router(server).layer(limited).merge(probes::routes(ready));
     let name = crate::program::name();
     eprintln!("{name} serve: open http://{addr}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");
@@ -208,8 +210,8 @@ async fn stopped() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// The whole router: the API (authenticated), the page and the OpenAPI document, behind
-/// the origin check and the rate limit.
+/// A space's whole router: the API (authenticated), the page and the OpenAPI document,
+/// behind the origin check (the rate limit is the caller's).
 fn router(server: Server) -> axum::Router {
     let api = api::endpoints()
         .into_iter()
@@ -229,7 +231,6 @@ fn router(server: Server) -> axum::Router {
                 "this route does not take that method (see `Allow`; /openapi.json lists the API)",
             )
         })
-        .layer(from_fn_with_state(server.clone(), auth::rate_limit))
         .layer(from_fn_with_state(server.clone(), auth::same_origin))
         .with_state(server)
 }

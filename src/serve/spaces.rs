@@ -19,10 +19,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot};
 use tower::ServiceExt as _;
 use trellis_runner::storage::StorageError;
 use trellis_runner::Runtime;
@@ -30,7 +31,8 @@ use trellis_runner::Runtime;
 use super::error::ApiError;
 use super::{forward, limits, listen, probes, router, stopped, Base, Options, Server};
 
-/// A request to open space `space` for this node; the command answers with its runtime.
+/// A request to open space `space` for this node; the command answers with its runtime,
+/// or with [`NoSuchSpace`] for a space the database does not hold.
 pub struct OpenRequest {
     /// The space's name.
     pub space: String,
@@ -39,6 +41,24 @@ pub struct OpenRequest {
     /// Where the runtime (or why the space could not be opened) goes.
     pub reply: oneshot::Sender<anyhow::Result<Runtime>>,
 }
+
+/// The database holds no space of this name: a server opens only spaces that exist, so a
+/// request cannot make one (a space is made by `trellis --space URL token new`, say).
+#[derive(Debug)]
+pub struct NoSuchSpace(pub String);
+
+impl std::fmt::Display for NoSuchSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (space, name) = (&self.0, crate::program::name());
+        write!(
+            f,
+            "no space {space} in this database; make it with `{name} --space 'postgres://...?space={space}' token new` \
+             (or copy one in with `{name} space copy`)"
+        )
+    }
+}
+
+impl std::error::Error for NoSuchSpace {}
 
 /// The longest a space name may be (as the database's).
 const MAX_NAME: usize = trellis_postgres::MAX_SPACE_NAME;
@@ -52,6 +72,9 @@ enum Route {
     There { holder: String, addr: String, until: Instant },
 }
 
+/// What this node knows of one space; locked while the space is looked up.
+type Slot = Arc<tokio::sync::Mutex<Option<Route>>>;
+
 /// The server's spaces: those it owns and where the others were.
 #[derive(Clone)]
 struct Spaces(Arc<Inner>);
@@ -61,27 +84,30 @@ struct Inner {
     addr: SocketAddr,
     limits: Arc<limits::RateLimit>,
     opener: mpsc::Sender<OpenRequest>,
-    /// One lookup at a time: opening a space twice at once would take its lease twice.
-    routes: Mutex<HashMap<String, Route>>,
+    /// A lookup locks its space's slot only: opening one space (a round trip to the
+    /// database, or its timeout) holds up no other.
+    routes: parking_lot::Mutex<HashMap<String, Slot>>,
     forward: forward::Forwarder,
 }
 
 /// Serves every space of the database the command's [`OpenRequest`]s open, until the
-/// process ends; `ready` says whether the database answers (for `/readyz`).
+/// process ends; `ready` says whether the database answers (for `/readyz`); `secret` is
+/// the one the database's nodes share (see [`forward`]).
 pub async fn run_many(
     options: Options,
     opener: mpsc::Sender<OpenRequest>,
     ready: probes::Readiness,
+    secret: String,
 ) -> anyhow::Result<()> {
     let (listener, addr) = listen(&options).await?;
     let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
     let spaces = Spaces(Arc::new(Inner {
-        forward: forward::Forwarder::new(addr)?,
+        forward: forward::Forwarder::new(addr, secret)?,
         options: options.clone(),
         addr,
         limits,
         opener,
-        routes: Mutex::default(),
+        routes: parking_lot::Mutex::default(),
     }));
     let router = axum::Router::new().fallback(dispatch).with_state(spaces).merge(probes::routes(ready));
     let name = crate::program::name();
@@ -92,42 +118,70 @@ pub async fn run_many(
 }
 
 /// Answers a request for `/spaces/NAME/...` through the space's router, here or at its
-/// owner.
-async fn dispatch(State(spaces): State<Spaces>, mut request: Request) -> Response {
+/// holder. A client's request counts against its rate limit here, on the node it reached;
+/// one another node forwarded was counted there.
+async fn dispatch(
+    State(spaces): State<Spaces>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
     let Some((space, rest)) = split(request.uri().path()) else {
         return ApiError::not_found("this server serves many spaces: ask for /spaces/NAME/... (NAME: the space's)")
             .into_response();
     };
     let (space, rest) = (space.to_owned(), rest.to_owned());
+    let from_node = match spaces.0.forward.from_node(request.headers()) {
+        Ok(from_node) => from_node,
+        Err(refused) => return refused.into_response(),
+    };
+    if !from_node {
+        if let Err(refused) = spaces.0.limits.take(peer.ip()) {
+            return refused.into_response();
+        }
+    }
     // The page's own files are named relative to it: its address ends with a slash.
     if rest.is_empty() && !request.uri().path().ends_with('/') {
         let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
         return Redirect::permanent(&format!("/spaces/{space}/{query}")).into_response();
     }
-    request.extensions_mut().insert(Base(format!("/spaces/{space}")));
-    let forwarded = forward::was_forwarded(request.headers());
-    match spaces.route(&space, forwarded).await {
-        Ok(Route::Here(_, router)) => {
-            let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
-            match format!("/{rest}{query}").parse() {
-                Ok(uri) => *request.uri_mut() = uri,
-                Err(_) => return ApiError::not_found("no such route").into_response(),
+    let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let Ok(inner_uri) = format!("/{rest}{query}").parse() else {
+        return ApiError::not_found("no such route").into_response();
+    };
+    // Kept whole, so that a request the holder did not take can go to the next one.
+    let (mut parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, forward::MAX_BODY).await else {
+        return forward::too_large().into_response();
+    };
+    parts.extensions.insert(Base(format!("/spaces/{space}")));
+    for attempt in 0..2 {
+        match spaces.route(&space, from_node).await {
+            Ok(Route::Here(_, router)) => {
+                let mut local = Request::from_parts(parts, Body::from(body));
+                *local.uri_mut() = inner_uri;
+                return match router.oneshot(local).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
             }
-            match router.oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
+            Ok(Route::There { holder, addr, .. }) => {
+                match spaces.0.forward.send(&addr, &parts, body.clone()).await {
+                    Ok(response) => return response,
+                    // The holder is gone (stopped, or handed the space over): look the
+                    // space up again, once.
+                    Err(error) => {
+                        spaces.forget(&space);
+                        if attempt == 1 || !error.unreached() {
+                            return error.with_holder(&holder).into_response();
+                        }
+                    }
+                }
             }
+            Err(error) => return error.into_response(),
         }
-        Ok(Route::There { holder, addr, .. }) => match spaces.0.forward.send(&addr, request).await {
-            Ok(response) => response,
-            Err(error) => {
-                // The owner may be gone: the next request looks the space up again.
-                spaces.0.routes.lock().await.remove(&space);
-                error.with_holder(&holder).into_response()
-            }
-        },
-        Err(error) => error.into_response(),
     }
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the space could not be reached; send the request again")
+        .into_response()
 }
 
 /// `("NAME", "REST")` of `/spaces/NAME/REST` (`REST` may be empty), if the name is one a
@@ -140,28 +194,36 @@ fn split(path: &str) -> Option<(&str, &str)> {
 }
 
 impl Spaces {
+    fn slot(&self, space: &str) -> Slot {
+        Arc::clone(self.0.routes.lock().entry(space.to_owned()).or_default())
+    }
+
+    /// Forgets where `space` was, so the next request looks it up again.
+    fn forget(&self, space: &str) {
+        self.0.routes.lock().remove(space);
+    }
+
     /// Where requests for `space` go now, opening it here when no other node holds it.
-    async fn route(&self, space: &str, forwarded: bool) -> Result<Route, ApiError> {
-        let mut routes = self.0.routes.lock().await;
-        match routes.get(space) {
+    async fn route(&self, space: &str, from_node: bool) -> Result<Route, ApiError> {
+        let slot = self.slot(space);
+        let mut known = slot.lock().await;
+        match known.as_ref() {
             Some(Route::Here(server, _)) if server.runtime().space().storage_lost() => {
                 tracing::warn!(space, "this node lost the space's lease; it is looked up again");
-                routes.remove(space);
             }
-            Some(Route::There { until, .. }) if *until <= Instant::now() => {
-                routes.remove(space);
-            }
+            Some(Route::There { until, .. }) if *until <= Instant::now() => {}
             Some(route) => return Ok(route.clone()),
             None => {}
         }
+        *known = None;
         let route = self.open(space).await?;
-        if forwarded && matches!(route, Route::There { .. }) {
+        if from_node && matches!(route, Route::There { .. }) {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("the space {space} is not held by the node this request was forwarded to; send it again"),
             ));
         }
-        routes.insert(space.to_owned(), route.clone());
+        *known = Some(route.clone());
         Ok(route)
     }
 
@@ -175,6 +237,9 @@ impl Spaces {
         let opened = answer.await.map_err(|_| stopped())?;
         let rt = match opened {
             Ok(rt) => rt,
+            Err(error) if error.downcast_ref::<NoSuchSpace>().is_some() => {
+                return Err(ApiError::not_found(error.to_string()))
+            }
             Err(error) => {
                 return match held_elsewhere(&error) {
                     Some(route) => Ok(route),
@@ -206,7 +271,7 @@ mod tests {
         assert_eq!(super::split("/spaces/team-a/api/chat"), Some(("team-a", "api/chat")));
         assert_eq!(super::split("/spaces/team-a/"), Some(("team-a", "")));
         assert_eq!(super::split("/spaces/team-a"), Some(("team-a", "")));
-        for bad in ["/spaces//api", "/spaces/a%20b/api", "/api/chat", "/spaces/../x"] {
+        for bad in ["/spaces//api", "/spaces/a%20b/api", "/api/chat", "/spacesx/a/api"] {
             assert_eq!(super::split(bad), None, "{bad}");
         }
     }

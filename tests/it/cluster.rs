@@ -76,6 +76,15 @@ fn nodes_forward_to_the_holder_refuse_other_spaces_tokens_and_take_over_when_it_
     }
     let nowhere = b.request("GET", "/api/charms", &[&auth], None);
     assert_eq!(nowhere.status, 404, "a request names its space: {}", nowhere.body);
+    let unknown = b.request("GET", &format!("/spaces/{}-none/api/charms", s.name), &[&auth], None);
+    assert!(
+        unknown.status == 404 && unknown.body.contains("token new"),
+        "no space is made by asking: {}",
+        unknown.body
+    );
+    let forged =
+        a.request("GET", &format!("/spaces/{}/api/charms", s.name), &[&auth, "x-trellis-forwarded-by: me"], None);
+    assert_eq!(forged.status, 403, "a client cannot pass for a node: {}", forged.body);
 
     // A dies: once its lease has run out, B takes the space over with every
     // acknowledged change.
@@ -278,6 +287,7 @@ fn the_page_of_a_space_signs_in_with_its_token_below_its_path() {
         assert_eq!(chat.status, 200, "the cookie works through either node: {}", chat.body);
     }
     let other = pg::space().expect("another space");
+    other.ok(&["charm", "list"]);
     let elsewhere = a.request("GET", &format!("/spaces/{}/api/chat", other.name), &[&cookie], None);
     assert_eq!(elsewhere.status, 401, "the cookie is its space's only: {}", elsewhere.body);
 }
