@@ -82,8 +82,13 @@ impl NotForwarded {
 impl Forwarder {
     /// A forwarder for the node at `me`, with the nodes' `secret`.
     pub fn new(me: SocketAddr, secret: String) -> anyhow::Result<Forwarder> {
-        // Between nodes: a proxy of the environment must not see their traffic or tokens.
-        let http = reqwest::Client::builder().no_proxy().connect_timeout(CONNECT).build()?;
+        // Between nodes: a proxy of the environment must not see their traffic or tokens;
+        // a redirect goes back to the client as it is (the sign-in's 303 sets its cookie).
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(CONNECT)
+            .build()?;
         let secret_hash = crate::tokens::hash(&secret);
         Ok(Forwarder { http, me: format!("http://{me}"), secret, secret_hash })
     }
