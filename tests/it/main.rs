@@ -18,6 +18,7 @@ mod chat_pty;
 mod chatbot;
 mod cli;
 mod cluster;
+mod cluster_browser;
 mod client_tools_cli;
 mod context;
 mod counter;

@@ -38,9 +38,14 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long the whole browser session may take.
 const DEADLINE: Duration = Duration::from_secs(240);
 
+/// [`browse_at`] `served`'s sign-in link.
+fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
+    browse_at(script, &served.sign_in, extra)
+}
+
 /// Runs `tests/browser/SCRIPT SIGN_IN SHOTS CHROMIUM EXTRA...` and fails the test when it
 /// fails or outlives the deadline; returns the screenshot folder.
-fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
+pub(crate) fn browse_at(script: &str, sign_in: &str, extra: &[&str]) -> PathBuf {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing; install it with: apt-get update && apt-get install -y --no-install-recommends \
@@ -54,7 +59,7 @@ fn browse(script: &str, served: &server::Served, extra: &[&str]) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser").join(script);
     let child = Command::new(python)
         .arg(script)
-        .args([served.sign_in.as_str(), shots.to_str().unwrap(), CHROMIUM])
+        .args([sign_in, shots.to_str().unwrap(), CHROMIUM])
         .args(extra)
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env("PYTHONDONTWRITEBYTECODE", "1") // nothing written beside the scripts
