@@ -89,34 +89,71 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 /// Refuses requests whose `Host` does not name this server, and requests a page on
-/// another origin makes (403). Applies to every route, the page's too.
+/// another origin makes (403). Applies to every route, the page's too, but not to one
+/// whose origin was checked already ([`OriginChecked`]).
 pub async fn same_origin(State(server): State<Server>, request: Request, next: Next) -> Response {
-    match check_origin(&server, request.headers()) {
+    if request.extensions().get::<OriginChecked>().is_some() {
+        return next.run(request).await;
+    }
+    match server.listening().check(request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refused) => refused.into_response(),
     }
 }
 
-fn check_origin(server: &Server, headers: &HeaderMap) -> Result<(), ApiError> {
-    let forbidden = |why: String| ApiError::new(StatusCode::FORBIDDEN, why);
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
-    if !server.is_own_host(host) {
-        return Err(forbidden(format!(
-            "the Host `{host}` is not this server's ({}); open the address `{} serve` printed",
-            server.addr(),
-            crate::program::name()
-        )));
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        if !origin.eq_ignore_ascii_case(&format!("http://{host}")) {
-            return Err(forbidden(format!("requests from other origins ({origin}) are refused")));
+/// A request extension: the request's origin was checked already, by the node of a
+/// server of many spaces it reached (a request another node forwarded was checked there,
+/// against that node's own address).
+#[derive(Debug, Clone, Copy)]
+pub struct OriginChecked;
+
+/// Where a server listens, to tell its own `Host` and origin from others'.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// The address bound.
+    pub addr: SocketAddr,
+    /// Whether it was bound for other machines (`--allow-remote`).
+    pub remote: bool,
+}
+
+impl Listening {
+    /// Whether a request's `Host` names this server: the bound address, or a loopback
+    /// name, with the bound port (or, bound for other machines, any name with that port).
+    fn is_own_host(&self, host: &str) -> bool {
+        let Some((name, port)) = host.rsplit_once(':') else { return false };
+        if port != self.addr.port().to_string() {
+            return false;
         }
+        let bound = SocketAddr::new(self.addr.ip(), 0).to_string();
+        let bound = bound.strip_suffix(":0").unwrap_or(&bound);
+        // Host names are case-insensitive (RFC 9110), and a client may send `LOCALHOST`.
+        let name = name.to_ascii_lowercase();
+        self.remote || name == bound || matches!(name.as_str(), "127.0.0.1" | "localhost" | "[::1]")
     }
-    if headers.get("sec-fetch-site").is_some_and(|site| site == "cross-site" || site == "same-site") {
-        return Err(forbidden("requests from other sites are refused".into()));
+
+    /// Refuses (403) a request whose `Host` is not this server's, or that a page on
+    /// another origin or site made.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let forbidden = |why: String| ApiError::new(StatusCode::FORBIDDEN, why);
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        if !self.is_own_host(host) {
+            return Err(forbidden(format!(
+                "the Host `{host}` is not this server's ({}); open the address `{} serve` printed",
+                self.addr,
+                crate::program::name()
+            )));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            if !origin.eq_ignore_ascii_case(&format!("http://{host}")) {
+                return Err(forbidden(format!("requests from other origins ({origin}) are refused")));
+            }
+        }
+        if headers.get("sec-fetch-site").is_some_and(|site| site == "cross-site" || site == "same-site") {
+            return Err(forbidden("requests from other sites are refused".into()));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Counts the request against its client's rate limit (429 when spent).
@@ -176,15 +213,16 @@ pub async fn require_auth(State(server): State<Server>, mut request: Request, ne
         request.extensions_mut().insert(credential);
         return next.run(request).await;
     }
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        format!(
-            "sign in: open the URL `{name} serve` printed (it sets a session cookie), or send \
-             `Authorization: Bearer TOKEN` with a token from `{name} token new`",
-            name = crate::program::name()
-        ),
-    )
-    .into_response()
+    let name = crate::program::name();
+    let how = match request.extensions().get::<Base>() {
+        // A server of many spaces prints no sign-in link.
+        Some(Base(base)) if !base.is_empty() => format!("open {base}/?token=TOKEN (it sets a session cookie)"),
+        _ => format!("open the URL `{name} serve` printed (it sets a session cookie)"),
+    };
+    let message = format!(
+        "sign in: {how}, or send `Authorization: Bearer TOKEN`, with a token of this space from `{name} token new`"
+    );
+    ApiError::new(StatusCode::UNAUTHORIZED, message).into_response()
 }
 
 /// Refuses an API write (POST, PUT, PATCH) whose `Content-Type` is not

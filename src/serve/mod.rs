@@ -128,22 +128,8 @@ impl Server {
         &self.0.limits
     }
 
-    fn addr(&self) -> SocketAddr {
-        self.0.addr
-    }
-
-    /// Whether a request's `Host` names this server: the bound address, or a loopback
-    /// name, with the bound port (or, bound for other machines, any name with that port).
-    fn is_own_host(&self, host: &str) -> bool {
-        let Some((name, port)) = host.rsplit_once(':') else { return false };
-        if port != self.0.addr.port().to_string() {
-            return false;
-        }
-        let bound = SocketAddr::new(self.0.addr.ip(), 0).to_string();
-        let bound = bound.strip_suffix(":0").unwrap_or(&bound);
-        // Host names are case-insensitive (RFC 9110), and a client may send `LOCALHOST`.
-        let name = name.to_ascii_lowercase();
-        self.0.remote || name == bound || matches!(name.as_str(), "127.0.0.1" | "localhost" | "[::1]")
+    fn listening(&self) -> auth::Listening {
+        auth::Listening { addr: self.0.addr, remote: self.0.remote }
     }
 }
 

@@ -29,7 +29,7 @@ use trellis_runner::storage::StorageError;
 use trellis_runner::Runtime;
 
 use super::error::ApiError;
-use super::{forward, limits, listen, probes, router, stopped, Base, Options, Server};
+use super::{auth, forward, limits, listen, probes, router, stopped, Base, Options, Server};
 
 /// A request to open space `space` for this node; the command answers with its runtime,
 /// or with [`NoSuchSpace`] for a space the database does not hold.
@@ -134,8 +134,11 @@ async fn dispatch(
         Ok(from_node) => from_node,
         Err(refused) => return refused.into_response(),
     };
+    // A client's request is counted and its origin checked here, on the node it reached
+    // (against this node's address): the holder takes a forwarded one as checked.
     if !from_node {
-        if let Err(refused) = spaces.0.limits.take(peer.ip()) {
+        let listening = auth::Listening { addr: spaces.0.addr, remote: spaces.0.options.allow_remote };
+        if let Err(refused) = listening.check(request.headers()).and_then(|()| spaces.0.limits.take(peer.ip())) {
             return refused.into_response();
         }
     }
@@ -154,6 +157,7 @@ async fn dispatch(
         return forward::too_large().into_response();
     };
     parts.extensions.insert(Base(format!("/spaces/{space}")));
+    parts.extensions.insert(auth::OriginChecked);
     for attempt in 0..2 {
         match spaces.route(&space, from_node).await {
             Ok(Route::Here(_, router)) => {

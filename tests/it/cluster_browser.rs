@@ -32,8 +32,6 @@ fn token(space: &PgSpace) -> String {
 /// Node B forwards the page of a space A holds: sign-in, the charms, a message to the
 /// offline model and its Counter; another space's page, with this one's cookie only, refused.
 #[test]
-#[ignore = "the holder refuses the page's writes another node forwards (403: the browser's Origin names the \
-            node it reached, the forwarded Host the holder); run with --ignored once that is fixed"]
 fn the_page_of_a_space_through_another_node_in_a_real_browser() {
     let Some(s) = pg::space() else { return };
     let other = pg::space().expect("another space");
