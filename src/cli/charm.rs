@@ -69,8 +69,9 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         CharmCommand::Send { charm, handler, event } => {
             let id = charms.find(&charm)?;
             let event: serde_json::Value = serde_json::from_str(&event).context("the event is not valid JSON")?;
-            let sent =
-                send(rt, &id, &handler, event, None).await.map_err(|e| anyhow::anyhow!("{}", safe_line(&e.to_string())))?;
+            let sent = send(rt, &id, &handler, event, None)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", safe_line(&e.to_string())))?;
             print(format, &sent.to_json(), || match &sent.returned {
                 Some(returned) => format!("{}\nreturned: {returned}", sent.summary),
                 None => sent.summary.clone(),

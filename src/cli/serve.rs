@@ -96,7 +96,7 @@ impl App {
         if !trellis_postgres::space_exists(&url)? {
             return Err(crate::serve::NoSuchSpace(space.to_owned()).into());
         }
-        self.open_space(&Place::Postgres(url), true, claim)
+        self.open_space(&Place::Postgres(Box::new(url)), true, claim)
     }
 
     /// How `trellis serve` runs, from its flags; `space`: the space's file, if it has one.

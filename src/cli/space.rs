@@ -150,7 +150,7 @@ pub enum Place {
     /// The space's SQLite file.
     File(PathBuf),
     /// A space in PostgreSQL, several `trellis serve` nodes may share.
-    Postgres(trellis_postgres::SpaceUrl),
+    Postgres(Box<trellis_postgres::SpaceUrl>),
 }
 
 impl Place {
@@ -158,7 +158,7 @@ impl Place {
     /// refused: taken for a path, it would make folders named after its scheme).
     pub fn parse(given: PathBuf) -> anyhow::Result<Place> {
         if let Some(text) = given.to_str().filter(|text| trellis_postgres::SpaceUrl::is_postgres(text)) {
-            return Ok(Place::Postgres(trellis_postgres::SpaceUrl::parse(text)?));
+            return Ok(Place::Postgres(Box::new(trellis_postgres::SpaceUrl::parse(text)?)));
         }
         check_not_url(&given)?;
         Ok(Place::File(given))

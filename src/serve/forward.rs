@@ -95,7 +95,7 @@ impl Forwarder {
 
     /// Whether a request comes from another node (it carries the nodes' secret); one that
     /// says it was forwarded without the secret is refused.
-    pub fn from_node(&self, headers: &HeaderMap) -> Result<bool, ApiError> {
+    pub fn sent_by_node(&self, headers: &HeaderMap) -> Result<bool, ApiError> {
         if !headers.contains_key(FORWARDED) {
             return Ok(false);
         }

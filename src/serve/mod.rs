@@ -159,7 +159,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = options.space.as_deref().map(|space| handoff.write(space)).transpose()?;
     trellis_http::serve(listener, router, options.limits, stopped()).await;
-    written.map(handoff::Written::remove);
+    if let Some(written) = written {
+        written.remove();
+    }
     Ok(())
 }
 

@@ -130,7 +130,7 @@ async fn dispatch(
             .into_response();
     };
     let (space, rest) = (space.to_owned(), rest.to_owned());
-    let from_node = match spaces.0.forward.from_node(request.headers()) {
+    let from_node = match spaces.0.forward.sent_by_node(request.headers()) {
         Ok(from_node) => from_node,
         Err(refused) => return refused.into_response(),
     };

@@ -21,8 +21,10 @@ const SERDE_JSON_LIMIT: usize = 128;
 /// wide margin at [`MAX_DOC_DEPTH`]. It is reserved address space, touched only as used.
 const DEEP_STACK: usize = 256 << 20;
 
-/// Parses the JSON text of document `id`.
-pub(super) fn parse_document(id: &str, text: &str) -> Result<Value, StorageError> {
+/// Parses the JSON text of stored document `id` as every backend must: documents nested
+/// past serde_json's limit still load (up to [`MAX_DOC_DEPTH`]), and text that is not JSON
+/// is [`StorageError::Corrupt`], one too deep [`StorageError::TooDeep`].
+pub fn parse_document(id: &str, text: &str) -> Result<Value, StorageError> {
     let error = match serde_json::from_str(text) {
         Ok(value) => return Ok(value),
         Err(error) => error,

@@ -6,12 +6,15 @@
 //! several transactions into one durable write (group commit), and resolves each
 //! transaction's [`Durable`] ticket once its writes can no longer be lost.
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod decode;
 mod file;
 mod memory;
 mod snapshot;
 mod sqlite;
 
+pub use decode::parse_document;
 pub use memory::MemoryStorage;
 pub use snapshot::SqliteSnapshot;
 pub use sqlite::{SqliteStorage, CREATE_TABLE, UPSERT};
@@ -135,6 +138,53 @@ pub enum StorageError {
     /// The background writer stopped, so writes can no longer be made durable.
     #[error("the storage writer stopped; committed data after this point was not saved")]
     WriterGone,
+    /// A database server that holds spaces (PostgreSQL) could not be reached, refused the
+    /// login, or failed a statement.
+    #[error("database {target}: {message}{}", hint_suffix(hint))]
+    Database {
+        /// Where the space lives, as the user gave it but never with its password.
+        target: String,
+        /// What the database (or the connection to it) said.
+        message: String,
+        /// What to do about it, when that is known; empty otherwise.
+        hint: &'static str,
+    },
+    /// Another node holds the lease of a space kept in a shared database: only the lease's
+    /// holder writes the space, so this node may not open it for writing now.
+    #[error(
+        "the space {space} is held by node {holder}{} for {expires_in_ms} ms more; send the request to that node, or wait until its lease expires and open the space again",
+        addr.as_ref().map(|addr| format!(" (at {addr})")).unwrap_or_default()
+    )]
+    Owned {
+        /// The space.
+        space: String,
+        /// The node holding the lease.
+        holder: String,
+        /// Where that node takes requests for the space, if it said.
+        addr: Option<String>,
+        /// How long its lease runs if it is not renewed, by the database's clock.
+        expires_in_ms: u64,
+    },
+    /// This node's lease of a space ran out or was taken (another node's epoch is newer):
+    /// the write was refused, and so is every later one through this storage, for good.
+    #[error(
+        "this node lost the lease of the space {space} (epoch {epoch}): another node took over the space; this node stopped writing it; its later writes were refused; send the requests to the space's new holder, or open the space again to take the lease back once it is free"
+    )]
+    LeaseLost {
+        /// The space.
+        space: String,
+        /// The epoch this node held; the space's current holder has a higher one.
+        epoch: u64,
+    },
+}
+
+/// `hint` after a separator, or nothing when there is no hint.
+fn hint_suffix(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    }
 }
 
 impl StorageError {
@@ -205,6 +255,12 @@ pub trait Storage: Send + Sync + 'static {
     /// keeps nothing (in-memory spaces), which is most of a commit's cost there.
     fn keeps_writes(&self) -> bool {
         true
+    }
+
+    /// Whether this storage will never write again: a space shared through a database
+    /// whose lease this node lost. The server drops such a space and looks it up again.
+    fn lost(&self) -> bool {
+        false
     }
 }
 

@@ -487,13 +487,9 @@ fn encode(writes: Vec<StoredDoc>, path: &str) -> Result<Vec<Row>, StorageError> 
 
 #[cfg(test)]
 mod tests {
+    use super::super::conformance::{self, doc, Backend, Counts};
     use super::*;
     use serde_json::json;
-    use std::collections::HashMap;
-
-    fn doc(id: &str, version: u64, value: serde_json::Value) -> StoredDoc {
-        StoredDoc { id: id.to_owned(), version, value: value.into() }
-    }
 
     fn temp_db() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -501,111 +497,85 @@ mod tests {
         (dir, path)
     }
 
-    fn by_id(docs: Vec<StoredDoc>) -> HashMap<String, StoredDoc> {
-        docs.into_iter().map(|d| (d.id.clone(), d)).collect()
+    /// A space file in a directory of its own, for the tests every backend passes.
+    struct Sqlite {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+    }
+
+    impl Sqlite {
+        fn new() -> Self {
+            let (_dir, path) = temp_db();
+            Sqlite { _dir, path }
+        }
+    }
+
+    impl Backend for Sqlite {
+        type Storage = SqliteStorage;
+
+        fn open(&self) -> SqliteStorage {
+            SqliteStorage::open(&self.path).expect("open")
+        }
+
+        fn counts(&self, storage: &SqliteStorage) -> Counts {
+            let stats = storage.stats();
+            Counts {
+                durable: stats.transactions_durable,
+                failed: stats.transactions_failed,
+                commits: stats.sqlite_commits,
+            }
+        }
     }
 
     #[test]
     fn storage_round_trip() {
-        let (_dir, path) = temp_db();
-        let storage = SqliteStorage::open(&path).expect("open");
-        assert!(storage.load().expect("load empty").is_empty());
-
-        let a = doc("a", 1, json!({"x": 1, "list": [1, 2, {"deep": null}]}));
-        let b = doc("b", 7, json!("text with 'quotes' and \"more\" and ünïcode"));
-        storage.submit(vec![a.clone(), b.clone()]).wait().expect("durable");
-
-        let docs = by_id(storage.load().expect("load"));
-        assert_eq!(docs.len(), 2);
-        assert_eq!(docs["a"], a);
-        assert_eq!(docs["b"], b);
-        assert!(path.exists());
-
-        let journal_mode: String =
-            storage.reader.lock().query_row("PRAGMA journal_mode", [], |row| row.get(0)).expect("journal mode");
-        assert_eq!(journal_mode, "wal");
+        conformance::round_trip(&Sqlite::new());
     }
 
     #[test]
     fn storage_overwrite_keeps_latest_version() {
-        let (_dir, path) = temp_db();
-        let storage = SqliteStorage::open(&path).expect("open");
-        storage.submit(vec![doc("d", 1, json!({"n": 1}))]).wait().expect("durable");
-        storage.submit(vec![doc("d", 2, json!({"n": 2}))]).wait().expect("durable");
-        // Many versions queued without waiting: submission order decides the winner.
-        let tickets: Vec<Durable> = (3..=500).map(|n| storage.submit(vec![doc("d", n, json!({"n": n}))])).collect();
-        for ticket in tickets {
-            ticket.wait().expect("durable");
-        }
-        let docs = storage.load().expect("load");
-        assert_eq!(docs, vec![doc("d", 500, json!({"n": 500}))]);
+        conformance::overwrite_keeps_latest_version(&Sqlite::new());
     }
 
     #[test]
     fn storage_concurrent_submitters_all_durable() {
-        const THREADS: u64 = 8;
-        const PER_THREAD: u64 = 150;
-        let (_dir, path) = temp_db();
-        let storage = Arc::new(SqliteStorage::open(&path).expect("open"));
-
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let storage = Arc::clone(&storage);
-                std::thread::spawn(move || {
-                    let mut tickets = Vec::new();
-                    for i in 1..=PER_THREAD {
-                        // A document of its own per submit, plus one per thread that every
-                        // submit of the thread overwrites (checks per-thread ordering).
-                        let writes = vec![
-                            doc(&format!("t{t}-{i}"), 1, json!({"t": t, "i": i})),
-                            doc(&format!("t{t}"), i, json!(i)),
-                        ];
-                        let ticket = storage.submit(writes);
-                        if i % 3 == 0 {
-                            ticket.wait().expect("durable");
-                        } else {
-                            tickets.push(ticket);
-                        }
-                    }
-                    for ticket in tickets {
-                        ticket.wait().expect("durable");
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            handle.join().expect("submitter thread");
-        }
-
-        let docs = by_id(storage.load().expect("load"));
-        assert_eq!(docs.len() as u64, THREADS * PER_THREAD + THREADS);
-        for t in 0..THREADS {
-            assert_eq!(docs[&format!("t{t}")].version, PER_THREAD);
-            for i in 1..=PER_THREAD {
-                assert_eq!(docs[&format!("t{t}-{i}")].value.to_json(), json!({"t": t, "i": i}));
-            }
-        }
-        let stats = storage.stats();
-        assert_eq!(stats.transactions_durable, THREADS * PER_THREAD);
-        assert_eq!(stats.transactions_failed, 0);
+        conformance::concurrent_submitters_all_durable(&Sqlite::new());
     }
 
     #[test]
     fn storage_reopen_sees_data_and_drop_flushes_queue() {
+        conformance::reopen_sees_data_and_drop_flushes_queue(&Sqlite::new());
+    }
+
+    #[test]
+    fn storage_group_commit_batches() {
+        conformance::group_commit_batches(&Sqlite::new());
+    }
+
+    #[test]
+    fn after_a_failed_transaction_nothing_is_written_until_resumed() {
+        conformance::failed_transaction_refuses_until_resumed(&Sqlite::new());
+    }
+
+    #[test]
+    fn storage_empty_transaction_resolves() {
+        conformance::empty_transaction_resolves(&Sqlite::new());
+    }
+
+    #[test]
+    fn storage_doc_ids_by_prefix_in_byte_order() {
+        conformance::doc_ids_by_prefix_in_byte_order(&Sqlite::new());
+    }
+
+    #[test]
+    fn storage_creates_directories_and_writes_in_wal_mode() {
         let (_dir, path) = temp_db();
-        {
-            let storage = SqliteStorage::open(&path).expect("open");
-            storage.submit(vec![doc("kept", 1, json!([1, 2, 3]))]).wait().expect("durable");
-            // Queued but never waited for: a clean drop must still write them.
-            for n in 1..=300 {
-                drop(storage.submit(vec![doc(&format!("q{n}"), n, json!(n))]));
-            }
-        }
-        let storage = SqliteStorage::open(&path).expect("reopen");
-        let docs = by_id(storage.load().expect("load"));
-        assert_eq!(docs.len(), 301);
-        assert_eq!(docs["kept"], doc("kept", 1, json!([1, 2, 3])));
-        assert_eq!(docs["q300"], doc("q300", 300, json!(300)));
+        let storage = SqliteStorage::open(&path).expect("open");
+        storage.submit(vec![doc("a", 1, json!(1))]).wait().expect("durable");
+        assert!(path.exists());
+        let journal_mode: String =
+            storage.reader.lock().query_row("PRAGMA journal_mode", [], |row| row.get(0)).expect("journal mode");
+        assert_eq!(journal_mode, "wal");
     }
 
     #[test]
@@ -623,67 +593,6 @@ mod tests {
             Err(StorageError::Corrupt { id, .. }) => assert_eq!(id, "bad"),
             other => panic!("expected Corrupt for document bad, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn storage_group_commit_batches() {
-        const SUBMITS: u64 = 1000;
-        let (_dir, path) = temp_db();
-        let storage = SqliteStorage::open(&path).expect("open");
-        let tickets: Vec<Durable> =
-            (1..=SUBMITS).map(|n| storage.submit(vec![doc(&format!("g{n}"), n, json!({"n": n}))])).collect();
-        for ticket in tickets {
-            ticket.wait().expect("durable");
-        }
-        let stats = storage.stats();
-        assert_eq!(stats.transactions_durable, SUBMITS);
-        assert!(stats.sqlite_commits < SUBMITS, "expected group commit to batch {SUBMITS} submits, got {stats:?}");
-        assert!(stats.sqlite_commits >= SUBMITS.div_ceil(MAX_GROUP as u64));
-        assert_eq!(storage.load().expect("load").len() as u64, SUBMITS);
-    }
-
-    #[test]
-    fn after_a_failed_transaction_nothing_is_written_until_resumed() {
-        let (_dir, path) = temp_db();
-        let storage = SqliteStorage::open(&path).expect("open");
-        // u64::MAX does not fit in SQLite's signed 64-bit INTEGER: that transaction fails.
-        let before = storage.submit(vec![doc("before", 1, json!(1))]);
-        let bad = storage.submit(vec![doc("ok-part", 1, json!(0)), doc("bad", u64::MAX, json!(2))]);
-        // Submitted before anyone heard of the failure: it may carry the failed changes.
-        let after = storage.submit(vec![doc("after", 1, json!(3))]);
-        before.wait().expect("before is durable");
-        match bad.wait() {
-            Err(StorageError::Sqlite { .. }) => {}
-            other => panic!("expected a SQLite error, got {other:?}"),
-        }
-        match after.wait() {
-            Err(StorageError::Refused { reason }) => {
-                assert!(reason.contains("larger than SQLite can store"), "{reason}")
-            }
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-        assert!(storage.refusing());
-        assert!(matches!(storage.submit(Vec::new()).wait(), Err(StorageError::Refused { .. })));
-        storage.resume();
-        assert!(!storage.refusing());
-        storage.submit(vec![doc("later", 1, json!(4))]).wait().expect("written again once resumed");
-
-        let docs = by_id(storage.load().expect("load"));
-        let mut ids: Vec<&str> = docs.keys().map(String::as_str).collect();
-        ids.sort_unstable();
-        // The failed transaction left nothing behind, not even its valid first write.
-        assert_eq!(ids, ["before", "later"]);
-        let stats = storage.stats();
-        assert_eq!(stats.transactions_failed, 3);
-        assert_eq!(stats.transactions_durable, 2);
-    }
-
-    #[test]
-    fn storage_empty_transaction_resolves() {
-        let (_dir, path) = temp_db();
-        let storage = SqliteStorage::open(&path).expect("open");
-        storage.submit(Vec::new()).wait().expect("empty is durable");
-        assert!(storage.load().expect("load").is_empty());
     }
 
     #[test]

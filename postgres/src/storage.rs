@@ -1,0 +1,345 @@
+//! [`PostgresStorage`]: a space in a PostgreSQL database, written by the node holding
+//! its lease.
+//!
+//! Three threads, each with its own connection, because the synchronous client may not
+//! run on a thread inside a Tokio runtime and the storage is called from anywhere: the
+//! writer ([`crate::writer`]), the reader ([`crate::reader`]) and the lease's renewal
+//! ([`crate::lease`]), which must not wait behind a long read or a big group.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use trellis_runner::storage::{parse_document, Durable, Storage, StorageError, StoredDoc};
+
+use crate::connect::{Connector, CONNECT_TIMEOUT};
+use crate::lease::{self, Renewal};
+use crate::reader::Reader;
+use crate::writer::{self, Job, Writer};
+use crate::{schema, Holder, SpaceUrl};
+
+/// How long a lease runs unless renewed, by default.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// How long a statement may run before the server cancels it, by default.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shortest lease accepted: renewing a third of it must fit a round trip.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+
+/// How a space is opened: lease and timeouts.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use trellis_postgres::{Holder, OpenOptions, SpaceUrl};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = SpaceUrl::parse("postgres://trellis@db/trellis?space=team-a")?;
+/// let storage = OpenOptions::new().lease(Duration::from_secs(5)).open(&url, Holder::new("node-1:4242"))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    lease: Duration,
+    connect_timeout: Duration,
+    statement_timeout: Duration,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            lease: DEFAULT_LEASE,
+            connect_timeout: CONNECT_TIMEOUT,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// The defaults: a lease of [`DEFAULT_LEASE`], connections given up after 5 s,
+    /// statements after [`DEFAULT_STATEMENT_TIMEOUT`].
+    pub fn new() -> OpenOptions {
+        OpenOptions::default()
+    }
+
+    /// How long the lease runs without renewal (at least [`MIN_LEASE`]): how long other
+    /// nodes wait to take the space over when this node dies without closing it. It is
+    /// renewed every third of that.
+    pub fn lease(mut self, lease: Duration) -> OpenOptions {
+        self.lease = lease.max(MIN_LEASE);
+        self
+    }
+
+    /// How long a connection attempt may take, unless the URL says (`connect_timeout`).
+    pub fn connect_timeout(mut self, timeout: Duration) -> OpenOptions {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long the server lets one statement run before cancelling it.
+    pub fn statement_timeout(mut self, timeout: Duration) -> OpenOptions {
+        self.statement_timeout = timeout;
+        self
+    }
+
+    /// Opens the space at `target` for `holder`: creates Trellis's tables if missing,
+    /// takes the space's lease ([`StorageError::Owned`] if another node holds it) and
+    /// starts the writer, reader and renewal threads.
+    pub fn open(&self, target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
+        // On a thread of its own: the caller may be a Tokio worker (a server opening a
+        // space for a request), where the client's own runtime may not block.
+        std::thread::scope(|scope| {
+            let opening = std::thread::Builder::new()
+                .name("trellis-postgres-open".into())
+                .spawn_scoped(scope, || self.open_here(target, holder))
+                .map_err(|source| StorageError::Io {
+                    path: target.to_string(),
+                    action: "start the thread that opens the space",
+                    source,
+                })?;
+            opening.join().unwrap_or_else(|_| Err(StorageError::WriterGone))
+        })
+    }
+
+    fn open_here(&self, target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
+        let connector = Connector::new(target, self.connect_timeout, self.statement_timeout);
+        let space = target.space().to_owned();
+        let mut client = connector.connect()?;
+        schema::ensure(&mut client, &connector)?;
+        let taken_at = Instant::now();
+        let epoch = lease::acquire(&mut client, &connector, &space, &holder, self.lease)?;
+        let shared = Arc::new(Shared {
+            space,
+            epoch,
+            lost: AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            counters: Counters::default(),
+        });
+        // From here on the lease is ours: dropping the renewal gives it back if the rest
+        // of the opening fails.
+        let last_seq = writer::last_seq(&mut client, &connector, &shared.space);
+        let renewal = Renewal::start(client, connector.clone(), Arc::clone(&shared), self.lease, taken_at)?;
+        let writer = Writer::new(connector.connect()?, connector.clone(), Arc::clone(&shared), last_seq?)?;
+        let reader = Reader::start(connector.connect()?, connector.clone(), shared.space.clone())?;
+        let (queue, jobs) = mpsc::channel();
+        let writer = writer.spawn(jobs)?;
+        Ok(PostgresStorage {
+            target: target.clone(),
+            holder,
+            queue: Some(queue),
+            writer: Some(writer),
+            renewal,
+            reader,
+            shared,
+        })
+    }
+}
+
+/// A space kept in PostgreSQL, written by this node while it holds the space's lease.
+///
+/// [`Storage::submit`] queues; a writer thread commits in groups. Dropping it writes what
+/// is queued, then gives the lease back so another node can take the space at once.
+///
+/// ```no_run
+/// use trellis_postgres::{Holder, PostgresStorage, SpaceUrl};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = SpaceUrl::parse("postgres://trellis:secret@db:5432/trellis?space=team-a")?;
+/// let storage = PostgresStorage::open(&url, Holder::new("node-1:4242").at("http://10.0.0.5:8080"))?;
+/// let runtime = trellis_runner::Runtime::with_storage(Box::new(storage))?;
+/// # Ok(()) }
+/// ```
+pub struct PostgresStorage {
+    target: SpaceUrl,
+    holder: Holder,
+    /// `None` only while dropping.
+    queue: Option<mpsc::Sender<Job>>,
+    /// `None` only while dropping.
+    writer: Option<JoinHandle<()>>,
+    renewal: Renewal,
+    reader: Reader,
+    shared: Arc<Shared>,
+}
+
+/// Counters describing the storage's work so far; see [`PostgresStorage::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PostgresStats {
+    /// Submitted transactions that were written and are now durable.
+    pub transactions_durable: u64,
+    /// Submitted transactions whose ticket was resolved with an error.
+    pub transactions_failed: u64,
+    /// PostgreSQL transactions the writer committed (one change-log row each); with group
+    /// commit, usually far fewer than `transactions_durable`.
+    pub commits: u64,
+    /// Documents read from the database by [`Storage::load_doc`].
+    pub documents_read: u64,
+}
+
+impl PostgresStorage {
+    /// Opens the space at `target` for `holder` with the default [`OpenOptions`].
+    pub fn open(target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
+        OpenOptions::new().open(target, holder)
+    }
+
+    /// The space's URL (shown without its password).
+    pub fn target(&self) -> &SpaceUrl {
+        &self.target
+    }
+
+    /// Who holds the lease: this node.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    /// The lease's epoch: raised every time a node takes the space's lease.
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch.unsigned_abs()
+    }
+
+    /// Whether this node lost the lease; it then writes nothing more through this storage.
+    pub fn lease_lost(&self) -> bool {
+        self.shared.lost()
+    }
+
+    /// What the storage has done so far (for tests, metrics and diagnostics).
+    pub fn stats(&self) -> PostgresStats {
+        let counters = &self.shared.counters;
+        PostgresStats {
+            transactions_durable: counters.durable.load(Ordering::Relaxed),
+            transactions_failed: counters.failed.load(Ordering::Relaxed),
+            commits: counters.commits.load(Ordering::Relaxed),
+            documents_read: counters.read.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Storage for PostgresStorage {
+    fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
+        let Some((version, text)) = self.reader.doc(id)? else { return Ok(None) };
+        self.shared.counters.read.fetch_add(1, Ordering::Relaxed);
+        let value = parse_document(id, &text)?;
+        Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
+    }
+
+    fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        self.reader.ids(prefix)
+    }
+
+    /// One query for the whole space rather than one per document.
+    fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
+        let rows = self.reader.all()?;
+        self.shared.counters.read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        rows.into_iter()
+            .map(|(id, version, text)| {
+                let value = parse_document(&id, &text)?;
+                Ok(StoredDoc { id, version, value })
+            })
+            .collect()
+    }
+
+    fn submit(&self, writes: Vec<StoredDoc>) -> Durable {
+        if self.shared.lost() {
+            return Durable::ready(Err(self.shared.lease_lost()));
+        }
+        let Some(queue) = &self.queue else {
+            return Durable::ready(Err(StorageError::WriterGone));
+        };
+        let (done, durable) = Durable::pending();
+        match queue.send(Job { writes, done }) {
+            Ok(()) => durable,
+            // The writer thread is gone (it can only stop by panicking while we live).
+            Err(_) => Durable::ready(Err(StorageError::WriterGone)),
+        }
+    }
+
+    fn lost(&self) -> bool {
+        self.shared.lost()
+    }
+
+    fn refusing(&self) -> bool {
+        self.shared.lost() || self.shared.refusal().is_some()
+    }
+
+    /// Writes again after a failed write; not after the lease was lost, which is for good.
+    fn resume(&self) {
+        *self.shared.refusal.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+impl Drop for PostgresStorage {
+    fn drop(&mut self) {
+        // Closing the queue tells the writer to finish what is queued and exit; the lease
+        // is given back only after that, so no other node writes before this one is done.
+        drop(self.queue.take());
+        if let Some(handle) = self.writer.take() {
+            if handle.join().is_err() {
+                tracing::error!(
+                    url = %self.target,
+                    "the PostgreSQL writer thread panicked; transactions queued at that point may not be saved"
+                );
+            }
+        }
+        self.renewal.finish();
+    }
+}
+
+impl std::fmt::Debug for PostgresStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStorage")
+            .field("target", &self.target)
+            .field("holder", &self.holder)
+            .field("epoch", &self.epoch())
+            .field("lease_lost", &self.lease_lost())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the storage's threads share.
+pub(crate) struct Shared {
+    pub(crate) space: String,
+    /// This node's epoch, as the database stores it (at least 1).
+    pub(crate) epoch: i64,
+    lost: AtomicBool,
+    /// Why the writer refuses writes, since one failed.
+    refusal: Mutex<Option<String>>,
+    pub(crate) counters: Counters,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) durable: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) commits: AtomicU64,
+    pub(crate) read: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Marks the lease lost, for good.
+    pub(crate) fn lose(&self, why: &str) {
+        if !self.lost.swap(true, Ordering::AcqRel) {
+            tracing::error!(space = %self.space, epoch = self.epoch, why, "lost the space's lease; this node writes it no more");
+        }
+    }
+
+    /// The error for a write after the lease was lost.
+    pub(crate) fn lease_lost(&self) -> StorageError {
+        StorageError::LeaseLost { space: self.space.clone(), epoch: self.epoch.unsigned_abs() }
+    }
+
+    /// Why writes are refused, if they are.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        self.refusal.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Refuses writes from now on because of `error`; returns the reason kept.
+    pub(crate) fn refuse(&self, error: &StorageError) -> String {
+        let reason = error.to_string();
+        tracing::error!(space = %self.space, %error, "a write failed; the space refuses writes until it is back to what was saved");
+        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+        reason
+    }
+}

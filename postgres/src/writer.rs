@@ -1,0 +1,306 @@
+//! The writer thread: group commit, each group one PostgreSQL transaction under the lease.
+//!
+//! As in SQLite's storage, [`Storage::submit`](trellis_runner::storage::Storage::submit)
+//! only queues; this thread takes everything queued (up to [`MAX_GROUP`] transactions)
+//! and makes it durable at once, then resolves the tickets in submission order. A group's
+//! PostgreSQL transaction:
+//!
+//! 1. reads the lease row `FOR SHARE` and goes on only under this node's epoch (the lock
+//!    keeps the lease from changing hands until the commit; see [`crate::lease`]);
+//! 2. upserts the group's documents in one statement (arrays through `unnest`, one round
+//!    trip however many), each only if its version grows, so that a write that arrives
+//!    late can never put an older version back;
+//! 3. appends one row to the change log, with the next sequence number, and sends one
+//!    `NOTIFY` (`space:seq`) to wake the nodes that follow the space;
+//! 4. commits. Only then are the tickets resolved.
+//!
+//! A failed group is retried one transaction at a time so those before the bad one are
+//! still written; from the first that fails every later one is refused until
+//! [`Storage::resume`](trellis_runner::storage::Storage::resume) (whole documents would
+//! carry the failed changes). A lost lease refuses everything, for good.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use postgres::{Client, Statement};
+use trellis_runner::storage::{DurableSender, StorageError, StoredDoc, SPIN};
+
+use crate::connect::Connector;
+use crate::storage::Shared;
+
+/// The most transactions the writer puts into one PostgreSQL transaction.
+pub const MAX_GROUP: usize = 1024;
+
+const WRITER_THREAD: &str = "trellis-pg-writer";
+
+/// The lease row, locked so it cannot change hands before this transaction commits.
+const LOCK_LEASE: &str = "SELECT epoch FROM trellis_leases WHERE space = $1 FOR SHARE";
+
+/// The space's last sequence number in the change log.
+const LAST_SEQ: &str = "SELECT coalesce(max(seq), 0) FROM trellis_changes WHERE space = $1";
+
+/// One group's documents (`$4` ids, `$5` versions, `$6` JSON texts, each id once), its
+/// change-log row (`$2` its sequence number, `$3` the ids as a JSON array) and its
+/// wake-up, in one round trip.
+const WRITE: &str = r#"WITH written AS (
+    INSERT INTO trellis_documents AS d (space, id, version, value)
+    SELECT $1, w.id, w.version, w.value FROM unnest($4::text[], $5::bigint[], $6::text[]) AS w(id, version, value)
+    ON CONFLICT (space, id) DO UPDATE SET version = EXCLUDED.version, value = EXCLUDED.value
+        WHERE d.version < EXCLUDED.version
+), logged AS (
+    INSERT INTO trellis_changes (space, seq, ids) VALUES ($1, $2, $3) RETURNING seq
+)
+SELECT pg_notify('trellis_changes', $1::text || ':' || logged.seq::text) FROM logged"#;
+
+/// One submitted transaction waiting for the writer.
+pub(crate) struct Job {
+    pub(crate) writes: Vec<StoredDoc>,
+    pub(crate) done: DurableSender,
+}
+
+/// A document ready to be bound to [`WRITE`].
+struct Row {
+    id: String,
+    version: i64,
+    value: String,
+}
+
+/// The space's last sequence number in the change log, read once the lease is ours.
+pub(crate) fn last_seq(client: &mut Client, connector: &Connector, space: &str) -> Result<i64, StorageError> {
+    client
+        .query_one(LAST_SEQ, &[&space])
+        .and_then(|row| row.try_get(0))
+        .map_err(|error| connector.error("read the space's change log", &error))
+}
+
+/// The writer thread's state.
+pub(crate) struct Writer {
+    connector: Connector,
+    /// `None` after the connection broke, until the next group reconnects.
+    conn: Option<Conn>,
+    shared: Arc<Shared>,
+    /// The next change's sequence number; `None` after a failed transaction, whose
+    /// commit may or may not have happened, until the next one reads it from the log.
+    next_seq: Option<i64>,
+}
+
+/// The writer's connection and its prepared statements.
+struct Conn {
+    client: Client,
+    lock_lease: Statement,
+    last_seq: Statement,
+    write: Statement,
+}
+
+/// Whether the writer writes: what a group meets before it starts.
+enum Gate {
+    Open,
+    /// An earlier write failed, for this reason.
+    Refused(String),
+    /// The lease is gone.
+    Lost,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        client: Client,
+        connector: Connector,
+        shared: Arc<Shared>,
+        last_seq: i64,
+    ) -> Result<Writer, StorageError> {
+        let conn = Conn::prepare(client).map_err(|error| connector.error("prepare the writer's statements", &error))?;
+        Ok(Writer { connector, conn: Some(conn), shared, next_seq: Some(last_seq + 1) })
+    }
+
+    /// Starts the writer thread on `jobs`; it ends once `jobs` is closed and empty.
+    pub(crate) fn spawn(self, jobs: mpsc::Receiver<Job>) -> Result<JoinHandle<()>, StorageError> {
+        std::thread::Builder::new().name(WRITER_THREAD.to_owned()).spawn(move || self.run(&jobs)).map_err(|source| {
+            StorageError::Io { path: WRITER_THREAD.to_owned(), action: "start the storage writer thread", source }
+        })
+    }
+
+    fn run(mut self, jobs: &mpsc::Receiver<Job>) {
+        let mut group = Vec::with_capacity(MAX_GROUP);
+        // `recv` fails only once every sender is gone *and* the queue is empty, so all
+        // work queued before the storage was dropped is still written.
+        while let Some(first) = next_job(jobs) {
+            group.push(first);
+            while group.len() < MAX_GROUP {
+                match jobs.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.write_group(group.drain(..));
+        }
+    }
+
+    /// Makes one group of transactions durable and resolves their tickets in order.
+    fn write_group(&mut self, group: impl Iterator<Item = Job>) {
+        let encoded: Vec<(DurableSender, Result<Vec<Row>, StorageError>)> =
+            group.map(|job| (job.done, encode(job.writes, &self.connector))).collect();
+
+        // Checked once a group: whatever is submitted after a resume comes in a later one.
+        let mut gate = match self.shared.refusal() {
+            _ if self.shared.lost() => Gate::Lost,
+            Some(reason) => Gate::Refused(reason),
+            None => Gate::Open,
+        };
+        let group_result = match gate {
+            Gate::Open if encoded.iter().any(|(_, rows)| rows.is_err()) => Err(None),
+            Gate::Open => {
+                let txns: Vec<&[Row]> = encoded.iter().filter_map(|(_, rows)| rows.as_deref().ok()).collect();
+                self.write(&txns).map_err(Some)
+            }
+            Gate::Refused(_) | Gate::Lost => Ok(()),
+        };
+        match &group_result {
+            Err(Some(StorageError::LeaseLost { .. })) => gate = Gate::Lost,
+            Err(Some(error)) => tracing::warn!(
+                url = %self.connector.target(),
+                %error,
+                transactions = encoded.len(),
+                "PostgreSQL group commit failed; retrying its transactions one by one"
+            ),
+            _ => {}
+        }
+
+        for (done, rows) in encoded {
+            let result = match (&gate, rows) {
+                (Gate::Lost, _) => Err(self.shared.lease_lost()),
+                (Gate::Refused(reason), _) => Err(StorageError::Refused { reason: reason.clone() }),
+                (Gate::Open, Err(error)) => Err(error),
+                (Gate::Open, Ok(_)) if group_result.is_ok() => Ok(()),
+                // The upserts only let versions grow, so writing a transaction again is safe.
+                (Gate::Open, Ok(rows)) => self.write(&[&rows]),
+            };
+            let counter = match &result {
+                Ok(()) => &self.shared.counters.durable,
+                Err(error) => {
+                    if let Gate::Open = gate {
+                        gate = match error {
+                            StorageError::LeaseLost { .. } => Gate::Lost,
+                            _ => Gate::Refused(self.shared.refuse(error)),
+                        };
+                    }
+                    &self.shared.counters.failed
+                }
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            // The submitter may have dropped its ticket; nothing to tell it then.
+            let _ = done.send(result);
+        }
+    }
+
+    /// Writes the given transactions, in order, in one PostgreSQL transaction.
+    fn write(&mut self, txns: &[&[Row]]) -> Result<(), StorageError> {
+        if txns.iter().all(|rows| rows.is_empty()) {
+            return Ok(());
+        }
+        let result = self.try_write(txns);
+        if result.is_err() {
+            self.next_seq = None;
+            if self.conn.as_ref().is_some_and(|conn| conn.client.is_closed()) {
+                self.conn = None;
+            }
+        }
+        result
+    }
+
+    fn try_write(&mut self, txns: &[&[Row]]) -> Result<(), StorageError> {
+        // One statement may not upsert a row twice: the group's last write of each
+        // document is the one that counts (versions grow in submission order).
+        let mut latest: BTreeMap<&str, &Row> = BTreeMap::new();
+        for row in txns.iter().flat_map(|rows| rows.iter()) {
+            latest.insert(&row.id, row);
+        }
+        let ids: Vec<&str> = latest.keys().copied().collect();
+        let versions: Vec<i64> = latest.values().map(|row| row.version).collect();
+        let values: Vec<&str> = latest.values().map(|row| row.value.as_str()).collect();
+        let logged = serde_json::Value::from(ids.clone()).to_string();
+
+        let connector = &self.connector;
+        let error = |error: postgres::Error| connector.error("write the space", &error);
+        let conn = match &mut self.conn {
+            Some(conn) if !conn.client.is_closed() => conn,
+            _ => self.conn.insert(Conn::prepare(connector.connect()?).map_err(error)?),
+        };
+        let space = &self.shared.space;
+        let mut tx = conn.client.transaction().map_err(error)?;
+        let epoch: Option<i64> = tx
+            .query_opt(&conn.lock_lease, &[space])
+            .and_then(|row| row.map(|row| row.try_get(0)).transpose())
+            .map_err(error)?;
+        if epoch != Some(self.shared.epoch) {
+            // Dropping `tx` rolls it back.
+            self.shared.lose("another node took the lease");
+            return Err(self.shared.lease_lost());
+        }
+        let seq = match self.next_seq {
+            Some(seq) => seq,
+            None => tx.query_one(&conn.last_seq, &[space]).and_then(|row| row.try_get::<_, i64>(0)).map_err(error)? + 1,
+        };
+        tx.execute(&conn.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
+        tx.commit().map_err(error)?;
+        self.next_seq = Some(seq + 1);
+        self.shared.counters.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Conn {
+    fn prepare(mut client: Client) -> Result<Conn, postgres::Error> {
+        let lock_lease = client.prepare(LOCK_LEASE)?;
+        let last_seq = client.prepare(LAST_SEQ)?;
+        let write = client.prepare(WRITE)?;
+        Ok(Conn { client, lock_lease, last_seq, write })
+    }
+}
+
+/// The next queued job, `None` once the queue is closed and empty. Watches the queue for
+/// [`SPIN`] before sleeping, as SQLite's writer does: a committer that waited for its
+/// ticket usually queues the next within microseconds.
+fn next_job(jobs: &mpsc::Receiver<Job>) -> Option<Job> {
+    let start = Instant::now();
+    loop {
+        match jobs.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => std::hint::spin_loop(),
+            Err(mpsc::TryRecvError::Empty) => return jobs.recv().ok(),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Turns one transaction's documents into rows, serializing each value to JSON text.
+fn encode(writes: Vec<StoredDoc>, connector: &Connector) -> Result<Vec<Row>, StorageError> {
+    writes
+        .into_iter()
+        .map(|doc| {
+            let Ok(version) = i64::try_from(doc.version) else {
+                return Err(connector.fault(
+                    format!(
+                        "version {} of document {} is larger than PostgreSQL can store ({})",
+                        doc.version,
+                        doc.id,
+                        i64::MAX
+                    ),
+                    "",
+                ));
+            };
+            if doc.id.contains('\0') {
+                return Err(connector.fault(
+                    format!("document id {:?} holds a NUL character, which PostgreSQL text cannot hold", doc.id),
+                    "",
+                ));
+            }
+            match serde_json::to_string(&doc.value) {
+                Ok(value) => Ok(Row { id: doc.id, version, value }),
+                Err(source) => Err(StorageError::Corrupt { id: doc.id, source }),
+            }
+        })
+        .collect()
+}
