@@ -207,15 +207,21 @@ fn a_server_goes_on_with_the_reply_its_killed_predecessor_left() {
         assert!(started.elapsed() < ARRIVAL, "the reply did not go on: {chat}");
         std::thread::sleep(Duration::from_millis(50));
     };
+    assert_resumed(&chat, "Served again.");
+    assert_eq!(provider.received().len(), 2);
+}
+
+/// That the page's state `chat` holds `hello`, the reply a stop cut off (marked), and
+/// `answer`, the model's answer once the request went on.
+pub(crate) fn assert_resumed(chat: &Value, answer: &str) {
     let texts: Vec<String> = chat["messages"]
         .as_array()
-        .unwrap()
+        .expect("the conversation")
         .iter()
         .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
         .filter_map(|p| p["text"].as_str().map(str::to_string))
         .collect();
     assert_eq!(texts[0], "hello");
     assert!(texts[1].ends_with("[cut off: the process stopped here]"), "{texts:?}");
-    assert_eq!(texts[2], "Served again.");
-    assert_eq!(provider.received().len(), 2);
+    assert_eq!(texts[2], answer);
 }
