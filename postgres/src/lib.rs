@@ -42,4 +42,4 @@ pub use feed::{Change, ChangeFeed, POLL};
 pub use schema::SCHEMA_VERSION;
 pub use storage::{OpenOptions, PostgresStats, PostgresStorage, DEFAULT_LEASE, DEFAULT_STATEMENT_TIMEOUT, MIN_LEASE};
 pub use target::{Holder, SpaceUrl, UrlError, MAX_SPACE_NAME};
-pub use writer::MAX_GROUP;
+pub use trellis_runner::storage::group::MAX_GROUP;

@@ -6,17 +6,17 @@
 //! writer ([`crate::writer`]), the reader ([`crate::reader`]) and the lease's renewal
 //! ([`crate::lease`]), which must not wait behind a long read or a big group.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use trellis_runner::storage::group::{Counters, GroupCommit, Refusal};
 use trellis_runner::storage::{parse_document, Durable, Storage, StorageError, StoredDoc};
 
 use crate::connect::{Connector, CONNECT_TIMEOUT};
 use crate::lease::{self, Renewal};
 use crate::reader::Reader;
-use crate::writer::{self, Job, Writer};
+use crate::writer::{self, Writer, WRITER_THREAD};
 use crate::{schema, Holder, SpaceUrl};
 
 /// How long a lease runs unless renewed, by default.
@@ -112,7 +112,7 @@ impl OpenOptions {
             space,
             epoch,
             lost: AtomicBool::new(false),
-            refusal: Mutex::new(None),
+            refusal: Refusal::default(),
             counters: Counters::default(),
         });
         // From here on the lease is ours: dropping the renewal gives it back if the rest
@@ -121,17 +121,8 @@ impl OpenOptions {
         let renewal = Renewal::start(client, connector.clone(), Arc::clone(&shared), self.lease, taken_at)?;
         let writer = Writer::new(connector.connect()?, connector.clone(), Arc::clone(&shared), last_seq?)?;
         let reader = Reader::start(connector.connect()?, connector.clone(), shared.space.clone())?;
-        let (queue, jobs) = mpsc::channel();
-        let writer = writer.spawn(jobs)?;
-        Ok(PostgresStorage {
-            target: target.clone(),
-            holder,
-            queue: Some(queue),
-            writer: Some(writer),
-            renewal,
-            reader,
-            shared,
-        })
+        let group = GroupCommit::start(WRITER_THREAD, writer)?;
+        Ok(PostgresStorage { target: target.clone(), holder, group, renewal, reader, shared })
     }
 }
 
@@ -151,10 +142,7 @@ impl OpenOptions {
 pub struct PostgresStorage {
     target: SpaceUrl,
     holder: Holder,
-    /// `None` only while dropping.
-    queue: Option<mpsc::Sender<Job>>,
-    /// `None` only while dropping.
-    writer: Option<JoinHandle<()>>,
+    group: GroupCommit,
     renewal: Renewal,
     reader: Reader,
     shared: Arc<Shared>,
@@ -215,7 +203,7 @@ impl PostgresStorage {
 impl Storage for PostgresStorage {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
         let Some((version, text)) = self.reader.doc(id)? else { return Ok(None) };
-        self.shared.counters.read.fetch_add(1, Ordering::Relaxed);
+        Counters::count(&self.shared.counters.read);
         let value = parse_document(id, &text)?;
         Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
     }
@@ -240,15 +228,7 @@ impl Storage for PostgresStorage {
         if self.shared.lost() {
             return Durable::ready(Err(self.shared.lease_lost()));
         }
-        let Some(queue) = &self.queue else {
-            return Durable::ready(Err(StorageError::WriterGone));
-        };
-        let (done, durable) = Durable::pending();
-        match queue.send(Job { writes, done }) {
-            Ok(()) => durable,
-            // The writer thread is gone (it can only stop by panicking while we live).
-            Err(_) => Durable::ready(Err(StorageError::WriterGone)),
-        }
+        self.group.submit(writes)
     }
 
     fn lost(&self) -> bool {
@@ -256,27 +236,24 @@ impl Storage for PostgresStorage {
     }
 
     fn refusing(&self) -> bool {
-        self.shared.lost() || self.shared.refusal().is_some()
+        self.shared.lost() || self.shared.refusal.reason().is_some()
     }
 
     /// Writes again after a failed write; not after the lease was lost, which is for good.
     fn resume(&self) {
-        *self.shared.refusal.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.shared.refusal.clear();
     }
 }
 
 impl Drop for PostgresStorage {
     fn drop(&mut self) {
-        // Closing the queue tells the writer to finish what is queued and exit; the lease
-        // is given back only after that, so no other node writes before this one is done.
-        drop(self.queue.take());
-        if let Some(handle) = self.writer.take() {
-            if handle.join().is_err() {
-                tracing::error!(
-                    url = %self.target,
-                    "the PostgreSQL writer thread panicked; transactions queued at that point may not be saved"
-                );
-            }
+        // The writer finishes what is queued before the lease is given back, so no other
+        // node writes before this one is done.
+        if !self.group.finish() {
+            tracing::error!(
+                url = %self.target,
+                "the PostgreSQL writer thread panicked; transactions queued at that point may not be saved"
+            );
         }
         self.renewal.finish();
     }
@@ -301,16 +278,8 @@ pub(crate) struct Shared {
     pub(crate) epoch: i64,
     lost: AtomicBool,
     /// Why the writer refuses writes, since one failed.
-    refusal: Mutex<Option<String>>,
+    pub(crate) refusal: Refusal,
     pub(crate) counters: Counters,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) durable: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) commits: AtomicU64,
-    pub(crate) read: AtomicU64,
 }
 
 impl Shared {
@@ -328,18 +297,5 @@ impl Shared {
     /// The error for a write after the lease was lost.
     pub(crate) fn lease_lost(&self) -> StorageError {
         StorageError::LeaseLost { space: self.space.clone(), epoch: self.epoch.unsigned_abs() }
-    }
-
-    /// Why writes are refused, if they are.
-    pub(crate) fn refusal(&self) -> Option<String> {
-        self.refusal.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// Refuses writes from now on because of `error`; returns the reason kept.
-    pub(crate) fn refuse(&self, error: &StorageError) -> String {
-        let reason = error.to_string();
-        tracing::error!(space = %self.space, %error, "a write failed; the space refuses writes until it is back to what was saved");
-        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
-        reason
     }
 }

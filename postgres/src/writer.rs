@@ -1,9 +1,5 @@
-//! The writer thread: group commit, each group one PostgreSQL transaction under the lease.
-//!
-//! As in SQLite's storage, [`Storage::submit`](trellis_runner::storage::Storage::submit)
-//! only queues; this thread takes everything queued (up to [`MAX_GROUP`] transactions)
-//! and makes it durable at once, then resolves the tickets in submission order. A group's
-//! PostgreSQL transaction:
+//! The writer: group commit ([`trellis_runner::storage::group`]), each group one
+//! PostgreSQL transaction under the lease:
 //!
 //! 1. reads the lease row `FOR SHARE` and goes on only under this node's epoch (the lock
 //!    keeps the lease from changing hands until the commit; see [`crate::lease`]);
@@ -14,27 +10,20 @@
 //!    `NOTIFY` (`space:seq`) to wake the nodes that follow the space;
 //! 4. commits. Only then are the tickets resolved.
 //!
-//! A failed group is retried one transaction at a time so those before the bad one are
-//! still written; from the first that fails every later one is refused until
-//! [`Storage::resume`](trellis_runner::storage::Storage::resume) (whole documents would
-//! carry the failed changes). A lost lease refuses everything, for good.
+//! A lost lease refuses everything, for good.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::Arc;
 
 use postgres::{Client, Statement};
-use trellis_runner::storage::{DurableSender, StorageError, StoredDoc, SPIN};
+use trellis_runner::storage::group::{Counters, GroupWriter, Refusal};
+use trellis_runner::storage::{StorageError, StoredDoc};
 
 use crate::connect::Connector;
 use crate::storage::Shared;
 
-/// The most transactions the writer puts into one PostgreSQL transaction.
-pub const MAX_GROUP: usize = 1024;
-
-const WRITER_THREAD: &str = "trellis-pg-writer";
+/// The name of the writer's thread.
+pub(crate) const WRITER_THREAD: &str = "trellis-pg-writer";
 
 /// The lease row, locked so it cannot change hands before this transaction commits.
 const LOCK_LEASE: &str = "SELECT epoch FROM trellis_leases WHERE space = $1 FOR SHARE";
@@ -55,14 +44,8 @@ const WRITE: &str = r#"WITH written AS (
 )
 SELECT pg_notify('trellis_changes', $1::text || ':' || logged.seq::text) FROM logged"#;
 
-/// One submitted transaction waiting for the writer.
-pub(crate) struct Job {
-    pub(crate) writes: Vec<StoredDoc>,
-    pub(crate) done: DurableSender,
-}
-
 /// A document ready to be bound to [`WRITE`].
-struct Row {
+pub(crate) struct Row {
     id: String,
     version: i64,
     value: String,
@@ -95,15 +78,6 @@ struct Conn {
     write: Statement,
 }
 
-/// Whether the writer writes: what a group meets before it starts.
-enum Gate {
-    Open,
-    /// An earlier write failed, for this reason.
-    Refused(String),
-    /// The lease is gone.
-    Lost,
-}
-
 impl Writer {
     pub(crate) fn new(
         client: Client,
@@ -115,88 +89,8 @@ impl Writer {
         Ok(Writer { connector, conn: Some(conn), shared, next_seq: Some(last_seq + 1) })
     }
 
-    /// Starts the writer thread on `jobs`; it ends once `jobs` is closed and empty.
-    pub(crate) fn spawn(self, jobs: mpsc::Receiver<Job>) -> Result<JoinHandle<()>, StorageError> {
-        std::thread::Builder::new().name(WRITER_THREAD.to_owned()).spawn(move || self.run(&jobs)).map_err(|source| {
-            StorageError::Io { path: WRITER_THREAD.to_owned(), action: "start the storage writer thread", source }
-        })
-    }
-
-    fn run(mut self, jobs: &mpsc::Receiver<Job>) {
-        let mut group = Vec::with_capacity(MAX_GROUP);
-        // `recv` fails only once every sender is gone *and* the queue is empty, so all
-        // work queued before the storage was dropped is still written.
-        while let Some(first) = next_job(jobs) {
-            group.push(first);
-            while group.len() < MAX_GROUP {
-                match jobs.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
-                }
-            }
-            self.write_group(group.drain(..));
-        }
-    }
-
-    /// Makes one group of transactions durable and resolves their tickets in order.
-    fn write_group(&mut self, group: impl Iterator<Item = Job>) {
-        let encoded: Vec<(DurableSender, Result<Vec<Row>, StorageError>)> =
-            group.map(|job| (job.done, encode(job.writes, &self.connector))).collect();
-
-        // Checked once a group: whatever is submitted after a resume comes in a later one.
-        let mut gate = match self.shared.refusal() {
-            _ if self.shared.lost() => Gate::Lost,
-            Some(reason) => Gate::Refused(reason),
-            None => Gate::Open,
-        };
-        let group_result = match gate {
-            Gate::Open if encoded.iter().any(|(_, rows)| rows.is_err()) => Err(None),
-            Gate::Open => {
-                let txns: Vec<&[Row]> = encoded.iter().filter_map(|(_, rows)| rows.as_deref().ok()).collect();
-                self.write(&txns).map_err(Some)
-            }
-            Gate::Refused(_) | Gate::Lost => Ok(()),
-        };
-        match &group_result {
-            Err(Some(StorageError::LeaseLost { .. })) => gate = Gate::Lost,
-            Err(Some(error)) => tracing::warn!(
-                url = %self.connector.target(),
-                %error,
-                transactions = encoded.len(),
-                "PostgreSQL group commit failed; retrying its transactions one by one"
-            ),
-            _ => {}
-        }
-
-        for (done, rows) in encoded {
-            let result = match (&gate, rows) {
-                (Gate::Lost, _) => Err(self.shared.lease_lost()),
-                (Gate::Refused(reason), _) => Err(StorageError::Refused { reason: reason.clone() }),
-                (Gate::Open, Err(error)) => Err(error),
-                (Gate::Open, Ok(_)) if group_result.is_ok() => Ok(()),
-                // The upserts only let versions grow, so writing a transaction again is safe.
-                (Gate::Open, Ok(rows)) => self.write(&[&rows]),
-            };
-            let counter = match &result {
-                Ok(()) => &self.shared.counters.durable,
-                Err(error) => {
-                    if let Gate::Open = gate {
-                        gate = match error {
-                            StorageError::LeaseLost { .. } => Gate::Lost,
-                            _ => Gate::Refused(self.shared.refuse(error)),
-                        };
-                    }
-                    &self.shared.counters.failed
-                }
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            // The submitter may have dropped its ticket; nothing to tell it then.
-            let _ = done.send(result);
-        }
-    }
-
     /// Writes the given transactions, in order, in one PostgreSQL transaction.
-    fn write(&mut self, txns: &[&[Row]]) -> Result<(), StorageError> {
+    fn write_rows(&mut self, txns: &[&Vec<Row>]) -> Result<(), StorageError> {
         if txns.iter().all(|rows| rows.is_empty()) {
             return Ok(());
         }
@@ -210,7 +104,7 @@ impl Writer {
         result
     }
 
-    fn try_write(&mut self, txns: &[&[Row]]) -> Result<(), StorageError> {
+    fn try_write(&mut self, txns: &[&Vec<Row>]) -> Result<(), StorageError> {
         // One statement may not upsert a row twice: the group's last write of each
         // document is the one that counts (versions grow in submission order).
         let mut latest: BTreeMap<&str, &Row> = BTreeMap::new();
@@ -246,8 +140,36 @@ impl Writer {
         tx.execute(&conn.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
         tx.commit().map_err(error)?;
         self.next_seq = Some(seq + 1);
-        self.shared.counters.commits.fetch_add(1, Ordering::Relaxed);
+        Counters::count(&self.shared.counters.commits);
         Ok(())
+    }
+}
+
+impl GroupWriter for Writer {
+    type Rows = Vec<Row>;
+
+    fn target(&self) -> &str {
+        self.connector.target()
+    }
+
+    fn encode(&self, writes: Vec<StoredDoc>) -> Result<Vec<Row>, StorageError> {
+        encode(writes, &self.connector)
+    }
+
+    fn write(&mut self, txns: &[&Vec<Row>]) -> Result<(), StorageError> {
+        self.write_rows(txns)
+    }
+
+    fn refusal(&self) -> &Refusal {
+        &self.shared.refusal
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
+    fn lost(&self) -> Option<StorageError> {
+        self.shared.lost().then(|| self.shared.lease_lost())
     }
 }
 
@@ -257,21 +179,6 @@ impl Conn {
         let last_seq = client.prepare(LAST_SEQ)?;
         let write = client.prepare(WRITE)?;
         Ok(Conn { client, lock_lease, last_seq, write })
-    }
-}
-
-/// The next queued job, `None` once the queue is closed and empty. Watches the queue for
-/// [`SPIN`] before sleeping, as SQLite's writer does: a committer that waited for its
-/// ticket usually queues the next within microseconds.
-fn next_job(jobs: &mpsc::Receiver<Job>) -> Option<Job> {
-    let start = Instant::now();
-    loop {
-        match jobs.try_recv() {
-            Ok(job) => return Some(job),
-            Err(mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => std::hint::spin_loop(),
-            Err(mpsc::TryRecvError::Empty) => return jobs.recv().ok(),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-        }
     }
 }
 

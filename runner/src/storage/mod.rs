@@ -10,6 +10,7 @@
 pub mod conformance;
 mod decode;
 mod file;
+pub mod group;
 mod memory;
 mod snapshot;
 mod sqlite;
