@@ -47,6 +47,11 @@ impl Connector {
         Connector { config, target: url.to_string(), statement_timeout }
     }
 
+    /// The same connections, for errors about the database rather than one space.
+    pub(crate) fn for_database(&self, url: &SpaceUrl) -> Connector {
+        Connector { target: url.database_shown().to_owned(), ..self.clone() }
+    }
+
     /// The URL as shown to the user.
     pub(crate) fn target(&self) -> &str {
         &self.target

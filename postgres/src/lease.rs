@@ -11,9 +11,11 @@
 //! was paused past its lease (a stopped process, a frozen VM) and wakes up writes nothing
 //! once another node took over, even before it learns it lost the lease.
 //!
-//! The renewal thread extends the lease every third of its duration. When the row has
-//! another epoch, or renewing kept failing for a whole lease, the lease is lost for good:
-//! the storage refuses every later write ([`StorageError::LeaseLost`]).
+//! One renewal thread per node and database ([`Leases`]) extends each lease the node holds
+//! there every third of its duration, on a connection of its own: a renewal must not wait
+//! behind a long read or a big group. When the row has another epoch, or renewing kept
+//! failing for a whole lease, the lease is lost for good: the storage refuses every later
+//! write ([`StorageError::LeaseLost`]).
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -92,118 +94,174 @@ pub(crate) fn acquire(
 /// What to do about a lease row no Trellis wrote.
 const DAMAGED_LEASE: &str = "the trellis_leases row was changed by hand; delete it when no node uses the space";
 
-/// The background thread keeping this node's lease.
-pub(crate) struct Renewal {
-    /// Dropped to stop the thread, which then gives the lease back.
-    stop: Option<mpsc::Sender<()>>,
+/// The background thread keeping this node's leases in one database.
+pub(crate) struct Leases {
+    /// `None` only while dropping; closing it stops the thread, which then gives back
+    /// every lease it still holds.
+    commands: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What the renewal thread is asked.
+enum Command {
+    /// Keep this lease, taken when the clock read the instant.
+    Hold(Arc<Shared>, Instant),
+    /// Give this lease back (unless it was lost), then say so.
+    Release(Arc<Shared>, mpsc::SyncSender<()>),
 }
 
 /// Name of the renewal thread.
 const RENEWAL_THREAD: &str = "trellis-pg-lease";
 
-impl Renewal {
-    /// Starts renewing the lease taken through `client` when the clock read `taken_at`.
-    pub(crate) fn start(
-        mut client: Client,
-        connector: Connector,
-        shared: Arc<Shared>,
-        lease: Duration,
-        taken_at: Instant,
-    ) -> Result<Renewal, StorageError> {
-        let every = lease / 3;
-        // A renewal stuck behind a lock must not outlast its period: past the lease the
-        // node has to know it may have lost it.
-        connector.limit(&mut client, every)?;
-        let (stop, stopped) = mpsc::channel();
-        let keeper = Keeper { client: Some(client), connector, shared, lease, every, renewed_until: taken_at + lease };
+impl Leases {
+    /// Starts the renewal thread for leases of `lease`; it connects at its first renewal.
+    pub(crate) fn start(connector: Connector, lease: Duration) -> Result<Leases, StorageError> {
+        let (commands, incoming) = mpsc::channel();
+        let keeper = Keeper { client: None, connector, lease, every: lease / 3, held: Vec::new() };
         let thread =
-            std::thread::Builder::new().name(RENEWAL_THREAD.to_owned()).spawn(move || keeper.run(&stopped)).map_err(
+            std::thread::Builder::new().name(RENEWAL_THREAD.to_owned()).spawn(move || keeper.run(&incoming)).map_err(
                 |source| StorageError::Io { path: RENEWAL_THREAD.to_owned(), action: "start the lease thread", source },
             )?;
-        Ok(Renewal { stop: Some(stop), thread: Some(thread) })
+        Ok(Leases { commands: Some(commands), thread: Some(thread) })
     }
 
-    /// Stops renewing and gives the lease back (unless it was lost).
-    pub(crate) fn finish(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the lease thread panicked; the lease stays until it expires");
-            }
+    /// Keeps renewing the lease of `shared`, taken when the clock read `taken_at`.
+    pub(crate) fn hold(&self, shared: Arc<Shared>, taken_at: Instant) {
+        self.send(Command::Hold(shared, taken_at));
+    }
+
+    /// Stops renewing the lease of `shared` and gives it back (unless it was lost), so
+    /// another node may take the space at once; returns once that is done.
+    pub(crate) fn release(&self, shared: &Arc<Shared>) {
+        let (done, released) = mpsc::sync_channel(1);
+        if self.send(Command::Release(Arc::clone(shared), done)) {
+            // An error: the thread is gone; the lease then runs out by itself.
+            let _ = released.recv();
         }
+    }
+
+    fn send(&self, command: Command) -> bool {
+        let sent = self.commands.as_ref().is_some_and(|commands| commands.send(command).is_ok());
+        if !sent {
+            tracing::error!("the lease thread is gone; this node's leases run out without renewal");
+        }
+        sent
     }
 }
 
-impl Drop for Renewal {
+impl Drop for Leases {
     fn drop(&mut self) {
-        self.finish();
+        drop(self.commands.take());
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the lease thread panicked; the leases stay until they expire");
+            }
+        }
     }
 }
 
 /// The renewal thread's state.
 struct Keeper {
-    /// `None` after the connection broke, until the next renewal reconnects.
+    /// `None` until the first renewal, and after the connection broke until the next.
     client: Option<Client>,
     connector: Connector,
-    shared: Arc<Shared>,
     lease: Duration,
     every: Duration,
+    held: Vec<Held>,
+}
+
+/// One lease the thread keeps.
+struct Held {
+    shared: Arc<Shared>,
     /// Until when the lease surely runs, by this node's clock: a lease's length after the
     /// last successful renewal was sent.
     renewed_until: Instant,
+    next: Instant,
 }
 
+/// How long the thread waits for a command while it holds no lease.
+const IDLE: Duration = Duration::from_secs(3600);
+
 impl Keeper {
-    fn run(mut self, stop: &mpsc::Receiver<()>) {
-        let mut next = Instant::now() + self.every;
-        // Until told to stop (or the storage is gone): a message or a closed channel.
-        while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
-            next = Instant::now() + self.every;
-            if !self.shared.lost() {
-                self.renew();
+    fn run(mut self, commands: &mpsc::Receiver<Command>) {
+        loop {
+            let now = Instant::now();
+            let wait = self.held.iter().map(|held| held.next.saturating_duration_since(now)).min().unwrap_or(IDLE);
+            match commands.recv_timeout(wait) {
+                Ok(Command::Hold(shared, taken_at)) => {
+                    self.held.push(Held { shared, renewed_until: taken_at + self.lease, next: taken_at + self.every });
+                }
+                Ok(Command::Release(shared, done)) => {
+                    self.held.retain(|held| !Arc::ptr_eq(&held.shared, &shared));
+                    self.release(&shared);
+                    // The asker may have gone; nothing to tell it then.
+                    let _ = done.send(());
+                }
+                Err(RecvTimeoutError::Timeout) => self.renew_due(),
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
-        if !self.shared.lost() {
-            self.release();
+        for held in std::mem::take(&mut self.held) {
+            self.release(&held.shared);
         }
     }
 
-    fn renew(&mut self) {
+    /// Renews each lease whose time has come; forgets those lost.
+    fn renew_due(&mut self) {
+        for at in 0..self.held.len() {
+            if self.held[at].next <= Instant::now() {
+                self.renew(at);
+            }
+        }
+        self.held.retain(|held| !held.shared.lost());
+    }
+
+    fn renew(&mut self, at: usize) {
         let sent = Instant::now();
-        match self.execute(RENEW, "renew the space's lease") {
-            Ok(1) => self.renewed_until = sent + self.lease,
-            Ok(_) => self.shared.lose("another node took the lease"),
-            Err(error) if Instant::now() >= self.renewed_until => {
-                self.shared.lose(&format!("renewing the lease failed for longer than the lease ({error})"));
+        let shared = Arc::clone(&self.held[at].shared);
+        let (space, epoch, millis) = (&shared.space, &shared.epoch, millis(self.lease));
+        let held = &mut self.held[at];
+        held.next = sent + self.every;
+        let renewed_until = held.renewed_until;
+        match self.execute("renew the space's lease", |client| client.execute(RENEW, &[space, epoch, &millis])) {
+            Ok(1) => self.held[at].renewed_until = sent + self.lease,
+            Ok(_) => shared.lose("another node took the lease"),
+            Err(error) if Instant::now() >= renewed_until => {
+                shared.lose(&format!("renewing the lease failed for longer than the lease ({error})"));
             }
-            Err(error) => tracing::warn!(space = %self.shared.space, %error, "could not renew the lease; trying again"),
+            Err(error) => tracing::warn!(space = %shared.space, %error, "could not renew the lease; trying again"),
         }
     }
 
-    fn release(&mut self) {
-        if let Err(error) = self.execute(RELEASE, "give the space's lease back") {
-            tracing::warn!(space = %self.shared.space, %error, "could not give the lease back; the next node waits until it expires");
+    fn release(&mut self, shared: &Shared) {
+        if shared.lost() {
+            return;
+        }
+        let (space, epoch) = (&shared.space, &shared.epoch);
+        if let Err(error) =
+            self.execute("give the space's lease back", |client| client.execute(RELEASE, &[space, epoch]))
+        {
+            tracing::warn!(space = %shared.space, %error, "could not give the lease back; the next node waits until it expires");
         }
     }
 
-    /// Runs [`RENEW`] or [`RELEASE`], reconnecting first if the connection broke; returns
-    /// the rows it changed.
-    fn execute(&mut self, statement: &str, action: &str) -> Result<u64, StorageError> {
+    /// Runs `statement` on the connection, reconnecting first if it broke; returns the
+    /// rows it changed.
+    fn execute(
+        &mut self,
+        action: &str,
+        statement: impl FnOnce(&mut Client) -> Result<u64, postgres::Error>,
+    ) -> Result<u64, StorageError> {
         let client = match &mut self.client {
             Some(client) if !client.is_closed() => client,
             _ => {
                 self.client = None;
+                // A renewal stuck behind a lock must not outlast its period: past the
+                // lease the node has to know it may have lost it.
                 self.client.insert(self.connector.connect_with_timeout(self.every)?)
             }
         };
-        let (space, epoch) = (&self.shared.space, &self.shared.epoch);
-        let result = if statement == RENEW {
-            client.execute(statement, &[space, epoch, &millis(self.lease)])
-        } else {
-            client.execute(statement, &[space, epoch])
-        };
-        result.map_err(|error| self.connector.error(action, &error))
+        statement(client).map_err(|error| self.connector.error(action, &error))
     }
 }
 

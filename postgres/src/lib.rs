@@ -6,7 +6,8 @@
 //! * **One owner per space.** [`PostgresStorage::open`] takes the space's lease (a row
 //!   with an epoch that grows at every taking, expiry judged by the database's clock), or
 //!   fails with [`StorageError::Owned`] naming the node to send the request to. The owner
-//!   runs the engine as with SQLite.
+//!   runs the engine as with SQLite. A node holding many spaces of one database opens
+//!   them through one [`Database`], whose few connections they share.
 //! * **Each group commit is one PostgreSQL transaction**, fenced by the epoch, that only
 //!   lets versions grow, appends one row to the space's change log and sends one `NOTIFY`.
 //! * **Other nodes follow** through a [`ChangeFeed`]: the log is the truth, `NOTIFY` only
@@ -29,8 +30,10 @@
 //! [`StorageError::Owned`]: trellis_runner::storage::StorageError::Owned
 
 mod connect;
+mod database;
 mod feed;
 mod lease;
+mod pool;
 mod reader;
 mod schema;
 mod storage;
@@ -38,7 +41,10 @@ mod target;
 mod writer;
 
 pub use connect::{cluster_secret, ping, space_exists, CONNECT_TIMEOUT};
+pub use database::Database;
 pub use feed::{Change, ChangeFeed, POLL};
+pub use pool::MAX_WRITERS;
+pub use reader::READERS;
 pub use schema::SCHEMA_VERSION;
 pub use storage::{OpenOptions, PostgresStats, PostgresStorage, DEFAULT_LEASE, DEFAULT_STATEMENT_TIMEOUT, MIN_LEASE};
 pub use target::{Holder, SpaceUrl, UrlError, MAX_SPACE_NAME};

@@ -1,12 +1,14 @@
-//! The reader thread: documents loaded on request, through a connection of its own.
+//! The reader threads: documents loaded on request, for every space a node holds in one
+//! database, through [`READERS`] connections of their own.
 //!
 //! The space loads a document from whatever thread first reads it, often a Tokio worker,
 //! and the synchronous PostgreSQL client runs a Tokio runtime of its own, which panics
-//! when driven from inside another. So the client lives on this thread, and a read is a
-//! request sent here and a reply waited for. A connection of its own keeps reads from
-//! waiting behind the writer's group.
+//! when driven from inside another. So the clients live on these threads, and a read is a
+//! request sent here and a reply waited for. Connections of their own keep reads from
+//! waiting behind the writers' groups; more than one keeps a space's first read from
+//! waiting behind another space's whole load.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use postgres::{Client, Statement};
@@ -15,6 +17,9 @@ use trellis_runner::storage::StorageError;
 use crate::connect::Connector;
 
 const READER_THREAD: &str = "trellis-pg-reader";
+
+/// How many reader threads (and connections) a node keeps per database.
+pub const READERS: usize = 2;
 
 const SELECT_ONE: &str = "SELECT version, value FROM trellis_documents WHERE space = $1 AND id = $2";
 
@@ -32,7 +37,12 @@ pub(crate) type StoredRow = (String, u64, String);
 
 type Reply<T> = mpsc::SyncSender<Result<T, StorageError>>;
 
-/// One read for the reader thread.
+/// One read for a reader thread, of the space it names.
+struct Asked {
+    space: String,
+    request: Request,
+}
+
 enum Request {
     Doc(String, Reply<Option<(u64, String)>>),
     Ids(String, Reply<Vec<String>>),
@@ -42,60 +52,68 @@ enum Request {
 /// The handle through which other threads read.
 pub(crate) struct Reader {
     /// `None` only while dropping.
-    requests: Option<mpsc::Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
+    requests: Option<mpsc::Sender<Asked>>,
+    threads: Vec<JoinHandle<()>>,
     connector: Connector,
 }
 
 impl Reader {
-    /// Starts the reader thread on `client`.
-    pub(crate) fn start(client: Client, connector: Connector, space: String) -> Result<Reader, StorageError> {
-        let conn = Conn::prepare(client).map_err(|error| connector.error("prepare the reader's statements", &error))?;
-        let (requests, incoming) = mpsc::channel();
-        let mut serving = Serving { conn: Some(conn), connector: connector.clone(), space };
-        let thread = std::thread::Builder::new()
-            .name(READER_THREAD.to_owned())
-            .spawn(move || {
-                for request in incoming {
-                    serving.answer(request);
-                }
-            })
-            .map_err(|source| StorageError::Io {
-                path: READER_THREAD.to_owned(),
-                action: "start the storage reader thread",
-                source,
-            })?;
-        Ok(Reader { requests: Some(requests), thread: Some(thread), connector })
+    /// Starts the reader threads; each connects at its first read.
+    pub(crate) fn start(connector: Connector) -> Result<Reader, StorageError> {
+        let (requests, incoming) = mpsc::channel::<Asked>();
+        let incoming = Arc::new(Mutex::new(incoming));
+        let mut reader = Reader { requests: Some(requests), threads: Vec::with_capacity(READERS), connector };
+        for _ in 0..READERS {
+            let incoming = Arc::clone(&incoming);
+            let mut serving = Serving { conn: None, connector: reader.connector.clone() };
+            let thread = std::thread::Builder::new()
+                .name(READER_THREAD.to_owned())
+                .spawn(move || {
+                    // The lock is held only while waiting for the next request.
+                    let next = || incoming.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                    while let Ok(asked) = next() {
+                        serving.answer(&asked.space, asked.request);
+                    }
+                })
+                .map_err(|source| StorageError::Io {
+                    path: READER_THREAD.to_owned(),
+                    action: "start the storage reader thread",
+                    source,
+                })?;
+            reader.threads.push(thread);
+        }
+        Ok(reader)
     }
 
     /// The version and JSON text of document `id`, if stored.
-    pub(crate) fn doc(&self, id: &str) -> Result<Option<(u64, String)>, StorageError> {
+    pub(crate) fn doc(&self, space: &str, id: &str) -> Result<Option<(u64, String)>, StorageError> {
         if id.contains('\0') {
             return Ok(None); // PostgreSQL text cannot hold one, so no stored id has one
         }
-        self.ask(|reply| Request::Doc(id.to_owned(), reply))
+        self.ask(space, |reply| Request::Doc(id.to_owned(), reply))
     }
 
     /// The ids starting with `prefix`, in byte order.
-    pub(crate) fn ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+    pub(crate) fn ids(&self, space: &str, prefix: &str) -> Result<Vec<String>, StorageError> {
         if prefix.contains('\0') {
             return Ok(Vec::new());
         }
-        self.ask(|reply| Request::Ids(prefix.to_owned(), reply))
+        self.ask(space, |reply| Request::Ids(prefix.to_owned(), reply))
     }
 
     /// Every stored row of the space, in id order.
-    pub(crate) fn all(&self) -> Result<Vec<StoredRow>, StorageError> {
-        self.ask(Request::All)
+    pub(crate) fn all(&self, space: &str) -> Result<Vec<StoredRow>, StorageError> {
+        self.ask(space, Request::All)
     }
 
-    fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, StorageError> {
+    fn ask<T>(&self, space: &str, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, StorageError> {
         let (reply, answer) = mpsc::sync_channel(1);
         let gone = || {
             self.connector
                 .fault("the storage reader thread stopped".to_owned(), "this is a bug in Trellis; open the space again")
         };
-        self.requests.as_ref().ok_or_else(gone)?.send(request(reply)).map_err(|_| gone())?;
+        let asked = Asked { space: space.to_owned(), request: request(reply) };
+        self.requests.as_ref().ok_or_else(gone)?.send(asked).map_err(|_| gone())?;
         answer.recv().map_err(|_| gone())?
     }
 }
@@ -103,9 +121,9 @@ impl Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         drop(self.requests.take());
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             if thread.join().is_err() {
-                tracing::error!("the PostgreSQL reader thread panicked");
+                tracing::error!("a PostgreSQL reader thread panicked");
             }
         }
     }
@@ -113,10 +131,9 @@ impl Drop for Reader {
 
 /// The reader thread's state.
 struct Serving {
-    /// `None` after the connection broke, until the next request reconnects.
+    /// `None` until the first request, and after the connection broke until the next.
     conn: Option<Conn>,
     connector: Connector,
-    space: String,
 }
 
 struct Conn {
@@ -136,25 +153,25 @@ impl Conn {
 }
 
 impl Serving {
-    fn answer(&mut self, request: Request) {
+    fn answer(&mut self, space: &str, request: Request) {
         // The asker may have gone away (a panic on its side); nothing to tell it then.
         match request {
             Request::Doc(id, reply) => {
-                let _ = reply.send(self.read(|conn, space| {
-                    let row = conn.client.query_opt(&conn.one, &[space, &id])?;
+                let _ = reply.send(self.read(space, |conn, space| {
+                    let row = conn.client.query_opt(&conn.one, &[&space, &id])?;
                     row.map(|row| Ok((version(&row, 0, &id)?, row.try_get(1)?))).transpose()
                 }));
             }
             Request::Ids(prefix, reply) => {
-                let _ = reply.send(self.read(|conn, space| {
+                let _ = reply.send(self.read(space, |conn, space| {
                     let end = prefix_end(&prefix);
-                    let rows = conn.client.query(&conn.ids, &[space, &prefix, &end])?;
+                    let rows = conn.client.query(&conn.ids, &[&space, &prefix, &end])?;
                     rows.iter().map(|row| Ok(row.try_get(0)?)).collect()
                 }));
             }
             Request::All(reply) => {
-                let _ = reply.send(self.read(|conn, space| {
-                    let rows = conn.client.query(&conn.all, &[space])?;
+                let _ = reply.send(self.read(space, |conn, space| {
+                    let rows = conn.client.query(&conn.all, &[&space])?;
                     rows.iter()
                         .map(|row| {
                             let id: String = row.try_get(0)?;
@@ -168,7 +185,11 @@ impl Serving {
     }
 
     /// Runs `read` on the connection, reconnecting first if it broke.
-    fn read<T>(&mut self, read: impl FnOnce(&mut Conn, &String) -> Result<T, ReadError>) -> Result<T, StorageError> {
+    fn read<T>(
+        &mut self,
+        space: &str,
+        read: impl FnOnce(&mut Conn, &str) -> Result<T, ReadError>,
+    ) -> Result<T, StorageError> {
         let connector = &self.connector;
         let conn = match &mut self.conn {
             Some(conn) if !conn.client.is_closed() => conn,
@@ -181,7 +202,7 @@ impl Serving {
                 )
             }
         };
-        read(conn, &self.space).map_err(|error| match error {
+        read(conn, space).map_err(|error| match error {
             ReadError::Db(error) => connector.error("read the space", &error),
             ReadError::Version { id, version } => connector.fault(
                 format!("document {id} has version {version} in the database, below zero"),

@@ -1,23 +1,15 @@
 //! [`PostgresStorage`]: a space in a PostgreSQL database, written by the node holding
-//! its lease.
-//!
-//! Three threads, each with its own connection, because the synchronous client may not
-//! run on a thread inside a Tokio runtime and the storage is called from anywhere: the
-//! writer ([`crate::writer`]), the reader ([`crate::reader`]) and the lease's renewal
-//! ([`crate::lease`]), which must not wait behind a long read or a big group.
+//! its lease, through the connections the node keeps to that [`Database`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use trellis_runner::storage::group::{Counters, GroupCommit, Refusal};
 use trellis_runner::storage::{parse_document, Durable, Storage, StorageError, StoredDoc};
 
-use crate::connect::{Connector, CONNECT_TIMEOUT};
-use crate::lease::{self, Renewal};
-use crate::reader::Reader;
-use crate::writer::{self, Writer, WRITER_THREAD};
-use crate::{schema, Holder, SpaceUrl};
+use crate::connect::CONNECT_TIMEOUT;
+use crate::{Database, Holder, SpaceUrl};
 
 /// How long a lease runs unless renewed, by default.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -40,9 +32,9 @@ pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// ```
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
-    lease: Duration,
-    connect_timeout: Duration,
-    statement_timeout: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) statement_timeout: Duration,
 }
 
 impl Default for OpenOptions {
@@ -82,47 +74,18 @@ impl OpenOptions {
         self
     }
 
-    /// Opens the space at `target` for `holder`: creates Trellis's tables if missing,
-    /// takes the space's lease ([`StorageError::Owned`] if another node holds it) and
-    /// starts the writer, reader and renewal threads.
-    pub fn open(&self, target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
-        // On a thread of its own: the caller may be a Tokio worker (a server opening a
-        // space for a request), where the client's own runtime may not block.
-        std::thread::scope(|scope| {
-            let opening = std::thread::Builder::new()
-                .name("trellis-postgres-open".into())
-                .spawn_scoped(scope, || self.open_here(target, holder))
-                .map_err(|source| StorageError::Io {
-                    path: target.to_string(),
-                    action: "start the thread that opens the space",
-                    source,
-                })?;
-            opening.join().unwrap_or_else(|_| Err(StorageError::WriterGone))
-        })
+    /// This node's connections to the database `url` is in, with these options, for
+    /// opening many of its spaces; nothing connects until a space is opened.
+    pub fn database(&self, url: &SpaceUrl) -> Result<Database, StorageError> {
+        Database::new(url, self.clone())
     }
 
-    fn open_here(&self, target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
-        let connector = Connector::new(target, self.connect_timeout, self.statement_timeout);
-        let space = target.space().to_owned();
-        let mut client = connector.connect()?;
-        schema::ensure(&mut client, &connector)?;
-        let taken_at = Instant::now();
-        let epoch = lease::acquire(&mut client, &connector, &space, &holder, self.lease)?;
-        let shared = Arc::new(Shared {
-            space,
-            epoch,
-            lost: AtomicBool::new(false),
-            refusal: Refusal::default(),
-            counters: Counters::default(),
-        });
-        // From here on the lease is ours: dropping the renewal gives it back if the rest
-        // of the opening fails.
-        let last_seq = writer::last_seq(&mut client, &connector, &shared.space);
-        let renewal = Renewal::start(client, connector.clone(), Arc::clone(&shared), self.lease, taken_at)?;
-        let writer = Writer::new(connector.connect()?, connector.clone(), Arc::clone(&shared), last_seq?)?;
-        let reader = Reader::start(connector.connect()?, connector.clone(), shared.space.clone())?;
-        let group = GroupCommit::start(WRITER_THREAD, writer)?;
-        Ok(PostgresStorage { target: target.clone(), holder, group, renewal, reader, shared })
+    /// Opens the space at `target` for `holder`, through connections of its own (a
+    /// node holding several spaces of one database opens them through one
+    /// [`Database`]): creates Trellis's tables if missing, takes the space's lease
+    /// ([`StorageError::Owned`] if another node holds it) and starts its writer.
+    pub fn open(&self, target: &SpaceUrl, holder: Holder) -> Result<PostgresStorage, StorageError> {
+        self.database(target)?.open(target.space(), holder)
     }
 }
 
@@ -140,12 +103,11 @@ impl OpenOptions {
 /// # Ok(()) }
 /// ```
 pub struct PostgresStorage {
-    target: SpaceUrl,
-    holder: Holder,
-    group: GroupCommit,
-    renewal: Renewal,
-    reader: Reader,
-    shared: Arc<Shared>,
+    pub(crate) target: SpaceUrl,
+    pub(crate) holder: Holder,
+    pub(crate) group: GroupCommit,
+    pub(crate) database: Database,
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// Counters describing the storage's work so far; see [`PostgresStorage::stats`].
@@ -202,19 +164,19 @@ impl PostgresStorage {
 
 impl Storage for PostgresStorage {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
-        let Some((version, text)) = self.reader.doc(id)? else { return Ok(None) };
+        let Some((version, text)) = self.database.reader().doc(&self.shared.space, id)? else { return Ok(None) };
         Counters::count(&self.shared.counters.read);
         let value = parse_document(id, &text)?;
         Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
     }
 
     fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        self.reader.ids(prefix)
+        self.database.reader().ids(&self.shared.space, prefix)
     }
 
     /// One query for the whole space rather than one per document.
     fn load(&self) -> Result<Vec<StoredDoc>, StorageError> {
-        let rows = self.reader.all()?;
+        let rows = self.database.reader().all(&self.shared.space)?;
         self.shared.counters.read.fetch_add(rows.len() as u64, Ordering::Relaxed);
         rows.into_iter()
             .map(|(id, version, text)| {
@@ -255,7 +217,7 @@ impl Drop for PostgresStorage {
                 "the PostgreSQL writer thread panicked; transactions queued at that point may not be saved"
             );
         }
-        self.renewal.finish();
+        self.database.leases().release(&self.shared);
     }
 }
 
@@ -276,7 +238,7 @@ pub(crate) struct Shared {
     pub(crate) space: String,
     /// This node's epoch, as the database stores it (at least 1).
     pub(crate) epoch: i64,
-    lost: AtomicBool,
+    pub(crate) lost: AtomicBool,
     /// Why the writer refuses writes, since one failed.
     pub(crate) refusal: Refusal,
     pub(crate) counters: Counters,

@@ -32,6 +32,8 @@ pub struct SpaceUrl {
     space: String,
     config: postgres::Config,
     shown: String,
+    /// `shown` up to the space's name (`...?space=`), for [`SpaceUrl::with_space`].
+    shown_base: String,
 }
 
 /// Why a text is not a space URL.
@@ -102,11 +104,32 @@ impl SpaceUrl {
             driver.push('?');
             driver.push_str(&kept.join("&"));
         }
-        let shown = format!("{}{}space={space}", redact(&driver), if kept.is_empty() { '?' } else { '&' });
+        let shown_base = format!("{}{}space=", redact(&driver), if kept.is_empty() { '?' } else { '&' });
+        let shown = format!("{shown_base}{space}");
         let config = driver
             .parse::<postgres::Config>()
             .map_err(|error| UrlError::Connection { shown: shown.clone(), reason: reason(&error) })?;
-        Ok(SpaceUrl { space: space.to_owned(), config, shown })
+        Ok(SpaceUrl { space: space.to_owned(), config, shown, shown_base })
+    }
+
+    /// The URL of another space in the same database.
+    ///
+    /// ```
+    /// use trellis_postgres::SpaceUrl;
+    /// let url = SpaceUrl::parse("postgres://app:secret@db/trellis?space=team-a").unwrap();
+    /// assert_eq!(url.with_space("team-b").unwrap().to_string(), "postgres://app:***@db/trellis?space=team-b");
+    /// assert!(url.with_space("no spaces").is_err());
+    /// ```
+    pub fn with_space(&self, space: &str) -> Result<SpaceUrl, UrlError> {
+        if !is_space_name(space) {
+            return Err(UrlError::BadSpace { name: space.to_owned() });
+        }
+        Ok(SpaceUrl {
+            space: space.to_owned(),
+            config: self.config.clone(),
+            shown: format!("{}{space}", self.shown_base),
+            shown_base: self.shown_base.clone(),
+        })
     }
 
     /// Whether `text` is a PostgreSQL URL rather than (say) the path of a space file.
@@ -117,6 +140,12 @@ impl SpaceUrl {
     /// The space's name.
     pub fn space(&self) -> &str {
         &self.space
+    }
+
+    /// The database's URL as shown: without its `space`, and without a password.
+    pub(crate) fn database_shown(&self) -> &str {
+        let base = self.shown_base.strip_suffix("space=").unwrap_or(&self.shown_base);
+        base.strip_suffix(['?', '&']).unwrap_or(base)
     }
 
     /// The driver's settings: the URL without its `space`.

@@ -21,6 +21,7 @@ use trellis_runner::storage::{StorageError, StoredDoc};
 
 use crate::connect::Connector;
 use crate::storage::Shared;
+use crate::{pool, schema};
 
 /// The name of the writer's thread.
 pub(crate) const WRITER_THREAD: &str = "trellis-pg-writer";
@@ -59,34 +60,46 @@ pub(crate) fn last_seq(client: &mut Client, connector: &Connector, space: &str) 
         .map_err(|error| connector.error("read the space's change log", &error))
 }
 
-/// The writer thread's state.
+/// The writer's state: one space's, on the thread of its group commit.
 pub(crate) struct Writer {
+    /// The space's URL, for errors.
     connector: Connector,
-    /// `None` after the connection broke, until the next group reconnects.
-    conn: Option<Conn>,
+    /// The node's writer connections to the database.
+    pool: Arc<WriterPool>,
     shared: Arc<Shared>,
     /// The next change's sequence number; `None` after a failed transaction, whose
     /// commit may or may not have happened, until the next one reads it from the log.
     next_seq: Option<i64>,
 }
 
-/// The writer's connection and its prepared statements.
-struct Conn {
-    client: Client,
+/// The node's writer connections to one database.
+pub(crate) type WriterPool = pool::Pool<Statements>;
+
+/// The writer's prepared statements, on one connection.
+pub(crate) struct Statements {
     lock_lease: Statement,
     last_seq: Statement,
     write: Statement,
 }
 
+impl Statements {
+    /// Creates Trellis's tables if missing (they must be there to prepare statements on
+    /// them), then prepares the writer's statements.
+    pub(crate) fn prepare(client: &mut Client, connector: &Connector) -> Result<Statements, StorageError> {
+        schema::ensure(client, connector)?;
+        let prepare = |client: &mut Client| -> Result<Statements, postgres::Error> {
+            let lock_lease = client.prepare(LOCK_LEASE)?;
+            let last_seq = client.prepare(LAST_SEQ)?;
+            let write = client.prepare(WRITE)?;
+            Ok(Statements { lock_lease, last_seq, write })
+        };
+        prepare(client).map_err(|error| connector.error("prepare the writer's statements", &error))
+    }
+}
+
 impl Writer {
-    pub(crate) fn new(
-        client: Client,
-        connector: Connector,
-        shared: Arc<Shared>,
-        last_seq: i64,
-    ) -> Result<Writer, StorageError> {
-        let conn = Conn::prepare(client).map_err(|error| connector.error("prepare the writer's statements", &error))?;
-        Ok(Writer { connector, conn: Some(conn), shared, next_seq: Some(last_seq + 1) })
+    pub(crate) fn new(connector: Connector, pool: Arc<WriterPool>, shared: Arc<Shared>, last_seq: i64) -> Writer {
+        Writer { connector, pool, shared, next_seq: Some(last_seq + 1) }
     }
 
     /// Writes the given transactions, in order, in one PostgreSQL transaction.
@@ -94,23 +107,22 @@ impl Writer {
         if txns.iter().all(|rows| rows.is_empty()) {
             return Ok(());
         }
-        let result = self.try_write(txns);
-        if result.is_err() {
-            self.next_seq = None;
-            if self.conn.as_ref().is_some_and(|conn| conn.client.is_closed()) {
-                self.conn = None;
-            }
-        }
-        result
-    }
-
-    fn try_write(&mut self, txns: &[&Vec<Row>]) -> Result<(), StorageError> {
         // One statement may not upsert a row twice: the group's last write of each
         // document is the one that counts (versions grow in submission order).
         let mut latest: BTreeMap<&str, &Row> = BTreeMap::new();
         for row in txns.iter().flat_map(|rows| rows.iter()) {
             latest.insert(&row.id, row);
         }
+        let pool = Arc::clone(&self.pool);
+        let result = pool.with(|conn| self.commit(conn, &latest));
+        if result.is_err() {
+            self.next_seq = None;
+        }
+        result
+    }
+
+    /// Commits the group's documents, `latest`, under the lease.
+    fn commit(&mut self, conn: &mut pool::Conn<Statements>, latest: &BTreeMap<&str, &Row>) -> Result<(), StorageError> {
         let ids: Vec<&str> = latest.keys().copied().collect();
         let versions: Vec<i64> = latest.values().map(|row| row.version).collect();
         let values: Vec<&str> = latest.values().map(|row| row.value.as_str()).collect();
@@ -118,14 +130,11 @@ impl Writer {
 
         let connector = &self.connector;
         let error = |error: postgres::Error| connector.error("write the space", &error);
-        let conn = match &mut self.conn {
-            Some(conn) if !conn.client.is_closed() => conn,
-            _ => self.conn.insert(Conn::prepare(connector.connect()?).map_err(error)?),
-        };
+        let statements = &conn.statements;
         let space = &self.shared.space;
         let mut tx = conn.client.transaction().map_err(error)?;
         let epoch: Option<i64> = tx
-            .query_opt(&conn.lock_lease, &[space])
+            .query_opt(&statements.lock_lease, &[space])
             .and_then(|row| row.map(|row| row.try_get(0)).transpose())
             .map_err(error)?;
         if epoch != Some(self.shared.epoch) {
@@ -135,9 +144,12 @@ impl Writer {
         }
         let seq = match self.next_seq {
             Some(seq) => seq,
-            None => tx.query_one(&conn.last_seq, &[space]).and_then(|row| row.try_get::<_, i64>(0)).map_err(error)? + 1,
+            None => {
+                tx.query_one(&statements.last_seq, &[space]).and_then(|row| row.try_get::<_, i64>(0)).map_err(error)?
+                    + 1
+            }
         };
-        tx.execute(&conn.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
+        tx.execute(&statements.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
         tx.commit().map_err(error)?;
         self.next_seq = Some(seq + 1);
         Counters::count(&self.shared.counters.commits);
@@ -170,15 +182,6 @@ impl GroupWriter for Writer {
 
     fn lost(&self) -> Option<StorageError> {
         self.shared.lost().then(|| self.shared.lease_lost())
-    }
-}
-
-impl Conn {
-    fn prepare(mut client: Client) -> Result<Conn, postgres::Error> {
-        let lock_lease = client.prepare(LOCK_LEASE)?;
-        let last_seq = client.prepare(LAST_SEQ)?;
-        let write = client.prepare(WRITE)?;
-        Ok(Conn { client, lock_lease, last_seq, write })
     }
 }
 

@@ -53,7 +53,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// How this server holds the spaces it opens, taking their requests at `addr`.
     pub fn claim(&self, addr: String) -> Claim {
-        Claim { addr: Some(addr), lease: Some(std::time::Duration::from_secs_f64(self.lease)) }
+        Claim { addr: Some(addr), lease: Some(std::time::Duration::from_secs_f64(self.lease)), database: None }
     }
 }
 
@@ -73,13 +73,16 @@ impl App {
             Arc::new(move || trellis_postgres::ping(&probe).map_err(|e| e.to_string()));
         let nodes = space_url(database, "nodes")?;
         let secret = tokio::task::block_in_place(|| trellis_postgres::cluster_secret(&nodes))?;
+        // One set of connections for every space this node opens.
+        let shared = Claim { lease: Some(Duration::from_secs_f64(lease)), ..Claim::default() };
+        let shared = Claim { database: Some(shared.options().database(&nodes)?), ..shared };
         let server = crate::serve::run_many(options, opener, ready, secret);
         tokio::pin!(server);
         loop {
             tokio::select! {
                 served = &mut server => return served,
                 Some(request) = requests.recv() => {
-                    let claim = Claim { addr: Some(request.addr.clone()), lease: Some(Duration::from_secs_f64(lease)) };
+                    let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
                     // Opening talks to the database and may seed the space: not on the
                     // task that drives the server.
                     let opened = tokio::task::block_in_place(|| self.open_existing(database, &request.space, &claim));

@@ -170,12 +170,11 @@ impl Place {
         Ok(match self {
             Place::File(path) => Box::new(SqliteStorage::open(path)?),
             Place::Postgres(url) => {
-                let options = trellis_postgres::OpenOptions::new();
-                let options = match claim.lease {
-                    Some(lease) => options.lease(lease),
-                    None => options,
-                };
-                Box::new(options.open(url, holder(claim.addr.clone()))?)
+                let holder = holder(claim.addr.clone());
+                match &claim.database {
+                    Some(database) => Box::new(database.open(url.space(), holder)?),
+                    None => Box::new(claim.options().open(url, holder)?),
+                }
             }
         })
     }
@@ -189,6 +188,20 @@ pub struct Claim {
     pub addr: Option<String>,
     /// The lease's length [default: `trellis_postgres::DEFAULT_LEASE`].
     pub lease: Option<std::time::Duration>,
+    /// The connections this process keeps to the space's database, when it holds many of
+    /// its spaces (a server of a database); else the space gets connections of its own.
+    pub database: Option<trellis_postgres::Database>,
+}
+
+impl Claim {
+    /// How a space in a database is opened under this claim.
+    pub fn options(&self) -> trellis_postgres::OpenOptions {
+        let options = trellis_postgres::OpenOptions::new();
+        match self.lease {
+            Some(lease) => options.lease(lease),
+            None => options,
+        }
+    }
 }
 
 impl std::fmt::Display for Place {

@@ -110,3 +110,47 @@ fn an_owner_whose_lease_was_taken_writes_nothing_more() {
         matches!(open(&url, "node-c", Duration::from_secs(1)), Err(StorageError::Owned { holder, .. }) if holder == "node-b")
     );
 }
+
+#[test]
+fn many_spaces_of_one_database_share_a_few_connections_and_keep_their_leases() {
+    let server = server!();
+    // A name of their own, to count this test's connections among the other tests'.
+    let app = server.space("pool");
+    let first = server.with(&format!("application_name={app}"), &server.space("pool"));
+    let lease = Duration::from_millis(900);
+    let database = OpenOptions::new().lease(lease).database(&first).expect("the database");
+    let spaces: Vec<PostgresStorage> =
+        (0..24).map(|_| database.open(&server.space("pool"), Holder::new("node-a")).expect("open a space")).collect();
+
+    std::thread::scope(|scope| {
+        for storage in &spaces {
+            scope.spawn(move || {
+                for version in 1..=20 {
+                    storage.submit(vec![doc("n", version, json!(version))]).wait().expect("durable");
+                }
+            });
+        }
+    });
+    // Past two leases: every lease is renewed by the one thread.
+    std::thread::sleep(lease * 2);
+    for storage in &spaces {
+        assert!(!storage.lease_lost(), "{storage:?}");
+        storage.submit(vec![doc("n", 21, json!(21))]).wait().expect("still the holder");
+        assert_eq!(storage.load_doc("n").expect("load").map(|d| d.value.to_json()), Some(json!(21)));
+    }
+
+    let count: i64 = server
+        .sql()
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&app])
+        .expect("count the connections")
+        .get(0);
+    let most = (trellis_postgres::MAX_WRITERS + trellis_postgres::READERS + 1) as i64;
+    assert!((1..=most).contains(&count), "{count} connections for 24 spaces (at most {most})");
+
+    let names: Vec<String> = spaces.iter().map(|storage| storage.target().space().to_owned()).collect();
+    drop(spaces);
+    for name in names {
+        let again = open(&server.url(&name), "node-b", lease).expect("each lease was given back at the close");
+        assert_eq!(again.epoch(), 2);
+    }
+}
