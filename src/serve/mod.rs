@@ -207,8 +207,13 @@ fn router(server: Server) -> axum::Router {
         // Signed in first (401), then a JSON write (415).
         .layer(axum::middleware::from_fn(auth::require_json))
         .layer(from_fn_with_state(server.clone(), auth::require_auth));
+    // MCP hosts reach the space's charms at `/mcp` with a bearer token, as the API does.
+    let mcp = trellis_mcp::server::http_service(server.runtime().clone(), trellis_mcp::server::SESSION_IDLE);
+    let mcp =
+        axum::Router::new().nest_service("/mcp", mcp).layer(from_fn_with_state(server.clone(), auth::require_auth));
     axum::Router::new()
         .merge(api)
+        .merge(mcp)
         .merge(assets::routes())
         .route("/openapi.json", axum::routing::get(openapi::document))
         .fallback(|| async { error::ApiError::not_found("no such route; /openapi.json lists the API") })

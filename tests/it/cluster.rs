@@ -208,6 +208,48 @@ fn an_event_stream_through_another_node_sees_the_holders_changes() {
     assert_eq!(events.until("charm", |charm| charm["data"]["count"] == 4)["data"]["count"], 4);
 }
 
+/// An MCP host (the Python SDK's client) subscribed to a charm through a node that does
+/// not hold the space hears of a change sent through another node: `/spaces/NAME/mcp` is
+/// forwarded to the holder like the rest of the space, and wants the space's token.
+#[test]
+fn an_mcp_subscription_through_another_node_hears_the_holders_changes() {
+    use std::io::{BufRead, BufReader};
+    let Some(s) = pg::space() else { return };
+    let database = pg::database().expect("the database");
+    let auth = bearer(&s);
+    let a = node(&database, &s.dir.join("a"));
+    let b = node(&database, &s.dir.join("b"));
+    assert_eq!(count(&a, &s, &auth), 0, "node a holds the space");
+    let mcp = format!("/spaces/{}/mcp", s.name);
+    let refused = b.request("POST", &mcp, &[], Some("{}"));
+    assert_eq!(refused.status, 401, "no token: {}", refused.body);
+
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let token = auth.trim_start_matches("Authorization: Bearer ");
+    let mut client = Command::new(crate::common::mcp_tools::python())
+        .arg(script)
+        .args(["observe", "http", &format!("{}{mcp}", b.base())])
+        .env("TRELLIS_MCP_TOKEN", token)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the MCP client");
+    let mut lines = BufReader::new(client.stdout.take().expect("its output")).lines();
+    let first = lines.next().and_then(Result::ok);
+    if first.as_deref() != Some("subscribed") {
+        let out = crate::common::output_within(client, Duration::from_secs(10), "the MCP client");
+        panic!("the client did not subscribe: {first:?} {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let increment = format!("/spaces/{}/api/charms/Counter/handlers/increment", s.name);
+    assert_eq!(a.request("POST", &increment, &[&auth], Some(r#"{"amount": 5}"#)).status, 200);
+    let seen: Value = serde_json::from_str(&lines.next().and_then(Result::ok).unwrap_or_default())
+        .unwrap_or_else(|error| panic!("the client's answer: {error}"));
+    let out = crate::common::output_within(client, Duration::from_secs(60), "the MCP client");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(seen["updated"], json!([seen["counter_uri"]]), "{seen}");
+    assert_eq!(seen["counter"]["count"], 5, "{seen}");
+}
+
 /// A reply streaming on the holder when it is killed goes on on the node that takes the
 /// space over, as a restart's would: the cut text kept and marked, the model asked again.
 #[test]

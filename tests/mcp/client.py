@@ -2,10 +2,13 @@
 
 Usage: client.py REVISION stdio TRELLIS_BINARY SPACE_PATH, or client.py REVISION http URL,
 where REVISION is `legacy` (the `initialize` handshake, `resources/subscribe`: what hosts
-speak today) or `current:CAP` (2026-07-28: `server/discover`, `subscriptions/listen`,
-against a server that lets CAP subscriptions be open at once); prints one JSON object
-with what it saw.
+speak today), `current:CAP` (2026-07-28: `server/discover`, `subscriptions/listen`,
+against a server that lets CAP subscriptions be open at once) or `observe` (subscribe to
+the counter, say `subscribed` on a line, wait for a change someone else makes); prints
+one JSON object with what it saw. Over HTTP, TRELLIS_MCP_TOKEN is sent as a bearer token.
 """
+
+import os
 
 import asyncio
 import json
@@ -16,6 +19,7 @@ from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionLost, ToolsListChanged
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 # How long a notification may take to come.
 WAIT = 20
@@ -28,7 +32,9 @@ async def main() -> None:
     else:
         binary, space = sys.argv[3], sys.argv[4]
         server = StdioServerParameters(command=binary, args=["--space", space, "mcp", "serve"])
-    if revision.startswith("current:"):
+    if revision == "observe":
+        await observe(server)
+    elif revision.startswith("current:"):
         await current(server, int(revision.removeprefix("current:")))
     elif revision.startswith("crowd:"):
         await crowd(server, int(revision.removeprefix("crowd:")))
@@ -38,6 +44,35 @@ async def main() -> None:
     else:
         async with stdio_client(server) as (read, write):
             await legacy(read, write)
+
+
+def http_client():
+    """The HTTP client of the SDK's transport, with the bearer token if one is given."""
+    token = os.environ.get("TRELLIS_MCP_TOKEN")
+    return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) if token else None
+
+
+async def observe(url: str) -> None:
+    """Subscribes to the counter and waits for a change made elsewhere (the test makes it
+    once this prints `subscribed`); prints what it heard and the counter then."""
+    updated: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            arrived.set()
+
+    async with streamable_http_client(url, http_client=http_client()) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            resources = await session.list_resources()
+            counter = next(str(r.uri) for r in resources.resources if r.name == "Counter")
+            await session.subscribe_resource(counter)
+            print("subscribed", flush=True)
+            await asyncio.wait_for(arrived.wait(), WAIT)
+            data = await session.read_resource(counter)
+            print(json.dumps({"counter_uri": counter, "updated": updated, "counter": json.loads(data.contents[0].text)}))
 
 
 async def open_at_once(client, counter: str) -> tuple[int, str | None]:

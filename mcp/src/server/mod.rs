@@ -8,8 +8,8 @@ mod subscriptions;
 mod unfit;
 mod watch;
 
-pub use serve::{serve_http, serve_stdio, HttpOptions, ServeError};
-pub use sessions::SESSION_IDLE;
+pub use serve::{http_service, serve_http, serve_stdio, HttpOptions, ServeError};
+pub use sessions::{IdleSessions, SESSION_IDLE};
 pub use subscriptions::{MAX_SUBSCRIPTIONS, SESSION_SHARE};
 
 use std::sync::Arc;

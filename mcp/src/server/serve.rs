@@ -61,15 +61,32 @@ pub async fn serve_http(rt: Runtime, options: HttpOptions, ready: impl FnOnce(So
     if remote {
         config = config.disable_allowed_hosts();
     }
-    // One server for all clients: they share its watches and subscription budget.
-    let server = TrellisMcp::new(rt);
-    let service =
-        StreamableHttpService::new(move || Ok(server.for_client()), IdleSessions::start(session_idle), config);
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = axum::Router::new().nest_service("/mcp", service(rt, session_idle, config));
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);
     trellis_http::serve(listener, router, limits, std::future::pending()).await;
     Ok(())
+}
+
+/// The Streamable HTTP endpoint of the space `rt`, for a server that mounts it among
+/// routes of its own (`trellis serve`, at `/mcp`) and checks `Host` and credentials
+/// itself. Requests from web pages (any `Origin`) are still refused.
+pub fn http_service(rt: Runtime, session_idle: std::time::Duration) -> StreamableHttpService<TrellisMcp, IdleSessions> {
+    let config = StreamableHttpServerConfig::default()
+        .enforce_origin_validation()
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .disable_allowed_hosts();
+    service(rt, session_idle, config)
+}
+
+/// One server for all clients: they share its watches and subscription budget.
+fn service(
+    rt: Runtime,
+    session_idle: std::time::Duration,
+    config: StreamableHttpServerConfig,
+) -> StreamableHttpService<TrellisMcp, IdleSessions> {
+    let server = TrellisMcp::new(rt);
+    StreamableHttpService::new(move || Ok(server.for_client()), IdleSessions::start(session_idle), config)
 }
 
 /// Serves the space `rt` over standard input and output until the client leaves.
