@@ -8,6 +8,7 @@
 //! Suites are listed in [`SUITES`]; adding one is a new module exposing
 //! `pub const SUITE: harness::Suite` plus one line in that list.
 
+mod cluster;
 mod dialogs;
 mod harness;
 mod memory;
@@ -41,6 +42,7 @@ const SUITES: &[Suite] = &[
     dialogs::SUITE,
     outside::SUITE,
     selection::SUITE,
+    cluster::SUITE,
 ];
 
 /// Stack size of the thread running the suites: deep graphs (cellx5000) recurse deeply

@@ -47,14 +47,18 @@ struct JsonLine<'a> {
     /// `"median"` or `"p99"`: what `target_ns` is for.
     #[serde(skip_serializing_if = "Option::is_none")]
     target_of: Option<&'static str>,
+    /// A target for the 99th percentile beside the median's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_target_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
 }
 
 /// Writes one JSON object per measurement per line: `suite`, `scenario`, `system`,
 /// `median_ns`, `ratio_vs_best_peer` (relative to the fastest peer of that scenario;
-/// `null` when unknown), plus `p99_ns`, `peak_bytes` and `target_ns` (with `target_of`:
-/// `median` or `p99`) where the scenario measures them, and `error` for a failed measurement (whose median is `null`).
+/// `null` when unknown), plus `p99_ns`, `peak_bytes`, `target_ns` (with `target_of`:
+/// `median` or `p99`) and `p99_target_ns` (a tail target beside the median's) where the
+/// scenario measures them, and `error` for a failed measurement (whose median is `null`).
 pub fn write_json(out: &mut impl Write, measurements: &[Measurement]) -> io::Result<()> {
     for (m, ratio) in measurements.iter().zip(ratios(measurements)) {
         let line = JsonLine {
@@ -67,6 +71,7 @@ pub fn write_json(out: &mut impl Write, measurements: &[Measurement]) -> io::Res
             peak_bytes: m.extra.peak_bytes,
             target_ns: m.extra.target_ns.map(|ns| ns.round() as u64),
             target_of: m.extra.target_ns.map(|_| if m.extra.target_is_p99 { "p99" } else { "median" }),
+            p99_target_ns: m.extra.p99_target_ns.map(|ns| ns.round() as u64),
             error: m.median_ns.as_ref().err().map(String::as_str),
         };
         let text = serde_json::to_string(&line).map_err(io::Error::other)?;
@@ -207,6 +212,10 @@ fn write_extras(out: &mut impl Write, rows: &[(&Measurement, Option<f64>)]) -> i
             let verdict = if measured <= target { "met" } else { "missed" };
             parts.push(format!("target {what} ≤ {}: {verdict} ({:.2}x)", format_ns(target), measured / target));
         }
+        if let (Some(target), Some(p99)) = (m.extra.p99_target_ns, m.extra.p99_ns) {
+            let verdict = if p99 <= target { "met" } else { "missed" };
+            parts.push(format!("target p99 ≤ {}: {verdict} ({:.2}x)", format_ns(target), p99 / target));
+        }
         if !parts.is_empty() {
             writeln!(out, "  {} {}: {}", m.scenario, m.system, parts.join(", "))?;
         }
@@ -333,14 +342,22 @@ mod tests {
     fn extras_show_in_json_and_under_the_table() {
         use serde_json::json;
         let mut big = m("open", "trellis", Ok(300e6));
-        big.extra =
-            Extra { p99_ns: Some(400e6), peak_bytes: Some(3 << 20), target_ns: Some(200e6), target_is_p99: false };
+        big.extra = Extra {
+            p99_ns: Some(400e6),
+            peak_bytes: Some(3 << 20),
+            target_ns: Some(200e6),
+            target_is_p99: false,
+            p99_target_ns: Some(300e6),
+        };
         let ms = vec![big, m("plain", "trellis", Ok(10.0))];
         let mut table = Vec::new();
         write_table(&mut table, &ms).expect("write to a Vec");
         let text = String::from_utf8(table).expect("utf-8");
         assert!(
-            text.contains("open trellis: p99 400.00 ms, peak 3.0 MiB, target median ≤ 200.00 ms: missed (1.50x)"),
+            text.contains(
+                "open trellis: p99 400.00 ms, peak 3.0 MiB, target median ≤ 200.00 ms: missed (1.50x), \
+                 target p99 ≤ 300.00 ms: missed (1.33x)"
+            ),
             "{text}"
         );
         assert!(!text.contains("plain trellis:"), "{text}");
@@ -350,6 +367,7 @@ mod tests {
         let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
         assert_eq!((lines[0]["p99_ns"].as_u64(), lines[0]["peak_bytes"].as_u64()), (Some(400_000_000), Some(3 << 20)));
         assert_eq!((&lines[0]["target_ns"], &lines[0]["target_of"]), (&json!(200_000_000), &json!("median")));
+        assert_eq!(lines[0]["p99_target_ns"], json!(300_000_000));
         assert!(lines[1].get("p99_ns").is_none());
     }
 

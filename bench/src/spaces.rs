@@ -50,7 +50,7 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
     let dir = tempfile::tempdir().expect("spaces: a temporary directory");
     let small = dir.path().join("small.sqlite");
     let big = dir.path().join("big.sqlite");
-    let (small_id, big_ids) = write_spaces(&small, &big);
+    let (small_id, big_ids) = write_spaces(&small, &big, CHARMS);
     let one = big_ids[CHARMS / 2].clone();
 
     let guarded = |name: &str, f: &dyn Fn() -> Stats| harness::run_guarded(config, SUITE.name, name, "trellis", f);
@@ -71,9 +71,10 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
     out
 }
 
-/// Writes a one-charm space at `small` with the runtime, and the big space at `big` by
-/// copying that charm's documents; returns the small charm's id and the big space's ids.
-fn write_spaces(small: &Path, big: &Path) -> (String, Vec<String>) {
+/// Writes a one-charm space at `small` with the runtime, and a space of `charms` charms at
+/// `big` by copying that charm's documents; returns the small charm's id and the big
+/// space's ids. (The `cluster` suite copies the big space into PostgreSQL.)
+pub(crate) fn write_spaces(small: &Path, big: &Path, charms: usize) -> (String, Vec<String>) {
     let template = {
         let rt = Runtime::open(small).expect("spaces: open the small space");
         rt.register_pattern(counter_pattern());
@@ -89,7 +90,7 @@ fn write_spaces(small: &Path, big: &Path) -> (String, Vec<String>) {
     let mut target = rusqlite::Connection::open(big).expect("spaces: create the big space");
     target.execute_batch(CREATE_TABLE).expect("spaces: create the table");
     let tx = target.transaction().expect("spaces: begin");
-    let ids: Vec<String> = (0..CHARMS).map(|n| format!("charm-big{n:06}")).collect();
+    let ids: Vec<String> = (0..charms).map(|n| format!("charm-big{n:06}")).collect();
     {
         let mut upsert = tx.prepare(UPSERT).expect("spaces: prepare");
         for (id, version, value) in &rows {
@@ -115,7 +116,8 @@ fn write_spaces(small: &Path, big: &Path) -> (String, Vec<String>) {
     (template, ids)
 }
 
-fn open_runtime(path: &Path) -> Runtime {
+/// The runtime of the SQLite space at `path`, with the counter pattern.
+pub(crate) fn open_runtime(path: &Path) -> Runtime {
     let rt = Runtime::open(path).expect("spaces: open the space");
     rt.register_pattern(counter_pattern());
     rt
