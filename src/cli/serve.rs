@@ -48,6 +48,28 @@ pub struct ServeArgs {
     /// when this one dies.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = super::positive_seconds)]
     pub lease: f64,
+    /// With --database: the URL the other nodes reach this one at (http://HOST:PORT),
+    /// kept with each space it holds so they forward its requests here [default: http://
+    /// and --addr]. Needed when --addr is 0.0.0.0 or the nodes see this machine by
+    /// another address.
+    #[arg(long, value_name = "URL", requires = "database", value_parser = advertised_url)]
+    pub advertise: Option<String>,
+}
+
+/// `--advertise`'s value: an http(s) URL of a host and port, nothing after them.
+fn advertised_url(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text).map_err(|error| format!("{error}; give http://HOST:PORT"))?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && url.username().is_empty()
+        && url.password().is_none();
+    if !plain {
+        return Err("give http://HOST:PORT (or https://), with no path, query or credentials".to_owned());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 impl ServeArgs {
@@ -67,6 +89,7 @@ impl App {
         let database = database.as_str();
         let probe = space_url(database, "readiness")?;
         let lease = args.lease;
+        let advertise = args.advertise.clone();
         let options = self.serve_options(args, None);
         let (opener, mut requests) = mpsc::channel::<crate::serve::OpenRequest>(OPENING);
         let ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync> =
@@ -76,7 +99,7 @@ impl App {
         // One set of connections for every space this node opens.
         let shared = Claim { lease: Some(Duration::from_secs_f64(lease)), ..Claim::default() };
         let shared = Claim { database: Some(shared.options().database(&nodes)?), ..shared };
-        let server = crate::serve::run_many(options, opener, ready, secret);
+        let server = crate::serve::run_many(options, opener, crate::serve::Node { ready, secret, advertise });
         tokio::pin!(server);
         loop {
             tokio::select! {
@@ -104,7 +127,17 @@ impl App {
 
     /// How `trellis serve` runs, from its flags; `space`: the space's file, if it has one.
     pub(super) fn serve_options(&self, args: ServeArgs, space: Option<PathBuf>) -> crate::serve::Options {
-        let ServeArgs { addr, allow_remote, chatbot, rate_limit, connections, scripts, database: _, lease: _ } = args;
+        let ServeArgs {
+            addr,
+            allow_remote,
+            chatbot,
+            rate_limit,
+            connections,
+            scripts,
+            database: _,
+            lease: _,
+            advertise: _,
+        } = args;
         crate::serve::Options {
             addr,
             allow_remote,

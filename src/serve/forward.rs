@@ -8,7 +8,6 @@
 //! cannot pass for a node. Bearer tokens work on every node (they are kept in the space);
 //! a page's session cookie belongs to the node that holds the space.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -80,8 +79,9 @@ impl NotForwarded {
 }
 
 impl Forwarder {
-    /// A forwarder for the node at `me`, with the nodes' `secret`.
-    pub fn new(me: SocketAddr, secret: String) -> anyhow::Result<Forwarder> {
+    /// A forwarder for the node the others reach at `me` (`http://HOST:PORT`), with the
+    /// nodes' `secret`.
+    pub fn new(me: String, secret: String) -> anyhow::Result<Forwarder> {
         // Between nodes: a proxy of the environment must not see their traffic or tokens;
         // a redirect goes back to the client as it is (the sign-in's 303 sets its cookie).
         let http = reqwest::Client::builder()
@@ -90,7 +90,7 @@ impl Forwarder {
             .connect_timeout(CONNECT)
             .build()?;
         let secret_hash = crate::tokens::hash(&secret);
-        Ok(Forwarder { http, me: format!("http://{me}"), secret, secret_hash })
+        Ok(Forwarder { http, me, secret, secret_hash })
     }
 
     /// Whether a request comes from another node (it carries the nodes' secret); one that

@@ -34,7 +34,7 @@ mod routes;
 mod scripts;
 mod spaces;
 
-pub use spaces::{run_many, NoSuchSpace, OpenRequest};
+pub use spaces::{run_many, NoSuchSpace, Node, OpenRequest};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -82,6 +82,8 @@ struct Spaces(Arc<Inner>);
 struct Inner {
     options: Options,
     addr: SocketAddr,
+    /// Where the other nodes reach this one.
+    advertised: String,
     limits: Arc<limits::RateLimit>,
     opener: mpsc::Sender<OpenRequest>,
     /// A lookup locks its space's slot only: opening one space (a round trip to the
@@ -90,28 +92,46 @@ struct Inner {
     forward: forward::Forwarder,
 }
 
+/// This node among the database's: what it tells the others and the operator.
+pub struct Node {
+    /// Whether the database answers (for `/readyz`).
+    pub ready: probes::Readiness,
+    /// The secret the database's nodes share (see [`forward`]).
+    pub secret: String,
+    /// Where the other nodes reach this one (`http://HOST:PORT`), recorded with each
+    /// space it holds; `None`: the address it listens on, which must then be one address.
+    pub advertise: Option<String>,
+}
+
 /// Serves every space of the database the command's [`OpenRequest`]s open, until the
-/// process ends; `ready` says whether the database answers (for `/readyz`); `secret` is
-/// the one the database's nodes share (see [`forward`]).
-pub async fn run_many(
-    options: Options,
-    opener: mpsc::Sender<OpenRequest>,
-    ready: probes::Readiness,
-    secret: String,
-) -> anyhow::Result<()> {
+/// process ends.
+pub async fn run_many(options: Options, opener: mpsc::Sender<OpenRequest>, node: Node) -> anyhow::Result<()> {
     let (listener, addr) = listen(&options).await?;
+    let advertised = match node.advertise {
+        Some(url) => url,
+        None if addr.ip().is_unspecified() => anyhow::bail!(
+            "--addr {addr} listens on every interface, an address no other node can reach this one at: \
+             add --advertise http://THIS-HOST:{} (a name or address the other nodes reach)",
+            addr.port()
+        ),
+        None => format!("http://{addr}"),
+    };
     let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
     let spaces = Spaces(Arc::new(Inner {
-        forward: forward::Forwarder::new(addr, secret)?,
+        forward: forward::Forwarder::new(advertised.clone(), node.secret)?,
         options: options.clone(),
         addr,
+        advertised,
         limits,
         opener,
         routes: parking_lot::Mutex::default(),
     }));
-    let router = axum::Router::new().fallback(dispatch).with_state(spaces).merge(probes::routes(ready));
+    let router = axum::Router::new().fallback(dispatch).with_state(spaces.clone()).merge(probes::routes(node.ready));
     let name = crate::program::name();
     eprintln!("{name} serve: serving the spaces of the database at http://{addr}/spaces/NAME/");
+    if spaces.0.advertised != format!("http://{addr}") {
+        eprintln!("(other nodes reach this one at {})", spaces.0.advertised);
+    }
     eprintln!("(API clients send `Authorization: Bearer TOKEN` from `{name} --space URL?space=NAME token new`)");
     trellis_http::serve(listener, router, options.limits, stopped()).await;
     Ok(())
@@ -235,7 +255,7 @@ impl Spaces {
     async fn open(&self, space: &str) -> Result<Route, ApiError> {
         let unavailable = |message: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message);
         let (reply, answer) = oneshot::channel();
-        let request = OpenRequest { space: space.to_owned(), addr: format!("http://{}", self.0.addr), reply };
+        let request = OpenRequest { space: space.to_owned(), addr: self.0.advertised.clone(), reply };
         let stopped = || unavailable("the server is stopping".to_owned());
         self.0.opener.send(request).await.map_err(|_| stopped())?;
         let opened = answer.await.map_err(|_| stopped())?;

@@ -23,14 +23,21 @@ fn node(database: &str, config: &std::path::Path) -> Served {
 
 /// [`node`] with `env` set.
 fn node_with(database: &str, config: &std::path::Path, env: &[(&str, &str)]) -> Served {
+    let mut command = serve(database, config, &["--addr", "127.0.0.1:0"]);
+    command.envs(env.iter().copied());
+    Served::spawn(command)
+}
+
+/// `trellis serve --database DB` with `args`, not started.
+fn serve(database: &str, config: &std::path::Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
     command
-        .args(["serve", "--database", database, "--addr", "127.0.0.1:0", "--lease", LEASE])
+        .args(["serve", "--database", database, "--lease", LEASE])
+        .args(args)
         .env_remove("TRELLIS_SPACE")
         .env_remove("OPENAI_API_KEY")
         .env("XDG_CONFIG_HOME", config);
-    command.envs(env.iter().copied());
-    Served::spawn(command)
+    command
 }
 
 /// A bearer token of `space`, as the `Authorization` header.
@@ -248,6 +255,38 @@ fn an_mcp_subscription_through_another_node_hears_the_holders_changes() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(seen["updated"], json!([seen["counter_uri"]]), "{seen}");
     assert_eq!(seen["counter"]["count"], 5, "{seen}");
+}
+
+/// A node listening on every interface must say where the others reach it
+/// (`--advertise`); the address it gives is the one kept with the spaces it holds, and
+/// the other nodes forward there.
+#[test]
+fn a_node_on_every_interface_is_reached_at_the_address_it_advertises() {
+    let Some(s) = pg::space() else { return };
+    let database = pg::database().expect("the database");
+    let auth = bearer(&s);
+    let everywhere = ["--addr", "0.0.0.0:0", "--allow-remote"];
+    let refused = serve(&database, &s.dir.join("x"), &everywhere).output().expect("run trellis serve");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("add --advertise http://THIS-HOST:"), "{said}");
+    let bad = serve(&database, &s.dir.join("x"), &["--advertise", "http://h:1/path"]).output().expect("run");
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && said.contains("give http://HOST:PORT"), "{said}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let (addr, advertised) = (format!("0.0.0.0:{port}"), format!("http://127.0.0.1:{port}"));
+    let b = Served::spawn(serve(
+        &database,
+        &s.dir.join("b"),
+        &["--addr", &addr, "--allow-remote", "--advertise", &advertised],
+    ));
+    assert_eq!(count(&b, &s, &auth), 0, "node b holds the space");
+    let a = node(&database, &s.dir.join("a"));
+    let increment = format!("/spaces/{}/api/charms/Counter/handlers/increment", s.name);
+    let sent = a.request("POST", &increment, &[&auth], Some(r#"{"amount": 3}"#));
+    assert_eq!(sent.status, 200, "forwarded to {advertised}: {}", sent.body);
+    assert_eq!(count(&b, &s, &auth), 3);
+    assert!(b.log().contains(&format!("other nodes reach this one at {advertised}")), "{}", b.log());
 }
 
 /// A reply streaming on the holder when it is killed goes on on the node that takes the
