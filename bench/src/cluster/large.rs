@@ -3,18 +3,18 @@
 //! The `spaces` suite's builder writes the SQLite space (one counter charm made by the
 //! runtime, its documents copied under every id); its documents are then copied as they
 //! are into a space in PostgreSQL through `PostgresStorage` (so the rows are what the
-//! storage writes). A sample opens the space (for PostgreSQL: connections, the lease) and
-//! answers `charm get` of one charm; SQLite and PostgreSQL samples alternate, so a slower
-//! stretch of the machine slows both. The target: PostgreSQL within twice SQLite's median.
+//! storage writes). A sample opens the space and answers `charm get` of one charm: from
+//! SQLite; from PostgreSQL through a new node's connections (connecting, the lease); and
+//! through those of a node already running. The three take turns, so a slower stretch of
+//! the machine slows all alike. The target: PostgreSQL within twice SQLite's median.
 
 use std::path::Path;
 use std::time::Duration;
 
 use trellis_runner::storage::{parse_document, Storage as _, StoredDoc};
-use trellis_runner::Runtime;
 
 use super::database::Database;
-use super::owners::{open_space, open_storage};
+use super::owners::Owner;
 use crate::harness::{self, Budget, RunConfig, Stats};
 use crate::spaces;
 
@@ -23,44 +23,65 @@ const COPY_BATCH: usize = 5000;
 
 const OPEN: Budget = Budget { warmup: 1, min_samples: 5, max_samples: 30, max_time: Duration::from_secs(6) };
 
-/// (SQLite, PostgreSQL) times to open a space of `charms` charms and get one charm.
-pub(super) fn open_and_get(config: &RunConfig, db: &Database, space: &str, charms: usize) -> (Stats, Stats) {
+/// What [`open_and_get`] measured.
+pub(super) struct Opened {
+    pub(super) sqlite: Stats,
+    /// Through a new node's connections (connecting included), as a process that opens
+    /// one space (`trellis --space URL ...`) does.
+    pub(super) cold: Stats,
+    /// Through the connections of a node that is already running (`trellis serve
+    /// --database` opening a space on its first request).
+    pub(super) warm: Stats,
+}
+
+/// Times to open a space of `charms` charms and get one charm: SQLite, and PostgreSQL
+/// through a new node and through a running one, in turn.
+pub(super) fn open_and_get(config: &RunConfig, db: &Database, space: &str, charms: usize) -> Opened {
     let dir = tempfile::tempdir().expect("cluster: a temporary directory");
     let (small, big) = (dir.path().join("small.sqlite"), dir.path().join("big.sqlite"));
     let (_, ids) = spaces::write_spaces(&small, &big, charms);
     let one = ids[charms / 2].clone();
     copy(&big, db, space);
 
-    let get = |rt: &Runtime| {
-        let got = rt.charms().get(&one).expect("cluster: charm get");
-        assert_eq!(got["label"], "Count: 0", "cluster: the charm as written");
-    };
-    let budget = config.budget(OPEN);
-    let (mut on_sqlite, mut on_postgres) = (Vec::new(), Vec::new());
-    let sample = |sqlite: bool| {
+    let running = Owner::new(db, "node-running");
+    let sample = |kind: usize| {
         let (rt, took) = harness::time(|| {
-            let rt = if sqlite { spaces::open_runtime(&big) } else { open_space(db, space, "node-open") };
-            get(&rt);
+            let rt = match kind {
+                0 => spaces::open_runtime(&big),
+                1 => Owner::new(db, "node-new").open(space),
+                _ => running.open(space),
+            };
+            let got = rt.charms().get(&one).expect("cluster: charm get");
+            assert_eq!(got["label"], "Count: 0", "cluster: the charm as written");
             rt
         });
         // Closing (and giving the lease back) is not part of the figure.
         drop(rt);
         took
     };
+    let budget = config.budget(OPEN);
     for _ in 0..budget.warmup {
-        sample(true);
-        sample(false);
+        for kind in 0..3 {
+            sample(kind);
+        }
     }
+    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
     let started = std::time::Instant::now();
-    while on_sqlite.len() < budget.max_samples.max(1)
-        && (on_sqlite.len() < budget.min_samples.max(1) || started.elapsed() < budget.max_time)
+    while samples[0].len() < budget.max_samples.max(1)
+        && (samples[0].len() < budget.min_samples.max(1) || started.elapsed() < budget.max_time)
     {
-        on_sqlite.push(sample(true));
-        on_postgres.push(sample(false));
+        for (kind, samples) in samples.iter_mut().enumerate() {
+            samples.push(sample(kind));
+        }
     }
-    let sqlite = Stats::median_of(&mut on_sqlite);
+    let [mut sqlite, mut cold, mut warm] = samples;
+    let sqlite = Stats::median_of(&mut sqlite);
     let target = Duration::from_nanos(2 * sqlite.median_ns as u64);
-    (sqlite, Stats::median_of(&mut on_postgres).with_target(target))
+    Opened {
+        sqlite,
+        cold: Stats::median_of(&mut cold).with_target(target),
+        warm: Stats::median_of(&mut warm).with_target(target),
+    }
 }
 
 /// Copies every document of the SQLite space at `from` into space `space` of `db`.
@@ -77,7 +98,7 @@ fn copy(from: &Path, db: &Database, space: &str) {
             StoredDoc { id, version: version.unsigned_abs(), value }
         })
         .collect();
-    let storage = open_storage(db, space, "node-copy");
+    let storage = Owner::new(db, "node-copy").storage(space);
     let mut docs = docs.into_iter().peekable();
     let mut tickets = Vec::new();
     while docs.peek().is_some() {

@@ -4,7 +4,7 @@
 //!
 //! | row | how it is measured | target |
 //! |---|---|---|
-//! | `commits, N spaces, 3 in-process holders` | [`owners::throughput`]: three holders in this process, 64 spaces, 4 senders each, `Runtime::send` to durable; peer: 8 raw read-then-update clients | ≥ 5,000/s |
+//! | `commits, N spaces, 3 in-process holders` | [`owners::throughput`]: three nodes in this process, each its own connections, 64 spaces, 4 senders each, `Runtime::send` to durable; peer: 8 raw read-then-update clients | ≥ 5,000/s |
 //! | `fdatasync 8kB` | `pg_test_fsync -s 1`, its fdatasync line ([`database`]) | - |
 //! | `latency under that load` | the same sends, each | - |
 //! | `owner commit, 1 sender, in-process` | [`owners::owner_latency`]; peer: one raw client | p50 ≤ 2 ms, p99 ≤ 10 ms |
@@ -13,7 +13,7 @@
 //! | `propagation @1000/s, events via another node` | [`served::propagation`]: from the send to A until an event stream through B shows it; peer: raw `NOTIFY` to `LISTEN` | p50 ≤ 5 ms, p99 ≤ 25 ms |
 //! | `propagation @1000/s, events on the holder` | the same stream on A | - |
 //! | `failover, kill -9 to a commit elsewhere` | [`served::failover`]: the holder killed, B asked until it accepts | ≤ lease + 1 s |
-//! | `open+get, 100k charms, SQLite` / `PostgreSQL` | [`large::open_and_get`], the `spaces` suite's space | PostgreSQL ≤ 2x SQLite |
+//! | `open+get, 100k charms, SQLite` / `PostgreSQL, new node` / `running node` | [`large::open_and_get`], the `spaces` suite's space; in PostgreSQL through a node's connections made for it, or already open | PostgreSQL ≤ 2x SQLite |
 //!
 //! The suite runs on a throwaway PostgreSQL cluster it starts and removes
 //! ([`database`]), or on the database `TRELLIS_BENCH_DATABASE` names; without
@@ -112,13 +112,14 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
 
     let charms = if config.quick { QUICK_CHARMS } else { CHARMS };
     let size = format!("{}k", charms / 1000);
-    let (sqlite, postgres) =
-        match harness::guarded(|| large::open_and_get(config, &db, &format!("{prefix}-large"), charms)) {
-            Ok((sqlite, postgres)) => (Ok(sqlite), Ok(postgres)),
-            Err(e) => (Err(e.clone()), Err(e)),
-        };
+    let opened = harness::guarded(|| large::open_and_get(config, &db, &format!("{prefix}-large"), charms));
+    let (sqlite, cold, warm) = match opened {
+        Ok(o) => (Ok(o.sqlite), Ok(o.cold), Ok(o.warm)),
+        Err(e) => (Err(e.clone()), Err(e.clone()), Err(e)),
+    };
     out.push(row(&format!("open+get, {size} charms, SQLite"), "trellis", sqlite));
-    out.push(row(&format!("open+get, {size} charms, PostgreSQL"), "trellis", postgres));
+    out.push(row(&format!("open+get, {size} charms, PostgreSQL, new node"), "trellis", cold));
+    out.push(row(&format!("open+get, {size} charms, PostgreSQL, running node"), "trellis", warm));
     out
 }
 

@@ -1,6 +1,7 @@
-//! Spaces held by "nodes" in this process: three [`Holder`]s, each its own storages and
-//! runtimes, as three `trellis serve` processes would hold them (without their HTTP), and
-//! the raw-PostgreSQL peers of the same work.
+//! Spaces held by "nodes" in this process: three [`Owner`]s, each a [`Holder`] with its
+//! own connections to the database (a `trellis_postgres::Database`) and its own storages
+//! and runtimes, as three `trellis serve` processes would hold them (without their HTTP),
+//! and the raw-PostgreSQL peers of the same work.
 //!
 //! * throughput: the spaces are spread over the holders round robin, each gets a counter
 //!   charm, and [`SENDERS`] Tokio tasks per space send `increment` back to back through
@@ -47,22 +48,37 @@ const WINDOWS: Budget = Budget { warmup: 2, min_samples: 6, max_samples: 12, max
 /// One commit after another.
 const LATENCY: Budget = Budget { warmup: 50, min_samples: 200, max_samples: 3000, max_time: Duration::from_secs(3) };
 
-/// Opens space `space` of `db` for `holder`: the one place the suite opens a space in
-/// PostgreSQL, so that a new way to open one (connections shared by the spaces of one
-/// database) changes only this function.
-pub(super) fn open_storage(db: &Database, space: &str, holder: &str) -> PostgresStorage {
-    let url = SpaceUrl::parse(&db.space_url(space)).expect("cluster: a space URL");
-    OpenOptions::new()
-        .open(&url, Holder::new(holder))
-        .unwrap_or_else(|e| panic!("cluster: open space {space} for {holder}: {e}"))
+/// A node in this process: its name and its connections to the database, through which
+/// it opens every space it holds, as `trellis serve --database` does (a writer pool,
+/// readers and one lease thread, shared by its spaces). The one place the suite opens
+/// spaces in PostgreSQL.
+pub(super) struct Owner {
+    name: String,
+    database: trellis_postgres::Database,
 }
 
-/// [`open_storage`] under a runtime that knows the counter pattern.
-pub(super) fn open_space(db: &Database, space: &str, holder: &str) -> Runtime {
-    let rt = Runtime::with_storage(Box::new(open_storage(db, space, holder)))
-        .unwrap_or_else(|e| panic!("cluster: a runtime on space {space}: {e}"));
-    rt.register_pattern(counter_pattern());
-    rt
+impl Owner {
+    /// Node `name`'s connections to `db` (none is made before a space is opened).
+    pub(super) fn new(db: &Database, name: &str) -> Owner {
+        let url = SpaceUrl::parse(&db.space_url("nodes")).expect("cluster: the database's URL");
+        let database = OpenOptions::new().database(&url).expect("cluster: a node's connections to the database");
+        Owner { name: name.to_owned(), database }
+    }
+
+    /// Opens space `space` for this node: takes its lease, starts its writer.
+    pub(super) fn storage(&self, space: &str) -> PostgresStorage {
+        self.database
+            .open(space, Holder::new(&self.name))
+            .unwrap_or_else(|e| panic!("cluster: open space {space} for {}: {e}", self.name))
+    }
+
+    /// [`Owner::storage`] under a runtime that knows the counter pattern.
+    pub(super) fn open(&self, space: &str) -> Runtime {
+        let rt = Runtime::with_storage(Box::new(self.storage(space)))
+            .unwrap_or_else(|e| panic!("cluster: a runtime on space {space}: {e}"));
+        rt.register_pattern(counter_pattern());
+        rt
+    }
 }
 
 /// A space held here, with a counter charm.
@@ -74,8 +90,8 @@ struct Owned {
 }
 
 impl Owned {
-    fn open(db: &Database, name: String, holder: &str) -> Owned {
-        let rt = open_space(db, &name, holder);
+    fn open(owner: &Owner, name: String) -> Owned {
+        let rt = owner.open(&name);
         let id = rt.charms().create("counter", json!({})).expect("cluster: create a counter charm");
         let increment = rt.charms().result(&id).child("increment");
         Owned { name, rt, id, increment }
@@ -96,8 +112,9 @@ pub(super) struct Throughput {
 /// Commits per second over `spaces` spaces spread over [`HOLDERS`], [`SENDERS`] at a
 /// time on each.
 pub(super) fn throughput(config: &RunConfig, db: &Database, prefix: &str, spaces: usize) -> Throughput {
+    let owners: Vec<Owner> = HOLDERS.iter().map(|name| Owner::new(db, name)).collect();
     let owned: Vec<Owned> =
-        (0..spaces).map(|i| Owned::open(db, format!("{prefix}-c{i}"), HOLDERS[i % HOLDERS.len()])).collect();
+        (0..spaces).map(|i| Owned::open(&owners[i % owners.len()], format!("{prefix}-c{i}"))).collect();
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -145,8 +162,10 @@ pub(super) fn throughput(config: &RunConfig, db: &Database, prefix: &str, spaces
     // Dropping a runtime gives its lease back; another holder then finds every
     // acknowledged send in the database.
     let reopen: Vec<(String, DocId)> = owned.into_iter().map(|o| (o.name, o.id)).collect();
+    drop(owners);
+    let check = Owner::new(db, "node-check");
     for ((name, id), sent) in reopen.iter().zip(&sent) {
-        let rt = open_space(db, name, "node-check");
+        let rt = check.open(name);
         assert_eq!(Owned::count(&rt, id), *sent, "cluster: {name}'s counter opened again from PostgreSQL");
     }
     Throughput { per_commit, latency: Stats::of(&mut latencies) }
@@ -167,7 +186,7 @@ fn windows(config: &RunConfig, done: &AtomicU64) -> Stats {
 
 /// Latency of one send at a time on a space held here (`Runtime::send` to durable).
 pub(super) fn owner_latency(config: &RunConfig, db: &Database, prefix: &str) -> Stats {
-    let owned = Owned::open(db, format!("{prefix}-latency"), HOLDERS[0]);
+    let owned = Owned::open(&Owner::new(db, HOLDERS[0]), format!("{prefix}-latency"));
     let tokio = crate::tools::tokio();
     let mut sent = 0;
     let mut samples = harness::durations(config.budget(LATENCY), || {
