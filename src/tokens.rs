@@ -4,6 +4,10 @@
 //! synced folder) gives nobody access; the token itself is shown once, when it is made.
 //! The server looks tokens up in the space on every request, so one revoked while it runs
 //! stops working at once, and the event streams opened with it end.
+//!
+//! A page signed in with a token (`/spaces/NAME/?token=`) gets a session the space keeps
+//! too, as a hash beside the token's: it holds on whichever node holds the space next,
+//! and ends with its token.
 
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -19,6 +23,20 @@ const PREFIX: &str = "trellis_";
 
 /// The longest name a token may have.
 const MAX_NAME: usize = 100;
+
+/// The document of the space that holds the sessions opened with its tokens.
+const SESSIONS_DOC: &str = "trellis-serve-sessions";
+
+/// The most sessions a space keeps; past it, the oldest is forgotten (its page signs in
+/// again).
+pub const MAX_SESSIONS: usize = 256;
+
+/// A session as the space keeps it: its hash, and its token's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct SessionRecord {
+    sha256: String,
+    token_sha256: String,
+}
 
 /// A token as the space keeps it: never the token, only its hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +144,35 @@ pub fn verify(rt: &Runtime, token: &str) -> Option<TokenRecord> {
 /// Whether a token with this SHA-256 is one of the space's (not revoked).
 pub fn is_current(rt: &Runtime, sha256: &str) -> bool {
     list(rt).iter().any(|t| t.sha256 == sha256)
+}
+
+fn sessions() -> Cell<Vec<SessionRecord>> {
+    Cell::from_link(Link::new(SESSIONS_DOC, Path::root()))
+}
+
+/// Opens a session for a page signed in with the token of `record`; returns the session
+/// id, which the space keeps only as a hash.
+pub fn open_session(rt: &Runtime, record: &TokenRecord) -> Result<String, TokenError> {
+    let session = random_hex(32)?;
+    let kept = SessionRecord { sha256: hash(&session), token_sha256: record.sha256.clone() };
+    rt.transact(|tx| {
+        let mut all: Vec<SessionRecord> = sessions().get(tx).unwrap_or_default();
+        // Those of revoked tokens go first, then the oldest.
+        all.retain(|s| list_in(tx).iter().any(|t| t.sha256 == s.token_sha256));
+        let over = (all.len() + 1).saturating_sub(MAX_SESSIONS);
+        all.drain(..over);
+        all.push(kept.clone());
+        sessions().set(tx, all)
+    })?;
+    Ok(session)
+}
+
+/// The SHA-256 of the token session `session` was opened with, while both stand.
+pub fn session_token(rt: &Runtime, session: &str) -> Option<String> {
+    let sha256 = hash(session);
+    let all: Vec<SessionRecord> = sessions().get(rt).unwrap_or_default();
+    let token = all.into_iter().find(|s| s.sha256 == sha256)?.token_sha256;
+    is_current(rt, &token).then_some(token)
 }
 
 /// Calls `changed` after each commit that writes the tokens (one made or revoked), for as

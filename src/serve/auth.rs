@@ -199,7 +199,11 @@ impl Credential {
 /// (401 otherwise), with its [`Credential`] among its extensions.
 pub async fn require_auth(State(server): State<Server>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let session = cookie(headers, COOKIE).is_some_and(|session| server.auth().has_session(session));
+    let session = cookie(headers, COOKIE).and_then(|session| match server.auth().has_session(session) {
+        true => Some(Credential::Session),
+        // A session a token opened: kept in the space, it ends with the token.
+        false => tokens::session_token(server.runtime(), session).map(Credential::Token),
+    });
     let bearer = || {
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
         let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
@@ -208,7 +212,7 @@ pub async fn require_auth(State(server): State<Server>, mut request: Request, ne
         }
         tokens::verify(server.runtime(), token).map(|record| Credential::Token(record.sha256))
     };
-    let credential = if session { Some(Credential::Session) } else { bearer() };
+    let credential = session.or_else(bearer);
     if let Some(credential) = credential {
         request.extensions_mut().insert(credential);
         return next.run(request).await;
@@ -257,7 +261,8 @@ pub fn exchange(server: &Server, token: &str, base: &Base) -> Response {
     let one_time = server.auth().exchange(token);
     let session = match (one_time, base.0.is_empty()) {
         (Some(session), _) => Some(session),
-        (None, false) => tokens::verify(server.runtime(), token).and_then(|_| server.auth().new_session()),
+        (None, false) => tokens::verify(server.runtime(), token)
+            .and_then(|record| tokens::open_session(server.runtime(), &record).ok()),
         (None, true) => None,
     };
     let Some(session) = session else {

@@ -336,8 +336,9 @@ fn a_conversation_running_on_a_killed_holder_resumes_on_the_next() {
 fn the_page_of_a_space_signs_in_with_its_token_below_its_path() {
     let Some(s) = pg::space() else { return };
     let database = pg::database().expect("the database");
-    let token = s.json(&["token", "new", "--name", "page"])["token"].as_str().expect("a token").to_string();
-    let a = node(&database, &s.dir.join("a"));
+    let made = s.json(&["token", "new", "--name", "page"]);
+    let token = made["token"].as_str().expect("a token").to_string();
+    let mut a = node(&database, &s.dir.join("a"));
     let b = node(&database, &s.dir.join("b"));
     let home = format!("/spaces/{}/", s.name);
     let bare = a.request("GET", home.trim_end_matches('/'), &[], None);
@@ -362,4 +363,21 @@ fn the_page_of_a_space_signs_in_with_its_token_below_its_path() {
     other.ok(&["charm", "list"]);
     let elsewhere = a.request("GET", &format!("/spaces/{}/api/chat", other.name), &[&cookie], None);
     assert_eq!(elsewhere.status, 401, "the cookie is its space's only: {}", elsewhere.body);
+
+    // The session is kept in the space: it holds on the node that takes the space over,
+    // and ends with its token.
+    a.kill();
+    let started = Instant::now();
+    let chat = loop {
+        let chat = b.request("GET", &format!("{home}api/chat"), &[&cookie], None);
+        if chat.status != 502 && chat.status != 503 || started.elapsed() > Duration::from_secs(30) {
+            break chat;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(chat.status, 200, "the cookie works on the new holder: {}", chat.body);
+    let revoke = format!("{home}api/tokens/{}", made["id"].as_str().expect("its id"));
+    assert_eq!(b.request("DELETE", &revoke, &[&cookie], None).status, 200, "revoked through the page's session");
+    let revoked = b.request("GET", &format!("{home}api/chat"), &[&cookie], None);
+    assert_eq!(revoked.status, 401, "the session ended with its token: {}", revoked.body);
 }
