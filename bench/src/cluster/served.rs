@@ -17,7 +17,10 @@
 //!   itself, shows what the forwarding hop adds.
 //! * failover: a node takes a space, B learns it holds it, the node is killed (SIGKILL),
 //!   and B is sent the increment (with an `Idempotency-Key`) every [`RETRY`] until one is
-//!   accepted; the time from the kill to that answer, against the lease plus 1 s.
+//!   accepted; the time from the kill to that answer, against the lease plus 1 s. The
+//!   node is killed right after it took the space, so its lease has almost all of its
+//!   time to run: the worst case (a node killed later dies at most a third of a lease
+//!   after its last renewal).
 //!
 //! The nodes run with `--lease` [`LEASE`], a rate limit and connection cap no benchmark
 //! reaches, and a configuration directory of their own.
