@@ -1,5 +1,6 @@
 //! [`Remote`]: a `trellis` command talking to the `trellis serve` that holds its space,
-//! through the server's API and the hand-off file's token (see `crate::handoff`).
+//! through the server's API: with the hand-off file's token (see `crate::handoff`) for a
+//! space file, with the database's secret (see `crate::nodes`) for a space in PostgreSQL.
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,8 +19,16 @@ const PROBE: Duration = Duration::from_secs(3);
 /// The server that holds a space.
 pub struct Remote {
     base: reqwest::Url,
-    token: String,
+    auth: Auth,
     http: reqwest::Client,
+}
+
+/// How a command proves itself to the server.
+enum Auth {
+    /// The hand-off file's token.
+    Bearer(String),
+    /// The secret of the database's nodes.
+    Node(String),
 }
 
 impl Remote {
@@ -36,9 +45,32 @@ impl Remote {
         }
         // Loopback, always: a proxy from the environment must not see the token.
         let http = reqwest::Client::builder().no_proxy().build().ok()?;
-        let remote = Remote { base, token: handoff.token, http };
+        let remote = Remote { base, auth: Auth::Bearer(handoff.token), http };
         let probe = tokio::time::timeout(PROBE, remote.call(Method::GET, &["api", "patterns"], None)).await;
         matches!(probe, Ok(Ok(_))).then_some(remote)
+    }
+
+    /// The node at `addr` (from the space's lease) holding the space `url` names.
+    pub async fn holder(url: &trellis_postgres::SpaceUrl, addr: &str) -> anyhow::Result<Remote> {
+        let nodes = url.with_space("nodes")?;
+        let secret = tokio::task::spawn_blocking(move || trellis_postgres::cluster_secret(&nodes)).await??;
+        let mut base = reqwest::Url::parse(addr)
+            .ok()
+            .filter(|base| matches!(base.scheme(), "http" | "https"))
+            .with_context(|| format!("the node holding the space gave the address {addr:?}, not an http URL"))?;
+        base.set_path(&format!("/spaces/{}", url.space()));
+        // As between nodes: a proxy of the environment must not see the secret.
+        let http = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build()?;
+        Ok(Remote { base, auth: Auth::Node(secret), http })
+    }
+
+    /// `request`, signed as this command proves itself.
+    fn signed(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        use crate::nodes::{A_COMMAND, COMMAND, FORWARDED, NODE};
+        match &self.auth {
+            Auth::Bearer(token) => request.bearer_auth(token),
+            Auth::Node(secret) => request.header(FORWARDED, A_COMMAND).header(NODE, secret).header(COMMAND, "1"),
+        }
     }
 
     /// Where the server is.
@@ -57,7 +89,7 @@ impl Remote {
     /// Calls the API: `segments` make the path (each escaped); the JSON answer (`null` for
     /// none), or the server's refusal as the error.
     pub async fn call(&self, method: Method, segments: &[&str], body: Option<&Value>) -> anyhow::Result<Value> {
-        let mut request = self.http.request(method, self.url_of(segments)?).bearer_auth(&self.token);
+        let mut request = self.signed(self.http.request(method, self.url_of(segments)?));
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -78,9 +110,7 @@ impl Remote {
     /// satisfies `done`, for at most `timeout`; returns that state.
     pub async fn follow_chat(&self, timeout: Duration, done: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
         let response = self
-            .http
-            .get(self.url_of(&["api", "chat", "events"])?)
-            .bearer_auth(&self.token)
+            .signed(self.http.get(self.url_of(&["api", "chat", "events"])?))
             .send()
             .await
             .with_context(|| format!("cannot reach {} serve at {}", crate::program::name(), self.base))?;

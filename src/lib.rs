@@ -17,6 +17,7 @@ pub use trellis_runner as runner;
 mod cli;
 mod client;
 mod handoff;
+mod nodes;
 mod program;
 mod serve;
 mod session;

@@ -385,7 +385,7 @@ impl App {
             None => Place::File(default_space()?),
         };
         let claim = match &command {
-            Command::Serve(args) => args.claim(format!("http://{}", args.addr)),
+            Command::Serve(args) => args.claim(),
             _ => Claim::default(),
         };
         let rt = match (self.open_space(&place, command.runs_conversations(), &claim), &place) {
@@ -396,6 +396,13 @@ impl App {
                 // A running chat, say: what only reads can read what it saved.
                 None if command.only_reads() => self.open_snapshot(path, "is in use by another trellis process")?,
                 None => return Err(space::readers_still_can(&e)),
+            },
+            // A node of the database holds the space: the command goes there.
+            (Err(e), Place::Postgres(url)) => match space::holder_addr(&e) {
+                Some(addr) => {
+                    return remote::run(crate::client::Remote::holder(url, &addr).await?, command, format).await
+                }
+                None => return Err(e),
             },
             (Err(e), Place::File(path)) if unwritable(&e) && command.only_reads() => {
                 self.open_snapshot(path, "is not writable")?

@@ -73,9 +73,11 @@ fn advertised_url(text: &str) -> Result<String, String> {
 }
 
 impl ServeArgs {
-    /// How this server holds the spaces it opens, taking their requests at `addr`.
-    pub fn claim(&self, addr: String) -> Claim {
-        Claim { addr: Some(addr), lease: Some(std::time::Duration::from_secs_f64(self.lease)), database: None }
+    /// How a server of one space holds it. Its lease names no address: the database's
+    /// nodes and commands ask for `/spaces/NAME/...`, which only a server of many spaces
+    /// (`--database`) answers, so they are told which process holds the space instead.
+    pub fn claim(&self) -> Claim {
+        Claim { addr: None, lease: Some(std::time::Duration::from_secs_f64(self.lease)), database: None }
     }
 }
 

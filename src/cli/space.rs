@@ -125,6 +125,14 @@ pub(super) fn in_use(error: &anyhow::Error) -> bool {
     storage_error(error).is_some_and(|e| matches!(e, StorageError::InUse { .. }))
 }
 
+/// Where the node holding the space takes requests, when opening it failed for that.
+pub(super) fn holder_addr(error: &anyhow::Error) -> Option<String> {
+    match storage_error(error)? {
+        StorageError::Owned { addr, .. } => addr.clone(),
+        _ => None,
+    }
+}
+
 /// Whether opening the space failed because this user may not write its file (or the
 /// lock file beside it).
 pub(super) fn unwritable(error: &anyhow::Error) -> bool {

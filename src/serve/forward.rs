@@ -5,8 +5,9 @@
 //! the connection), marked with [`FORWARDED`] and the secret the database's nodes share
 //! ([`NODE`], `trellis_postgres::cluster_secret`): the other node answers it without
 //! counting it against a rate limit (this node did) and never forwards it on, and a client
-//! cannot pass for a node. Bearer tokens work on every node (they are kept in the space);
-//! a page's session cookie belongs to the node that holds the space.
+//! cannot pass for a node. Bearer tokens and the page's sessions work on every node (they
+//! are kept in the space). A command's request ([`crate::nodes::COMMAND`]) keeps its
+//! mark only when this node found it proven.
 
 use std::time::Duration;
 
@@ -15,13 +16,9 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::auth::Commanded;
 use super::error::ApiError;
-
-/// The header a forwarded request carries: the forwarding node's address.
-pub const FORWARDED: &str = "x-trellis-forwarded-by";
-
-/// The header that proves a forwarded request comes from a node: the nodes' secret.
-pub const NODE: &str = "x-trellis-node";
+use crate::nodes::{COMMAND, FORWARDED, NODE};
 
 /// The largest request body forwarded: a message's files fit (see `limits`).
 pub const MAX_BODY: usize = 64 << 20;
@@ -116,6 +113,11 @@ impl Forwarder {
             headers.remove(name);
         }
         headers.remove(header::CONTENT_LENGTH);
+        // A client's own mark of a command goes no further; a proven one does.
+        headers.remove(COMMAND);
+        if parts.extensions.get::<Commanded>().is_some() {
+            headers.insert(COMMAND, header::HeaderValue::from_static("1"));
+        }
         let sent = self
             .http
             .request(parts.method.clone(), &url)

@@ -154,6 +154,7 @@ async fn dispatch(
         Ok(from_node) => from_node,
         Err(refused) => return refused.into_response(),
     };
+    let commanded = from_node && request.headers().contains_key(crate::nodes::COMMAND);
     // A client's request is counted and its origin checked here, on the node it reached
     // (against this node's address): the holder takes a forwarded one as checked.
     if !from_node {
@@ -178,6 +179,9 @@ async fn dispatch(
     };
     parts.extensions.insert(Base(format!("/spaces/{space}")));
     parts.extensions.insert(auth::OriginChecked);
+    if commanded {
+        parts.extensions.insert(auth::Commanded);
+    }
     for attempt in 0..2 {
         match spaces.route(&space, from_node).await {
             Ok(Route::Here(_, router)) => {
