@@ -107,7 +107,16 @@ fn usage() -> String {
          \x20   TRELLIS_BENCH_SAMPLES=N\n\
          \x20              exactly N samples per measurement, no warm-up, no time budget:\n\
          \x20              instruction counts (callgrind) that repeat from run to run; the\n\
-         \x20              difference of two counts over their samples is one sample's\n\n\
+         \x20              difference of two counts over their samples is one sample's\n\
+         \x20   TRELLIS_BENCH_DATABASE=postgres://USER@HOST/DB\n\
+         \x20              the cluster suite's database (default: a throwaway cluster it\n\
+         \x20              starts with PostgreSQL's initdb and pg_ctl, and removes)\n\
+         \x20   TRELLIS_BENCH_PG_BIN=DIR\n\
+         \x20              where PostgreSQL's programs are (default: pg_config --bindir,\n\
+         \x20              or the newest /usr/lib/postgresql/N/bin)\n\
+         \x20   TRELLIS_BENCH_TRELLIS=PATH\n\
+         \x20              the trellis binary the cluster suite runs as nodes (default: the\n\
+         \x20              one beside this benchmark, built first under cargo run)\n\n\
          The table shows medians per iteration and (Nx) = ratio to the fastest peer;\n\
          \x20throughput scenarios (storage) also list operations per second under it.\n\
          Progress goes to stderr. Exit status 1 if any measurement failed its checks.\n",

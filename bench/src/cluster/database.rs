@@ -60,7 +60,7 @@ impl Database {
         }
         let Some(bin) = bin else {
             return Err(Unavailable::Skip(format!(
-                "PostgreSQL's programs (initdb, pg_ctl) are not installed: install them (Debian: \
+                "PostgreSQL's programs (initdb, pg_ctl) were not found: install them (Debian: \
                  apt-get install postgresql-15), set {BIN_VAR}=DIR, or name a database with \
                  {DATABASE_VAR}=postgres://USER@HOST/DB"
             )));
@@ -141,7 +141,7 @@ fn check(url: &str) -> Result<(), String> {
 /// `url` without its password, for messages.
 fn hide_password(url: &str) -> String {
     match trellis_postgres::SpaceUrl::parse(&format!("{url}{}space=x", if url.contains('?') { '&' } else { '?' })) {
-        Ok(shown) => shown.to_string(),
+        Ok(shown) => shown.to_string().trim_end_matches("?space=x").trim_end_matches("&space=x").to_owned(),
         Err(_) => "the URL given".to_owned(),
     }
 }
