@@ -98,7 +98,8 @@ fn run(config: &RunConfig) -> Vec<Measurement> {
     );
     // Under the commits: what none of them can beat.
     out.push(fsync);
-    out.push(row("latency under that load", "trellis", under_load));
+    let in_flight = format!("latency under that load ({} sends in flight)", spaces * owners::SENDERS);
+    out.push(row(&in_flight, "trellis", under_load));
 
     let owner = "owner commit, 1 sender, in-process";
     out.push(harness::run_guarded(config, SUITE.name, owner, "trellis", || {
