@@ -3,6 +3,7 @@
 pub mod chatbot;
 pub mod counter;
 pub mod dice;
+pub mod mailbox;
 pub mod notes;
 pub mod todo;
 
@@ -15,6 +16,7 @@ pub fn register_all(rt: &Runtime) {
     rt.register_pattern(chatbot::chatbot());
     rt.register_pattern(counter::counter());
     rt.register_pattern(dice::dice());
+    rt.register_pattern(mailbox::mailbox());
     rt.register_pattern(notes::notes());
     rt.register_pattern(todo::todo());
 }

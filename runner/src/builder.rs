@@ -247,6 +247,51 @@ impl<'a> Builder<'a> {
         self.tx.write(&at.child(crate::link::STREAM_KEY).child(crate::link::APPROVAL_KEY), Value::from(reason))
     }
 
+    /// Marks `fields` of the event of the stream at `key` as **person-only**: a model's
+    /// call of the stream waits for a person, who sets those fields; what the model put
+    /// there is shown to them as a suggestion and never used as it is. Events a person
+    /// sends (`trellis charm send`, the page, the API) are theirs already. Stored with the
+    /// stream, like [`Builder::require_approval`], so every catalog enforces it.
+    ///
+    /// ```
+    /// use trellis_runner::prelude::*;
+    ///
+    /// /// Send a mail.
+    /// #[derive(Deserialize, JsonSchema)]
+    /// struct Send {
+    ///     /// Who it goes to.
+    ///     to: String,
+    ///     /// What it says.
+    ///     body: String,
+    /// }
+    ///
+    /// let mailbox = Pattern::new("mailbox", |b, _: serde_json::Value| {
+    ///     let sent = b.state("sent", Vec::<String>::new())?;
+    ///     b.handler("send", move |tx, mail: Send| sent.update(tx, |s| [s, vec![mail.to]].concat()))?;
+    ///     b.person_only("send", &["to"])
+    /// });
+    /// # let _ = mailbox;
+    /// ```
+    pub fn person_only(&mut self, key: &str, fields: &[&str]) -> Result<()> {
+        let at = self.at(key);
+        let marker = self.tx.read(&at)?.to_json();
+        let Some(schema) = crate::link::stream_schema(&marker) else {
+            return Err(
+                format!("`{key}` is not a stream: declare its handler before marking person-only fields").into()
+            );
+        };
+        let properties = schema.and_then(|schema| schema.get("properties")).and_then(|p| p.as_object());
+        if fields.is_empty() {
+            return Err(format!("person_only(`{key}`) names no field").into());
+        }
+        if let Some(unknown) = fields.iter().find(|field| properties.is_some_and(|p| !p.contains_key(**field))) {
+            return Err(format!("`{unknown}` is not a field of the event of `{key}`").into());
+        }
+        let fields: Vec<serde_json::Value> = fields.iter().map(|field| serde_json::Value::from(*field)).collect();
+        let at = at.child(crate::link::STREAM_KEY).child(crate::link::PERSON_ONLY_KEY);
+        self.tx.write(&at, Value::from(serde_json::Value::Array(fields)))
+    }
+
     /// Stores a link at `key`, so that reads (and events) there go to `target`.
     pub fn alias(&mut self, key: &str, target: &Link) -> Result<()> {
         self.write(key, target.to_value())

@@ -172,6 +172,10 @@ pub fn stream_approval(value: &Value) -> Option<&str> {
     value.as_object()?.get(STREAM_KEY)?.as_object()?.get(APPROVAL_KEY)?.as_str()
 }
 
+/// The key, inside a stream marker, of the fields of its event only a person may set
+/// (see [`Builder::person_only`](crate::Builder::person_only)).
+pub const PERSON_ONLY_KEY: &str = "person_only";
+
 /// Whether a document value is a stream marker.
 pub fn is_stream(value: &Value) -> bool {
     value.as_object().is_some_and(|m| m.contains_key(STREAM_KEY))

@@ -111,7 +111,7 @@ enum Command {
     /// for the client's output, then follow
     /// the chat until it is done or waits again (exit status 3 when it waits again, as
     /// `chat` does).
-    #[command(group(clap::ArgGroup::new("reply").required(true).args(["approve", "deny", "answer", "output", "disallow"])))]
+    #[command(group(clap::ArgGroup::new("reply").args(["approve", "deny", "answer", "output", "disallow"])))]
     Resolve {
         /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
         call: Option<String>,
@@ -131,9 +131,10 @@ enum Command {
         /// asking (`trellis pending` lists them; `--disallow TOOL` asks again).
         #[arg(long)]
         always: bool,
-        /// With --approve: run the call with these arguments (JSON) instead of the model's;
-        /// they are checked against the tool's schema, and the model is told.
-        #[arg(long, value_name = "JSON")]
+        /// Approve the call with these arguments (JSON) instead of the model's; they are
+        /// checked against the tool's schema, and the model is told. Fields only a person
+        /// sets (`trellis pending` says which) are given this way.
+        #[arg(long, value_name = "JSON", required_unless_present_any = ["approve", "deny", "answer", "output", "disallow"])]
         input: Option<String>,
         /// Instead of answering a call: the calls of this tool (as `trellis pending` lists
         /// the allowed ones) ask for approval again.

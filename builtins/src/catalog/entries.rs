@@ -31,6 +31,8 @@ pub(super) struct Draft {
     pub(super) unchecked: bool,
     /// Why a person must approve each call, when the stream says so.
     pub(super) approval: Option<String>,
+    /// The fields of the event only a person may set.
+    pub(super) person_only: Vec<String>,
     /// The prepared schema of what the handler returns, when it returns something.
     pub(super) output_schema: Option<Arc<Value>>,
 }
@@ -84,6 +86,7 @@ impl<'a> Extraction<'a> {
             charm,
             unchecked,
             approval,
+            person_only,
             output_schema,
         } = draft;
         // The address as a plain number: the map only tells schemas apart, never reads them.
@@ -101,6 +104,7 @@ impl<'a> Extraction<'a> {
             charm,
             unchecked,
             approval,
+            person_only,
             suffixed: false,
             validator,
         });
@@ -228,6 +232,7 @@ struct StreamSource {
     /// What its handler returns, when the marker says.
     output: Option<Arc<OutputSchema>>,
     approval: Option<String>,
+    person_only: Vec<String>,
 }
 
 impl Extraction<'_> {
@@ -237,7 +242,8 @@ impl Extraction<'_> {
         let marker = kind.stream();
         let schema = self.schemas.of_stream(&mut self.reader, &stream, marker.schema);
         let output = marker.result.map(|result| self.outputs.prepare(&stream, result));
-        StreamSource { stream, schema, output, approval: marker.approval.map(str::to_string) }
+        let approval = marker.approval.map(str::to_string);
+        StreamSource { stream, schema, output, approval, person_only: marker.person_only }
     }
 
     /// Adds the read tool of a charm: `Charm.read` (`Charm.read_data` when the charm has
@@ -265,6 +271,7 @@ impl Extraction<'_> {
             charm,
             unchecked: false,
             approval: None,
+            person_only: Vec::new(),
             output_schema: None,
         });
     }
@@ -281,7 +288,7 @@ impl Extraction<'_> {
         owner: Option<&str>,
         charm: Option<Arc<str>>,
     ) {
-        let StreamSource { stream, schema, output, approval } = source;
+        let StreamSource { stream, schema, output, approval, person_only } = source;
         let (prepared, shape) = match &schema.prepared {
             Ok((prepared, shape)) => (prepared.clone(), *shape),
             Err(source) => return self.problem(entry, EntryError::Schema { tool: display, source: source.clone() }),
@@ -304,6 +311,13 @@ impl Extraction<'_> {
         if let Some(reason) = &approval {
             description = format!("{description} (Each call waits for the user's approval: {reason}.)");
         }
+        let approval = match crate::tool::person_only::reason(&person_only) {
+            Some(only) => {
+                description = format!("{description} ({only}: what you give there is shown to them as a suggestion.)");
+                Some(approval.map_or(only.clone(), |reason| format!("{reason}; {only}")))
+            }
+            None => approval,
+        };
         self.push(Draft {
             display,
             identity: Identity::Stream(stream.clone()),
@@ -315,6 +329,7 @@ impl Extraction<'_> {
             charm,
             unchecked: schema.unchecked,
             approval,
+            person_only,
             output_schema,
         });
     }
@@ -348,6 +363,7 @@ fn client_entry(key: &str, definition: &Value, out: &mut Extraction) {
         charm: None,
         unchecked: false,
         approval: None,
+        person_only: Vec::new(),
         output_schema: None,
     });
 }
@@ -386,6 +402,7 @@ fn defined_entry(key: &str, name: &str, description: Option<&str>, out: &mut Ext
         charm: None,
         unchecked: false,
         approval,
+        person_only: Vec::new(),
         output_schema: None,
     });
 }
@@ -437,6 +454,7 @@ fn pattern_entry(key: &str, fields: &Map<String, Value>, description: Option<&st
         charm: None,
         unchecked: false,
         approval: None,
+        person_only: Vec::new(),
         output_schema: None,
     });
 }

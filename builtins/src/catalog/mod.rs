@@ -136,6 +136,9 @@ pub struct Tool {
     /// run at once. For a defined tool whose policy looks at the arguments, whether a
     /// given call waits is [`Tool::approval_for`].
     pub approval: Option<String>,
+    /// The fields of a handler's event only a person may set (see
+    /// `Builder::person_only`): a call waits for a person, who gives them.
+    pub person_only: Vec<String>,
     /// The wire name carries a disambiguation suffix (shared or over-long name).
     pub suffixed: bool,
     /// The compiled input schema, built on first use so that building a catalog stays

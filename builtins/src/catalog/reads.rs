@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use trellis_runner::charm::CHARMS_DOC;
-use trellis_runner::link::{is_stream, APPROVAL_KEY, RESULT_KEY, STREAM_KEY};
+use trellis_runner::link::{is_stream, APPROVAL_KEY, PERSON_ONLY_KEY, RESULT_KEY, STREAM_KEY};
 use trellis_runner::{DocId, Link, Path, Pattern, Read, Runtime, Value as Stored};
 
 /// What a stream marker says.
@@ -25,6 +25,8 @@ pub(super) struct Marker<'a> {
     /// Why a person must approve each event sent on a model's behalf (as
     /// [`stream_approval`](trellis_runner::link::stream_approval)).
     pub(super) approval: Option<&'a str>,
+    /// The fields of the event only a person may set (see `Builder::person_only`).
+    pub(super) person_only: Vec<String>,
 }
 
 /// What a value is to a catalog: data, or a stream with its marker.
@@ -59,6 +61,15 @@ impl Kind {
             schema: given("schema"),
             result: given(RESULT_KEY),
             approval: inner.get(APPROVAL_KEY).and_then(Stored::as_str),
+            person_only: match inner.get(PERSON_ONLY_KEY) {
+                Some(fields @ Stored::Array(_)) => match fields.to_json() {
+                    serde_json::Value::Array(fields) => {
+                        fields.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect()
+                    }
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            },
         }
     }
 

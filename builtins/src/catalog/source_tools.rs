@@ -64,6 +64,7 @@ pub(super) fn extract_all(rt: &Runtime, out: &mut Extraction) {
                 charm: None,
                 unchecked: false,
                 approval,
+                person_only: Vec::new(),
                 output_schema: None,
             });
         }

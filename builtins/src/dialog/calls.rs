@@ -12,6 +12,7 @@ use crate::ask::InteractionKind;
 use crate::catalog::{Catalog, ToolTarget};
 use crate::invoke::{Approved, Invocation, Step, Waiting};
 use crate::message::{Message, ToolOutput};
+use crate::tool::person_only;
 
 /// Takes every call of a round that has no result yet one step on (all through
 /// [`Catalog::begin`], one after another in the order the model gave them): if some now
@@ -41,6 +42,10 @@ pub(super) async fn settle_round(
             options,
             input,
             client_tool,
+            person_only: match kind {
+                InteractionKind::Approval => tool.map(|t| t.person_only.clone()).unwrap_or_default(),
+                _ => Vec::new(),
+            },
             asked_at: interaction::now_ms(),
         };
         match step {
@@ -169,9 +174,19 @@ async fn one_step(
     let tool = catalog.get(&call.name);
     // Approved now, or a tool that asks allowed in this conversation.
     let asks = tool.is_some_and(|tool| tool.approval_for(&call.input).is_some());
+    // A tool with fields only a person sets asks every time, allowed or not.
+    let person_only = tool.map_or(&[][..], |tool| &tool.person_only[..]);
     let allowed = asks
+        && person_only.is_empty()
         && tool
             .is_some_and(|tool| interaction::allowed_cell(cells).get(rt).unwrap_or_default().contains(&tool.display));
+    if call.approved
+        && !person_only.is_empty()
+        && (!call.edited || person_only::missing(person_only, Some(&call.input)).is_some())
+    {
+        let asked = person_only::reason(person_only).unwrap_or_default();
+        return Ok(Step::Done(Invocation::error(format!("not run: {asked}, and the user did not set it"))));
+    }
     let approval = (call.approved || allowed).then(Approved::by_the_user);
     // A handler records that it ran; a call outside the space that could have an effect,
     // and runs now (rather than waiting for a person or the client), is marked before it

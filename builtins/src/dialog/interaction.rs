@@ -32,7 +32,7 @@ use super::resolve::{Resolution, Resolve};
 use super::{DialogCells, RequestId};
 use crate::ask::InteractionKind;
 use crate::message::{Part, ToolOutput};
-use crate::tool::ToolRegistry;
+use crate::tool::{person_only, ToolRegistry};
 
 /// Which phase of a call waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -76,6 +76,10 @@ pub struct Interaction {
     /// `ToolRegistry`), when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_tool: Option<String>,
+    /// For an approval: the fields of the arguments only the person sets (see
+    /// `Builder::person_only`); the approval must give them (`input`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub person_only: Vec<String>,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub asked_at: u64,
 }
@@ -265,6 +269,27 @@ pub(super) fn resolve(
             Some(ToolOutput::ErrorText(format!("no answer came in time ({why}); the call did not finish")))
         }
         (InteractionKind::Approval, Resolution::Approved) => {
+            let catalog = cells.catalog.latest();
+            let person_only = catalog.as_ref().and_then(|c| c.get(&call.name)).map(|t| t.person_only.clone());
+            if let Some(fields) = person_only.filter(|fields| !fields.is_empty()) {
+                let tool = &asked.tool;
+                if let Some(field) = person_only::missing(&fields, answer.input.as_ref()) {
+                    return Err(format!(
+                        "nothing was approved: `{field}` of {tool} is yours to set; approve with the arguments you \
+                         want, --input '{{...}}' (the model's were {})",
+                        call.input
+                    )
+                    .into());
+                }
+                if answer.always {
+                    return Err(format!(
+                        "nothing was approved: calls of {tool} always wait for you to set {}; approve this one \
+                         without --always",
+                        person_only::reason(&fields).unwrap_or_default()
+                    )
+                    .into());
+                }
+            }
             if let Some(input) = &answer.input {
                 call.input = edited(cells, &call.name, input.clone()).map_err(|why| {
                     format!("nothing was approved: the arguments given for call `{}` {why}", answer.call_id)

@@ -253,6 +253,10 @@ impl Tool {
     pub fn approval_for(&self, arguments: &Value) -> Option<String> {
         match &self.target {
             ToolTarget::Defined(tool) => tool.approval_for(arguments),
+            _ if !self.person_only.is_empty() => {
+                let asked = crate::tool::person_only::ask(&self.person_only, arguments);
+                Some(self.approval.as_ref().map_or(asked.clone(), |reason| format!("{reason}: {asked}")))
+            }
             _ => self.approval.clone(),
         }
     }

@@ -87,6 +87,7 @@ mod client;
 mod error;
 mod human_input;
 pub mod limits;
+pub mod person_only;
 mod registry;
 
 use crate::validation::{violations, LazyValidator};

@@ -130,7 +130,16 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             }
         }
     }
+    let person_only = !waiting.person_only.is_empty();
     let question = match waiting.kind {
+        InteractionKind::Approval if person_only => {
+            let fields: Vec<String> = waiting.person_only.iter().map(|f| format!("`{}`", safe_line(f))).collect();
+            format!(
+                "arguments of {} as JSON, {} set by you (empty: deny): ",
+                safe_line(&waiting.tool),
+                fields.join(", ")
+            )
+        }
         InteractionKind::Approval => {
             format!("approve {}? [y/N, a = always in this chat, or why not] ", safe_line(&waiting.tool))
         }
@@ -153,6 +162,14 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             Err(e) => return Err(e).context("cannot read from the terminal"),
         };
         let reply = match (waiting.kind, line.to_lowercase().as_str()) {
+            (InteractionKind::Approval, "") if person_only => Reply::Deny("no reason given".into()),
+            (InteractionKind::Approval, _) if person_only => match serde_json::from_str(&line) {
+                Ok(input) => Reply::Approve { always: false, input: Some(input) },
+                Err(e) => {
+                    emit(&format!("that is not JSON ({e}); type the call's arguments as JSON, or nothing to deny it"));
+                    continue;
+                }
+            },
             (InteractionKind::Approval, "y" | "yes") => Reply::APPROVE,
             (InteractionKind::Approval, "a" | "always") => Reply::Approve { always: true, input: None },
             (InteractionKind::Approval, "" | "n" | "no") => Reply::Deny("no reason given".into()),

@@ -15,11 +15,17 @@ function resolve(call, answer, problem) {
   });
 }
 
-// The approval's controls: Approve, Always allow, Deny, and the arguments to edit.
+// The approval's controls: Approve, Always allow, Deny, and the arguments to edit. A call
+// with fields only the person sets (`person_only`) is approved only with the arguments
+// the person gives: those fields start empty, the model's values are in the question as
+// suggestions, and there is no plain Approve or Always allow.
 function approvalControls(interaction, answer, deny, reason, problem) {
   const call = interaction.call_id;
+  const personOnly = interaction.person_only || [];
   const args = el("textarea", { class: "arguments", rows: "4", spellcheck: "false", "aria-label": `arguments of ${interaction.tool}` });
-  args.value = JSON.stringify(interaction.arguments, null, 2);
+  const shown = { ...interaction.arguments };
+  for (const field of personOnly) shown[field] = "";
+  args.value = JSON.stringify(shown, null, 2);
   const runEdited = () => {
     let input;
     try {
@@ -31,14 +37,18 @@ function approvalControls(interaction, answer, deny, reason, problem) {
     }
     answer({ approve_with: { input } });
   };
+  const edit = el("details", { class: "edit" }, el("summary", {}, "Edit arguments"), args,
+    el("button", { type: "button", onclick: runEdited }, "Run with these arguments"));
+  if (personOnly.length) {
+    edit.open = true;
+    return [el("div", { class: "ask" }, `${interaction.tool}: ${interaction.prompt}`), edit, deny, reason];
+  }
   return [
     el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
     el("button", { type: "button", onclick: () => answer("approve") }, "Approve"),
     el("button", { type: "button", title: `${interaction.tool} runs without asking from now on in this conversation`,
       onclick: () => answer({ approve_with: { always: true } }) }, `Always allow ${interaction.tool}`),
-    deny, reason,
-    el("details", { class: "edit" }, el("summary", {}, "Edit arguments"), args,
-      el("button", { type: "button", onclick: runEdited }, "Run with these arguments")),
+    deny, reason, edit,
   ];
 }
 
