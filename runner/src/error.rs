@@ -115,6 +115,17 @@ pub enum Error {
         /// How often it ran.
         runs: u32,
     },
+    /// A handler sent as previewed ([`Runtime::send_as_previewed`](crate::Runtime::send_as_previewed))
+    /// would now change something else: the state moved since the preview.
+    #[error(
+        "the state changed since you saw it: {stream}'s handler would now change other values; nothing was written"
+    )]
+    Moved {
+        /// The stream.
+        stream: Link,
+        /// What the handler would change now.
+        now: Vec<crate::runtime::Changed>,
+    },
     /// A handler or computation waited on `send`: it would wait for itself.
     #[error("an event to {0} was sent and awaited from inside a handler or computation, which would wait forever; write through the transaction instead, or send from `Tx::after_commit`")]
     Reentrant(Link),

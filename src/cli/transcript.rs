@@ -74,7 +74,11 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
             match i.kind {
                 InteractionKind::Approval => {
                     let arguments = safe_json(&i.arguments.to_string()).into_owned();
-                    format!("waiting for your approval: {} {arguments} (call {call}): {prompt}", safe_line(&i.tool))
+                    let asked = format!(
+                        "waiting for your approval: {} {arguments} (call {call}): {prompt}",
+                        safe_line(&i.tool)
+                    );
+                    [asked].into_iter().chain(preview_lines(i)).collect::<Vec<_>>().join("\n")
                 }
                 InteractionKind::Question => format!("the model asks (call {call}): {prompt}"),
                 InteractionKind::Confirmation => format!("the model asks, yes or no (call {call}): {prompt}"),
@@ -95,6 +99,13 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
         .collect();
     lines.push(how.to_string());
     lines.join("\n")
+}
+
+/// What a call waiting for approval would change, a line each (`  Notes.notes[0]: ... →
+/// removed`), escaped: the values come from the space and the model.
+pub fn preview_lines(interaction: &Interaction) -> Vec<String> {
+    let lines = interaction.preview.iter().flat_map(|preview| preview.lines.iter());
+    lines.map(|line| format!("  {}", safe_line(line))).collect()
 }
 
 /// The tokens the conversation's answers used, as `/usage` shows them: the total over the

@@ -33,6 +33,7 @@ mod mcp;
 mod mcp_client;
 mod person_only;
 mod plugin;
+mod preview;
 mod postgres;
 mod reference_charms;
 mod restart;

@@ -46,6 +46,7 @@ pub(super) async fn settle_round(
                 InteractionKind::Approval => tool.map(|t| t.person_only.clone()).unwrap_or_default(),
                 _ => Vec::new(),
             },
+            preview: None,
             asked_at: interaction::now_ms(),
         };
         match step {
@@ -68,14 +69,32 @@ pub(super) async fn settle_round(
                     false => invocation.output,
                 });
             }
-            Step::Wait(Waiting { ask, state, input, arguments, defined }) => {
+            Step::Wait(Waiting { ask, state, input, arguments, defined, preview }) => {
                 let phase = if ask.kind == InteractionKind::Approval { Phase::Approval } else { Phase::Client };
                 if phase == Phase::Client {
                     call.after_client = Some(AfterClient { tool: defined.clone(), arguments, state });
                 }
                 let shown = if phase == Phase::Client { input } else { serde_json::Value::Null };
-                asked.push(interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined));
+                let mut asking = interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined);
+                // Asked again (the state moved since the last preview): a new answer first.
+                call.approved = false;
+                call.previewed = preview.as_ref().map(|(_, changed)| changed.clone());
+                asking.preview = preview.map(|(shown, _)| shown);
+                asked.push(asking);
             }
+        }
+    }
+    // A preview made before the round's other calls ran may be out of date already:
+    // what the person is shown is what the call would change once they ran.
+    for asking in asked.iter_mut().filter(|a| a.preview.is_some()) {
+        let (Some(tool), Some(call)) =
+            (catalog.get(&asking.wire), held.calls.iter_mut().find(|c| c.id == asking.call_id))
+        else {
+            continue;
+        };
+        if let Some((shown, changed)) = tool.preview(rt, &call.input, shared.settings.tool_timeout).await {
+            asking.preview = Some(shown);
+            call.previewed = Some(changed);
         }
     }
     if asked.iter().any(|i| i.kind == InteractionKind::ClientExecution) {
@@ -187,7 +206,10 @@ async fn one_step(
         let asked = person_only::reason(person_only).unwrap_or_default();
         return Ok(Step::Done(Invocation::error(format!("not run: {asked}, and the user did not set it"))));
     }
-    let approval = (call.approved || allowed).then(Approved::by_the_user);
+    let approval = match (&call.previewed, call.approved && !call.edited) {
+        (Some(previewed), true) => Some(Approved::of_preview(previewed.clone())),
+        _ => (call.approved || allowed).then(Approved::by_the_user),
+    };
     // A handler records that it ran; a call outside the space that could have an effect,
     // and runs now (rather than waiting for a person or the client), is marked before it
     // starts (see `recover`).

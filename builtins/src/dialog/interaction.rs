@@ -80,6 +80,10 @@ pub struct Interaction {
     /// `Builder::person_only`); the approval must give them (`input`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub person_only: Vec<String>,
+    /// For an approval of a handler: what the call would change (approving commits
+    /// exactly that, or asks again with what it would change then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<crate::invoke::Preview>,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub asked_at: u64,
 }
@@ -128,6 +132,9 @@ pub(super) struct HeldCall {
     /// A person changed its arguments (now `input`) when approving it.
     #[serde(default)]
     pub edited: bool,
+    /// What the person was shown the call would change, while it waits for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previewed: Option<Vec<trellis_runner::Changed>>,
 }
 
 /// What the last server phase of a call that waits for the client needs.

@@ -107,6 +107,7 @@ pub(super) fn cut_round(
             after_client: None,
             index: call.index,
             edited: false,
+            previewed: None,
         })
         .collect();
     let round = answers_since_asked(&messages[..message]) + 1;

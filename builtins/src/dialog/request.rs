@@ -414,6 +414,7 @@ async fn run(
                     after_client: None,
                     index,
                     edited: false,
+                    previewed: None,
                 })
                 .collect(),
             client_rounds,

@@ -22,13 +22,16 @@
 //! while their result settles (async builtin work); building the charm is synchronous
 //! and not covered. Calls need a Tokio runtime (any flavour).
 
+mod preview;
 mod workers;
+
+pub use preview::{Preview, ShownChange};
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
-use trellis_runner::{DocId, Link, Path, Runtime, Sent};
+use trellis_runner::{Changed, DocId, Error, Link, Path, Runtime, Sent};
 
 use crate::ask::InteractionKind;
 use crate::catalog::summary::{handler_answer, snapshot};
@@ -44,12 +47,21 @@ const MAX_LISTED: usize = 50;
 /// dialog's `resolve` handler (after checking the call was waiting for exactly that
 /// approval) and front ends acting on a person's own command make one.
 #[derive(Debug)]
-pub struct Approved(());
+pub struct Approved {
+    /// What the person was shown the handler would change, when they were (see
+    /// [`Preview`]): the call commits only that.
+    previewed: Option<Vec<Changed>>,
+}
 
 impl Approved {
     /// The approval of a person who gave the command themselves (`trellis charm send`).
     pub fn by_the_user() -> Approved {
-        Approved(())
+        Approved { previewed: None }
+    }
+
+    /// The approval of a person who was shown that the call changes `previewed`.
+    pub fn of_preview(previewed: Vec<Changed>) -> Approved {
+        Approved { previewed: Some(previewed) }
     }
 }
 
@@ -86,6 +98,9 @@ pub struct Waiting {
     pub arguments: Value,
     /// The registered tool whose phases go on after the client (`None` for an approval).
     pub defined: Option<String>,
+    /// For a handler waiting for approval: what it would change (shown), and the paths
+    /// behind that (kept, so that approving commits exactly those).
+    pub preview: Option<(Preview, Vec<Changed>)>,
 }
 
 impl Invocation {
@@ -161,11 +176,11 @@ impl Catalog {
             Err(message) => return Step::Done(Invocation::error(message)),
         };
         match (tool.approval_for(&arguments), approval) {
-            (Some(reason), None) => {
-                let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
-                Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None })
+            (Some(reason), None) => tool.wait_for_approval(rt, reason, arguments, timeout, None).await,
+            (_, approval) => {
+                let previewed = approval.and_then(|approval| approval.previewed);
+                tool.step(rt, arguments, timeout, self.calling, receipt, previewed).await
             }
-            _ => tool.step(rt, arguments, timeout, self.calling, receipt).await,
         }
     }
 
@@ -229,7 +244,7 @@ impl Tool {
     ) -> Invocation {
         let calling = Calling { inline: false, snapshot_limit: usize::MAX };
         match self.check_arguments(arguments) {
-            Ok(arguments) => match self.step(rt, arguments, timeout, calling, receipt).await {
+            Ok(arguments) => match self.step(rt, arguments, timeout, calling, receipt, None).await {
                 Step::Done(invocation) => invocation,
                 Step::Wait(waiting) => Invocation::error(waits_here(&self.display, &waiting)),
             },
@@ -261,8 +276,40 @@ impl Tool {
         }
     }
 
+    /// The call waits for a person's approval, for `reason`; a handler's shows what it
+    /// would change (`moved`: what it would change now, after the state moved since the
+    /// person saw the last preview).
+    async fn wait_for_approval(
+        &self,
+        rt: &Runtime,
+        reason: String,
+        arguments: Value,
+        timeout: Duration,
+        moved: Option<Vec<Changed>>,
+    ) -> Step {
+        let preview = match moved {
+            Some(now) => Some((Preview::of(rt, &now), now)),
+            None => self.preview(rt, &arguments, timeout).await,
+        };
+        let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
+        Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None, preview })
+    }
+
+    /// What a call of this tool (a handler's) with `arguments` would change now: shown,
+    /// and the paths behind it. `None` for a tool that is no handler.
+    pub async fn preview(&self, rt: &Runtime, arguments: &Value, timeout: Duration) -> Option<(Preview, Vec<Changed>)> {
+        let ToolTarget::Handler { stream } = &self.target else { return None };
+        let event = self.shape.event_from_arguments(arguments.clone());
+        Some(match send_within(rt, stream, event, timeout, false, None, Sending::Preview).await {
+            Ok(sent) => (Preview::of(rt, &sent.previewed), sent.previewed),
+            Err(Failed::Moved(now)) => (Preview::of(rt, &now), now),
+            Err(Failed::Text(error)) => (Preview::failed(error), Vec::new()),
+        })
+    }
+
     /// Runs this tool's first step with checked arguments, approval settled, inside a
-    /// `tool_call` tracing span, as `calling` says.
+    /// `tool_call` tracing span, as `calling` says; a handler approved on a preview
+    /// commits only what was `previewed`.
     async fn step(
         &self,
         rt: &Runtime,
@@ -270,12 +317,21 @@ impl Tool {
         timeout: Duration,
         calling: Calling,
         receipt: Option<&Link>,
+        previewed: Option<Vec<Changed>>,
     ) -> Step {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
             let invocation = match &self.target {
                 ToolTarget::Handler { stream } => {
-                    self.call_handler(rt, stream, arguments, timeout, calling, receipt).await
+                    let sending = previewed.map_or(Sending::Commit, Sending::Expect);
+                    match self.call_handler(rt, stream, arguments.clone(), timeout, calling, receipt, sending).await {
+                        Ok(invocation) => invocation,
+                        Err(now) => {
+                            let reason = self.approval_for(&arguments).unwrap_or_default();
+                            let reason = format!("the state changed since you saw it; {reason}");
+                            return self.wait_for_approval(rt, reason, arguments, timeout, Some(now)).await;
+                        }
+                    }
                 }
                 ToolTarget::Pattern { id, prefilled } => self.run_pattern(rt, id, prefilled, arguments, timeout).await,
                 ToolTarget::Read { charm } => read_data(rt, charm, &arguments),
@@ -286,7 +342,7 @@ impl Tool {
                     Ok(Start::Client { state, input, ask }) => {
                         tracing::debug!("tool call waits for the client");
                         let defined = Some(tool.name().to_string());
-                        return Step::Wait(Waiting { ask, state, input, arguments, defined });
+                        return Step::Wait(Waiting { ask, state, input, arguments, defined, preview: None });
                     }
                     Err(error) => Invocation::error(format!("`{}` failed: {error}", self.display)),
                 },
@@ -295,7 +351,14 @@ impl Tool {
                     let prompt = self.description.clone();
                     let ask = Ask { kind: InteractionKind::ClientExecution, prompt, options: Vec::new() };
                     let input = arguments.clone();
-                    return Step::Wait(Waiting { ask, state: Value::Null, input, arguments, defined: None });
+                    return Step::Wait(Waiting {
+                        ask,
+                        state: Value::Null,
+                        input,
+                        arguments,
+                        defined: None,
+                        preview: None,
+                    });
                 }
             };
             match &invocation.output {
@@ -336,6 +399,9 @@ impl Tool {
         }
     }
 
+    /// Sends the call's event; `Err`: sent as previewed, it would now change this instead
+    /// (nothing was written).
+    #[allow(clippy::too_many_arguments)]
     async fn call_handler(
         &self,
         rt: &Runtime,
@@ -344,13 +410,15 @@ impl Tool {
         timeout: Duration,
         calling: Calling,
         receipt: Option<&Link>,
-    ) -> Invocation {
+        sending: Sending,
+    ) -> Result<Invocation, Vec<Changed>> {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
         let before = snapshot(rt, &result).unwrap_or(Value::Null);
-        let sent = match send_within(rt, stream, event, timeout, calling.inline, receipt).await {
+        let sent = match send_within(rt, stream, event, timeout, calling.inline, receipt, sending).await {
             Ok(sent) => sent,
-            Err(message) => return Invocation::error(format!("`{}` {message}", self.display)),
+            Err(Failed::Moved(now)) => return Err(now),
+            Err(Failed::Text(message)) => return Ok(Invocation::error(format!("`{}` {message}", self.display))),
         };
         let (after, note) = match snapshot(rt, &result) {
             Ok(after) => (after, None),
@@ -365,7 +433,7 @@ impl Tool {
         if let (Some(note), Value::Object(map)) = (note, &mut output) {
             map.insert("note".into(), json!(note));
         }
-        Invocation::json(output, Some(summary))
+        Ok(Invocation::json(output, Some(summary)))
     }
 
     async fn run_pattern(
@@ -423,6 +491,22 @@ impl Drop for Instance {
 
 /// Sends `event` and waits for the handler's commit, at most `timeout`; the error is the
 /// rest of a sentence starting with the tool's name.
+/// How [`send_within`] sends.
+enum Sending {
+    Commit,
+    /// Rolled back: what it would change.
+    Preview,
+    /// Committed only if it changes exactly this.
+    Expect(Vec<Changed>),
+}
+
+/// Why [`send_within`] sent nothing.
+enum Failed {
+    /// Sent as previewed, it would now change this instead.
+    Moved(Vec<Changed>),
+    Text(String),
+}
+
 async fn send_within(
     rt: &Runtime,
     stream: &Link,
@@ -430,15 +514,20 @@ async fn send_within(
     timeout: Duration,
     inline: bool,
     receipt: Option<&Link>,
-) -> Result<Sent, String> {
+    sending: Sending,
+) -> Result<Sent, Failed> {
     if tokio::runtime::Handle::try_current().is_err() {
-        return Err("cannot run: tool calls need a Tokio runtime".into());
+        return Err(Failed::Text("cannot run: tool calls need a Tokio runtime".into()));
     }
     let (rt, stream, receipt) = (rt.clone(), stream.clone(), receipt.cloned());
     let send = async move {
-        match &receipt {
-            Some(receipt) => rt.send_once(&stream, event, receipt).await,
-            None => rt.send(&stream, event).await,
+        match (sending, &receipt) {
+            (Sending::Preview, _) => rt.preview(&stream, event).await,
+            (Sending::Expect(expected), receipt) => {
+                rt.send_as_previewed(&stream, event, receipt.as_ref(), expected).await
+            }
+            (Sending::Commit, Some(receipt)) => rt.send_once(&stream, event, receipt).await,
+            (Sending::Commit, None) => rt.send(&stream, event).await,
         }
     };
     let outcome = if inline {
@@ -451,12 +540,13 @@ async fn send_within(
     };
     match outcome {
         Ok(Some(Ok(sent))) => Ok(sent),
-        Ok(Some(Err(error))) => Err(format!("failed: {error}")),
-        Ok(None) => Err("failed: the handler stopped unexpectedly (it panicked)".into()),
-        Err(_) if inline => Err(format!("timed out after {timeout:?} waiting for the handler to run")),
-        Err(_) => Err(format!(
+        Ok(Some(Err(Error::Moved { now, .. }))) => Err(Failed::Moved(now)),
+        Ok(Some(Err(error))) => Err(Failed::Text(format!("failed: {error}"))),
+        Ok(None) => Err(Failed::Text("failed: the handler stopped unexpectedly (it panicked)".into())),
+        Err(_) if inline => Err(Failed::Text(format!("timed out after {timeout:?} waiting for the handler to run"))),
+        Err(_) => Err(Failed::Text(format!(
             "timed out after {timeout:?}; the handler could not be interrupted and may still finish and apply its change"
-        )),
+        ))),
     }
 }
 

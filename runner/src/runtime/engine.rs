@@ -13,6 +13,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use futures::channel::oneshot;
 
+use super::preview::Mode;
 use super::{panic_message, Event, Listing, Marking, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
@@ -46,7 +47,7 @@ impl Runtime {
     /// A stream whose charm is not running starts the charm first; a stream with no
     /// handler and no charm is an error, never a silent drop.
     pub async fn send(&self, stream: &Link, event: serde_json::Value) -> Result<Sent> {
-        self.send_with(stream, event, None).await
+        self.send_with(stream, event, None, Mode::Commit).await
     }
 
     /// [`Runtime::send`] whose handler runs at most once for `receipt`: its transaction
@@ -77,14 +78,20 @@ impl Runtime {
     /// # });
     /// ```
     pub async fn send_once(&self, stream: &Link, event: serde_json::Value, receipt: &Link) -> Result<Sent> {
-        self.send_with(stream, event, Some(receipt.clone())).await
+        self.send_with(stream, event, Some(receipt.clone()), Mode::Commit).await
     }
 
-    async fn send_with(&self, stream: &Link, event: serde_json::Value, receipt: Option<Link>) -> Result<Sent> {
+    pub(super) async fn send_with(
+        &self,
+        stream: &Link,
+        event: serde_json::Value,
+        receipt: Option<Link>,
+        mode: Mode,
+    ) -> Result<Sent> {
         if EngineThread::is_current() {
             return Err(Error::Reentrant(stream.clone()));
         }
-        let rx = self.enqueue(stream, event, true, receipt)?;
+        let rx = self.enqueue(stream, event, Some(mode), receipt)?;
         self.pump(None);
         let (sent, committed) = rx
             .ok_or_else(|| Error::NoHandler(stream.clone()))?
@@ -97,16 +104,18 @@ impl Runtime {
 
     /// Queues an event without waiting for it (it still starts the charm if needed).
     pub fn send_and_forget(&self, stream: &Link, event: serde_json::Value) -> Result<()> {
-        self.enqueue(stream, event, false, None)?;
+        self.enqueue(stream, event, None, None)?;
         self.pump(None);
         Ok(())
     }
 
+    /// Queues `event` for `stream`'s handler; with a `reply` mode, the receiver of its
+    /// answer.
     fn enqueue(
         &self,
         stream: &Link,
         event: serde_json::Value,
-        want_reply: bool,
+        reply: Option<Mode>,
         receipt: Option<Link>,
     ) -> Result<Option<ReplyReceiver>> {
         crate::depth::check_depth_of(&event, format_args!("the event for {stream}"))?;
@@ -118,14 +127,15 @@ impl Runtime {
                 self.handler_run(&at).ok_or_else(|| Error::NoHandler(at.clone()))?
             }
         };
-        let (reply, rx) = if want_reply {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
+        let (reply, rx, mode) = match reply {
+            Some(mode) => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx), mode)
+            }
+            None => (None, None, Mode::Commit),
         };
         let mut events = self.0.events.lock();
-        events.push_back(Event { stream: at, run, event, reply, receipt });
+        events.push_back(Event { stream: at, run, event, reply, receipt, mode });
         self.0.queued_events.store(events.len(), Ordering::Release);
         Ok(rx)
     }
@@ -373,7 +383,8 @@ impl Runtime {
                 if kept != Value::Null {
                     let returned = kept.child("returned").filter(|r| **r != Value::Null).map(Value::to_json);
                     let commit = self.commit_writer(tx, Listing::Nothing)?;
-                    return Ok((Sent { changes: Vec::new(), returned, replayed: true }, commit.committed));
+                    let sent = Sent { changes: Vec::new(), returned, replayed: true, previewed: Vec::new() };
+                    return Ok((sent, commit.committed));
                 }
             }
             let outcome = catch_unwind(AssertUnwindSafe(|| (event.run)(&tx, event.event.clone())));
@@ -391,12 +402,18 @@ impl Runtime {
                     return Err(Error::HandlerPanicked { stream: event.stream.clone(), message });
                 }
             };
+            if let Some(previewed) = self.previewed(&tx, &event.mode, &event.stream)? {
+                // Rolled back: an empty commit stands for it, to wait on as for any send.
+                drop(tx);
+                let commit = self.commit_writer(self.tx(), Listing::Nothing)?;
+                return Ok((Sent { changes: Vec::new(), returned, replayed: false, previewed }, commit.committed));
+            }
             if let Some(receipt) = &event.receipt {
                 let kept = serde_json::json!({ "returned": returned });
                 tx.write(receipt, Value::from(kept))?;
             }
             let commit = self.commit_writer(tx, Listing::Changes)?;
-            Ok((Sent { changes: commit.changes, returned, replayed: false }, commit.committed))
+            Ok((Sent { changes: commit.changes, returned, replayed: false, previewed: Vec::new() }, commit.committed))
         })
     }
 

@@ -23,10 +23,12 @@ mod durable;
 mod engine;
 mod extensions;
 mod observers;
+mod preview;
 mod wait;
 
 pub use observers::Observation;
 use observers::Observer;
+pub use preview::Changed;
 
 use crate::builtin::BuiltinRegistry;
 use crate::charm::CharmState;
@@ -73,6 +75,9 @@ pub struct Sent {
     /// Whether the handler did not run because its receipt was there already (see
     /// [`Runtime::send_once`]); `returned` is then what it returned that time.
     pub replayed: bool,
+    /// For [`Runtime::preview`]: each path the handler would write, before and after
+    /// (nothing was written).
+    pub previewed: Vec<Changed>,
 }
 
 /// A handler's answer: what it changed, and its commit to wait for durability on.
@@ -88,6 +93,8 @@ struct Event {
     reply: Option<Reply>,
     /// Where the handler's transaction records that it ran (see [`Runtime::send_once`]).
     receipt: Option<Link>,
+    /// Commit, preview, or commit only what was previewed.
+    mode: preview::Mode,
 }
 
 pub(crate) struct Inner {

@@ -130,6 +130,9 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             }
         }
     }
+    for line in crate::cli::transcript::preview_lines(&waiting) {
+        emit(&line);
+    }
     let person_only = !waiting.person_only.is_empty();
     let question = match waiting.kind {
         InteractionKind::Approval if person_only => {

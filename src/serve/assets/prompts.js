@@ -39,12 +39,18 @@ function approvalControls(interaction, answer, deny, reason, problem) {
   };
   const edit = el("details", { class: "edit" }, el("summary", {}, "Edit arguments"), args,
     el("button", { type: "button", onclick: runEdited }, "Run with these arguments"));
+  // What the call would change, value by value: approving commits exactly that.
+  const lines = (interaction.preview && interaction.preview.lines) || [];
+  const preview = el("ul", { class: "preview", "aria-label": "what it would change" },
+    ...lines.map((line) => el("li", {}, line)));
+  preview.hidden = lines.length === 0;
   if (personOnly.length) {
     edit.open = true;
-    return [el("div", { class: "ask" }, `${interaction.tool}: ${interaction.prompt}`), edit, deny, reason];
+    return [el("div", { class: "ask" }, `${interaction.tool}: ${interaction.prompt}`), preview, edit, deny, reason];
   }
   return [
     el("div", { class: "ask" }, `Approve ${interaction.tool} ${JSON.stringify(interaction.arguments)}? ${interaction.prompt}`),
+    preview,
     el("button", { type: "button", onclick: () => answer("approve") }, "Approve"),
     el("button", { type: "button", title: `${interaction.tool} runs without asking from now on in this conversation`,
       onclick: () => answer({ approve_with: { always: true } }) }, `Always allow ${interaction.tool}`),
