@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod catalog;
+mod counted;
 pub mod dialog;
 pub mod files;
 pub mod invoke;

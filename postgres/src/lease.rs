@@ -69,6 +69,7 @@ pub(crate) fn acquire(
                 let message = format!("the lease of space {space} has epoch {epoch}, below the first (1)");
                 return Err(connector.fault(message, DAMAGED_LEASE));
             }
+            metrics::counter!("trellis_lease_changes_total", "change" => "taken").increment(1);
             return Ok(epoch);
         }
         let Some(row) = client.query_opt(HOLDER, &[&space]).map_err(error)? else {
@@ -237,6 +238,7 @@ impl Keeper {
         if shared.lost() {
             return;
         }
+        metrics::counter!("trellis_lease_changes_total", "change" => "released").increment(1);
         let (space, epoch) = (&shared.space, &shared.epoch);
         if let Err(error) =
             self.execute("give the space's lease back", |client| client.execute(RELEASE, &[space, epoch]))

@@ -252,6 +252,7 @@ impl Shared {
     /// Marks the lease lost, for good.
     pub(crate) fn lose(&self, why: &str) {
         if !self.lost.swap(true, Ordering::AcqRel) {
+            metrics::counter!("trellis_lease_changes_total", "change" => "lost").increment(1);
             tracing::error!(space = %self.space, epoch = self.epoch, why, "lost the space's lease; this node writes it no more");
         }
     }

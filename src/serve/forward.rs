@@ -126,11 +126,18 @@ impl Forwarder {
             .header(NODE, &self.secret)
             .body(body)
             .send();
-        let answer = sent.await.map_err(|error| NotForwarded {
-            status: StatusCode::BAD_GATEWAY,
-            message: format!("the node holding the space, at {to}, did not answer ({error}); send the request again"),
-            unreached: error.is_connect(),
+        let answer = sent.await.map_err(|error| {
+            let outcome = if error.is_connect() { "unreached" } else { "failed" };
+            metrics::counter!("trellis_forwarded_requests_total", "outcome" => outcome).increment(1);
+            NotForwarded {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!(
+                    "the node holding the space, at {to}, did not answer ({error}); send the request again"
+                ),
+                unreached: error.is_connect(),
+            }
         })?;
+        metrics::counter!("trellis_forwarded_requests_total", "outcome" => "answered").increment(1);
         let mut response = Response::builder().status(answer.status());
         if let Some(headers) = response.headers_mut() {
             for (name, value) in answer.headers() {

@@ -73,6 +73,9 @@ fn nodes_forward_to_the_holder_refuse_other_spaces_tokens_and_take_over_when_it_
     assert_eq!(sent.status, 200, "forwarded: {}", sent.body);
     assert_eq!(count(&a, &s, &auth), 2, "applied by the holder");
     assert_eq!(count(&b, &s, &auth), 2, "read through B as well");
+    assert!(b.metric(r#"trellis_forwarded_requests_total{outcome="answered"}"#) >= 2.0);
+    assert!(a.metric(r#"trellis_lease_changes_total{change="taken"}"#) >= 1.0);
+    assert!(a.metric(r#"trellis_commits_total{outcome="durable"}"#) >= 1.0);
 
     // A token is its space's: refused on another, on either node.
     for n in [&a, &b] {

@@ -131,6 +131,12 @@ fn every_route_answers_a_bearer_token() {
         .any(|t| t["display"] == "Counter.increment" && t["from"] == "Counter"));
     assert_eq!(done["attachments"][0]["name"], "Counter");
     assert_eq!(c.ok("GET", "/api/chat", None, 200)["messages"], done["messages"]);
+    // What the server did, for operators: `/metrics` needs no token.
+    let metric = |series: &str| c.served.metric(series);
+    assert!(metric(r#"trellis_commits_total{outcome="durable"}"#) >= 2.0);
+    assert!(metric(r#"trellis_tool_calls_total{outcome="done"}"#) >= 1.0);
+    assert!(metric(r#"trellis_model_requests_total{outcome="answered"}"#) >= 2.0, "a request per round");
+    assert_eq!(metric(r#"trellis_forwarded_requests_total{outcome="answered"}"#), 0.0);
     let unknown = c.call("POST", "/api/chat/messages", Some(json!({"text": "@Nobody hi"})));
     assert_eq!(unknown.status, 422, "{}", unknown.body);
 

@@ -341,8 +341,12 @@ async fn run(
             crate::files::withhold_media(&mut request.messages);
         }
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
-        let stream = open(shared, rt, cells, id, (&*model, &model_spec), request).await?;
-        let Answer { text, calls, usage, cut } = answer(rt, cells, id, stream, settings.max_reply_bytes).await?;
+        let answered = match open(shared, rt, cells, id, (&*model, &model_spec), request).await {
+            Ok(stream) => answer(rt, cells, id, stream, settings.max_reply_bytes).await,
+            Err(error) => Err(error),
+        };
+        crate::counted::model_request(answered.as_ref().map(|answer| answer.usage).map_err(|_| ()));
+        let Answer { text, calls, usage, cut } = answered?;
         if cut {
             // Keep what arrived; calls announced after the cut were never completed.
             let mut message = Message::assistant(text);

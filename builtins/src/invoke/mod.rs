@@ -175,13 +175,19 @@ impl Catalog {
             Ok(arguments) => arguments,
             Err(message) => return Step::Done(Invocation::error(message)),
         };
-        match (tool.approval_for(&arguments), approval) {
+        let step = match (tool.approval_for(&arguments), approval) {
             (Some(reason), None) => tool.wait_for_approval(rt, reason, arguments, timeout, None).await,
             (_, approval) => {
                 let previewed = approval.and_then(|approval| approval.previewed);
                 tool.step(rt, arguments, timeout, self.calling, receipt, previewed).await
             }
-        }
+        };
+        crate::counted::tool_call(match &step {
+            Step::Done(Invocation { output: ToolOutput::ErrorText(_), .. }) => "failed",
+            Step::Done(_) => "done",
+            Step::Wait(_) => "waiting",
+        });
+        step
     }
 
     /// The error text for an unknown (or ambiguous) tool name, listing what exists.

@@ -277,6 +277,7 @@ impl Runtime {
             match result {
                 Err(Error::Conflict { doc }) => {
                     self.0.conflict_retries.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("trellis_conflicts_total").increment(1);
                     last = Some(doc);
                 }
                 other => return other,

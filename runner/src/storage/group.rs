@@ -236,6 +236,8 @@ fn write_group<W: GroupWriter>(writer: &mut W, group: impl Iterator<Item = Job>)
             // Writes of whole documents whose versions grow: writing one again is safe.
             (Gate::Open, Ok(rows)) => writer.write(&[&rows]),
         };
+        let outcome = if result.is_ok() { "durable" } else { "failed" };
+        metrics::counter!("trellis_commits_total", "outcome" => outcome).increment(1);
         match &result {
             Ok(()) => Counters::count(&writer.counters().durable),
             Err(error) => {

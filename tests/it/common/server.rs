@@ -52,6 +52,14 @@ impl Served {
         Served { child, authority, sign_in, log }
     }
 
+    /// The value of the counter `name{labels}` in the server's `/metrics` (0 when absent).
+    pub fn metric(&self, series: &str) -> f64 {
+        let page = self.request("GET", "/metrics", &[], None);
+        assert_eq!(page.status, 200, "/metrics: {}", page.body);
+        let value = page.body.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok());
+        value.unwrap_or(0.0)
+    }
+
     /// The base URL, `http://127.0.0.1:PORT`.
     pub fn base(&self) -> String {
         format!("http://{}", self.authority)
