@@ -59,9 +59,24 @@ impl Remote {
             .filter(|base| matches!(base.scheme(), "http" | "https"))
             .with_context(|| format!("the node holding the space gave the address {addr:?}, not an http URL"))?;
         base.set_path(&format!("/spaces/{}", url.space()));
-        // As between nodes: a proxy of the environment must not see the secret.
-        let http = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build()?;
-        Ok(Remote { base, auth: Auth::Node(secret), http })
+        Ok(Remote { base, auth: Auth::Node(secret), http: crate::nodes::client()? })
+    }
+
+    /// Why a command that needs the space itself cannot run here, `what` naming it.
+    pub fn needs_the_space(&self, what: &str) -> anyhow::Error {
+        let name = crate::program::name();
+        match &self.auth {
+            Auth::Bearer(_) => anyhow::anyhow!(
+                "{what} needs the space, which {name} serve at {} holds: stop the server first (Ctrl-C), or use its page",
+                self.base
+            ),
+            Auth::Node(_) => anyhow::anyhow!(
+                "{what} needs the space, which the node at {} holds for the database's servers: use its page \
+                 ({}/), or run it where `{name} serve --database` runs",
+                self.base.origin().ascii_serialization(),
+                self.base
+            ),
+        }
     }
 
     /// `request`, signed as this command proves itself.

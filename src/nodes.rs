@@ -16,3 +16,13 @@ pub const COMMAND: &str = "x-trellis-command";
 
 /// What a command puts in [`FORWARDED`].
 pub const A_COMMAND: &str = "a trellis command";
+
+/// How long reaching another node may take (not its answer: an event stream is long).
+const CONNECT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The HTTP client for requests between nodes, and from a command to a node: no proxy of
+/// the environment sees their secret or tokens, and a redirect goes back to whoever asked
+/// as it is (the sign-in's 303 sets its cookie).
+pub fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).connect_timeout(CONNECT).build()
+}

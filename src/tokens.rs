@@ -31,11 +31,27 @@ const SESSIONS_DOC: &str = "trellis-serve-sessions";
 /// again).
 pub const MAX_SESSIONS: usize = 256;
 
-/// A session as the space keeps it: its hash, and its token's.
+/// The most sessions one token keeps open: signing in again and again with one token
+/// forgets its own oldest sessions, never those of other tokens.
+pub const MAX_SESSIONS_PER_TOKEN: usize = 16;
+
+/// How long a session lasts, in seconds (the cookie says the same).
+pub const SESSION_SECONDS: u64 = 7 * 24 * 3600;
+
+/// A session as the space keeps it: its hash, its token's, and when it began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct SessionRecord {
     sha256: String,
     token_sha256: String,
+    #[serde(default)]
+    created_at: u64,
+}
+
+impl SessionRecord {
+    /// Whether it still signs in at `now` (milliseconds), as far as its age goes.
+    fn fresh(&self, now: u64) -> bool {
+        now.saturating_sub(self.created_at) < SESSION_SECONDS * 1000
+    }
 }
 
 /// A token as the space keeps it: never the token, only its hash.
@@ -154,11 +170,22 @@ fn sessions() -> Cell<Vec<SessionRecord>> {
 /// id, which the space keeps only as a hash.
 pub fn open_session(rt: &Runtime, record: &TokenRecord) -> Result<String, TokenError> {
     let session = random_hex(32)?;
-    let kept = SessionRecord { sha256: hash(&session), token_sha256: record.sha256.clone() };
+    let now = now_ms();
+    let kept = SessionRecord { sha256: hash(&session), token_sha256: record.sha256.clone(), created_at: now };
     rt.transact(|tx| {
+        let tokens: Vec<String> = list_in(tx).into_iter().map(|t| t.sha256).collect();
         let mut all: Vec<SessionRecord> = sessions().get(tx).unwrap_or_default();
-        // Those of revoked tokens go first, then the oldest.
-        all.retain(|s| list_in(tx).iter().any(|t| t.sha256 == s.token_sha256));
+        // Those of revoked tokens and the expired go; then this token's oldest, then the
+        // oldest of all, so that there is room.
+        all.retain(|s| s.fresh(now) && tokens.contains(&s.token_sha256));
+        // Oldest first, as they were opened.
+        let mine = all.iter().filter(|s| s.token_sha256 == kept.token_sha256).count();
+        let mut forget = (mine + 1).saturating_sub(MAX_SESSIONS_PER_TOKEN);
+        all.retain(|s| {
+            let go = forget > 0 && s.token_sha256 == kept.token_sha256;
+            forget -= usize::from(go);
+            !go
+        });
         let over = (all.len() + 1).saturating_sub(MAX_SESSIONS);
         all.drain(..over);
         all.push(kept.clone());
@@ -171,8 +198,8 @@ pub fn open_session(rt: &Runtime, record: &TokenRecord) -> Result<String, TokenE
 pub fn session_token(rt: &Runtime, session: &str) -> Option<String> {
     let sha256 = hash(session);
     let all: Vec<SessionRecord> = sessions().get(rt).unwrap_or_default();
-    let token = all.into_iter().find(|s| s.sha256 == sha256)?.token_sha256;
-    is_current(rt, &token).then_some(token)
+    let session = all.into_iter().find(|s| s.sha256 == sha256).filter(|s| s.fresh(now_ms()))?;
+    is_current(rt, &session.token_sha256).then_some(session.token_sha256)
 }
 
 /// Calls `changed` after each commit that writes the tokens (one made or revoked), for as
@@ -234,4 +261,28 @@ pub struct NewToken {
 pub fn make(rt: &Runtime, name: &str) -> Result<NewToken, TokenError> {
     let (record, token) = create(rt, name)?;
     Ok(NewToken { id: record.id, name: record.name, token })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_keeps_at_most_its_share_of_sessions_and_old_ones_end() {
+        let rt = Runtime::in_memory();
+        let (one, _) = create(&rt, "one").unwrap();
+        let (two, _) = create(&rt, "two").unwrap();
+        let other = open_session(&rt, &two).unwrap();
+        let first = open_session(&rt, &one).unwrap();
+        let last: Vec<String> = (0..MAX_SESSIONS_PER_TOKEN).map(|_| open_session(&rt, &one).unwrap()).collect();
+        assert_eq!(session_token(&rt, &first), None, "its token's oldest session was forgotten");
+        assert!(last.iter().all(|s| session_token(&rt, s).as_deref() == Some(one.sha256.as_str())));
+        assert_eq!(session_token(&rt, &other).as_deref(), Some(two.sha256.as_str()), "another token's stays");
+
+        let old = SessionRecord { sha256: hash("old"), token_sha256: two.sha256.clone(), created_at: 0 };
+        rt.transact(|tx| sessions().set(tx, vec![old.clone()])).unwrap();
+        assert_eq!(session_token(&rt, "old"), None, "a week-old session ends");
+        revoke(&rt, &two.id).unwrap();
+        assert_eq!(session_token(&rt, &other), None);
+    }
 }

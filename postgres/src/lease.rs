@@ -208,16 +208,24 @@ impl Keeper {
     }
 
     /// Renews each lease whose time has come; forgets those lost.
+    /// Renews each lease whose time has come; forgets those lost. Without a connection the
+    /// pass stops at the first (each would wait for its own connection attempt), and the
+    /// leases whose time ran out meanwhile are lost.
     fn renew_due(&mut self) {
         for at in 0..self.held.len() {
-            if self.held[at].next <= Instant::now() {
-                self.renew(at);
+            if self.held[at].next <= Instant::now() && !self.renew(at) {
+                let now = Instant::now();
+                for held in self.held.iter().filter(|held| held.renewed_until <= now) {
+                    held.shared.lose("renewing the lease failed for longer than the lease (no connection)");
+                }
+                break;
             }
         }
         self.held.retain(|held| !held.shared.lost());
     }
 
-    fn renew(&mut self, at: usize) {
+    /// Renews the lease at `at`; `false` when there is no connection to renew it on.
+    fn renew(&mut self, at: usize) -> bool {
         let sent = Instant::now();
         let shared = Arc::clone(&self.held[at].shared);
         let (space, epoch, millis) = (&shared.space, &shared.epoch, millis(self.lease));
@@ -230,8 +238,13 @@ impl Keeper {
             Err(error) if Instant::now() >= renewed_until => {
                 shared.lose(&format!("renewing the lease failed for longer than the lease ({error})"));
             }
-            Err(error) => tracing::warn!(space = %shared.space, %error, "could not renew the lease; trying again"),
+            Err(error) => {
+                // A group holding the lease row (or a lost connection): try again soon.
+                self.held[at].next = Instant::now() + self.every / 4;
+                tracing::warn!(space = %shared.space, %error, "could not renew the lease; trying again");
+            }
         }
+        self.client.is_some()
     }
 
     fn release(&mut self, shared: &Shared) {
@@ -259,8 +272,15 @@ impl Keeper {
             _ => {
                 self.client = None;
                 // A renewal stuck behind a lock must not outlast its period: past the
-                // lease the node has to know it may have lost it.
-                self.client.insert(self.connector.connect_with_timeout(self.every)?)
+                // lease the node has to know it may have lost it. A space's group holds
+                // its lease row only for its commit: the others' renewals wait a quarter
+                // of a period at most.
+                let mut client = self.connector.connect_with_timeout(self.every)?;
+                let wait = (self.every / 4).as_millis().max(1);
+                client
+                    .batch_execute(&format!("SET lock_timeout = {wait}"))
+                    .map_err(|error| self.connector.error("set the lock timeout", &error))?;
+                self.client.insert(client)
             }
         };
         statement(client).map_err(|error| self.connector.error(action, &error))

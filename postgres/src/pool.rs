@@ -52,7 +52,15 @@ impl<S: Send> Pool<S> {
         work: impl FnOnce(&mut Conn<S>) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
         let mut conn = self.take()?;
-        let result = work(&mut conn);
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut conn))) {
+            Ok(result) => result,
+            // The connection's state is unknown: it is closed, and its place given back.
+            Err(panic) => {
+                drop(conn);
+                self.forget();
+                std::panic::resume_unwind(panic);
+            }
+        };
         if conn.client.is_closed() {
             self.forget();
         } else {

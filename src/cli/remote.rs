@@ -141,12 +141,7 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             finish(&state, new, format)?;
         }
         Command::Token(command) => token(&remote, command, format).await?,
-        _ => bail!(
-            "this command needs the space, which {} serve at {} holds: stop the server first (Ctrl-C), \
-             or use its page",
-            crate::program::name(),
-            remote.url()
-        ),
+        _ => return Err(remote.needs_the_space("this command")),
     }
     Ok(())
 }
@@ -281,10 +276,5 @@ fn refuse_mcp(remote: &Remote, mcp: &super::mcp::McpArgs) -> anyhow::Result<()> 
     if mcp.is_empty() {
         return Ok(());
     }
-    bail!(
-        "--mcp, --mcp-config and --max-tools need the space, which {} serve at {} holds: stop the server \
-         first (Ctrl-C), then run this command again",
-        crate::program::name(),
-        remote.url()
-    )
+    Err(remote.needs_the_space("--mcp, --mcp-config and --max-tools"))
 }

@@ -197,7 +197,8 @@ pub struct Claim {
     /// The lease's length [default: `trellis_postgres::DEFAULT_LEASE`].
     pub lease: Option<std::time::Duration>,
     /// The connections this process keeps to the space's database, when it holds many of
-    /// its spaces (a server of a database); else the space gets connections of its own.
+    /// its spaces (a server of a database), made with their own lease (`lease` is then not
+    /// read); else the space gets connections of its own.
     pub database: Option<trellis_postgres::Database>,
 }
 

@@ -270,8 +270,16 @@ pub fn exchange(server: &Server, token: &str, base: &Base) -> Response {
     let one_time = server.auth().exchange(token);
     let session = match (one_time, base.0.is_empty()) {
         (Some(session), _) => Some(session),
-        (None, false) => tokens::verify(server.runtime(), token)
-            .and_then(|record| tokens::open_session(server.runtime(), &record).ok()),
+        (None, false) => {
+            match tokens::verify(server.runtime(), token).map(|t| tokens::open_session(server.runtime(), &t)) {
+                Some(Ok(session)) => Some(session),
+                Some(Err(error)) => {
+                    let message = format!("could not open a session in the space ({error}); try again in a moment");
+                    return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+                }
+                None => None,
+            }
+        }
         (None, true) => None,
     };
     let Some(session) = session else {
@@ -286,7 +294,12 @@ pub fn exchange(server: &Server, token: &str, base: &Base) -> Response {
         .into_response();
     };
     let home = format!("{}/", base.0);
-    let cookie = format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path={home}");
+    // A server of many spaces keeps its sessions in the space, for as long as they last.
+    let lasts = match base.0.is_empty() {
+        true => String::new(),
+        false => format!("; Max-Age={}", tokens::SESSION_SECONDS),
+    };
+    let cookie = format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path={home}{lasts}");
     let mut response = Redirect::to(&home).into_response();
     match HeaderValue::from_str(&cookie) {
         Ok(value) => {

@@ -6,25 +6,19 @@
 //! ([`NODE`], `trellis_postgres::cluster_secret`): the other node answers it without
 //! counting it against a rate limit (this node did) and never forwards it on, and a client
 //! cannot pass for a node. Bearer tokens and the page's sessions work on every node (they
-//! are kept in the space). A command's request ([`crate::nodes::COMMAND`]) keeps its
-//! mark only when this node found it proven.
-
-use std::time::Duration;
+//! are kept in the space). A client's own marks of a node or a command are dropped: only
+//! this node's go on.
 
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::auth::Commanded;
 use super::error::ApiError;
 use crate::nodes::{COMMAND, FORWARDED, NODE};
 
 /// The largest request body forwarded: a message's files fit (see `limits`).
 pub const MAX_BODY: usize = 64 << 20;
-
-/// How long reaching the other node may take (not the answer: an event stream is long).
-const CONNECT: Duration = Duration::from_secs(3);
 
 /// The headers of one connection, never passed on (RFC 9110 §7.6.1), and `host`, which
 /// names this node.
@@ -79,13 +73,7 @@ impl Forwarder {
     /// A forwarder for the node the others reach at `me` (`http://HOST:PORT`), with the
     /// nodes' `secret`.
     pub fn new(me: String, secret: String) -> anyhow::Result<Forwarder> {
-        // Between nodes: a proxy of the environment must not see their traffic or tokens;
-        // a redirect goes back to the client as it is (the sign-in's 303 sets its cookie).
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(CONNECT)
-            .build()?;
+        let http = crate::nodes::client()?;
         let secret_hash = crate::tokens::hash(&secret);
         Ok(Forwarder { http, me, secret, secret_hash })
     }
@@ -113,10 +101,10 @@ impl Forwarder {
             headers.remove(name);
         }
         headers.remove(header::CONTENT_LENGTH);
-        // A client's own mark of a command goes no further; a proven one does.
-        headers.remove(COMMAND);
-        if parts.extensions.get::<Commanded>().is_some() {
-            headers.insert(COMMAND, header::HeaderValue::from_static("1"));
+        // A client's own marks go no further (a request from a node or a command is never
+        // forwarded on).
+        for mark in [COMMAND, FORWARDED, NODE] {
+            headers.remove(mark);
         }
         let sent = self
             .http

@@ -240,6 +240,9 @@ impl Spaces {
                 tracing::warn!(space, "this node lost the space's lease; it is looked up again");
             }
             Some(Route::There { until, .. }) if *until <= Instant::now() => {}
+            // Another node takes this one for the holder: what this node knew is old, and
+            // a forwarded request is never forwarded on.
+            Some(Route::There { .. }) if from_node => {}
             Some(route) => return Ok(route.clone()),
             None => {}
         }

@@ -74,6 +74,14 @@ fn nodes_forward_to_the_holder_refuse_other_spaces_tokens_and_take_over_when_it_
     assert_eq!(count(&a, &s, &auth), 2, "applied by the holder");
     assert_eq!(count(&b, &s, &auth), 2, "read through B as well");
     assert!(b.metric(r#"trellis_forwarded_requests_total{outcome="answered"}"#) >= 2.0);
+    // A client's own marks of a node or a command are dropped on the way: no token, no answer.
+    let forged = b.request(
+        "GET",
+        &increment.replace("/handlers/increment", ""),
+        &["X-Trellis-Command: 1", "X-Trellis-Node: guess"],
+        None,
+    );
+    assert_eq!(forged.status, 401, "{}", forged.body);
     assert!(a.metric(r#"trellis_lease_changes_total{change="taken"}"#) >= 1.0);
     assert!(a.metric(r#"trellis_commits_total{outcome="durable"}"#) >= 1.0);
 

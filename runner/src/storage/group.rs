@@ -112,6 +112,8 @@ pub struct GroupCommit {
     queue: Option<mpsc::Sender<Job>>,
     /// `None` once finished.
     thread: Option<JoinHandle<()>>,
+    /// Where the storage is, for the log.
+    target: String,
 }
 
 impl GroupCommit {
@@ -119,11 +121,11 @@ impl GroupCommit {
     pub fn start<W: GroupWriter>(name: &str, writer: W) -> Result<GroupCommit, StorageError> {
         let (queue, jobs) = mpsc::channel();
         let target = writer.target().to_owned();
-        let thread = std::thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(move || run(writer, &jobs))
-            .map_err(|source| StorageError::Io { path: target, action: "start the storage writer thread", source })?;
-        Ok(GroupCommit { queue: Some(queue), thread: Some(thread) })
+        let thread =
+            std::thread::Builder::new().name(name.to_owned()).spawn(move || run(writer, &jobs)).map_err(|source| {
+                StorageError::Io { path: target.clone(), action: "start the storage writer thread", source }
+            })?;
+        Ok(GroupCommit { queue: Some(queue), thread: Some(thread), target })
     }
 
     /// Queues one transaction's writes; the ticket resolves once they are durable.
@@ -150,7 +152,10 @@ impl GroupCommit {
 impl Drop for GroupCommit {
     fn drop(&mut self) {
         if !self.finish() {
-            tracing::error!("a storage writer thread panicked; transactions queued at that point may not be saved");
+            tracing::error!(
+                storage = %self.target,
+                "the storage writer thread panicked; transactions queued at that point may not be saved"
+            );
         }
     }
 }
