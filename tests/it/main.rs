@@ -44,6 +44,7 @@ mod serve_files;
 mod serve_openapi;
 mod serve_streams;
 mod snapshot;
+mod stale;
 mod structured;
 mod testing;
 mod todo;

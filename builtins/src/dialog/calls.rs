@@ -28,6 +28,8 @@ pub(super) async fn settle_round(
 ) -> Result<bool, String> {
     let steps = steps(shared, rt, cells, catalog, &held).await?;
     let mut asked = Vec::new();
+    // The charms the round's calls read or wrote: the model saw their data.
+    let mut read = Vec::new();
     for (call, step) in held.calls.iter_mut().filter(|call| call.output.is_none()).zip(steps) {
         let tool = catalog.get(&call.name);
         let display = tool.map_or(call.name.as_str(), |t| t.display.as_str()).to_string();
@@ -51,6 +53,14 @@ pub(super) async fn settle_round(
         };
         match step {
             Step::Done(invocation) => {
+                // `Charm.key`: the charm as the model knows it.
+                let charm =
+                    tool.filter(|t| t.charm.is_some()).and_then(|t| Some((t.display.rsplit_once('.')?.0, &t.target)));
+                if let (Some((name, ToolTarget::Handler { stream: at } | ToolTarget::Read { charm: at })), false) =
+                    (charm, matches!(invocation.output, ToolOutput::ErrorText(_)))
+                {
+                    read.push((name.to_owned(), at.doc.clone()));
+                }
                 if let (Some(effect), Some(ToolTarget::Defined(defined))) = (invocation.effect, tool.map(|t| &t.target))
                 {
                     let prompt = format!("{display} has a result to show");
@@ -84,6 +94,7 @@ pub(super) async fn settle_round(
             }
         }
     }
+    super::stale::record(rt, cells, &read);
     // A preview made before the round's other calls ran may be out of date already:
     // what the person is shown is what the call would change once they ran.
     for asking in asked.iter_mut().filter(|a| a.preview.is_some()) {

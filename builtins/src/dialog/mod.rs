@@ -45,6 +45,7 @@ mod recover;
 mod request;
 mod resolve;
 mod result;
+mod stale;
 #[cfg(test)]
 mod tests;
 

@@ -335,6 +335,12 @@ async fn run(
         if cut && catalog.get(context::READ_RESULT).is_none() {
             request.tools.push(context::read_result_spec());
         }
+        if let Some(note) = super::stale::note(rt, cells) {
+            request.system = Some(match request.system.take() {
+                Some(system) => format!("{system}\n\n{note}"),
+                None => note,
+            });
+        }
         // After the estimate: a file counts for its description there, not its bytes.
         crate::files::load(rt, &mut request.messages);
         if shared.is_text_only(&model_spec) {
