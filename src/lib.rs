@@ -21,6 +21,7 @@ mod nodes;
 mod program;
 mod serve;
 mod session;
+mod telemetry;
 mod terminal;
 pub mod testing;
 mod tokens;

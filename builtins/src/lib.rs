@@ -19,4 +19,5 @@ pub mod structured;
 mod test_rng;
 pub mod text;
 pub mod tool;
+pub mod traced;
 pub mod validation;

@@ -345,6 +345,8 @@ impl App {
         // it again next). A call the command stopped waiting for (a plugin past its
         // timeout, still burning its fuel on a blocking thread) is not waited for long.
         runtime.shutdown_timeout(SHUTDOWN);
+        // The spans of the command's last moments too.
+        crate::telemetry::flush();
         match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => match e.downcast_ref::<chat::Waiting>() {
@@ -479,7 +481,8 @@ impl App {
 /// The log on standard error (escaped), at the level `TRELLIS_LOG` names: `error`, `warn`
 /// (the default: MCP servers that stop, tool entries skipped, storage trouble), `info`
 /// (also each tool call and what MCP servers write on their standard error), `debug`,
-/// `trace` or `off`. A program that set up its own tracing subscriber keeps it.
+/// `trace` or `off`; and OpenTelemetry traces when the environment names a collector
+/// (`crate::telemetry`). A program that set up its own tracing subscriber keeps it.
 fn start_log() {
     use tracing_subscriber::filter::LevelFilter;
     let level = match std::env::var("TRELLIS_LOG") {
@@ -492,9 +495,7 @@ fn start_log() {
             LevelFilter::WARN
         }),
     };
-    let log = tracing_subscriber::fmt().with_max_level(level).with_target(false).without_time();
-    // Refused only when a subscriber is already set: the program's own, which stays.
-    let _ = log.with_writer(|| terminal::SafeStderr).try_init();
+    crate::telemetry::start(level);
 }
 
 /// How long a command, once done, waits for the blocking calls it stopped waiting for.

@@ -106,6 +106,8 @@ impl Forwarder {
         for mark in [COMMAND, FORWARDED, NODE] {
             headers.remove(mark);
         }
+        // The trace goes on at the other node, from this request's span.
+        crate::telemetry::http::inject(&mut headers);
         let sent = self
             .http
             .request(parts.method.clone(), &url)

@@ -143,7 +143,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let (server, token, local) = Server::new(rt, &options, addr, limits).await?;
     // A server of many spaces counts a client's requests before it finds their space.
     let limited = from_fn_with_state(server.clone(), auth::rate_limit);
-    let router = router(server).layer(limited).merge(probes::routes(ready));
+    // Traced outermost (a request refused by the rate limit too), the probes not at all.
+    let traced = axum::middleware::from_fn(crate::telemetry::http::traced);
+    let router = router(server).layer(limited).layer(traced).merge(probes::routes(ready));
     let name = crate::program::name();
     eprintln!("{name} serve: open http://{addr}/?token={token}");
     eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");

@@ -126,7 +126,12 @@ pub async fn run_many(options: Options, opener: mpsc::Sender<OpenRequest>, node:
         opener,
         routes: parking_lot::Mutex::default(),
     }));
-    let router = axum::Router::new().fallback(dispatch).with_state(spaces.clone()).merge(probes::routes(node.ready));
+    let traced = axum::middleware::from_fn(crate::telemetry::http::traced);
+    let router = axum::Router::new()
+        .fallback(dispatch)
+        .with_state(spaces.clone())
+        .layer(traced)
+        .merge(probes::routes(node.ready));
     let name = crate::program::name();
     eprintln!("{name} serve: serving the spaces of the database at http://{addr}/spaces/NAME/");
     if spaces.0.advertised != format!("http://{addr}") {

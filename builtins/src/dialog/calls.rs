@@ -231,7 +231,8 @@ async fn one_step(
         recover::mark_started(rt, cells, message, call.index)?;
     }
     let timeout = shared.settings.tool_timeout;
-    Ok(catalog.begin(rt, &call.name, call.input.clone(), approval, timeout, Some(&receipt)).await)
+    let named = (call.name.as_str(), Some(call.id.as_str()));
+    Ok(catalog.begin_call(rt, named, call.input.clone(), approval, timeout, Some(&receipt)).await)
 }
 
 /// A call's output, with what the model must know of it: the person changed its arguments

@@ -99,7 +99,8 @@ pub(super) fn start(shared: Arc<Shared>, rt: Runtime, cells: DialogCells, id: Re
             let mut guard = guard;
             guard.error = outcome.err();
         }
-        .instrument(span),
+        .instrument(span)
+        .instrument(crate::traced::agent(&cells.base.doc)),
     );
     shared.remember(cells.base, id, handle.abort_handle());
 }
@@ -347,11 +348,22 @@ async fn run(
             crate::files::withhold_media(&mut request.messages);
         }
         tracing::debug!(round, model = %model_spec, tools = request.tools.len(), "asking the model");
-        let answered = match open(shared, rt, cells, id, (&*model, &model_spec), request).await {
-            Ok(stream) => answer(rt, cells, id, stream, settings.max_reply_bytes).await,
-            Err(error) => Err(error),
-        };
+        let chat = crate::traced::Chat::start(&model_spec, &request);
+        let answered = async {
+            match open(shared, rt, cells, id, (&*model, &model_spec), request).await {
+                Ok(stream) => answer(rt, cells, id, stream, settings.max_reply_bytes).await,
+                Err(error) => Err(error),
+            }
+        }
+        .instrument(chat.span())
+        .await;
         crate::counted::model_request(answered.as_ref().map(|answer| answer.usage).map_err(|_| ()));
+        chat.end(
+            answered
+                .as_ref()
+                .map(|a| (a.usage, a.text.as_str(), a.calls.iter().map(|c| &c.part).collect()))
+                .map_err(|_| ()),
+        );
         let Answer { text, calls, usage, cut } = answered?;
         if cut {
             // Keep what arrived; calls announced after the cut were never completed.

@@ -165,6 +165,42 @@ impl Catalog {
         timeout: Duration,
         receipt: Option<&Link>,
     ) -> Step {
+        self.begin_call(rt, (name, None), arguments, approval, timeout, receipt).await
+    }
+
+    /// [`Catalog::begin`] of a call the model named `call_id` (its span says so), counted
+    /// and traced (`crate::traced`) by its outcome.
+    pub(crate) async fn begin_call(
+        &self,
+        rt: &Runtime,
+        (name, call_id): (&str, Option<&str>),
+        arguments: Value,
+        approval: Option<Approved>,
+        timeout: Duration,
+        receipt: Option<&Link>,
+    ) -> Step {
+        let span = crate::traced::tool(self.get(name).map_or(name, |t| &t.display), call_id, &arguments);
+        let step = self.first_step(rt, name, arguments, approval, timeout, receipt).instrument(span.clone()).await;
+        let (outcome, output) = match &step {
+            Step::Done(Invocation { output: output @ ToolOutput::ErrorText(_), .. }) => ("failed", Some(output)),
+            Step::Done(Invocation { output, .. }) => ("done", Some(output)),
+            Step::Wait(_) => ("waiting", None),
+        };
+        crate::counted::tool_call(outcome);
+        crate::traced::tool_ended(&span, outcome, output);
+        step
+    }
+
+    /// The call itself: see [`Catalog::begin`].
+    async fn first_step(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        arguments: Value,
+        approval: Option<Approved>,
+        timeout: Duration,
+        receipt: Option<&Link>,
+    ) -> Step {
         let Some(tool) = self.get(name) else {
             let span = tracing::info_span!("tool_call", tool = %name, wire = %name);
             let _enter = span.enter();
@@ -175,19 +211,13 @@ impl Catalog {
             Ok(arguments) => arguments,
             Err(message) => return Step::Done(Invocation::error(message)),
         };
-        let step = match (tool.approval_for(&arguments), approval) {
+        match (tool.approval_for(&arguments), approval) {
             (Some(reason), None) => tool.wait_for_approval(rt, reason, arguments, timeout, None).await,
             (_, approval) => {
                 let previewed = approval.and_then(|approval| approval.previewed);
                 tool.step(rt, arguments, timeout, self.calling, receipt, previewed).await
             }
-        };
-        crate::counted::tool_call(match &step {
-            Step::Done(Invocation { output: ToolOutput::ErrorText(_), .. }) => "failed",
-            Step::Done(_) => "done",
-            Step::Wait(_) => "waiting",
-        });
-        step
+        }
     }
 
     /// The error text for an unknown (or ambiguous) tool name, listing what exists.

@@ -1,0 +1,63 @@
+//! A span for each HTTP request `trellis serve` answers (the probes and `/metrics` left
+//! out), as the HTTP semantic conventions name it, and the W3C `traceparent` that carries a
+//! trace from one node to the next.
+//!
+//! A request's span continues the trace its `traceparent` names, whoever sent it: a node
+//! forwarding it, or a client with a trace of its own. Only the path is recorded, never
+//! the query (the page's sign-in link carries a token there) nor a header or a body.
+
+use axum::extract::Request;
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::Response;
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry_http::{HeaderExtractor, HeaderInjector};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing::field::Empty;
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use trellis_builtins::traced::TARGET;
+
+/// The middleware that answers a request inside its span (until its response's head: an
+/// event stream's body goes on after).
+pub(crate) async fn traced(request: Request, next: Next) -> Response {
+    if !super::tracing() {
+        return next.run(request).await;
+    }
+    let method = request.method().clone();
+    // The name is the method alone: a path names spaces and charms, too many to name spans by.
+    let span = tracing::info_span!(
+        target: TARGET,
+        "request",
+        otel.name = %method,
+        otel.kind = "server",
+        otel.status_code = Empty,
+        http.request.method = %method,
+        url.path = request.uri().path(),
+        http.response.status_code = Empty,
+    );
+    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(request.headers()));
+    // Fails only for a span that is off, which then needs no parent.
+    let _ = span.set_parent(parent);
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        span.record("otel.status_code", "error");
+    }
+    response
+}
+
+/// Puts the current span's trace into `headers` (a request about to be forwarded to
+/// another node), in place of any the client sent; without traces, `headers` stay as they
+/// are.
+pub(crate) fn inject(headers: &mut HeaderMap) {
+    if !super::tracing() {
+        return;
+    }
+    let context = tracing::Span::current().context();
+    for name in ["traceparent", "tracestate"] {
+        headers.remove(name);
+    }
+    TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+}
