@@ -101,15 +101,17 @@ impl App {
         // One set of connections for every space this node opens.
         let shared = Claim { lease: Some(Duration::from_secs_f64(lease)), ..Claim::default() };
         let shared = Claim { database: Some(shared.options().database(&nodes)?), ..shared };
-        let server = crate::serve::run_many(options, opener, crate::serve::Node { ready, secret, advertise });
-        tokio::pin!(server);
+        // A task of its own: opening a space below blocks this one (up to a connection's
+        // timeout when the database does not answer), and the server goes on meanwhile.
+        let mut server =
+            tokio::spawn(crate::serve::run_many(options, opener, crate::serve::Node { ready, secret, advertise }));
         loop {
             tokio::select! {
-                served = &mut server => return served,
+                served = &mut server => return served.context("the server stopped unexpectedly")?,
                 Some(request) = requests.recv() => {
                     let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
-                    // Opening talks to the database and may seed the space: not on the
-                    // task that drives the server.
+                    // Opening talks to the database and may seed the space: on a thread
+                    // that may block.
                     let opened = tokio::task::block_in_place(|| self.open_existing(database, &request.space, &claim));
                     // The request was dropped (its client left): nothing to answer.
                     let _ = request.reply.send(opened);
