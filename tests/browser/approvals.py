@@ -3,7 +3,7 @@ headless Chromium (Debian's), driven by Playwright.
 
 Usage: approvals.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM (see session.py). The server's
 `ollama:` models reach a slow loopback model. With the offline model, Notes.delete waits
-for approval: the page edits its arguments (text that is no JSON is refused in the page,
+for approval, showing what it would change: the page edits its arguments (text that is no JSON is refused in the page,
 arguments that do not fit the tool by the server, both said in the prompt), then allows
 the tool always (its next call shows no prompt), then makes it ask again. Then, while a
 slow reply streams, a second message waits for it, and goes when Stop cancels the reply.
@@ -50,6 +50,11 @@ with sync_playwright() as p:
     # Edited arguments: the model asks to delete note 1; the person deletes note 4.
     say("@Notes delete note 1")
     expect(prompt).to_contain_text('Approve Notes.delete {"id":1}?')
+    # What the call would change, beside the question: the milk note removed.
+    change = prompt.locator("ul.preview li").first
+    expect(change).to_contain_text("Notes.notes[0]: ")
+    expect(change).to_contain_text('"title":"milk"} → removed')
+    shot(page, "30-approval-preview")
     expect(allowed).to_be_hidden()
     prompt.locator("summary", has_text="Edit arguments").click()
     arguments = prompt.locator("textarea.arguments")

@@ -99,9 +99,13 @@ fn approvals_and_messages_while_a_reply_runs_in_a_real_browser() {
     let slow = slow_model::server();
     let served = server::Served::start(&s.path, &[], &[("OLLAMA_BASE_URL", &slow)]);
     let shots = browse("approvals.py", &served, &[]);
-    for step in
-        ["31-arguments-refused", "33-allowed-ran-without-asking", "34-asks-again", "35-message-waits-for-the-reply"]
-    {
+    for step in [
+        "30-approval-preview",
+        "31-arguments-refused",
+        "33-allowed-ran-without-asking",
+        "34-asks-again",
+        "35-message-waits-for-the-reply",
+    ] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
 }
