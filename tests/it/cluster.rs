@@ -22,7 +22,7 @@ fn node(database: &str, config: &std::path::Path) -> Served {
 }
 
 /// [`node`] with `env` set.
-fn node_with(database: &str, config: &std::path::Path, env: &[(&str, &str)]) -> Served {
+pub(crate) fn node_with(database: &str, config: &std::path::Path, env: &[(&str, &str)]) -> Served {
     let mut command = serve(database, config, &["--addr", "127.0.0.1:0"]);
     command.envs(env.iter().copied());
     Served::spawn(command)
@@ -41,12 +41,12 @@ fn serve(database: &str, config: &std::path::Path, args: &[&str]) -> Command {
 }
 
 /// A bearer token of `space`, as the `Authorization` header.
-fn bearer(space: &PgSpace) -> String {
+pub(crate) fn bearer(space: &PgSpace) -> String {
     let made = space.json(&["token", "new", "--name", "cluster"]);
     format!("Authorization: Bearer {}", made["token"].as_str().expect("a token"))
 }
 
-fn count(node: &Served, space: &PgSpace, auth: &str) -> Value {
+pub(crate) fn count(node: &Served, space: &PgSpace, auth: &str) -> Value {
     let got = node.request("GET", &format!("/spaces/{}/api/charms/Counter", space.name), &[auth], None);
     assert_eq!(got.status, 200, "{}", got.body);
     got.json()["data"]["count"].clone()

@@ -46,6 +46,7 @@ mod serve_streams;
 mod snapshot;
 mod stale;
 mod structured;
+mod telemetry;
 mod testing;
 mod todo;
 mod transactions;

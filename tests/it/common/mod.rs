@@ -4,6 +4,7 @@ pub mod example_plugin;
 pub mod install;
 #[path = "../../mcp/tools.rs"]
 pub mod mcp_tools;
+pub mod otlp;
 pub mod postgres;
 pub mod provider;
 pub mod python;

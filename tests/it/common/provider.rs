@@ -28,6 +28,9 @@ pub enum Reply {
     /// Words, but a request that carries an image is refused the way llama.cpp's server
     /// refuses it without a vision projector (the turn goes on to the next reply).
     Blind(String),
+    /// Words, and the tokens the request and the answer took (input, output), as a
+    /// provider reports them in the stream's last chunk.
+    Counted(String, u64, u64),
 }
 
 /// The server; it runs until the test process ends.
@@ -137,6 +140,12 @@ fn answer(stream: TcpStream, received: &Mutex<Vec<(Instant, Value)>>, replies: &
     };
     let events: Vec<String> = match reply {
         Reply::Text(text) => vec![chunk(json!({"content": text}), Value::Null), chunk(json!({}), json!("stop"))],
+        Reply::Counted(text, input, output) => {
+            let usage = json!({"id": "loopback", "object": "chat.completion.chunk", "model": "loopback", "choices": [],
+                "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}});
+            let words = [chunk(json!({"content": text}), Value::Null), chunk(json!({}), json!("stop"))];
+            words.into_iter().chain([format!("data: {usage}\n\n")]).collect()
+        }
         Reply::Call(name, arguments) => calls(&[(name, arguments)], chunk),
         Reply::Calls(all) => calls(&all, chunk),
         Reply::Blind(_) => Vec::new(),

@@ -126,6 +126,19 @@ impl Served {
         nix::sys::signal::kill(pid, signal).expect("signal the server");
     }
 
+    #[cfg(unix)]
+    /// Stops the server as an operator does (SIGTERM), and waits (at most 30 s) for it
+    /// to end.
+    pub fn terminate(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the server");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().expect("the server's status").is_none() {
+            assert!(std::time::Instant::now() < deadline, "the server did not stop on SIGTERM: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the server at once (SIGKILL), as a machine going down would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
