@@ -146,9 +146,6 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     // Traced outermost (a request refused by the rate limit too), the probes not at all.
     let traced = axum::middleware::from_fn(crate::telemetry::http::traced);
     let router = router(server).layer(limited).layer(traced).merge(probes::routes(ready));
-    let name = crate::program::name();
-    eprintln!("{name} serve: open http://{addr}/?token={token}");
-    eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");
     // Other `trellis` commands on this space find the server here while it runs.
     // They reach it on loopback only (they refuse to send the token elsewhere).
     let local_addr = match addr.ip() {
@@ -160,6 +157,11 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     };
     let handoff = handoff::Handoff { url: format!("http://{local_addr}"), token: local };
     let written = options.space.as_deref().map(|space| handoff.write(space)).transpose()?;
+    // Said once the hand-off file is there: a command run as soon as the server says where
+    // it listens finds the server, not a space in use.
+    let name = crate::program::name();
+    eprintln!("{name} serve: open http://{addr}/?token={token}");
+    eprintln!("(the link works once; API clients send `Authorization: Bearer TOKEN` from `{name} token new`)");
     trellis_http::serve(listener, router, options.limits, stopped()).await;
     if let Some(written) = written {
         written.remove();
