@@ -53,7 +53,7 @@ pub(crate) fn agent(dialog: &str) -> Span {
 
 /// The provider and the model of a model string: `openai:gpt-4o` is OpenAI's `gpt-4o`;
 /// `offline` is itself.
-fn provider_and_model(spec: &str) -> (&str, &str) {
+pub(crate) fn provider_and_model(spec: &str) -> (&str, &str) {
     spec.split_once(':').unwrap_or((spec, spec))
 }
 

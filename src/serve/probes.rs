@@ -1,17 +1,15 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (it can reach its storage), for
 //! load balancers and orchestrators, and `GET /metrics`, the process's counters in
 //! Prometheus's text format (commits, conflicts, lease changes, forwarded requests, tool
-//! calls, model requests and tokens, by outcome). None needs a sign-in, as a scraper
-//! has none, nor says more than counts, a status and a sentence: they sit outside the API
-//! and its rate limit.
+//! calls, model requests and tokens, by outcome; `crate::telemetry::metrics`). None needs a
+//! sign-in, as a scraper has none, nor says more than counts, a status and a sentence: they
+//! sit outside the API and its rate limit (and are not traced).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Json;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{json, Value};
 
 /// Whether the server can do its work now (its storage reachable, and still its own); the
@@ -21,7 +19,7 @@ pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The probes' routes, and `/metrics`.
 pub fn routes(ready: Readiness) -> axum::Router {
-    let metrics = recorder();
+    let metrics = crate::telemetry::metrics::recorder();
     axum::Router::new()
         .route("/healthz", get(|| async { Json(json!({ "status": "alive" })) }))
         .route(
@@ -31,35 +29,7 @@ pub fn routes(ready: Readiness) -> axum::Router {
                 async move { readyz(ready).await }
             }),
         )
-        .route("/metrics", get(move || async move { metrics_text(metrics) }))
-}
-
-/// The process's Prometheus recorder, installed the first time a server starts; `None`
-/// when the program installed a recorder of its own (its counters go there).
-fn recorder() -> Option<&'static PrometheusHandle> {
-    static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    RECORDER
-        .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
-            Ok(handle) => Some(handle),
-            Err(error) => {
-                tracing::warn!(%error, "the counters go to the program's own metrics recorder; /metrics shows none");
-                None
-            }
-        })
-        .as_ref()
-}
-
-fn metrics_text(recorder: Option<&'static PrometheusHandle>) -> axum::response::Response {
-    match recorder {
-        Some(handle) => {
-            ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response()
-        }
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": "this program records its metrics elsewhere (its own recorder)" })),
-        )
-            .into_response(),
-    }
+        .route("/metrics", get(move || async move { crate::telemetry::metrics::text(metrics) }))
 }
 
 async fn readyz(ready: Readiness) -> (StatusCode, Json<Value>) {

@@ -1,7 +1,7 @@
 //! What the `trellis` command tells its operator: the log on standard error (`TRELLIS_LOG`)
 //! and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is
-//! set, OpenTelemetry traces sent over OTLP/HTTP with protobuf ([`export`]). The counters
-//! of `/metrics` are `crate::serve::probes`'.
+//! set, OpenTelemetry traces sent over OTLP/HTTP with protobuf ([`export`]); and the
+//! counters `trellis serve` answers `GET /metrics` with ([`metrics`]).
 //!
 //! Both are layers of one `tracing` subscriber, each with its own filter: the log shows
 //! events at the `TRELLIS_LOG` level and the spans that locate them; OpenTelemetry gets
@@ -16,6 +16,7 @@
 
 mod export;
 pub(crate) mod http;
+pub(crate) mod metrics;
 
 use std::sync::OnceLock;
 

@@ -1,8 +1,8 @@
 //! OpenTelemetry traces of `trellis serve`, seen from outside: a server started with
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` naming a collector on loopback (`common::otlp`) and an
 //! OpenTelemetry-compatible model on loopback (`common::provider`), driven through its API;
-//! the spans are read as the collector decoded them. The counters of `/metrics`:
-//! `serve.rs` and `cluster.rs`.
+//! the spans are read as the collector decoded them, and the model's counters of
+//! `/metrics` beside them (the others: `serve.rs` and `cluster.rs`).
 
 use serde_json::json;
 
@@ -63,6 +63,12 @@ fn a_chat_message_is_traced_as_the_genai_conventions_say_its_content_left_out() 
     let sent = c.served.request("POST", "/api/charms/Counter/handlers/increment", &[&c.auth, &traceparent], Some("{}"));
     assert_eq!(sent.status, 200, "{}", sent.body);
     chat(&c);
+    // The counters of the same calls, by provider.
+    let metric = |series: &str| c.served.metric(series);
+    assert_eq!(metric(r#"trellis_model_requests_total{provider="openai",outcome="answered"}"#), 2.0);
+    assert_eq!(metric(r#"trellis_model_tokens_total{provider="openai",kind="input"}"#), 21.0);
+    assert_eq!(metric(r#"trellis_model_tokens_total{provider="openai",kind="output"}"#), 5.0);
+    assert_eq!(metric(r#"trellis_tool_calls_total{outcome="done"}"#), 1.0);
     assert!(collector.spans().is_empty(), "nothing sent before the batch is due");
     c.served.terminate();
     let spans = collector.wait_for(|spans| !named(spans, "invoke_agent llm_dialog").is_empty());

@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::message::{Message, Part, Role, ToolOutput};
 use crate::model::{Model, ModelEvent, ModelRequest};
@@ -93,7 +94,7 @@ fn json_len(value: &impl Serialize) -> usize {
 /// The compaction that brings `messages` within `budget`, going on from `previous`; `None`
 /// when nothing before the latest turn is left to compact.
 pub(super) async fn compact(
-    model: &dyn Model,
+    (model, spec): (&dyn Model, &str),
     messages: &[Message],
     previous: Option<&Compaction>,
     budget: u64,
@@ -102,8 +103,11 @@ pub(super) async fn compact(
     let Some(upto) = cut(messages, from, budget / 2) else { return Ok(None) };
     let earlier = previous.map(|p| p.summary.as_str());
     let covered = &messages[from..upto];
-    let summary =
-        if model.summarizes() { summarize(model, earlier, covered, budget).await? } else { listing(earlier, covered) };
+    let summary = if model.summarizes() {
+        summarize((model, spec), earlier, covered, budget).await?
+    } else {
+        listing(earlier, covered)
+    };
     // A quarter of the budget at most, so the summary and the kept half leave room.
     let room = usize::try_from(budget / 4 * BYTES_PER_TOKEN).unwrap_or(usize::MAX).min(MAX_SUMMARY);
     Ok(Some(Compaction { upto, summary: truncate(&summary, room), last: hash(&messages[upto - 1]) }))
@@ -129,9 +133,10 @@ fn cut(messages: &[Message], from: usize, keep: u64) -> Option<usize> {
     Some(fits)
 }
 
-/// A summary of `covered` (after the `earlier` summary) by `model`.
+/// A summary of `covered` (after the `earlier` summary) by `model` (of the model string
+/// `spec`), a model request counted and traced as the conversation's are.
 async fn summarize(
-    model: &dyn Model,
+    (model, spec): (&dyn Model, &str),
     earlier: Option<&str>,
     covered: &[Message],
     budget: u64,
@@ -156,16 +161,29 @@ async fn summarize(
         ..ModelRequest::default()
     };
     let failed = |e: crate::model::ModelError| format!("{} could not summarise the earlier turns: {e}", model.name());
-    let mut events = model.stream(request).await.map_err(failed)?;
-    let mut summary = String::new();
-    while let Some(event) = events.next().await {
-        if let ModelEvent::TextDelta(text) = event.map_err(failed)? {
-            summary.push_str(&text);
-            if summary.len() > MAX_SUMMARY {
-                break;
+    let chat = crate::traced::Chat::start(spec, &request);
+    let summarized: Result<(String, Option<crate::model::Usage>), String> = async {
+        let mut events = model.stream(request).await.map_err(failed)?;
+        let (mut summary, mut usage) = (String::new(), None);
+        while let Some(event) = events.next().await {
+            match event.map_err(failed)? {
+                ModelEvent::TextDelta(text) => {
+                    summary.push_str(&text);
+                    if summary.len() > MAX_SUMMARY {
+                        break;
+                    }
+                }
+                ModelEvent::Finish { usage: reported, .. } => usage = reported,
+                _ => {}
             }
         }
+        Ok((summary, usage))
     }
+    .instrument(chat.span())
+    .await;
+    crate::counted::model_request(spec, summarized.as_ref().map(|(_, usage)| *usage).map_err(|_| ()));
+    chat.end(summarized.as_ref().map(|(summary, usage)| (*usage, summary.as_str(), Vec::new())).map_err(|_| ()));
+    let (summary, _) = summarized?;
     if summary.trim().is_empty() {
         return Err(format!("{} gave an empty summary of the earlier turns", model.name()));
     }
@@ -273,10 +291,10 @@ mod tests {
     async fn a_model_that_cannot_summarise_gets_a_listing_that_goes_on() {
         let messages = conversation(30);
         let model = crate::offline::OfflineModel;
-        let first = compact(&model, &messages, None, 200).await.unwrap().unwrap();
+        let first = compact((&model, "offline"), &messages, None, 200).await.unwrap().unwrap();
         assert!(first.summary.contains("\"add 0\"") && first.covers(&messages), "{}", first.summary);
         let grown = conversation(60);
-        let second = compact(&model, &grown, Some(&first), 200).await.unwrap().unwrap();
+        let second = compact((&model, "offline"), &grown, Some(&first), 200).await.unwrap().unwrap();
         assert!(second.upto > first.upto && second.summary.starts_with(&first.summary));
         assert!(!second.covers(&conversation(5)), "not a cleared conversation's");
     }

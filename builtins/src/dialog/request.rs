@@ -326,7 +326,7 @@ async fn run(
         let mut cut = context::fill(&mut request, system.as_deref(), &messages, compaction.as_ref(), cap);
         let budget = compact::budget_of(&input(rt, cells, DialogInput::ContextBudget), model.context_window());
         if compact::estimate_tokens(&request) > budget {
-            if let Some(new) = compact::compact(&*model, &messages, compaction.as_ref(), budget).await? {
+            if let Some(new) = compact::compact((&*model, &model_spec), &messages, compaction.as_ref(), budget).await? {
                 if !store_compaction(rt, cells, id, &new)? {
                     return Ok(());
                 }
@@ -357,7 +357,7 @@ async fn run(
         }
         .instrument(chat.span())
         .await;
-        crate::counted::model_request(answered.as_ref().map(|answer| answer.usage).map_err(|_| ()));
+        crate::counted::model_request(&model_spec, answered.as_ref().map(|answer| answer.usage).map_err(|_| ()));
         chat.end(
             answered
                 .as_ref()
