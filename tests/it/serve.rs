@@ -135,7 +135,10 @@ fn every_route_answers_a_bearer_token() {
     let metric = |series: &str| c.served.metric(series);
     assert!(metric(r#"trellis_commits_total{outcome="durable"}"#) >= 2.0);
     assert!(metric(r#"trellis_tool_calls_total{outcome="done"}"#) >= 1.0);
-    assert!(metric(r#"trellis_model_requests_total{provider="offline",outcome="answered"}"#) >= 2.0, "a request per round");
+    assert!(
+        metric(r#"trellis_model_requests_total{provider="offline",outcome="answered"}"#) >= 2.0,
+        "a request per round"
+    );
     assert_eq!(metric(r#"trellis_forwarded_requests_total{outcome="answered"}"#), 0.0);
     let unknown = c.call("POST", "/api/chat/messages", Some(json!({"text": "@Nobody hi"})));
     assert_eq!(unknown.status, 422, "{}", unknown.body);
