@@ -75,7 +75,8 @@ pub(crate) fn tracing() -> bool {
 pub(crate) fn flush() {
     if let Some(provider) = TRACES.get() {
         if let Err(error) = provider.force_flush() {
-            eprintln!("warning: {}", terminal::safe_line(&format!("could not send the last traces: {error}")));
+            let message = format!("could not send the last traces to the OpenTelemetry collector: {error}");
+            eprintln!("warning: {}", terminal::safe_line(&message));
         }
     }
 }
