@@ -25,6 +25,8 @@ pub(crate) async fn traced(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let method = request.method().clone();
+    // A server of many spaces: the space a request names, for finding one space's requests.
+    let space = request.uri().path().strip_prefix("/spaces/").and_then(|rest| rest.split('/').next());
     // The name is the method alone: a path names spaces and charms, too many to name spans by.
     let span = tracing::info_span!(
         target: TARGET,
@@ -34,6 +36,7 @@ pub(crate) async fn traced(request: Request, next: Next) -> Response {
         otel.status_code = Empty,
         http.request.method = %method,
         url.path = request.uri().path(),
+        trellis.space = space.filter(|name| !name.is_empty()),
         http.response.status_code = Empty,
     );
     let parent = TraceContextPropagator::new().extract(&HeaderExtractor(request.headers()));

@@ -168,4 +168,5 @@ fn a_forwarded_request_is_one_trace_across_the_nodes() {
     assert_eq!(at_a.trace_id, at_b.trace_id, "one trace");
     assert_eq!(at_a.parent_id, at_b.span_id, "the holder's span is a child of the forwarding node's");
     assert!(at_b.parent_id.is_empty(), "the client began no trace");
+    assert_eq!(at_a.attr("trellis.space"), Some(s.name.as_str()), "{at_a:?}");
 }
