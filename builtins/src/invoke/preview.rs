@@ -11,7 +11,7 @@ use serde_json::Value;
 use trellis_runner::{Changed, DocId, Runtime};
 
 /// The most changes a preview shows; the rest are counted.
-pub const MAX_SHOWN: usize = 20;
+const MAX_SHOWN: usize = 20;
 
 /// The longest value shown, in characters, before it is cut.
 const MAX_VALUE: usize = 200;
@@ -19,7 +19,7 @@ const MAX_VALUE: usize = 200;
 /// What a call waiting for approval would change, as the person is shown it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Preview {
-    /// Each value it would change (at most [`MAX_SHOWN`]).
+    /// Each value it would change (at most 20; `more` counts the rest).
     pub changes: Vec<ShownChange>,
     /// How many more changes there are than shown.
     #[serde(default, skip_serializing_if = "is_zero")]
