@@ -176,11 +176,7 @@ fn diff(charm: &str, path: String, before: Option<&Value>, after: Option<&Value>
 
 /// A value as JSON, cut to [`MAX_VALUE`] characters.
 fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(MAX_VALUE) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text,
-    }
+    crate::text::truncate(&value.to_string(), MAX_VALUE)
 }
 
 #[cfg(test)]

@@ -24,11 +24,7 @@ pub fn ask(fields: &[String], arguments: &Value) -> String {
     let suggested: Vec<String> = fields
         .iter()
         .filter_map(|field| {
-            let value = arguments.get(field)?.to_string();
-            let value = match value.char_indices().nth(MAX_SUGGESTION) {
-                Some((end, _)) => format!("{}…", &value[..end]),
-                None => value,
-            };
+            let value = crate::text::truncate(&arguments.get(field)?.to_string(), MAX_SUGGESTION);
             Some(format!("{field} = {value}"))
         })
         .collect();
