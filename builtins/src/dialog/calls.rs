@@ -95,9 +95,9 @@ pub(super) async fn settle_round(
         }
     }
     super::stale::record(rt, cells, &read);
-    // A preview made before the round's other calls ran may be out of date already:
-    // what the person is shown is what the call would change once they ran.
-    for asking in asked.iter_mut().filter(|a| a.preview.is_some()) {
+    // What an approval's call would change, once the round's other calls ran (they may
+    // change it): a handler's preview, unless it has one already (the state moved).
+    for asking in asked.iter_mut().filter(|a| a.phase == Phase::Approval && a.preview.is_none()) {
         let (Some(tool), Some(call)) =
             (catalog.get(&asking.wire), held.calls.iter_mut().find(|c| c.id == asking.call_id))
         else {

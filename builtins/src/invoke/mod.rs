@@ -212,7 +212,7 @@ impl Catalog {
             Err(message) => return Step::Done(Invocation::error(message)),
         };
         match (tool.approval_for(&arguments), approval) {
-            (Some(reason), None) => tool.wait_for_approval(rt, reason, arguments, timeout, None).await,
+            (Some(reason), None) => tool.wait_for_approval(rt, reason, arguments, None),
             (_, approval) => {
                 let previewed = approval.and_then(|approval| approval.previewed);
                 tool.step(rt, arguments, timeout, self.calling, receipt, previewed).await
@@ -312,21 +312,12 @@ impl Tool {
         }
     }
 
-    /// The call waits for a person's approval, for `reason`; a handler's shows what it
-    /// would change (`moved`: what it would change now, after the state moved since the
-    /// person saw the last preview).
-    async fn wait_for_approval(
-        &self,
-        rt: &Runtime,
-        reason: String,
-        arguments: Value,
-        timeout: Duration,
-        moved: Option<Vec<Changed>>,
-    ) -> Step {
-        let preview = match moved {
-            Some(now) => Some((Preview::of(rt, &now), now)),
-            None => self.preview(rt, &arguments, timeout).await,
-        };
+    /// The call waits for a person's approval, for `reason`. A handler that was sent as
+    /// previewed and would now change something else shows that (`moved`); a first
+    /// preview is made by the dialog once the round's other calls ran ([`Tool::preview`]),
+    /// as they may change what this one would.
+    fn wait_for_approval(&self, rt: &Runtime, reason: String, arguments: Value, moved: Option<Vec<Changed>>) -> Step {
+        let preview = moved.map(|now| (Preview::of(rt, &now), now));
         let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
         Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None, preview })
     }
@@ -365,7 +356,7 @@ impl Tool {
                         Err(now) => {
                             let reason = self.approval_for(&arguments).unwrap_or_default();
                             let reason = format!("the state changed since you saw it; {reason}");
-                            return self.wait_for_approval(rt, reason, arguments, timeout, Some(now)).await;
+                            return self.wait_for_approval(rt, reason, arguments, Some(now));
                         }
                     }
                 }
