@@ -126,6 +126,15 @@ pub enum Error {
         /// What the handler would change now.
         now: Vec<crate::runtime::Changed>,
     },
+    /// An undo ([`Runtime::undo`](crate::Runtime::undo)) that cannot be made.
+    #[error("cannot undo: {0}")]
+    NotUndoable(String),
+    /// An undo refused: paths it would put back were written again since; nothing changed.
+    #[error("cannot undo: {} written again since, and nothing was changed: {}", plural(later.len()), later.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    UndoRefused {
+        /// The paths written again, and by whom.
+        later: Vec<crate::runtime::Later>,
+    },
     /// A handler or computation waited on `send`: it would wait for itself.
     #[error("an event to {0} was sent and awaited from inside a handler or computation, which would wait forever; write through the transaction instead, or send from `Tx::after_commit`")]
     Reentrant(Link),
@@ -206,4 +215,12 @@ pub mod actions {
     pub const LIST_CHARMS: &str = "list the charms";
     /// Give a charm another name.
     pub const RENAME_CHARMS: &str = "rename all but one";
+}
+
+/// "1 path it wrote was" / "N paths it wrote were".
+fn plural(n: usize) -> String {
+    match n {
+        1 => "1 path it wrote was".into(),
+        n => format!("{n} paths it wrote were"),
+    }
 }

@@ -37,7 +37,9 @@ pub use error::{BoxError, Error, Result};
 pub use link::{DocId, Link};
 pub use pattern::Pattern;
 pub use read::Read;
-pub use runtime::{Changed, Handler, Observation, Runtime, Sent, Stats, WeakRuntime};
+pub use runtime::{
+    Changed, Handler, Journal, Later, Observation, Runtime, Sent, Stats, Undone, WeakRuntime, Writer, Written,
+};
 pub use schema::Schema;
 pub use space::Space;
 pub use stream::Stream;

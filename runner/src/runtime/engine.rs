@@ -135,7 +135,7 @@ impl Runtime {
             None => (None, None, Mode::Commit),
         };
         let mut events = self.0.events.lock();
-        events.push_back(Event { stream: at, run, event, reply, receipt, mode });
+        events.push_back(Event { stream: at, run, event, reply, receipt, mode, writer: self.1.clone() });
         self.0.queued_events.store(events.len(), Ordering::Release);
         Ok(rx)
     }
@@ -407,6 +407,9 @@ impl Runtime {
                 drop(tx);
                 let commit = self.commit_writer(self.tx(), Listing::Nothing)?;
                 return Ok((Sent { changes: Vec::new(), returned, replayed: false, previewed }, commit.committed));
+            }
+            if let Some(writer) = &event.writer {
+                self.record(&tx, writer)?;
             }
             if let Some(receipt) = &event.receipt {
                 let kept = serde_json::json!({ "returned": returned });

@@ -24,11 +24,15 @@ mod engine;
 mod extensions;
 mod observers;
 mod preview;
+mod provenance;
+mod undo;
 mod wait;
 
 pub use observers::Observation;
 use observers::Observer;
 pub use preview::Changed;
+pub use provenance::{Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
+pub use undo::{Entry, Journal, Later, Undoing, Undone, MAX_JOURNAL_EFFECTS, MAX_JOURNAL_ENTRIES};
 
 use crate::builtin::BuiltinRegistry;
 use crate::charm::CharmState;
@@ -95,6 +99,8 @@ struct Event {
     receipt: Option<Link>,
     /// Commit, preview, or commit only what was previewed.
     mode: preview::Mode,
+    /// Who sent it (see [`Runtime::acting_as`]).
+    writer: Option<Arc<Writer>>,
 }
 
 pub(crate) struct Inner {
@@ -165,7 +171,7 @@ pub struct Stats {
 /// # Ok::<(), trellis_runner::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct Runtime(pub(crate) Arc<Inner>);
+pub struct Runtime(pub(crate) Arc<Inner>, pub(crate) Option<Arc<Writer>>);
 
 impl Runtime {
     /// A runtime whose space lives only in memory.
@@ -199,29 +205,32 @@ impl Runtime {
 
     fn with_space(space: Space) -> Self {
         let graph = Graph::default();
-        Runtime(Arc::new(Inner {
-            space,
-            dirty: graph.dirty_counter(),
-            graph: Mutex::new(graph),
-            events: Mutex::new(VecDeque::new()),
-            queued_events: AtomicUsize::new(0),
-            engine: Mutex::new(()),
-            handlers: DashMap::default(),
-            observers: DashMap::default(),
-            observed: AtomicBool::new(false),
-            patterns: PatternRegistry::default(),
-            builtins: BuiltinRegistry::default(),
-            charms: CharmState::default(),
-            tasks: AtomicUsize::new(0),
-            task_docs: DashMap::default(),
-            idle: Notify::new(),
-            waiting: AtomicUsize::new(0),
-            errors: Mutex::new(VecDeque::new()),
-            conflict_retries: AtomicU64::new(0),
-            spare: AtomicCell::new(None),
-            engine_spare: AtomicCell::new(None),
-            extensions: Box::default(),
-        }))
+        Runtime(
+            Arc::new(Inner {
+                space,
+                dirty: graph.dirty_counter(),
+                graph: Mutex::new(graph),
+                events: Mutex::new(VecDeque::new()),
+                queued_events: AtomicUsize::new(0),
+                engine: Mutex::new(()),
+                handlers: DashMap::default(),
+                observers: DashMap::default(),
+                observed: AtomicBool::new(false),
+                patterns: PatternRegistry::default(),
+                builtins: BuiltinRegistry::default(),
+                charms: CharmState::default(),
+                tasks: AtomicUsize::new(0),
+                task_docs: DashMap::default(),
+                idle: Notify::new(),
+                waiting: AtomicUsize::new(0),
+                errors: Mutex::new(VecDeque::new()),
+                conflict_retries: AtomicU64::new(0),
+                spare: AtomicCell::new(None),
+                engine_spare: AtomicCell::new(None),
+                extensions: Box::default(),
+            }),
+            None,
+        )
     }
 
     /// The space.
@@ -419,7 +428,7 @@ pub struct WeakRuntime(std::sync::Weak<Inner>);
 impl WeakRuntime {
     /// The runtime, if it still exists.
     pub fn upgrade(&self) -> Option<Runtime> {
-        self.0.upgrade().map(Runtime)
+        self.0.upgrade().map(|inner| Runtime(inner, None))
     }
 }
 
