@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::json;
-use trellis_runner::{DocId, Runtime};
+use trellis_runner::{DocId, Runtime, Writer};
 
 use super::output::{print, render_charms, render_result};
 use super::Format;
@@ -29,6 +29,11 @@ pub enum CharmCommand {
     Get {
         /// The charm's id or name.
         charm: String,
+        /// Instead of the values: who wrote each field last (a model's call with its
+        /// request, a person's command, the web page, an MCP client) and when, or that a
+        /// computation derives it.
+        #[arg(long)]
+        provenance: bool,
     },
     /// Send an event to one of a charm's handlers; prints what changed.
     Send {
@@ -61,7 +66,10 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
             let list = serde_json::to_value(charms.list())?;
             print(format, &list, || render_charms(&list));
         }
-        CharmCommand::Get { charm } => {
+        CharmCommand::Get { charm, provenance: true } => {
+            super::history::print_provenance(&crate::session::provenance(rt, &charms.find(&charm)?)?, format)
+        }
+        CharmCommand::Get { charm, provenance: false } => {
             let id = charms.find(&charm)?;
             let result = charms.get(&id)?;
             print(format, &result, || render_result(&result));
@@ -69,7 +77,7 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
         CharmCommand::Send { charm, handler, event } => {
             let id = charms.find(&charm)?;
             let event: serde_json::Value = serde_json::from_str(&event).context("the event is not valid JSON")?;
-            let sent = send(rt, &id, &handler, event, None)
+            let sent = send(&rt.acting_as(Writer::new("command", "charm send")), &id, &handler, event, None)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", safe_line(&e.to_string())))?;
             print(format, &sent.to_json(), || match &sent.returned {

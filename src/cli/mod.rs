@@ -7,6 +7,7 @@ pub(crate) mod chat;
 pub(crate) mod connections;
 mod copy;
 mod headless;
+mod history;
 mod interactive;
 mod mcp;
 pub(crate) mod output;
@@ -148,6 +149,19 @@ enum Command {
         timeout: f64,
         #[command(flatten)]
         mcp: mcp::McpArgs,
+    },
+    /// Undo the conversation's last request (or --request ID): every change its tool
+    /// calls made in the space is put back in one transaction, and the model is told.
+    /// Refused, listing them, when someone wrote one of those values again since. What
+    /// the calls did outside the space (MCP servers, plugins) is listed as not undone.
+    Undo {
+        /// The request to undo (`charm get NAME --provenance` shows which wrote a value)
+        /// [default: the latest].
+        #[arg(long, value_name = "ID")]
+        request: Option<u64>,
+        /// The chatbot pattern whose conversation to undo in [default: the program's chatbot].
+        #[arg(long, value_name = "PATTERN")]
+        chatbot: Option<String>,
     },
     /// The Model Context Protocol: offer this space's charms to MCP hosts, list the MCP
     /// servers whose tools chat offers.
@@ -441,6 +455,9 @@ impl App {
                 .await?
             }
             Command::Pending { chatbot } => chat::pending(&self.attach(&rt, chatbot.as_deref())?, format),
+            Command::Undo { request, chatbot } => {
+                history::undo(&self.attach(&rt, chatbot.as_deref())?, request, format)
+            }
             Command::Resolve {
                 call,
                 approve: _,

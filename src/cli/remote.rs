@@ -161,7 +161,11 @@ async fn charm(remote: &Remote, command: CharmCommand, format: Format) -> anyhow
             let id = created["id"].as_str().unwrap_or_default().to_string();
             print(format, &json!({ "id": id, "name": created["name"] }), || id.clone());
         }
-        CharmCommand::Get { charm } => {
+        CharmCommand::Get { charm, provenance: true } => {
+            let data = remote.call(Method::GET, &["api", "charms", &charm, "provenance"], None).await?;
+            super::history::print_provenance(&data, format);
+        }
+        CharmCommand::Get { charm, provenance: false } => {
             let data = remote.call(Method::GET, &["api", "charms", &charm], None).await?;
             let result = with_handlers(&data);
             print(format, &result, || render_result(&result));

@@ -11,12 +11,14 @@
 
 mod message;
 mod patterns;
+mod provenance;
 mod reply;
 mod send;
 mod tools;
 
 pub use message::{attach_file, check_message};
 pub use patterns::{pattern_infos, PatternInfo};
+pub use provenance::provenance;
 pub use reply::Reply;
 pub use send::{send, SendError};
 pub use tools::flattened;

@@ -50,3 +50,4 @@ mod telemetry;
 mod testing;
 mod todo;
 mod transactions;
+mod undo;

@@ -42,7 +42,7 @@ fn a_field_changed_by_someone_else_is_told_once_and_the_models_own_writes_never(
     ok(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": 5}"#]);
     chat(&s.path, &provider, "@Counter what is it now?");
     let told = system(&provider, 2);
-    assert!(told.contains("Counter.count is now 6 (it was 1 when you last read it)"), "{told}");
+    assert!(told.contains("Counter.count is now 6 (it was 1 when you last read it; changed by charm send)"), "{told}");
 
     chat(&s.path, &provider, "@Counter and now?");
     let again: Value = system(&provider, 3).into();

@@ -1,7 +1,7 @@
 //! A round's tool calls: each taken one step on through [`Catalog::begin`], the round
 //! stored waiting when some need a person or the client, or its results appended.
 
-use trellis_runner::Runtime;
+use trellis_runner::{Runtime, Writer};
 
 use super::context::{self, READ_RESULT};
 use super::interaction::{self, AfterClient, Held, HeldCall, Interaction, Phase};
@@ -26,7 +26,8 @@ pub(super) async fn settle_round(
     catalog: &Catalog,
     mut held: Held,
 ) -> Result<bool, String> {
-    let steps = steps(shared, rt, cells, catalog, &held).await?;
+    let by = super::undo::writer(rt, cells, id);
+    let steps = steps(shared, (rt, &by), cells, catalog, &held).await?;
     let mut asked = Vec::new();
     // The charms the round's calls read or wrote: the model saw their data.
     let mut read = Vec::new();
@@ -155,7 +156,7 @@ fn read_result(rt: &Runtime, cells: &DialogCells, arguments: &serde_json::Value)
 /// charm between a commit and its derived values.
 async fn steps(
     shared: &Shared,
-    rt: &Runtime,
+    (rt, by): (&Runtime, &Writer),
     cells: &DialogCells,
     catalog: &Catalog,
     held: &Held,
@@ -168,7 +169,7 @@ async fn steps(
     let in_order = async {
         let mut done = Vec::with_capacity(inside.len());
         for (at, call) in inside {
-            done.push((at, one_step(shared, rt, cells, catalog, held.message, call).await?));
+            done.push((at, one_step(shared, (rt, by), cells, catalog, held.message, call).await?));
         }
         Ok::<_, String>(done)
     };
@@ -177,7 +178,7 @@ async fn steps(
     let calls: Vec<futures::future::BoxFuture<'_, Result<(usize, Step), String>>> = outside
         .into_iter()
         .map(|(at, call)| {
-            let step = one_step(shared, rt, cells, catalog, held.message, call);
+            let step = one_step(shared, (rt, by), cells, catalog, held.message, call);
             Box::pin(async move { step.await.map(|step| (at, step)) }) as futures::future::BoxFuture<'_, _>
         })
         .collect();
@@ -192,7 +193,7 @@ async fn steps(
 /// Takes one call of the round of the assistant message at `message` one step on.
 async fn one_step(
     shared: &Shared,
-    rt: &Runtime,
+    (rt, by): (&Runtime, &Writer),
     cells: &DialogCells,
     catalog: &Catalog,
     message: usize,
@@ -227,12 +228,18 @@ async fn one_step(
     let receipt = recover::receipt(cells, message, call.index);
     let runs_now = approval.is_some() || !asks;
     let outside = tool.is_some_and(|tool| !tool.repeatable() && !matches!(tool.target, ToolTarget::Client) && runs_now);
+    let display = tool.map_or(call.name.as_str(), |tool| tool.display.as_str());
+    let by = super::undo::for_call(by, &call.id, display);
     if outside {
         recover::mark_started(rt, cells, message, call.index)?;
+        if let Some(journal) = &by.journal {
+            let effect = format!("{display} (call {})", call.id);
+            rt.journal_effect(journal, &by, &effect).map_err(|e| format!("could not journal {effect}: {e}"))?;
+        }
     }
     let timeout = shared.settings.tool_timeout;
     let named = (call.name.as_str(), Some(call.id.as_str()));
-    Ok(catalog.begin_call(rt, named, call.input.clone(), approval, timeout, Some(&receipt)).await)
+    Ok(catalog.begin_call(&rt.acting_as(by), named, call.input.clone(), approval, timeout, Some(&receipt)).await)
 }
 
 /// A call's output, with what the model must know of it: the person changed its arguments

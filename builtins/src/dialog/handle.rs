@@ -126,6 +126,17 @@ impl DialogHandle {
         self.rt.send(&self.base.child(DialogOutput::Resolve.key()), json).await.map(drop)
     }
 
+    /// Puts back everything request `request` (the latest when `None`) changed in the
+    /// space, in one transaction made as `by`, and tells the model in the conversation.
+    /// Refused, with what was written since, when someone wrote one of those values again.
+    pub fn undo(
+        &self,
+        request: Option<super::RequestId>,
+        by: trellis_runner::Writer,
+    ) -> Result<super::UndoneRequest, super::UndoError> {
+        super::undo::undo(&self.rt, &self.cells(), request, by)
+    }
+
     /// The text of the reply being streamed.
     pub fn partial(&self) -> String {
         self.cells().partial.get(&self.rt).unwrap_or_default()

@@ -48,6 +48,7 @@ mod result;
 mod stale;
 #[cfg(test)]
 mod tests;
+mod undo;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 pub use recover::{CUT_OFF, MAX_RESUMES};
 pub use resolve::{Resolution, Resolve};
+pub use undo::{UndoError, UndoneRequest, MODEL_WRITER};
 
 /// The builtin's id.
 pub const LLM_DIALOG: &str = "llm_dialog";
@@ -285,7 +287,7 @@ impl Shared {
 /// The id of one request of a dialog. Each message (and each cancel) takes the next id;
 /// a request writes only while the dialog's `request` still holds its id, so a cancelled
 /// or superseded request never touches a newer one's state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct RequestId(pub u64);
 

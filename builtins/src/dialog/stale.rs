@@ -3,7 +3,8 @@
 //! answer carries the charm's data). Before each request to the model, the fields someone
 //! else changed since (another process, the page, a person's `charm send`, another
 //! conversation) become one short note in that request's instructions: `Counter.count is
-//! now 7 (it was 5 when you last read it)`. Each change is told once; the conversation's
+//! now 7 (it was 5 when you last read it; changed by charm send)`, naming the writer the
+//! space recorded (see `undo.rs`). Each change is told once; the conversation's
 //! own calls are no news, since what they left is kept as seen.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -35,6 +36,10 @@ pub(super) struct Seen {
     value: Option<Value>,
     /// Its hash, when it is not.
     hash: u64,
+    /// When it was kept as seen (milliseconds since the Unix epoch), so that only a later
+    /// writer is named as the one who changed it.
+    #[serde(default)]
+    at_ms: u64,
 }
 
 impl Seen {
@@ -43,7 +48,15 @@ impl Seen {
         let mut hasher = DefaultHasher::new();
         text.hash(&mut hasher);
         let value = (text.len() <= MAX_KEPT).then(|| value.clone());
-        Seen { charm: charm.to_owned(), doc: doc.to_owned(), field: field.to_owned(), value, hash: hasher.finish() }
+        let at_ms = crate::dialog::interaction::now_ms();
+        Seen {
+            charm: charm.to_owned(),
+            doc: doc.to_owned(),
+            field: field.to_owned(),
+            value,
+            hash: hasher.finish(),
+            at_ms,
+        }
     }
 
     fn same(&self, other: &Seen) -> bool {
@@ -90,10 +103,11 @@ pub(super) fn note(rt: &Runtime, cells: &DialogCells) -> Option<String> {
     let now: Vec<Seen> = seen
         .iter()
         .map(|old| {
-            let value = snapshot(rt, &Link::new(DocId::from(old.doc.as_str()), Path::new([old.field.as_str()])));
-            let new = Seen::of(&old.charm, &old.doc, &old.field, &value.unwrap_or(Value::Null));
+            let at = Link::new(DocId::from(old.doc.as_str()), Path::new([old.field.as_str()]));
+            let new = Seen::of(&old.charm, &old.doc, &old.field, &snapshot(rt, &at).unwrap_or(Value::Null));
             if !new.same(old) {
-                changed.push(told(old, &new));
+                let by = rt.last_writer(&at).ok().flatten().filter(|w| w.at_ms >= old.at_ms).map(|w| w.by.name);
+                changed.push(told(old, &new, by.as_deref()));
             }
             new
         })
@@ -117,10 +131,12 @@ pub(super) fn note(rt: &Runtime, cells: &DialogCells) -> Option<String> {
 }
 
 /// `Counter.count is now 7 (it was 5 when you last read it)`.
-fn told(old: &Seen, new: &Seen) -> String {
+/// With `by`, the recorded writer of the change: `...; changed by charm send)`.
+fn told(old: &Seen, new: &Seen, by: Option<&str>) -> String {
     let at = format!("{}.{}", old.charm, old.field);
+    let by = by.map(|by| format!("; changed by {by}")).unwrap_or_default();
     match (&old.value, &new.value) {
-        (Some(was), Some(now)) => format!("{at} is now {now} (it was {was} when you last read it)"),
-        _ => format!("{at} changed (too large to show here; read it again)"),
+        (Some(was), Some(now)) => format!("{at} is now {now} (it was {was} when you last read it{by})"),
+        _ => format!("{at} changed (too large to show here; read it again{by})"),
     }
 }

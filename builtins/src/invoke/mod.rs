@@ -22,7 +22,7 @@
 //! while their result settles (async builtin work); building the charm is synchronous
 //! and not covered. Calls need a Tokio runtime (any flavour).
 
-mod preview;
+pub(crate) mod preview;
 mod workers;
 
 pub use preview::{Preview, ShownChange};

@@ -62,10 +62,7 @@ impl Preview {
         let charms = rt.charms().list();
         let mut all = Vec::new();
         for change in changed {
-            let charm = charms
-                .iter()
-                .find(|c| rt.charms().result(&DocId::from(c.id.as_str())).doc.to_string() == change.doc)
-                .map_or_else(|| change.doc.clone(), |c| c.name.clone());
+            let charm = name_in(rt, &charms, &change.doc);
             let path = dotted(&change.path);
             diff(&charm, path, some(&change.before), some(&change.after), &mut all);
         }
@@ -104,6 +101,25 @@ impl Preview {
             lines.push("it changes nothing".to_owned());
         }
         lines
+    }
+}
+
+/// The name of the charm whose result is `doc` among `charms`; the document's id when it
+/// belongs to none.
+pub(crate) fn name_in(rt: &Runtime, charms: &[trellis_runner::CharmInfo], doc: &str) -> String {
+    charms
+        .iter()
+        .find(|c| *rt.charms().result(&DocId::from(c.id.as_str())).doc == *doc)
+        .map_or_else(|| doc.to_owned(), |c| c.name.clone())
+}
+
+/// `Notes.notes[0]`: where `path` of `doc` is, named by its charm.
+pub(crate) fn place(rt: &Runtime, doc: &str, path: &[String]) -> String {
+    let charm = name_in(rt, &rt.charms().list(), doc);
+    match dotted(path) {
+        path if path.is_empty() => charm,
+        path if path.starts_with('[') => format!("{charm}{path}"),
+        path => format!("{charm}.{path}"),
     }
 }
 

@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 use trellis_builtins::catalog::{Catalog, CatalogCache, ToolTarget};
 use trellis_builtins::dialog::is_conversation;
 use trellis_builtins::message::{Part, ToolOutput};
-use trellis_runner::Runtime;
+use trellis_runner::{Runtime, Writer};
 
 /// How long what is set aside for a `subscriptions/listen` stream when its filter is
 /// accepted (its part of the budget, its receivers) waits for the stream to start. The
@@ -154,7 +154,7 @@ impl ServerHandler for TrellisMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name == CREATE_CHARM {
             return Ok(create_charm(&self.rt, &request.arguments.unwrap_or_default()).into());
@@ -166,7 +166,10 @@ impl ServerHandler for TrellisMcp {
             return Err(ErrorData::invalid_params(message, None));
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let invocation = catalog.invoke(&self.rt, &request.name, arguments, CALL_TIMEOUT).await;
+        // Recorded as the writer of what the call changes (`charm get --provenance`).
+        let client = context.peer.peer_info().map(|info| trellis_builtins::text::echo(&info.client_info.name));
+        let by = Writer::new("mcp", format!("the MCP client {}", client.as_deref().unwrap_or("(unnamed)")));
+        let invocation = catalog.invoke(&self.rt.acting_as(by), &request.name, arguments, CALL_TIMEOUT).await;
         let result = match invocation.output {
             ToolOutput::Json(value) => CallToolResult::structured(value),
             ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),

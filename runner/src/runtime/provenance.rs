@@ -162,6 +162,13 @@ impl Runtime {
         Ok(read_kept(self, &at.doc)?.written.into_iter().filter(|w| w.overlaps(&path)).max_by_key(|w| w.at_ms))
     }
 
+    /// Whether a computation writes `link` (or a location overlapping it): a derived
+    /// value, whose writer is no one. Only computations of charms running in this process
+    /// are known (start the charm first).
+    pub fn is_derived(&self, link: &Link) -> bool {
+        self.0.space.resolve(link).is_ok_and(|(at, _)| self.0.graph.lock().writes(&at))
+    }
+
     /// Records `writer` for each path `tx` wrote (the provenance documents aside), and
     /// journals them if it keeps a journal. Runs in the handler's transaction, before
     /// anything else is written there.

@@ -210,7 +210,17 @@ impl Runtime {
     /// # });
     /// ```
     pub fn undo(&self, id: &str, by: Writer) -> Result<Undone> {
-        let undone = self.transact(|tx| {
+        self.undo_then(id, by, |_, _| Ok(()))
+    }
+
+    /// [`Runtime::undo`] that also runs `then` in its transaction, once everything is put
+    /// back (to tell whoever should know, in the same commit).
+    pub fn undo_then(&self, id: &str, by: Writer, then: impl Fn(&Tx<'_>, &Undone) -> Result<()>) -> Result<Undone> {
+        // The charms whose data it puts back run, so that their derived values follow.
+        for entry in read_journal(self, id)?.iter().flat_map(|journal| &journal.entries) {
+            self.start_charm_for(&link_of(&entry.doc, &[]))?;
+        }
+        self.transact(|tx| {
             let journal = read_journal(tx, id)?.ok_or_else(|| Error::NotUndoable(format!("nothing was journaled in {id}")))?;
             if let Some(undoing) = &journal.undone {
                 return Err(Error::NotUndoable(format!("{} undid it already", undoing.by.name)));
@@ -244,9 +254,10 @@ impl Runtime {
             let mut journal = journal;
             journal.undone = Some(Undoing { by: by.clone(), at_ms: now_ms() });
             write_journal(tx, id, &journal)?;
-            Ok(Undone { reverted, effects: journal.effects })
-        })?;
-        Ok(undone)
+            let undone = Undone { reverted, effects: journal.effects };
+            then(tx, &undone)?;
+            Ok(undone)
+        })
     }
 }
 

@@ -256,6 +256,12 @@ impl Graph {
             .filter_map(|(at, slot)| slot.computation.as_ref().map(|c| (ComputationId::new(at, slot.generation), c)))
     }
 
+    /// Whether a computation writes `link`, or a location it covers or lies inside.
+    pub fn writes(&self, link: &Link) -> bool {
+        self.computations()
+            .any(|(_, c)| c.definition.output.doc == link.doc && c.definition.output.path.overlaps(&link.path))
+    }
+
     /// Removes a computation and forgets its edges.
     pub fn remove(&mut self, id: ComputationId) {
         if self.get(id).is_none() {

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_runner::{DocId, Link, Runtime};
+use trellis_runner::{DocId, Link, Runtime, Writer};
 
 use crate::serve::auth::Credential;
 use crate::serve::error::ApiError;
@@ -184,6 +184,7 @@ pub async fn rename(
 /// timeout, a node that died) sends again with the same key and gets the first answer.
 pub async fn send(
     State(server): State<Server>,
+    Extension(credential): Extension<Credential>,
     Path((charm, handler)): Path<(String, String)>,
     headers: HeaderMap,
     Body(event): Body<serde_json::Value>,
@@ -191,7 +192,15 @@ pub async fn send(
     let rt = server.runtime();
     let id = find(rt, &charm)?;
     let receipt = idempotency_receipt(&headers, &id, &handler)?;
-    match send_event(rt, &id, &handler, event, receipt.as_ref()).await {
+    let by = match credential {
+        Credential::Session => Writer::new("web", "the web page"),
+        // The hand-off file's token: a `charm send` of this machine, through the server.
+        Credential::Local => Writer::new("command", "charm send"),
+        Credential::Token(sha256) => {
+            Writer::new("api", format!("a client of the API (token {})", &sha256[..sha256.len().min(8)]))
+        }
+    };
+    match send_event(&rt.acting_as(by), &id, &handler, event, receipt.as_ref()).await {
         Ok(sent) => Ok(Json(Sent {
             id: sent.id.to_string(),
             summary: sent.summary,

@@ -1,0 +1,101 @@
+//! Who changed what, and undoing a turn, driven as a user would: a model (an
+//! OpenAI-compatible server on loopback that replays calls) changes charms through
+//! `trellis chat`, a person through `trellis charm send`; `trellis charm get --provenance`
+//! names the last writer of each field, and `trellis undo` puts back a request's writes,
+//! unless someone wrote them again since.
+
+use crate::common;
+use crate::common::provider::{Provider, Reply};
+
+use common::{fails, json_of, ok, space, Finish};
+use serde_json::{json, Value};
+
+/// `trellis chat --model openai:loopback -m MESSAGE` against `provider`.
+fn chat(space: &std::path::Path, provider: &Provider, message: &str) {
+    let out = common::trellis(space)
+        .args(["chat", "--model", "openai:loopback", "-m", message])
+        .env("OPENAI_API_KEY", "not-checked")
+        .env("OPENAI_BASE_URL", &provider.url)
+        .env("NO_PROXY", "127.0.0.1")
+        .finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn count(space: &std::path::Path) -> Value {
+    json_of(space, &["charm", "get", "Counter"])["count"].clone()
+}
+
+/// The provenance entry of `path` in `charm get NAME --provenance --json`.
+fn writer_of(space: &std::path::Path, charm: &str, path: &str) -> Value {
+    let report = json_of(space, &["charm", "get", charm, "--provenance"]);
+    let entries = report["provenance"].as_array().cloned().unwrap_or_default();
+    entries.into_iter().find(|e| e["path"] == path).unwrap_or_else(|| panic!("no {path} in {report}"))
+}
+
+#[test]
+fn each_field_names_its_last_writer_and_an_undo_puts_back_the_whole_turn() {
+    let s = space();
+    let start = count(&s.path);
+    let provider = Provider::start(vec![
+        Reply::Calls(vec![
+            ("Counter_increment".into(), json!({"amount": 2})),
+            ("Counter_increment".into(), json!({"amount": 3})),
+        ]),
+        Reply::Text("Added five.".into()),
+        Reply::Text("Understood.".into()),
+    ]);
+    chat(&s.path, &provider, "@Counter add two, then three");
+    assert_eq!(count(&s.path), json!(start.as_i64().expect("a count") + 5));
+
+    let count_by = writer_of(&s.path, "Counter", "count");
+    assert_eq!(count_by["by"]["kind"], "model", "{count_by}");
+    assert_eq!(count_by["by"]["details"]["request"], 1, "{count_by}");
+    assert_eq!(count_by["by"]["details"]["tool"], "Counter.increment", "{count_by}");
+    assert!(count_by["by"]["details"]["call"].is_string(), "{count_by}");
+    let label = writer_of(&s.path, "Counter", "label");
+    assert_eq!((label["derived"].clone(), label["by"].clone()), (json!(true), Value::Null), "{label}");
+    let shown = ok(&s.path, &["charm", "get", "Counter", "--provenance"]);
+    assert!(
+        shown.contains("Counter.count: the model (openai:loopback) calling Counter.increment in request 1"),
+        "{shown}"
+    );
+    assert!(shown.contains("Counter.label: a derived value"), "{shown}");
+
+    let undone = ok(&s.path, &["undo"]);
+    assert!(undone.contains("undid request 1"), "{undone}");
+    assert!(undone.contains(&format!("Counter.count: {} → {start}", start.as_i64().unwrap_or(0) + 5)), "{undone}");
+    assert_eq!(count(&s.path), start, "the count is back");
+    let label = json_of(&s.path, &["charm", "get", "Counter"])["label"].clone();
+    assert_eq!(label, json!(format!("Count: {start}")), "derived values follow");
+    assert_eq!(writer_of(&s.path, "Counter", "count")["by"]["kind"], "undo");
+
+    // The model is told, in the conversation, before its next request.
+    chat(&s.path, &provider, "ok");
+    let received = provider.received();
+    let told = received[2]["messages"].to_string();
+    assert!(told.contains("The user undid your turn of request 1"), "{told}");
+
+    let again = fails(&s.path, &["undo", "--request", "1"]);
+    assert!(again.contains("undid it already"), "{again}");
+    let nothing = fails(&s.path, &["undo"]);
+    assert!(nothing.contains("cannot undo request 2: its tool calls changed nothing"), "{nothing}");
+}
+
+#[test]
+fn an_undo_is_refused_after_someone_elses_later_write_and_lists_it() {
+    let s = space();
+    let start = count(&s.path).as_i64().expect("a count");
+    let provider = Provider::start(vec![
+        Reply::Call("Counter_increment".into(), json!({"amount": 2})),
+        Reply::Text("Added two.".into()),
+    ]);
+    chat(&s.path, &provider, "@Counter add two");
+    ok(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": 5}"#]);
+    let by = writer_of(&s.path, "Counter", "count");
+    assert_eq!((by["by"]["kind"].clone(), by["by"]["name"].clone()), (json!("command"), json!("charm send")));
+
+    let refused = fails(&s.path, &["undo"]);
+    let line = format!("Counter.count is {} (request 1 left it at {}), written by charm send", start + 7, start + 2);
+    assert!(refused.contains(&line), "{refused}");
+    assert_eq!(count(&s.path), json!(start + 7), "nothing was changed");
+}
