@@ -67,7 +67,8 @@ pub async fn run(rt: &Runtime, command: CharmCommand, format: Format) -> anyhow:
             print(format, &list, || render_charms(&list));
         }
         CharmCommand::Get { charm, provenance: true } => {
-            super::history::print_provenance(&crate::session::provenance(rt, &charms.find(&charm)?)?, format)
+            let report = crate::session::provenance(rt, &charms.find(&charm)?)?;
+            super::history::print_provenance(&serde_json::to_value(report)?, format)
         }
         CharmCommand::Get { charm, provenance: false } => {
             let id = charms.find(&charm)?;

@@ -2,7 +2,7 @@
 //! (`trellis undo`), as the terminal shows them.
 
 use serde_json::Value;
-use trellis_builtins::dialog::{RequestId, UndoError};
+use trellis_builtins::dialog::{RequestId, UndoError, UndoneRequest};
 use trellis_runner::Writer;
 
 use super::output::print;
@@ -59,7 +59,12 @@ pub fn undo(session: &Session, request: Option<u64>, format: Format) -> anyhow::
         ),
         other => anyhow::anyhow!("{other}"),
     })?;
-    print(format, &serde_json::to_value(&undone)?, || {
+    print_undone(&undone, format)
+}
+
+/// What `trellis undo` says of a request undone (here or through the server).
+pub fn print_undone(undone: &UndoneRequest, format: Format) -> anyhow::Result<()> {
+    print(format, &serde_json::to_value(undone)?, || {
         let mut lines = vec![format!("undid request {}: put back", undone.request)];
         lines.extend(undone.changes.lines.iter().map(|l| format!("  {l}")));
         if !undone.not_undone.is_empty() {

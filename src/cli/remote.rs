@@ -141,6 +141,11 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             finish(&state, new, format)?;
         }
         Command::Token(command) => token(&remote, command, format).await?,
+        Command::Undo { request, chatbot: None } => {
+            let undone =
+                remote.call(Method::POST, &["api", "chat", "undo"], Some(&json!({ "request": request }))).await?;
+            super::history::print_undone(&serde_json::from_value(undone)?, format)?;
+        }
         _ => return Err(remote.needs_the_space("this command")),
     }
     Ok(())

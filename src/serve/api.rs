@@ -118,6 +118,16 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         endpoint(
             "get",
+            "/api/charms/{charm}/provenance",
+            "charmProvenance",
+            "Who wrote each of a charm's fields last (a model's call, a person's command, the web page, an MCP \
+             client) and when, or that a computation derives it",
+            None,
+            Json(200, schema::<crate::session::Provenance>),
+            get(charms::provenance),
+        ),
+        endpoint(
+            "get",
             "/api/charms/{charm}/tools",
             "charmTools",
             "The tools a charm offers a model",
@@ -170,6 +180,17 @@ pub fn endpoints() -> Vec<Endpoint> {
             Some(schema::<serde_json::Map<String, serde_json::Value>>),
             Nothing,
             post(chat::cancel),
+        ),
+        endpoint(
+            "post",
+            "/api/chat/undo",
+            "undoRequest",
+            "Undo the conversation's last request (or `request`): what its tool calls changed in the space is put \
+             back in one transaction and the model is told; 409 when it runs, wrote nothing, or someone wrote one of those \
+             values again since",
+            Some(schema::<chat::Undo>),
+            Json(200, schema::<trellis_builtins::dialog::UndoneRequest>),
+            post(chat::undo),
         ),
         endpoint(
             "put",

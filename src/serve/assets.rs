@@ -15,6 +15,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const FILES: &str = include_str!("assets/files.js");
 const PROMPTS: &str = include_str!("assets/prompts.js");
+const HISTORY: &str = include_str!("assets/history.js");
 const STYLE: &str = include_str!("assets/style.css");
 const WORKER: &str = include_str!("assets/plugin-worker.js");
 
@@ -51,13 +52,15 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// The page's routes: `/`, `/app.js`, `/files.js`, `/prompts.js`, `/style.css`, `/plugin-worker.js`.
+/// The page's routes: `/`, `/app.js`, `/files.js`, `/prompts.js`, `/history.js`, `/style.css`,
+/// `/plugin-worker.js`.
 pub fn routes() -> axum::Router<Server> {
     axum::Router::new()
         .route("/", get(index))
         .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/files.js", get(|| async { asset("text/javascript; charset=utf-8", FILES) }))
         .route("/prompts.js", get(|| async { asset("text/javascript; charset=utf-8", PROMPTS) }))
+        .route("/history.js", get(|| async { asset("text/javascript; charset=utf-8", HISTORY) }))
         .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
         .route("/plugin-worker.js", get(|| async { asset("text/javascript; charset=utf-8", WORKER) }))
 }

@@ -18,7 +18,7 @@ mod tools;
 
 pub use message::{attach_file, check_message};
 pub use patterns::{pattern_infos, PatternInfo};
-pub use provenance::provenance;
+pub use provenance::{provenance, Provenance};
 pub use reply::Reply;
 pub use send::{send, SendError};
 pub use tools::flattened;

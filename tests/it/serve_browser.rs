@@ -6,7 +6,8 @@
 //! streams waiting for it (until Stop); an
 //! installed plugin's tool run by the page, in a Web Worker, its result inline; and files:
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
-//! conversation was compacted, the value a reply ended with.
+//! conversation was compacted, the value a reply ended with; who wrote each field, the tool
+//! results whose values changed since, and Undo turn.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -106,6 +107,16 @@ fn approvals_and_messages_while_a_reply_runs_in_a_real_browser() {
         "34-asks-again",
         "35-message-waits-for-the-reply",
     ] {
+        assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
+    }
+}
+
+#[test]
+fn who_wrote_each_field_what_changed_since_and_undo_in_a_real_browser() {
+    let s = common::space();
+    let served = server::Served::start(&s.path, &[], &[]);
+    let shots = browse("history.py", &served, &[]);
+    for step in ["40-writers", "41-changed-since", "42-undo-refused", "43-undone"] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
 }

@@ -99,3 +99,22 @@ fn an_undo_is_refused_after_someone_elses_later_write_and_lists_it() {
     assert!(refused.contains(&line), "{refused}");
     assert_eq!(count(&s.path), json!(start + 7), "nothing was changed");
 }
+
+#[test]
+fn provenance_and_undo_go_through_the_server_that_holds_the_space() {
+    let s = space();
+    let served = common::server::Served::start(&s.path, &[], &[]);
+    // The offline model, through the server: `add 4` increments the Counter.
+    ok(&s.path, &["chat", "-m", "@Counter add 4"]);
+    // Sent through the server by this machine's command: written as `charm send`.
+    ok(&s.path, &["charm", "send", "Notes", "add", r#"{"title": "milk"}"#]);
+    let by_model = writer_of(&s.path, "Counter", "count");
+    assert_eq!(by_model["by"]["kind"], "model", "{by_model}");
+    let notes = writer_of(&s.path, "Notes", "notes[0]");
+    assert_eq!(notes["by"]["name"], "charm send", "{notes}");
+
+    let undone = json_of(&s.path, &["undo"]);
+    assert_eq!(undone["changes"]["lines"][0], "Counter.count: 4 → 0", "{undone}");
+    assert_eq!(count(&s.path), json!(0));
+    drop(served);
+}

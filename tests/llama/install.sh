@@ -14,6 +14,11 @@ gguf=SmolLM2-135M-Instruct.Q4_1.gguf
 # without them; a portable build runs everywhere.
 flags='-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF'
 
+# Two tests that start at once install one after the other: the second finds it done.
+mkdir -p "$dir"
+exec 9>"$dir/.llama-install.lock"
+flock 9
+
 venv=$dir/llama-venv
 if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$server $flags" ]; then
     python3 -m venv "$venv"

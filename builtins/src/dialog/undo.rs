@@ -8,7 +8,7 @@
 //! An undo tells the model, in the conversation, that its turn was undone, in the same
 //! transaction as the undo itself.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trellis_runner::{Error, Later, Runtime, Writer};
 
 use super::request::input;
@@ -46,7 +46,7 @@ pub(super) fn for_call(request: &Writer, call_id: &str, tool: &str) -> Writer {
 }
 
 /// What undoing a request did.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UndoneRequest {
     /// The request undone.
     pub request: RequestId,

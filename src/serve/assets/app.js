@@ -82,6 +82,7 @@ function compactionNote(compaction) {
 function renderMessages() {
   const list = $("#messages");
   const items = [];
+  const calls = new Map(); // call id -> the tool's wire name
   for (const [index, message] of chat.messages.entries()) {
     const side = message.role === "user" ? "user" : "assistant";
     for (const part of message.content) {
@@ -91,12 +92,15 @@ function renderMessages() {
       } else if (part.type === "file") {
         items.push(el("li", { class: `${side} file` }, filePart(part)));
       } else if (part.type === "tool-call") {
+        calls.set(part.id, part.name);
         items.push(el("li", { class: "tool-call", "data-call": part.id },
           `→ ${displayName(part.name)} ${JSON.stringify(part.input)}`));
       } else if (part.type === "tool-result") {
         const failed = part.output.type === "error-text";
+        const call = calls.get(part.id);
+        const stale = !failed && call ? staleMark(call, part.output) : null;
         items.push(el("li", { class: failed ? "tool-result failed" : "tool-result", "data-call": part.id },
-          "← ", ...resultParts(part.output)));
+          "← ", ...resultParts(part.output), ...(stale ? [stale] : [])));
       }
     }
     if (stoppedAt.has(index + 1)) items.push(el("li", { class: "stopped" }, "(stopped)"));
@@ -147,8 +151,10 @@ function renderPanel() {
     const fields = Object.entries(charm.data || {}).filter(([key]) => !key.startsWith("$"));
     return el("section", { class: "charm", "data-charm": charm.name },
       el("h3", {}, charm.name),
-      el("dl", {}, ...fields.flatMap(([key, value]) =>
-        [el("dt", {}, key), el("dd", { "data-field": key }, formatValue(value))])));
+      el("dl", {}, ...fields.flatMap(([key, value]) => {
+        const writer = writerLine(a.id, key);
+        return [el("dt", {}, key), el("dd", { "data-field": key }, formatValue(value)), ...(writer ? [writer] : [])];
+      })));
   }));
 }
 
@@ -268,7 +274,9 @@ function follow() {
   events.addEventListener("charm", (e) => {
     const charm = JSON.parse(e.data);
     charmData.set(charm.id, charm);
-    if (chat) renderPanel();
+    loadWriters(charm.id);
+    // The panel, and the tool results whose values this changed.
+    if (chat) { renderPanel(); renderMessages(); }
   });
   events.addEventListener("open", () => notice(""));
   events.addEventListener("error", () => {
@@ -380,6 +388,7 @@ function start() {
     if (chat) stoppedAt.add(chat.messages.length);
     reporting(api("POST", "/api/chat/cancel", {}));
   });
+  $("#undo").addEventListener("click", undoTurn);
   $("#tools-chip").addEventListener("click", () => {
     const list = $("#tools-list");
     list.hidden = !list.hidden;

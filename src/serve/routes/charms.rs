@@ -178,6 +178,16 @@ pub async fn rename(
     Ok(Json(data(rt, &id)?))
 }
 
+/// `GET /api/charms/{charm}/provenance`: who wrote each field last.
+pub async fn provenance(
+    State(server): State<Server>,
+    Path(charm): Path<String>,
+) -> Result<Json<crate::session::Provenance>, ApiError> {
+    let rt = server.runtime();
+    let id = find(rt, &charm)?;
+    Ok(Json(crate::session::provenance(rt, &id)?))
+}
+
 /// `POST /api/charms/{charm}/handlers/{handler}`: the body is the event; it goes through
 /// the tool catalog like a model's call (validation, summary). With an `Idempotency-Key`
 /// header the handler runs at most once for that key: a client that lost the answer (a

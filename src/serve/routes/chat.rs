@@ -8,11 +8,11 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_builtins::dialog::{Compaction, DialogOutput, Interaction};
+use trellis_builtins::dialog::{Compaction, DialogOutput, Interaction, UndoError, UndoneRequest};
 use trellis_builtins::files::FileLimits;
 use trellis_builtins::message::{FilePart, Message};
 use trellis_patterns::chatbot::{ChatbotError, ChatbotField};
-use trellis_runner::{Cell, DocId};
+use trellis_runner::{Cell, DocId, Writer};
 
 use super::charms::{tool_infos, ToolInfo};
 use super::DONE;
@@ -287,6 +287,36 @@ pub async fn cancel(
 ) -> Result<StatusCode, ApiError> {
     server.chat().chatbot().cancel().await?;
     Ok(DONE)
+}
+
+/// The body of `POST /api/chat/undo`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Undo {
+    /// The request to undo; the latest when left out.
+    #[serde(default)]
+    pub request: Option<u64>,
+}
+
+/// `POST /api/chat/undo`: puts back what a request's tool calls changed, made as the
+/// page (or the API client) that asked.
+pub async fn undo(
+    State(server): State<Server>,
+    Extension(credential): Extension<Credential>,
+    Body(undo): Body<Undo>,
+) -> Result<Json<UndoneRequest>, ApiError> {
+    let by = match credential {
+        Credential::Session => Writer::new("undo", "an undo on the web page"),
+        _ => Writer::new("undo", format!("{} undo", crate::program::name())),
+    };
+    let request = undo.request.map(trellis_builtins::dialog::RequestId);
+    server.chat().dialog().undo(request, by).map(Json).map_err(|e| match e {
+        // What the conversation holds decides, never the body's shape.
+        UndoError::WrittenSince { .. } | UndoError::Running(_) | UndoError::Not { .. } => {
+            ApiError::new(StatusCode::CONFLICT, e.to_string())
+        }
+        UndoError::Runtime(e) => e.into(),
+    })
 }
 
 /// `PUT /api/chat/model`.
