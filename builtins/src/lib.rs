@@ -21,3 +21,4 @@ pub mod text;
 pub mod tool;
 pub mod traced;
 pub mod validation;
+pub mod watch;

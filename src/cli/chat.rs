@@ -37,6 +37,13 @@ pub async fn run(
         None if resume => super::output::emit("nothing to resume: no reply was cut off by a stop"),
         None => {}
     }
+    if let Some(watched) = session.watched(timeout).await? {
+        if !format.json {
+            super::output::emit("(your watches fired while no chat ran)");
+            super::output::emit(&transcript(&session, &watched));
+        }
+        all.extend(watched);
+    }
     if resume && messages.is_empty() {
         return finish(&session, all, format);
     }
@@ -137,7 +144,8 @@ impl Turns {
 pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
     // This command goes on with no conversation: a request still pending was cut off.
     let interrupted = session.dialog().pending();
-    report_pending(&session.interactions(), interrupted, &session.dialog().allowed(), format)
+    let dialog = session.dialog();
+    report_pending(&session.interactions(), interrupted, (&dialog.allowed(), &dialog.fired()), format)
 }
 
 /// What `trellis pending` says: the calls waiting for an answer, whether a reply was cut
@@ -146,13 +154,17 @@ pub fn pending(session: &Session, format: Format) -> anyhow::Result<()> {
 pub(super) fn report_pending(
     waiting_now: &[trellis_builtins::dialog::Interaction],
     interrupted: bool,
-    allowed: &[String],
+    (allowed, fired): (&[String], &[trellis_builtins::watch::Fired]),
     format: Format,
 ) -> anyhow::Result<()> {
     if format.json {
-        let report = serde_json::json!({ "waiting": waiting_now, "interrupted": interrupted, "allowed": allowed });
+        let report = serde_json::json!({ "waiting": waiting_now, "interrupted": interrupted, "allowed": allowed, "fired": fired });
         super::output::emit_json(&report);
         return Ok(());
+    }
+    for fired in fired {
+        let how = format!("{} chat", crate::program::name());
+        super::output::emit(&format!("{} (the next `{how}` tells the model)", fired.text));
     }
     if interrupted {
         let how = format!("{} chat --resume", crate::program::name());

@@ -13,7 +13,7 @@ use crate::session::Session;
 /// reports (here or through the server).
 pub fn print_provenance(report: &Value, format: Format) {
     print(format, report, || {
-        let (now, name) = (now_ms(), report["name"].as_str().unwrap_or_default());
+        let (now, name) = (trellis_runner::now_ms(), report["name"].as_str().unwrap_or_default());
         let fields = report["provenance"].as_array().into_iter().flatten();
         fields.map(|f| line(name, f, now)).collect::<Vec<_>>().join("\n")
     });
@@ -40,11 +40,6 @@ fn seconds(s: u64) -> String {
         3600..86400 => format!("{} h", s / 3600),
         _ => format!("{} d", s / 86400),
     }
-}
-
-fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `trellis undo [--request ID]`: puts back what the conversation's request changed in

@@ -18,6 +18,7 @@ mod space;
 mod token;
 pub(crate) mod tools;
 pub(crate) mod transcript;
+mod watch;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -163,6 +164,10 @@ enum Command {
         #[arg(long, value_name = "PATTERN")]
         chatbot: Option<String>,
     },
+    /// The standing watches models set (`watch list`, `watch remove ID`): each tells its
+    /// conversation when a condition over a charm's fields turns true.
+    #[command(subcommand)]
+    Watch(watch::WatchCommand),
     /// The Model Context Protocol: offer this space's charms to MCP hosts, list the MCP
     /// servers whose tools chat offers.
     #[command(subcommand)]
@@ -428,6 +433,11 @@ impl App {
             (Err(e), _) => return Err(e),
         };
         let done = self.run_command(rt.clone(), command, place, format).await;
+        // What the command's changes made the watches find is recorded before it exits.
+        let watches = trellis_runner::Link::new(trellis_builtins::watch::WATCHES_DOC, trellis_runner::Path::root());
+        if rt.settled(&watches, Duration::from_secs(5)).await.is_err() {
+            eprintln!("warning: the watches did not finish checking this command's changes; the next command will");
+        }
         // A document that could not be read was read as empty: what was shown (an empty
         // list, "unknown charm") would be false.
         match rt.space().damage() {
@@ -490,6 +500,7 @@ impl App {
                 crate::serve::run(rt, self.serve_options(args, space)).await
             }
             Command::Token(command) => token::run(&rt, command, format),
+            Command::Watch(command) => watch::run(&rt, command, format),
             Command::Space(command) => command.run(format),
         }
     }

@@ -93,7 +93,7 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                 .map(|all| all.iter().filter_map(|t| t.as_str()).map(str::to_owned).collect())
                 .unwrap_or_default();
             // A server resumes a cut-off reply when it opens the space: none waits here.
-            report_pending(&waiting_now, false, &allowed, format)?;
+            report_pending(&waiting_now, false, (&allowed, &[]), format)?;
         }
         Command::Resolve { disallow: Some(tool), chatbot: None, .. } => {
             remote.call(Method::DELETE, &["api", "chat", "allowed", &tool], None).await?;

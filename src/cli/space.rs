@@ -65,6 +65,8 @@ impl App {
                 seed(&rt).context("cannot seed the fresh space")?;
             }
         }
+        // Whatever this command changes, the watches on it find out here.
+        trellis_builtins::watch::arm(&rt);
         Ok(rt)
     }
 

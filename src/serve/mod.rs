@@ -103,6 +103,13 @@ impl Server {
         let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
         // The page runs the enabled plugins' tools: the model is offered them as client tools.
         chat.offer_plugin_tools().await?;
+        // What the watches fired while nobody ran the conversation starts a turn now.
+        let dialog = chat.dialog().clone();
+        tokio::spawn(async move {
+            if let Err(error) = dialog.deliver_watches().await {
+                tracing::warn!(%error, "could not tell the conversation what its watches found");
+            }
+        });
         let (auth, token, local) = auth::Auth::new()?;
         let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts };
         Ok((Server(Arc::new(inner)), token, local))

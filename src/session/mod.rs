@@ -355,6 +355,19 @@ impl Session {
         self.follow_up(asked, timeout).await.map(Some)
     }
 
+    /// Tells the conversation what its watches fired while nobody ran it (one message,
+    /// which starts a turn) and waits up to `timeout` for the reply; the messages from
+    /// that message on, or `None` when no watch fired.
+    pub async fn watched(&self, timeout: Duration) -> anyhow::Result<Option<Vec<Message>>> {
+        // After a reply this process resumed: the watch's message starts a turn of its own.
+        self.dialog().wait(timeout).await?;
+        let before = self.dialog().messages().len();
+        if self.dialog().deliver_watches().await?.is_empty() {
+            return Ok(None);
+        }
+        self.follow_up(before, timeout).await.map(Some)
+    }
+
     /// Waits up to `timeout` for what follows an answer; the messages from `before` on.
     pub async fn follow_up(&self, before: usize, timeout: Duration) -> anyhow::Result<Vec<Message>> {
         let messages = self.dialog().follow(before, timeout).await?;

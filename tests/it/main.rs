@@ -51,3 +51,4 @@ mod testing;
 mod todo;
 mod transactions;
 mod undo;
+mod watches;

@@ -202,6 +202,9 @@ async fn one_step(
     if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
         return Ok(Step::Done(read_result(rt, cells, &call.input)?));
     }
+    if call.name == crate::watch::WATCH_TOOL && catalog.get(crate::watch::WATCH_TOOL).is_none() {
+        return Ok(Step::Done(super::watching::call(rt, cells, catalog, &call.input)));
+    }
     let tool = catalog.get(&call.name);
     // Approved now, or a tool that asks allowed in this conversation.
     let asks = tool.is_some_and(|tool| tool.approval_for(&call.input).is_some());

@@ -137,6 +137,18 @@ impl DialogHandle {
         super::undo::undo(&self.rt, &self.cells(), request, by)
     }
 
+    /// What this conversation's watches fired that it has not been told yet.
+    pub fn fired(&self) -> Vec<crate::watch::Fired> {
+        crate::watch::waiting(&self.rt, &self.base)
+    }
+
+    /// Tells the conversation what its watches fired, as one message that starts a turn
+    /// (wait for it with [`DialogHandle::wait`]); returns what it told, nothing when none
+    /// fired.
+    pub async fn deliver_watches(&self) -> trellis_runner::Result<Vec<crate::watch::Fired>> {
+        super::watching::deliver(&self.rt, &self.base).await
+    }
+
     /// The text of the reply being streamed.
     pub fn partial(&self) -> String {
         self.cells().partial.get(&self.rt).unwrap_or_default()

@@ -22,7 +22,7 @@
 //! Cancel while waiting closes every call as cancelled.
 
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -171,10 +171,7 @@ pub(super) fn held_cell(cells: &DialogCells) -> Cell<Option<Held>> {
     Cell::from_link(cells.base.child("held"))
 }
 
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(super) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub(super) use trellis_runner::now_ms;
 
 /// Whether the dialog waits for a person.
 pub(super) fn is_waiting(tx: &impl Read, cells: &DialogCells) -> trellis_runner::Result<bool> {

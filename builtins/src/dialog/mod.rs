@@ -49,6 +49,7 @@ mod stale;
 #[cfg(test)]
 mod tests;
 mod undo;
+mod watching;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -374,7 +375,13 @@ impl Builtin for LlmDialog {
             if let Err(e) = rt.transact(|tx| cancel(&shared, &c, tx)) {
                 rt.report(e);
             }
+            crate::watch::off(rt, &c.base);
         });
+        // Where conversations run, a watch that fires starts a turn.
+        if self.shared.settings.resume {
+            let base = cells.base.clone();
+            b.tx().after_commit(move |rt| watching::listen(rt, base));
+        }
 
         let weak = b.runtime().downgrade();
         let tools_at = cells.inputs.child(DialogInput::Tools.key());

@@ -336,6 +336,7 @@ async fn run(
         if cut && catalog.get(context::READ_RESULT).is_none() {
             request.tools.push(context::read_result_spec());
         }
+        request.tools.extend(super::watching::spec(&catalog));
         if let Some(note) = super::stale::note(rt, cells) {
             request.system = Some(match request.system.take() {
                 Some(system) => format!("{system}\n\n{note}"),

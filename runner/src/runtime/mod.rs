@@ -31,7 +31,7 @@ mod wait;
 pub use observers::Observation;
 use observers::Observer;
 pub use preview::Changed;
-pub use provenance::{Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
+pub use provenance::{now_ms, Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
 pub use undo::{Entry, Journal, Later, Undoing, Undone, MAX_JOURNAL_EFFECTS, MAX_JOURNAL_ENTRIES};
 
 use crate::builtin::BuiltinRegistry;

@@ -105,8 +105,9 @@ pub(super) fn segments(path: &Path) -> Vec<String> {
     path.segments().iter().map(|s| s.to_string()).collect()
 }
 
-/// Milliseconds since the Unix epoch (0 on a clock set before it).
-pub(super) fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch (0 on a clock set before it), as the space records
+/// when something was written.
+pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
