@@ -15,6 +15,7 @@ use super::chat::{report_pending, resolve_how, Waiting};
 use super::output::{emit, emit_json, print, render_charms, render_patterns, render_result};
 use super::token::{self, TokenCommand};
 use super::transcript::{transcript_named, waiting};
+use super::watch::WatchCommand;
 use super::{charm::CharmCommand, Command, Format};
 use crate::client::Remote;
 use crate::session::Reply;
@@ -141,6 +142,14 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             finish(&state, new, format)?;
         }
         Command::Token(command) => token(&remote, command, format).await?,
+        Command::Watch(WatchCommand::List) => {
+            let all = remote.call(Method::GET, &["api", "watches"], None).await?;
+            super::watch::print_list(&serde_json::from_value::<Vec<_>>(all)?, format)?;
+        }
+        Command::Watch(WatchCommand::Remove { id }) => {
+            remote.call(Method::DELETE, &["api", "watches", &id], None).await?;
+            print(format, &json!({ "removed": { "id": id } }), || format!("removed {id}"));
+        }
         Command::Undo { request, chatbot: None } => {
             let undone =
                 remote.call(Method::POST, &["api", "chat", "undo"], Some(&json!({ "request": request }))).await?;

@@ -24,31 +24,33 @@ pub enum WatchCommand {
 
 pub fn run(rt: &Runtime, command: WatchCommand, format: Format) -> anyhow::Result<()> {
     match command {
-        WatchCommand::List => {
-            let all = watch::watches(rt);
-            print(format, &serde_json::to_value(&all)?, || {
-                if all.is_empty() {
-                    return "no watches; a model sets one with its `watch` tool (\"tell me when the count passes 10\")"
-                        .into();
-                }
-                let lines: Vec<String> = all
-                    .iter()
-                    .map(|w| {
-                        let now = if w.holds { "holds now" } else { "does not hold now" };
-                        let error = w.error.as_ref().map(|e| format!("; {e}")).unwrap_or_default();
-                        format!(
-                            "{}  {}: on {}, `{}` ({now}, fired {} times{error}); note: {}",
-                            w.id, w.conversation, w.charm_name, w.condition, w.fired, w.note
-                        )
-                    })
-                    .collect();
-                lines.join("\n")
-            });
-        }
+        WatchCommand::List => print_list(&watch::watches(rt), format)?,
         WatchCommand::Remove { id } => {
             let removed = watch::remove(rt, &id).map_err(|e| anyhow::anyhow!("{e}"))?;
             print(format, &json!({ "removed": removed }), || format!("removed {}", removed.id));
         }
     }
+    Ok(())
+}
+
+/// What `watch list` says (here or through the server).
+pub fn print_list(all: &[watch::Watch], format: Format) -> anyhow::Result<()> {
+    print(format, &serde_json::to_value(all)?, || {
+        if all.is_empty() {
+            return "no watches; a model sets one with its `watch` tool (\"tell me when the count passes 10\")".into();
+        }
+        let lines: Vec<String> = all
+            .iter()
+            .map(|w| {
+                let now = if w.holds { "holds now" } else { "does not hold now" };
+                let error = w.error.as_ref().map(|e| format!("; {e}")).unwrap_or_default();
+                format!(
+                    "{}  {}: on {}, `{}` ({now}, fired {} times{error}); note: {}",
+                    w.id, w.conversation, w.charm_name, w.condition, w.fired, w.note
+                )
+            })
+            .collect();
+        lines.join("\n")
+    });
     Ok(())
 }

@@ -6,7 +6,7 @@ use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use trellis_builtins::dialog::Interaction;
 
-use super::routes::{charms, chat, files, interactions, patterns, plugins, tokens};
+use super::routes::{charms, chat, files, interactions, patterns, plugins, tokens, watches};
 use super::Server;
 use crate::session::PatternInfo;
 
@@ -191,6 +191,25 @@ pub fn endpoints() -> Vec<Endpoint> {
             Some(schema::<chat::Undo>),
             Json(200, schema::<trellis_builtins::dialog::UndoneRequest>),
             post(chat::undo),
+        ),
+        endpoint(
+            "get",
+            "/api/watches",
+            "listWatches",
+            "The space's standing watches (set by models with their `watch` tool): each condition, note, whether it \
+             holds now and how often it fired",
+            None,
+            Json(200, schema::<Vec<trellis_builtins::watch::Watch>>),
+            get(watches::list),
+        ),
+        endpoint(
+            "delete",
+            "/api/watches/{id}",
+            "removeWatch",
+            "Remove a watch (and the message it fired that no conversation took yet)",
+            None,
+            Nothing,
+            delete(watches::remove),
         ),
         endpoint(
             "put",

@@ -7,7 +7,7 @@
 //! installed plugin's tool run by the page, in a Web Worker, its result inline; and files:
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
 //! conversation was compacted, the value a reply ended with; who wrote each field, the tool
-//! results whose values changed since, and Undo turn.
+//! results whose values changed since, and Undo turn; a watch firing in the server.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -117,6 +117,26 @@ fn who_wrote_each_field_what_changed_since_and_undo_in_a_real_browser() {
     let served = server::Served::start(&s.path, &[], &[]);
     let shots = browse("history.py", &served, &[]);
     for step in ["40-writers", "41-changed-since", "42-undo-refused", "43-undone"] {
+        assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
+    }
+}
+
+#[test]
+fn a_watch_set_in_the_terminal_fires_in_the_server_and_the_page_shows_it() {
+    let s = common::space();
+    let provider = Provider::start(vec![
+        Reply::Call("watch".into(), json!({"charm": "Counter", "condition": "count > 3", "note": "say so"})),
+        Reply::Text("Watching.".into()),
+        Reply::Text("It passed 3.".into()),
+    ]);
+    let model_env =
+        [("OPENAI_API_KEY", "not-checked"), ("OPENAI_BASE_URL", provider.url.as_str()), ("NO_PROXY", "127.0.0.1")];
+    let chat = ["chat", "--model", "openai:loopback", "-m", "@Counter tell me when it passes 3"];
+    let out = common::trellis(&s.path).envs(model_env).args(chat).finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let served = server::Served::start(&s.path, &[], &model_env);
+    let shots = browse("watches.py", &served, &[]);
+    for step in ["50-watch-listed", "51-watch-fired", "52-watch-removed"] {
         assert!(shots.join(format!("{step}.png")).exists(), "screenshot {step}");
     }
 }

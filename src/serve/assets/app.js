@@ -259,8 +259,9 @@ function follow() {
     for (const tool of chat.tools) displays.set(tool.wire, tool.display);
     render();
   };
-  events.addEventListener("chat", (e) => { chat = JSON.parse(e.data); show(); });
+  events.addEventListener("chat", (e) => { chat = JSON.parse(e.data); show(); loadWatches(); });
   events.addEventListener("change", (e) => {
+    loadWatches();
     if (changed(JSON.parse(e.data))) return show();
     // Out of step (it cannot be, on one stream): start again from the whole state.
     events.close();
@@ -275,6 +276,7 @@ function follow() {
     const charm = JSON.parse(e.data);
     charmData.set(charm.id, charm);
     loadWriters(charm.id);
+    loadWatches();
     // The panel, and the tool results whose values this changed.
     if (chat) { renderPanel(); renderMessages(); }
   });

@@ -1,6 +1,6 @@
 // What the chat page shows of the state's history: who wrote each field of an attached
 // charm last (under its value in the panel), the tool results whose values changed since
-// the call (marked "changed since"), and the Undo turn button. Loaded before app.js, whose
+// the call (marked "changed since"), the Undo turn button, and the conversation's watches. Loaded before app.js, whose
 // `el`, `$`, `api`, `reporting`, `notice`, `chat` and `charmData` it uses once the page
 // runs. Values and writers' names are data: they reach the page as text only.
 "use strict";
@@ -79,4 +79,42 @@ async function undoTurn() {
   } catch (error) {
     notice(error.message);
   }
+}
+
+// --- watches ----------------------------------------------------------------------
+
+let watchList = [];
+let fetchingWatches = null; // null, or whether another fetch should follow
+
+// Fetches the watches, after each change of the conversation or a charm.
+function loadWatches() {
+  if (fetchingWatches !== null) {
+    fetchingWatches = true;
+    return;
+  }
+  fetchingWatches = false;
+  api("GET", "/api/watches")
+    .then((all) => { watchList = all; renderWatches(); })
+    .catch(() => {})
+    .finally(() => {
+      const again = fetchingWatches;
+      fetchingWatches = null;
+      if (again) loadWatches();
+    });
+}
+
+// This conversation's watches: condition, note, whether it holds, how often it fired.
+function renderWatches() {
+  const mine = watchList.filter((w) => !chat || w.conversation_doc === chat.charm);
+  $("#panel .empty-watches").hidden = mine.length > 0;
+  $("#watch-list").replaceChildren(...mine.map((w) => {
+    const state = `${w.holds ? "holds now" : "does not hold now"}, fired ${w.fired} time${w.fired === 1 ? "" : "s"}`;
+    const remove = () => reporting(api("DELETE", `/api/watches/${encodeURIComponent(w.id)}`).then(loadWatches));
+    return el("li", { class: "watch", "data-watch": w.id },
+      el("code", {}, `${w.charm_name}: ${w.condition}`),
+      el("span", { class: "watch-state" }, ` ${state}`),
+      w.note ? el("div", { class: "watch-note" }, `note: ${w.note}`) : "",
+      w.error ? el("div", { class: "problem" }, w.error) : "",
+      el("button", { type: "button", "aria-label": `remove watch ${w.id}`, onclick: remove }, "Remove"));
+  }));
 }

@@ -7,6 +7,7 @@ pub mod interactions;
 pub mod patterns;
 pub mod plugins;
 pub mod tokens;
+pub mod watches;
 
 use axum::http::StatusCode;
 
