@@ -26,3 +26,17 @@ def api(page, method, path, body=None):
         }""",
         [method, path, body],
     )
+
+
+def signed_in(p):
+    """Debian's Chromium with one page signed in; the browser, the page, and the list its
+    dialogs and page errors are noted in (a test ends asserting it empty)."""
+    browser = p.chromium.launch(executable_path=chromium, headless=True)
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    context.set_default_timeout(20_000)
+    problems = []
+    page = context.new_page()
+    page.on("dialog", lambda d: (problems.append(f"a dialog opened: {d.message}"), d.dismiss()))
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.goto(sign_in)
+    return browser, page, problems

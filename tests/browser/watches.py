@@ -10,17 +10,10 @@ says it holds and fired once. Remove takes it away.
 
 from playwright.sync_api import expect, sync_playwright
 
-from session import api, base, chromium, shot, sign_in
+from session import api, base, shot, signed_in
 
 with sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium, headless=True)
-    context = browser.new_context(viewport={"width": 1200, "height": 800})
-    context.set_default_timeout(20_000)
-    problems = []
-    page = context.new_page()
-    page.on("dialog", lambda d: (problems.append(f"a dialog opened: {d.message}"), d.dismiss()))
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.goto(sign_in)
+    browser, page, problems = signed_in(p)
     expect(page).to_have_url(base + "/")
 
     watch = page.locator('#watch-list li[data-watch="w1"]')

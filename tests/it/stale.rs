@@ -3,22 +3,10 @@
 //! its own calls' writes, and a conversation where nothing moved, carry none. The model is
 //! an OpenAI-compatible server on loopback that records each request.
 
-use crate::common;
 use crate::common::provider::{Provider, Reply};
 
-use common::{ok, space, Finish};
+use crate::common::{ok, space};
 use serde_json::{json, Value};
-
-/// `trellis chat --model openai:loopback -m MESSAGE` against `provider`.
-fn chat(space: &std::path::Path, provider: &Provider, message: &str) {
-    let out = common::trellis(space)
-        .args(["chat", "--model", "openai:loopback", "-m", message])
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
-        .finish();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
 
 /// The instructions of request `n` (from 0) the model received.
 fn system(provider: &Provider, n: usize) -> String {
@@ -36,15 +24,15 @@ fn a_field_changed_by_someone_else_is_told_once_and_the_models_own_writes_never(
         Reply::Text("It is 6 now.".into()),
         Reply::Text("Still 6.".into()),
     ]);
-    chat(&s.path, &provider, "@Counter add one");
+    provider.chat(&s.path, "@Counter add one");
     assert!(!system(&provider, 1).contains("Changed outside"), "its own write is no news: {}", system(&provider, 1));
 
     ok(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": 5}"#]);
-    chat(&s.path, &provider, "@Counter what is it now?");
+    provider.chat(&s.path, "@Counter what is it now?");
     let told = system(&provider, 2);
     assert!(told.contains("Counter.count is now 6 (it was 1 when you last read it; changed by charm send)"), "{told}");
 
-    chat(&s.path, &provider, "@Counter and now?");
+    provider.chat(&s.path, "@Counter and now?");
     let again: Value = system(&provider, 3).into();
     assert!(!again.to_string().contains("Changed outside"), "told once: {again}");
 }

@@ -7,19 +7,8 @@
 use crate::common;
 use crate::common::provider::{Provider, Reply};
 
-use common::{fails, json_of, ok, space, Finish};
+use common::{fails, json_of, ok, space};
 use serde_json::{json, Value};
-
-/// `trellis chat --model openai:loopback -m MESSAGE` against `provider`.
-fn chat(space: &std::path::Path, provider: &Provider, message: &str) {
-    let out = common::trellis(space)
-        .args(["chat", "--model", "openai:loopback", "-m", message])
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
-        .finish();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
 
 fn count(space: &std::path::Path) -> Value {
     json_of(space, &["charm", "get", "Counter"])["count"].clone()
@@ -44,7 +33,7 @@ fn each_field_names_its_last_writer_and_an_undo_puts_back_the_whole_turn() {
         Reply::Text("Added five.".into()),
         Reply::Text("Understood.".into()),
     ]);
-    chat(&s.path, &provider, "@Counter add two, then three");
+    provider.chat(&s.path, "@Counter add two, then three");
     assert_eq!(count(&s.path), json!(start.as_i64().expect("a count") + 5));
 
     let count_by = writer_of(&s.path, "Counter", "count");
@@ -70,7 +59,7 @@ fn each_field_names_its_last_writer_and_an_undo_puts_back_the_whole_turn() {
     assert_eq!(writer_of(&s.path, "Counter", "count")["by"]["kind"], "undo");
 
     // The model is told, in the conversation, before its next request.
-    chat(&s.path, &provider, "ok");
+    provider.chat(&s.path, "ok");
     let received = provider.received();
     let told = received[2]["messages"].to_string();
     assert!(told.contains("The user undid your turn of request 1"), "{told}");
@@ -89,7 +78,7 @@ fn an_undo_is_refused_after_someone_elses_later_write_and_lists_it() {
         Reply::Call("Counter_increment".into(), json!({"amount": 2})),
         Reply::Text("Added two.".into()),
     ]);
-    chat(&s.path, &provider, "@Counter add two");
+    provider.chat(&s.path, "@Counter add two");
     ok(&s.path, &["charm", "send", "Counter", "increment", r#"{"amount": 5}"#]);
     let by = writer_of(&s.path, "Counter", "count");
     assert_eq!((by["by"]["kind"].clone(), by["by"]["name"].clone()), (json!("command"), json!("charm send")));

@@ -4,22 +4,10 @@
 //! when its condition turns true, the message waits (`trellis pending`), and the next
 //! `trellis chat` starts a turn with it.
 
-use crate::common;
 use crate::common::provider::{Provider, Reply};
 
-use common::{fails, json_of, ok, space, Finish};
+use crate::common::{fails, json_of, ok, space};
 use serde_json::json;
-
-fn chat(space: &std::path::Path, provider: &Provider, message: &str) -> String {
-    let out = common::trellis(space)
-        .args(["chat", "--model", "openai:loopback", "-m", message])
-        .env("OPENAI_API_KEY", "not-checked")
-        .env("OPENAI_BASE_URL", &provider.url)
-        .env("NO_PROXY", "127.0.0.1")
-        .finish();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn add(space: &std::path::Path, amount: i64) {
     ok(space, &["charm", "send", "Counter", "increment", &json!({ "amount": amount }).to_string()]);
@@ -36,7 +24,7 @@ fn a_watch_fires_once_when_its_condition_turns_true_across_processes_and_starts_
         Reply::Text("The count passed 10: it is 12.".into()),
         Reply::Text("Nothing else.".into()),
     ]);
-    chat(&s.path, &provider, "@Counter tell me when the count passes 10");
+    provider.chat(&s.path, "@Counter tell me when the count passes 10");
     // The first condition was no CEL: the model was told why, and tried again.
     let received = provider.received();
     assert!(received[1]["messages"].to_string().contains("not CEL"), "{}", received[1]["messages"]);
@@ -56,7 +44,7 @@ fn a_watch_fires_once_when_its_condition_turns_true_across_processes_and_starts_
     assert!(ok(&s.path, &["pending"]).contains("the next `trellis chat` tells the model"));
     add(&s.path, 1); // still true: no second firing
 
-    let said = chat(&s.path, &provider, "anything new?");
+    let said = provider.chat(&s.path, "anything new?");
     assert!(said.contains("your watches fired while no chat ran"), "{said}");
     assert!(said.contains("The count passed 10: it is 12."), "{said}");
     let received = provider.received();

@@ -321,6 +321,9 @@ async fn run(
             result: format.clone(),
         };
         request.tools = crate::sources::offered(rt, catalog.specs(), &messages, &request.tool_choice);
+        if request.tool_choice != ToolChoice::None {
+            request.tools.extend(super::watching::spec(&catalog));
+        }
         let cap = context::cap_of(&input(rt, cells, DialogInput::ToolResultCap));
         let compaction = cells.compaction.get(rt).ok().flatten().filter(|c| c.covers(&messages));
         let mut cut = context::fill(&mut request, system.as_deref(), &messages, compaction.as_ref(), cap);
@@ -336,7 +339,6 @@ async fn run(
         if cut && catalog.get(context::READ_RESULT).is_none() {
             request.tools.push(context::read_result_spec());
         }
-        request.tools.extend(super::watching::spec(&catalog));
         if let Some(note) = super::stale::note(rt, cells) {
             request.system = Some(match request.system.take() {
                 Some(system) => format!("{system}\n\n{note}"),

@@ -295,6 +295,7 @@ pub async fn cancel(
 pub struct Undo {
     /// The request to undo; the latest when left out.
     #[serde(default)]
+    #[schemars(range(max = 9_007_199_254_740_991u64))]
     pub request: Option<u64>,
 }
 

@@ -78,6 +78,15 @@ impl Provider {
         command
     }
 
+    /// `trellis chat --model openai:loopback -m MESSAGE` against this server; fails the
+    /// test unless it succeeds; its standard output.
+    pub fn chat(&self, space: &std::path::Path, message: &str) -> String {
+        use super::Finish;
+        let out = self.trellis(space).args(["chat", "--model", "openai:loopback", "-m", message]).finish();
+        assert!(out.status.success(), "chat -m {message:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// When each request arrived, in order.
     pub fn arrivals(&self) -> Vec<Instant> {
         self.received.lock().unwrap().iter().map(|(at, _)| *at).collect()
