@@ -164,7 +164,8 @@ pub(super) fn report_pending(
     }
     for fired in fired {
         let how = format!("{} chat", crate::program::name());
-        super::output::emit(&format!("{} (the next `{how}` tells the model)", fired.text));
+        let line = format!("{} (the next `{how}` tells the model)", fired.text);
+        super::output::emit(&crate::terminal::safe_line(&line));
     }
     if interrupted {
         let how = format!("{} chat --resume", crate::program::name());

@@ -147,8 +147,8 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             super::watch::print_list(&serde_json::from_value::<Vec<_>>(all)?, format)?;
         }
         Command::Watch(WatchCommand::Remove { id }) => {
-            remote.call(Method::DELETE, &["api", "watches", &id], None).await?;
-            print(format, &json!({ "removed": { "id": id } }), || format!("removed {id}"));
+            let removed = remote.call(Method::DELETE, &["api", "watches", &id], None).await?;
+            print(format, &json!({ "removed": removed }), || format!("removed {}", safe_line(&id)));
         }
         Command::Undo { request, chatbot: None } => {
             let undone =

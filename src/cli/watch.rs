@@ -8,6 +8,7 @@ use trellis_runner::Runtime;
 
 use super::output::print;
 use super::Format;
+use crate::terminal::safe_line;
 
 /// `trellis watch ...`.
 #[derive(Debug, Subcommand)]
@@ -27,7 +28,7 @@ pub fn run(rt: &Runtime, command: WatchCommand, format: Format) -> anyhow::Resul
         WatchCommand::List => print_list(&watch::watches(rt), format)?,
         WatchCommand::Remove { id } => {
             let removed = watch::remove(rt, &id).map_err(|e| anyhow::anyhow!("{e}"))?;
-            print(format, &json!({ "removed": removed }), || format!("removed {}", removed.id));
+            print(format, &json!({ "removed": removed }), || format!("removed {}", safe_line(&removed.id)));
         }
     }
     Ok(())
@@ -44,10 +45,12 @@ pub fn print_list(all: &[watch::Watch], format: Format) -> anyhow::Result<()> {
             .map(|w| {
                 let now = if w.holds { "holds now" } else { "does not hold now" };
                 let error = w.error.as_ref().map(|e| format!("; {e}")).unwrap_or_default();
-                format!(
+                let line = format!(
                     "{}  {}: on {}, `{}` ({now}, fired {} times{error}); note: {}",
                     w.id, w.conversation, w.charm_name, w.condition, w.fired, w.note
-                )
+                );
+                // A note or a condition a model wrote is one line here, whatever it holds.
+                safe_line(&line).into_owned()
             })
             .collect();
         lines.join("\n")

@@ -206,9 +206,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             "delete",
             "/api/watches/{id}",
             "removeWatch",
-            "Remove a watch (and the message it fired that no conversation took yet)",
+            "Remove a watch (and the message it fired that no conversation took yet); the watch removed",
             None,
-            Nothing,
+            Json(200, schema::<trellis_builtins::watch::Watch>),
             delete(watches::remove),
         ),
         endpoint(

@@ -56,8 +56,8 @@ pub fn provenance(rt: &Runtime, id: &DocId) -> trellis_runner::Result<Provenance
             continue;
         }
         let path: Vec<String> = root.iter().cloned().chain([field.clone()]).collect();
-        let mut by: Vec<&Written> = written.iter().filter(|w| w.overlaps(&path)).collect();
-        by.sort_by_key(|w| std::cmp::Reverse(w.at_ms));
+        // Newest first: kept in the order written.
+        let by: Vec<&Written> = written.iter().rev().filter(|w| w.overlaps(&path)).collect();
         if by.is_empty() {
             let derived = rt.is_derived(&Link::new(at.doc.clone(), Path::new(path.iter().map(String::as_str))));
             fields.push(FieldWriter { field: field.clone(), path: field.clone(), derived, by: None, at_ms: None });

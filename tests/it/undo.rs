@@ -7,7 +7,7 @@
 use crate::common;
 use crate::common::provider::{Provider, Reply};
 
-use common::{fails, json_of, ok, space};
+use common::{fails, json_of, ok, space, Finish};
 use serde_json::{json, Value};
 
 fn count(space: &std::path::Path) -> Value {
@@ -106,4 +106,34 @@ fn provenance_and_undo_go_through_the_server_that_holds_the_space() {
     assert_eq!(undone["changes"]["lines"][0], "Counter.count: 4 → 0", "{undone}");
     assert_eq!(count(&s.path), json!(0));
     drop(served);
+}
+
+#[test]
+fn what_a_turn_did_outside_the_space_is_listed_as_not_undone() {
+    let s = space();
+    let start = count(&s.path).as_i64().expect("a count");
+    let provider = Provider::start(vec![
+        Reply::Calls(vec![
+            ("Counter_increment".into(), json!({"amount": 2})),
+            ("ev_toggle_simulated_logging".into(), json!({})),
+        ]),
+        Reply::Text("Done both.".into()),
+    ]);
+    let words = common::mcp_tools::everything();
+    let config = s.path.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
+    std::fs::write(&config, servers.to_string()).expect("written");
+    let out = provider
+        .trellis(&s.path)
+        .args(["chat", "--model", "openai:loopback", "--mcp-config", config.to_str().unwrap_or_default()])
+        .args(["-m", "@Counter add two and toggle the logging"])
+        .finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count(&s.path), json!(start + 2));
+
+    let undone = json_of(&s.path, &["undo"]);
+    let outside = undone["not_undone"].as_array().cloned().unwrap_or_default();
+    assert_eq!(outside.len(), 1, "{undone}");
+    assert!(outside[0].as_str().is_some_and(|o| o.starts_with("ev.toggle-simulated-logging (call ")), "{undone}");
+    assert_eq!(count(&s.path), json!(start), "what it did in the space is put back");
 }

@@ -137,6 +137,11 @@ impl DialogHandle {
         super::undo::undo(&self.rt, &self.cells(), request, by)
     }
 
+    /// Removes this conversation's watches (they end with it: a chatbot's clear calls this).
+    pub fn end_watches(&self) -> Result<Vec<crate::watch::Watch>, crate::watch::WatchError> {
+        crate::watch::remove_all(&self.rt, &self.base)
+    }
+
     /// What this conversation's watches fired that it has not been told yet.
     pub fn fired(&self) -> Vec<crate::watch::Fired> {
         crate::watch::waiting(&self.rt, &self.base)

@@ -92,7 +92,9 @@ async fn a_charm_renamed_between_rounds_is_offered_under_its_new_name() {
     dialog.say("and now", WAIT).await.expect("third round, after the rename");
     rt.settled(&base, WAIT).await.expect("flattened_tools settles");
 
-    assert_eq!(model.offered(), [["Counter_increment"], ["Counter_increment"], ["Tally_increment"]]);
+    // Beside the charm's tools, the conversation's own `watch`.
+    let offered = [["Counter_increment", "watch"], ["Counter_increment", "watch"], ["Tally_increment", "watch"]];
+    assert_eq!(model.offered(), offered);
     assert_eq!(displays(&dialog), ["Tally.increment"], "flattened_tools follows the rename too");
 }
 

@@ -65,6 +65,7 @@ pub(super) fn call(rt: &Runtime, cells: &DialogCells, catalog: &Catalog, input: 
             .filter(|t| t.charm.is_some())
             .filter_map(|t| t.display.split_once('.').map(|(c, _)| c))
             .collect();
+        names.sort_unstable();
         names.dedup();
         return Invocation::error(format!(
             "no attached charm `{}`; the attached ones are: {}",
@@ -100,7 +101,9 @@ pub(super) async fn deliver(rt: &Runtime, dialog: &Link) -> trellis_runner::Resu
     if fired.is_empty() {
         return Ok(fired);
     }
-    let text = fired.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join("\n");
+    // What a watch says comes from the model's note and the charm's data: never the user's.
+    let said = fired.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join("\n");
+    let text = format!("(From Trellis, not the user's words.) {said}");
     let sent = super::DialogHandle::new(rt.clone(), dialog.clone()).send(Message::user(text)).await;
     if let Err(error) = sent {
         if let Err(e) = watch::put_back(rt, &fired) {
@@ -115,6 +118,11 @@ pub(super) async fn deliver(rt: &Runtime, dialog: &Link) -> trellis_runner::Resu
 pub(super) fn listen(rt: &Runtime, dialog: Link) {
     let base = dialog.clone();
     watch::on_fired(rt, dialog, move |rt| {
+        if tokio::runtime::Handle::try_current().is_err() {
+            // Told by the next process that runs the conversation.
+            tracing::warn!("a watch fired off any Tokio runtime; its message waits");
+            return;
+        }
         let (rt, base) = (rt.clone(), base.clone());
         let doc = base.doc.clone();
         rt.clone().spawn_tracked(doc, async move {

@@ -11,7 +11,7 @@ use trellis_runner::{DocId, Link, Observation, Path, Runtime, Value};
 
 use super::condition::Condition;
 use super::store::{self, State, Watch};
-use super::{STATE_DOC, WATCHES_DOC};
+use super::WATCHES_DOC;
 
 /// What a conversation running here does when one of its watches fires.
 type Listener = Arc<dyn Fn(&Runtime) + Send + Sync>;
@@ -24,14 +24,15 @@ struct Armed {
     listeners: Mutex<HashMap<Link, Listener>>,
 }
 
-fn state_of(id: &str) -> Link {
-    Link::new(STATE_DOC, Path::new([id]))
-}
-
 /// Arms every watch of the space in this process, and records what each finds now (a
 /// watch whose condition turned true while no process evaluated it fires now). Call it
 /// once the space is open and its patterns registered.
 pub fn arm(rt: &Runtime) {
+    // Watches end with their conversation.
+    let charms = rt.charms();
+    if let Err(error) = store::remove_where(rt, |w| charms.record(&w.conversation_doc).is_none()) {
+        tracing::warn!(%error, "could not remove the watches of conversations that are gone");
+    }
     let all = store::watches(rt);
     for watch in &all {
         arm_one(rt, watch);
@@ -70,7 +71,7 @@ pub(super) fn arm_one(rt: &Runtime, watch: &Watch) {
         };
         Ok(Value::from_serialize(&state)?)
     });
-    let output = state_of(&watch.id);
+    let output = store::state_of(&watch.id);
     let computation = rt.add_computation(&format!("watch {}", watch.id), output.clone(), None, run);
     let id = watch.id.clone();
     let observation = rt.observe(&output, move |rt| {
@@ -111,10 +112,7 @@ fn soon(rt: &Runtime, id: String) {
 
 /// Records what watch `id` finds now, and tells its conversation if it fired and runs here.
 fn check(rt: &Runtime, id: &str) {
-    use trellis_runner::Read;
-    let state: Option<State> = rt.read(&state_of(id)).ok().and_then(|v| serde_json::from_value(v.to_json()).ok());
-    let Some(state) = state else { return };
-    match store::found(rt, id, &state) {
+    match store::found(rt, id) {
         Ok(Some(fired)) => {
             let dialog = Link::new(
                 fired.conversation_doc.as_str(),

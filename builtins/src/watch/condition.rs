@@ -6,17 +6,21 @@
 //! the one who runs them, evaluated without side effects, without loops (only macros over
 //! a list), without I/O, and with a well-kept Rust implementation. What it cannot bound on
 //! its own is bounded here: the text's length and nesting (its parser recurses), the
-//! depth of the parsed expression (so is its evaluation) and macros inside macros (so its
-//! cost stays linear in the charm's data).
+//! depth of the parsed expression (so is its evaluation), macros inside macros, and the
+//! size of the fields it reads (a macro's cost may still grow with its square).
 
 use std::collections::BTreeMap;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
 use cel::{Context, Program, Value as Cel};
 use serde_json::Value;
 
 /// The longest condition, in characters.
 pub const MAX_CONDITION: usize = 500;
+
+/// The most JSON the fields a condition names may hold: one macro over a list may test
+/// each item against the whole list, so its cost grows with the square of this.
+pub const MAX_FIELDS_SIZE: usize = 16 * 1024;
 
 /// How deeply brackets may nest in a condition's text.
 const MAX_NESTING: usize = 12;
@@ -87,8 +91,11 @@ impl Condition {
             Ok(program) => program,
             Err(why) => return refused(format!("it is not CEL: {}", why.lines().next().unwrap_or_default())),
         };
-        check_shape(program.expression(), 0, 0).map_err(ConditionError::Refused)?;
+        let mut bound = Vec::new();
+        check_shape(program.expression(), (0, 0), &mut bound).map_err(ConditionError::Refused)?;
+        // A macro's own variables (`n` in `notes.exists(n, ...)`) are no fields.
         let mut fields: Vec<String> = program.references().variables().into_iter().map(str::to_string).collect();
+        fields.retain(|f| !bound.contains(f));
         fields.sort();
         Ok(Condition { program, fields })
     }
@@ -118,6 +125,12 @@ impl Condition {
     ) -> Result<(bool, BTreeMap<String, Value>), ConditionError> {
         let mut context = Context::default();
         let mut named = BTreeMap::new();
+        let size: usize = self.fields.iter().filter_map(|f| data.get(f)).map(|v| v.to_string().len()).sum();
+        if size > MAX_FIELDS_SIZE {
+            return Err(ConditionError::Failed(format!(
+                "the fields it names hold {size} bytes of JSON, more than {MAX_FIELDS_SIZE}; watch a smaller field"
+            )));
+        }
         for field in &self.fields {
             let value = data.get(field).cloned().unwrap_or(Value::Null);
             context.add_variable_from_value(field.clone(), to_cel(&value));
@@ -168,34 +181,34 @@ fn nesting(text: &str) -> usize {
 }
 
 /// Refuses an expression deeper than [`MAX_DEPTH`], or with a macro (`all`, `exists`,
-/// `map`, `filter`) inside another.
-fn check_shape(e: &IdedExpr, depth: usize, macros: usize) -> Result<(), String> {
+/// `map`, `filter`) inside another; notes in `bound` the variables macros bind.
+fn check_shape(e: &IdedExpr, (depth, macros): (usize, usize), bound: &mut Vec<String>) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!("it is nested more than {MAX_DEPTH} deep"));
     }
-    let next = |e: &IdedExpr| check_shape(e, depth + 1, macros);
+    let next = |e: &IdedExpr, bound: &mut Vec<String>| check_shape(e, (depth + 1, macros), bound);
     match &e.expr {
         Expr::Call(call) => {
-            call.target.iter().try_for_each(|t| next(t))?;
-            call.args.iter().try_for_each(next)
+            call.target.iter().try_for_each(|t| next(t, bound))?;
+            call.args.iter().try_for_each(|a| next(a, bound))
         }
         Expr::Comprehension(c) => {
             if macros > 0 {
                 return Err("it has a macro (all, exists, map, filter) inside another".into());
             }
-            let inner = |e: &IdedExpr| check_shape(e, depth + 1, macros + 1);
-            [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter().try_for_each(inner)
+            bound.extend([c.iter_var.clone(), c.accu_var.clone()].into_iter().chain(c.iter_var2.clone()));
+            [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                .into_iter()
+                .try_for_each(|e| check_shape(e, (depth + 1, macros + 1), bound))
         }
-        Expr::List(list) => list.elements.iter().try_for_each(next),
-        Expr::Map(map) => map.entries.iter().try_for_each(|entry| match &entry.expr {
-            EntryExpr::MapEntry(m) => next(&m.key).and_then(|_| next(&m.value)),
-            EntryExpr::StructField(f) => next(&f.value),
-        }),
-        Expr::Struct(s) => s.entries.iter().try_for_each(|entry| match &entry.expr {
-            EntryExpr::MapEntry(m) => next(&m.key).and_then(|_| next(&m.value)),
-            EntryExpr::StructField(f) => next(&f.value),
-        }),
-        Expr::Select(select) => next(&select.operand),
+        Expr::List(list) => list.elements.iter().try_for_each(|e| next(e, bound)),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
+            entries.iter().try_for_each(|entry| match &entry.expr {
+                EntryExpr::MapEntry(m) => next(&m.key, bound).and_then(|_| next(&m.value, bound)),
+                EntryExpr::StructField(f) => next(&f.value, bound),
+            })
+        }
+        Expr::Select(select) => next(&select.operand, bound),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Ok(()),
     }
 }
@@ -219,7 +232,12 @@ mod tests {
         assert_eq!(named["count"], 11);
         assert!(!c.holds(&data(json!({"count": 3, "label": "Count: 3"}))).expect("evaluated").0);
         let notes = Condition::parse(r#"notes.exists(n, n.title == "milk")"#).expect("parsed");
-        assert!(notes.holds(&data(json!({"notes": [{"title": "tea"}, {"title": "milk"}]}))).expect("ran").0);
+        assert_eq!(notes.fields(), ["notes"], "a macro's variable is no field");
+        let list = data(json!({"notes": [{"title": "tea"}, {"title": "milk"}]}));
+        notes.check_fields("Notes", &list).expect("its fields are the charm's");
+        assert!(notes.holds(&list).expect("ran").0);
+        let big = data(json!({"notes": vec!["x".repeat(100); 200]}));
+        assert!(notes.holds(&big).expect_err("too big").to_string().contains("more than 16384"));
     }
 
     #[test]

@@ -17,7 +17,10 @@ mod store;
 
 pub use arm::{arm, off, on_fired};
 pub use condition::{Condition, ConditionError, MAX_CONDITION};
-pub use store::{add, put_back, remove, take_fired, waiting, watches, Fired, NewWatch, Watch, WatchError};
+pub use store::{
+    add, put_back, remove, remove_all, take_fired, waiting, watches, Fired, NewWatch, Watch, WatchError,
+    MAX_TOLD_PER_HOUR,
+};
 
 /// The document that keeps the space's watches and the messages they fired.
 pub const WATCHES_DOC: &str = "watches";

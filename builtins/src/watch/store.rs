@@ -15,6 +15,12 @@ use crate::text::truncate;
 /// The longest note, in characters.
 const MAX_NOTE: usize = 500;
 
+/// How many firings of one watch an hour start a turn: a condition that the turns it
+/// starts flip again would otherwise start them without end.
+pub const MAX_TOLD_PER_HOUR: usize = 10;
+
+const HOUR_MS: u64 = 3_600_000;
+
 /// One standing watch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Watch {
@@ -40,9 +46,13 @@ pub struct Watch {
     pub holds: bool,
     /// How many times it fired.
     pub fired: u32,
-    /// Why the condition could not be evaluated last time, if it could not.
+    /// Why the condition could not be evaluated last time, or why its last firing was
+    /// not told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// When its firings of the last hour were told (at most [`MAX_TOLD_PER_HOUR`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub told_ms: Vec<u64>,
 }
 
 impl Watch {
@@ -199,6 +209,7 @@ pub fn add(rt: &Runtime, new: NewWatch) -> Result<Watch, WatchError> {
             holds,
             fired: 0,
             error: None,
+            told_ms: Vec::new(),
         };
         all.watches.push(watch.clone());
         kept().set(tx, all)?;
@@ -211,17 +222,37 @@ pub fn add(rt: &Runtime, new: NewWatch) -> Result<Watch, WatchError> {
 
 /// Removes watch `id` (and what it fired that still waits).
 pub fn remove(rt: &Runtime, id: &str) -> Result<Watch, WatchError> {
-    let removed = rt.transact(|tx| {
+    let mut removed = remove_where(rt, |w| w.id == id)?;
+    removed.pop().ok_or_else(|| WatchError::Unknown(truncate(id, 40)))
+}
+
+/// Removes the watches of the conversation of `dialog`: they end with it.
+pub fn remove_all(rt: &Runtime, dialog: &Link) -> Result<Vec<Watch>, WatchError> {
+    remove_where(rt, |w| of((&w.conversation_doc, &w.conversation_path), dialog))
+}
+
+/// Removes the watches `gone` picks, what they fired that still waits, and their state.
+pub(super) fn remove_where(rt: &Runtime, gone: impl Fn(&Watch) -> bool) -> Result<Vec<Watch>, WatchError> {
+    let ids: Vec<String> = watches(rt).into_iter().filter(|w| gone(w)).map(|w| w.id).collect();
+    for id in &ids {
+        super::arm::disarm(rt, id);
+    }
+    Ok(rt.transact(|tx| {
         let mut all = kept().get(tx).unwrap_or_default();
-        let Some(at) = all.watches.iter().position(|w| w.id == id) else { return Ok(None) };
-        let watch = all.watches.remove(at);
-        all.fired.retain(|f| f.watch != id);
+        let (removed, kept_ones): (Vec<Watch>, Vec<Watch>) = all.watches.into_iter().partition(|w| gone(w));
+        all.watches = kept_ones;
+        all.fired.retain(|f| !removed.iter().any(|w| w.id == f.watch));
+        for watch in &removed {
+            tx.write(&state_of(&watch.id), trellis_runner::Value::Null)?;
+        }
         kept().set(tx, all)?;
-        Ok(Some(watch))
-    })?;
-    let watch = removed.ok_or_else(|| WatchError::Unknown(truncate(id, 40)))?;
-    super::arm::disarm(rt, id);
-    Ok(watch)
+        Ok(removed)
+    })?)
+}
+
+/// Where watch `id`'s derived cell keeps what its condition gives.
+pub(super) fn state_of(id: &str) -> Link {
+    Link::new(super::STATE_DOC, Path::new([id]))
 }
 
 /// What a watch's condition gives now, as its derived cell keeps it.
@@ -235,10 +266,12 @@ pub(super) struct State {
     pub error: Option<String>,
 }
 
-/// Records what watch `id` finds now: when it turns true, one firing, whose message is
-/// returned (and waits in the document until its conversation takes it).
-pub(super) fn found(rt: &Runtime, id: &str, state: &State) -> Result<Option<Fired>, WatchError> {
+/// Records what watch `id`'s derived cell holds now: when it turned true, one firing,
+/// whose message is returned (and waits in the document until its conversation takes
+/// it). Read in the same transaction as the watch, so checks that race apply in order.
+pub(super) fn found(rt: &Runtime, id: &str) -> Result<Option<Fired>, WatchError> {
     Ok(rt.transact(|tx| {
+        let Ok(state) = Cell::<State>::from_link(state_of(id)).get(tx) else { return Ok(None) };
         let mut all = kept().get(tx).unwrap_or_default();
         let Some(watch) = all.watches.iter_mut().find(|w| w.id == id) else { return Ok(None) };
         let turned = state.holds && !watch.holds;
@@ -248,14 +281,23 @@ pub(super) fn found(rt: &Runtime, id: &str, state: &State) -> Result<Option<Fire
         }
         watch.holds = state.holds;
         watch.error = state.error.clone();
-        let fired = turned.then(|| {
+        let now = trellis_runner::now_ms();
+        watch.told_ms.retain(|at| now.saturating_sub(*at) < HOUR_MS);
+        if turned && watch.told_ms.len() >= MAX_TOLD_PER_HOUR {
             watch.fired += 1;
+            watch.error = Some(format!(
+                "fired {MAX_TOLD_PER_HOUR} times within an hour; later firings are not told until an hour has passed"
+            ));
+        }
+        let fired = (turned && watch.told_ms.len() < MAX_TOLD_PER_HOUR).then(|| {
+            watch.fired += 1;
+            watch.told_ms.push(now);
             Fired {
                 watch: watch.id.clone(),
                 conversation_doc: watch.conversation_doc.clone(),
                 conversation_path: watch.conversation_path.clone(),
                 text: told(watch, &state.values),
-                at_ms: trellis_runner::now_ms(),
+                at_ms: now,
             }
         });
         if let Some(fired) = &fired {

@@ -345,7 +345,12 @@ impl Chatbot {
 
     /// Forgets the conversation and the attachments.
     pub async fn clear(&self) -> Result<(), ChatbotError> {
-        self.send(ChatbotStream::Clear, json!({})).await
+        self.send(ChatbotStream::Clear, json!({})).await?;
+        // Its watches end with it.
+        if let Err(error) = self.dialog.end_watches() {
+            self.rt.report(trellis_runner::Error::Refused(format!("the cleared conversation's watches stay: {error}")));
+        }
+        Ok(())
     }
 
     /// Switches the model (the string is not checked here; see `model_from_str`).

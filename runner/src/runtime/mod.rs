@@ -324,11 +324,21 @@ impl Runtime {
             false => self.0.spare.store(Some(spare)),
         }
         let commit = commit?;
+        // What a commit sets off is nobody's write: a handle acting as a writer (see
+        // `acting_as`) would pass its name on to work it never did.
+        let unattributed;
+        let rt = match self.1 {
+            None => self,
+            Some(_) => {
+                unattributed = Runtime(self.0.clone(), None);
+                &unattributed
+            }
+        };
         if observed && !commit.changes.is_empty() {
-            self.notify_observers(&commit.changes);
+            rt.notify_observers(&commit.changes);
         }
         if let Some(hooks) = hooks {
-            self.run_hooks(hooks);
+            rt.run_hooks(hooks);
         }
         Ok(commit)
     }

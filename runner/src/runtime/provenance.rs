@@ -80,8 +80,13 @@ pub struct Written {
 impl Written {
     /// Whether this write covers `path` or lies inside it.
     pub fn overlaps(&self, path: &[String]) -> bool {
-        self.path.iter().zip(path).all(|(a, b)| a == b)
+        overlap(&self.path, path)
     }
+}
+
+/// Whether one path covers the other.
+pub(super) fn overlap(a: &[String], b: &[String]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// The writers kept for one document, oldest first.
@@ -151,7 +156,8 @@ impl Runtime {
         self.1.as_deref()
     }
 
-    /// The last writer of each path of `doc` that one was recorded for, oldest first.
+    /// The last writer of each path of `doc` that one was recorded for, in the order
+    /// written (oldest first).
     pub fn provenance(&self, doc: &DocId) -> Result<Vec<Written>> {
         Ok(read_kept(self, doc)?.written)
     }
@@ -160,7 +166,8 @@ impl Runtime {
     pub fn last_writer(&self, link: &Link) -> Result<Option<Written>> {
         let (at, _) = self.0.space.resolve(link)?;
         let path = segments(&at.path);
-        Ok(read_kept(self, &at.doc)?.written.into_iter().filter(|w| w.overlaps(&path)).max_by_key(|w| w.at_ms))
+        // Kept in the order written: the last is the newest, whatever the clocks said.
+        Ok(read_kept(self, &at.doc)?.written.into_iter().rfind(|w| w.overlaps(&path)))
     }
 
     /// Whether a computation writes `link` (or a location overlapping it): a derived
@@ -223,5 +230,38 @@ mod tests {
         assert!(w.overlaps(&["notes".into(), "0".into()]));
         assert!(w.overlaps(&[]));
         assert!(!w.overlaps(&["count".into()]));
+    }
+}
+
+#[cfg(test)]
+mod hooks {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::pattern::Pattern;
+    use crate::{Runtime, Writer};
+
+    #[test]
+    fn what_a_commit_sets_off_acts_as_nobody() {
+        let rt = Runtime::in_memory();
+        let attributed = Arc::new(AtomicBool::new(false));
+        let seen = attributed.clone();
+        rt.register_pattern(Pattern::new("bell", move |b, _: serde_json::Value| {
+            let rung = b.state("rung", 0i64)?;
+            let seen = seen.clone();
+            b.handler("ring", move |tx, _: serde_json::Value| {
+                let seen = seen.clone();
+                tx.after_commit(move |rt| seen.store(rt.writer().is_some(), Ordering::SeqCst));
+                rung.update(tx, |n| n + 1).map(|_| ())
+            })?;
+            Ok(())
+        }));
+        let id = rt.charms().create("bell", serde_json::json!({})).expect("a charm");
+        let ring = rt.charms().result(&id).child("ring");
+        let model = rt.acting_as(Writer::new("model", "a turn").journaled("j"));
+        futures::executor::block_on(model.send(&ring, serde_json::json!({}))).expect("rang");
+        assert!(!attributed.load(Ordering::SeqCst), "a hook got the sender's writer");
+        let rung = rt.charms().result(&id).child("rung");
+        assert_eq!(rt.last_writer(&rung).expect("read").map(|w| w.by.kind), Some("model".into()));
     }
 }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::provenance::{now_ms, segments, Written};
+use super::provenance::{now_ms, overlap, segments, Written};
 use super::{Changed, Runtime, Writer};
 use crate::error::{Error, Result};
 use crate::link::{DocId, Link};
@@ -19,6 +19,10 @@ use crate::value::{Path, Value};
 
 /// How many paths one journal keeps; a writer that writes more cannot be undone.
 pub const MAX_JOURNAL_ENTRIES: usize = 256;
+
+/// The most JSON one journal holds; a writer whose values before and after come to more
+/// cannot be undone.
+pub const MAX_JOURNAL_BYTES: usize = 1 << 20;
 
 /// How many effects outside the space one journal lists.
 pub const MAX_JOURNAL_EFFECTS: usize = 64;
@@ -145,7 +149,8 @@ impl Runtime {
         writer: &Writer,
         written: &[(DocId, Vec<Path>)],
     ) -> Result<()> {
-        let mut journal = read_journal(tx, id)?.unwrap_or_else(|| empty(writer));
+        // Writes after an undo begin anew: what was undone is not theirs to undo again.
+        let mut journal = read_journal(tx, id)?.filter(|j| j.undone.is_none()).unwrap_or_else(|| empty(writer));
         for (doc, paths) in written {
             for path in paths.iter().map(segments) {
                 for entry in journal.entries.iter_mut().filter(|e| *e.doc == **doc && overlap(&e.path, &path)) {
@@ -177,6 +182,9 @@ impl Runtime {
                     false => journal.overflow = true,
                 }
             }
+        }
+        if serde_json::to_vec(&journal).map_or(true, |json| json.len() > MAX_JOURNAL_BYTES) {
+            journal.overflow = true;
         }
         if journal.overflow {
             journal.entries.clear();
@@ -227,7 +235,8 @@ impl Runtime {
             }
             if journal.overflow {
                 return Err(Error::NotUndoable(format!(
-                    "it wrote more than {MAX_JOURNAL_ENTRIES} paths (or values too deep to keep), so it was not journaled"
+                    "it wrote more than {MAX_JOURNAL_ENTRIES} paths (or values too large or too deep to keep), so it was \
+                     not journaled"
                 )));
             }
             let mut later = Vec::new();
@@ -237,6 +246,14 @@ impl Runtime {
                     let by = self.last_writer(&link_of(&entry.doc, &entry.path))?;
                     let by = by.filter(|w| w.by.journal.as_deref() != Some(id));
                     later.push(Later { doc: entry.doc.clone(), path: entry.path.clone(), left: entry.after.clone(), now, by });
+                }
+            }
+            // An item it added to a list cannot go while items someone else added stay after it.
+            for entry in journal.entries.iter().filter(|e| e.absent) {
+                if let Some(after) = item_after(tx, entry, &journal.entries)? {
+                    let by = self.last_writer(&link_of(&entry.doc, &after))?;
+                    let now = tx.read(&link_of(&entry.doc, &after))?.to_json();
+                    later.push(Later { doc: entry.doc.clone(), path: after, left: serde_json::Value::Null, now, by });
                 }
             }
             if !later.is_empty() {
@@ -265,9 +282,15 @@ fn empty(writer: &Writer) -> Journal {
     Journal { by: writer.clone(), entries: Vec::new(), effects: Vec::new(), overflow: false, undone: None }
 }
 
-/// Whether one path covers the other.
-fn overlap(a: &[String], b: &[String]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x == y)
+/// For an item `entry` added to a list: the path of the first item after it that the
+/// list holds now and the journal did not add, if any.
+fn item_after(tx: &Tx<'_>, entry: &Entry, entries: &[Entry]) -> Result<Option<Vec<String>>> {
+    let Some((last, parent)) = entry.path.split_last() else { return Ok(None) };
+    let Ok(at) = last.parse::<usize>() else { return Ok(None) };
+    let serde_json::Value::Array(items) = tx.read(&link_of(&entry.doc, parent))?.to_json() else { return Ok(None) };
+    let path_of = |i: usize| -> Vec<String> { parent.iter().cloned().chain([i.to_string()]).collect() };
+    let ours = |path: &Vec<String>| entries.iter().any(|e| e.absent && e.doc == entry.doc && e.path == *path);
+    Ok((at + 1..items.len()).map(path_of).find(|path| !ours(path)))
 }
 
 /// Writes back what `entry` held before; a path that held nothing is taken out of its
@@ -356,6 +379,19 @@ mod tests {
         assert!(refused.to_string().contains("written by charm send"), "{refused}");
         assert_eq!(rt.read(&charm.child("notes")).expect("notes").to_json(), json!(["oat milk", "eggs"]));
         assert_eq!(rt.journal("j1").expect("read").expect("kept").undone, None);
+    }
+
+    #[test]
+    fn an_item_added_before_someone_elses_is_not_taken_out_from_under_it() {
+        let (rt, charm) = notes();
+        let model = rt.acting_as(Writer::new("model", "a turn").journaled("j1"));
+        block_on(model.send(&charm.child("add"), json!("milk"))).expect("add");
+        let person = rt.acting_as(Writer::new("command", "charm send"));
+        block_on(person.send(&charm.child("add"), json!("eggs"))).expect("add");
+        let refused = rt.undo("j1", undoer()).expect_err("refused");
+        assert!(refused.to_string().contains("/notes/1 is \"eggs\""), "{refused}");
+        assert!(refused.to_string().contains("written by charm send"), "{refused}");
+        assert_eq!(rt.read(&charm.child("notes")).expect("notes").to_json(), json!(["milk", "eggs"]));
     }
 
     #[test]

@@ -1,11 +1,9 @@
 //! `/api/watches`: the standing watches models set with their `watch` tool.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::Json;
 use trellis_builtins::watch::{self, Watch, WatchError};
 
-use super::DONE;
 use crate::serve::error::ApiError;
 use crate::serve::Server;
 
@@ -15,10 +13,10 @@ pub async fn list(State(server): State<Server>) -> Json<Vec<Watch>> {
     Json(watch::watches(server.runtime()))
 }
 
-/// `DELETE /api/watches/{id}`.
-pub async fn remove(State(server): State<Server>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+/// `DELETE /api/watches/{id}`: the watch removed.
+pub async fn remove(State(server): State<Server>, Path(id): Path<String>) -> Result<Json<Watch>, ApiError> {
     match watch::remove(server.runtime(), &id) {
-        Ok(_) => Ok(DONE),
+        Ok(removed) => Ok(Json(removed)),
         Err(e @ WatchError::Unknown(_)) => Err(ApiError::not_found(e.to_string())),
         Err(WatchError::Runtime(e)) => Err(e.into()),
         Err(e) => Err(ApiError::unprocessable(e.to_string())),
