@@ -66,7 +66,9 @@ fn each_field_names_its_last_writer_and_an_undo_puts_back_the_whole_turn() {
 
     let again = fails(&s.path, &["undo", "--request", "1"]);
     assert!(again.contains("undid it already"), "{again}");
-    let nothing = fails(&s.path, &["undo"]);
+    // The latest request that changed something is request 1, undone already.
+    assert!(fails(&s.path, &["undo"]).contains("cannot undo request 1: trellis undo undid it already"));
+    let nothing = fails(&s.path, &["undo", "--request", "2"]);
     assert!(nothing.contains("cannot undo request 2: its tool calls changed nothing"), "{nothing}");
 }
 

@@ -151,6 +151,11 @@ fn finish(shared: &Arc<Shared>, rt: &Runtime, cells: &DialogCells, id: RequestId
         (Ok(_), _) => {}
         (Err(e), _) => rt.report(e),
     }
+    // A watch's message that could not start a turn while a call waited tries again.
+    let idle = !cells.pending.get(rt).unwrap_or(true) && !super::interaction::is_waiting(rt, cells).unwrap_or(true);
+    if shared.settings.resume && idle {
+        super::watching::deliver_soon(rt, &cells.base);
+    }
 }
 
 /// Appends the answer that ended a request with `value`, and stores the value in the

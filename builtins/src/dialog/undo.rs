@@ -70,6 +70,9 @@ pub enum UndoError {
     /// The request is still running.
     #[error("cannot undo request {0} while it runs; wait for the reply, or cancel it first")]
     Running(RequestId),
+    /// A call of the request waits for a person.
+    #[error("cannot undo request {0} while a call of it waits for an answer; answer or cancel it first")]
+    Waiting(RequestId),
     /// There is nothing to undo, or it cannot be undone.
     #[error("cannot undo request {request}: {why}")]
     Not {
@@ -90,7 +93,12 @@ fn what(n: usize) -> String {
     }
 }
 
-/// Undoes request `request` of the dialog (its latest when `None`) as `by`.
+/// How far back from the latest request an undo without one looks for a request that
+/// changed something.
+const LOOK_BACK: u64 = 1000;
+
+/// Undoes request `request` of the dialog (when `None`, the latest that changed anything
+/// in the space) as `by`.
 pub(super) fn undo(
     rt: &Runtime,
     cells: &DialogCells,
@@ -98,10 +106,19 @@ pub(super) fn undo(
     by: Writer,
 ) -> Result<UndoneRequest, UndoError> {
     let latest = cells.request.get(rt).map_err(UndoError::Runtime)?;
-    let request = request.unwrap_or(latest);
-    if request == latest && cells.pending.get(rt).unwrap_or(false) {
-        return Err(UndoError::Running(request));
+    if request.is_none_or(|r| r == latest) {
+        if cells.pending.get(rt).unwrap_or(false) {
+            return Err(UndoError::Running(latest));
+        }
+        if super::interaction::is_waiting(rt, cells).unwrap_or(false) {
+            return Err(UndoError::Waiting(latest));
+        }
     }
+    // A cancel, or a reply without tool calls, takes a request id of its own too.
+    let journaled = |r: &RequestId| rt.journal(&journal_of(cells, *r)).ok().flatten().is_some();
+    let request = request.unwrap_or_else(|| {
+        (latest.0.saturating_sub(LOOK_BACK)..=latest.0).rev().map(RequestId).find(journaled).unwrap_or(latest)
+    });
     let journal = journal_of(cells, request);
     if rt.journal(&journal).map_err(UndoError::Runtime)?.is_none() {
         let why = match request > latest {

@@ -116,19 +116,26 @@ pub(super) async fn deliver(rt: &Runtime, dialog: &Link) -> trellis_runner::Resu
 
 /// While the conversation runs in this process, its watches' messages start turns.
 pub(super) fn listen(rt: &Runtime, dialog: Link) {
-    let base = dialog.clone();
-    watch::on_fired(rt, dialog, move |rt| {
-        if tokio::runtime::Handle::try_current().is_err() {
-            // Told by the next process that runs the conversation.
-            tracing::warn!("a watch fired off any Tokio runtime; its message waits");
-            return;
+    watch::on_fired(rt, dialog.clone(), move |rt| deliver_soon(rt, &dialog));
+}
+
+/// [`deliver`]s on a task of the conversation's (which [`DialogHandle::wait`] waits for),
+/// if anything waits and a Tokio runtime runs; else the next process that runs the
+/// conversation tells it.
+///
+/// [`DialogHandle::wait`]: super::DialogHandle::wait
+pub(super) fn deliver_soon(rt: &Runtime, dialog: &Link) {
+    if watch::waiting(rt, dialog).is_empty() {
+        return;
+    }
+    if tokio::runtime::Handle::try_current().is_err() {
+        tracing::warn!("a watch fired off any Tokio runtime; its message waits");
+        return;
+    }
+    let (rt, base) = (rt.clone(), dialog.clone());
+    rt.clone().spawn_tracked(base.doc.clone(), async move {
+        if let Err(error) = deliver(&rt, &base).await {
+            tracing::warn!(%error, "could not tell the conversation what its watches found; it waits");
         }
-        let (rt, base) = (rt.clone(), base.clone());
-        let doc = base.doc.clone();
-        rt.clone().spawn_tracked(doc, async move {
-            if let Err(error) = deliver(&rt, &base).await {
-                tracing::warn!(%error, "could not tell the conversation what its watches found");
-            }
-        });
     });
 }

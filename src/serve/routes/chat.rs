@@ -308,12 +308,13 @@ pub async fn undo(
 ) -> Result<Json<UndoneRequest>, ApiError> {
     let by = match credential {
         Credential::Session => Writer::new("undo", "an undo on the web page"),
-        _ => Writer::new("undo", format!("{} undo", crate::program::name())),
+        Credential::Local => Writer::new("undo", format!("{} undo", crate::program::name())),
+        Credential::Token(_) => Writer::new("undo", "an undo by a client of the API"),
     };
     let request = undo.request.map(trellis_builtins::dialog::RequestId);
     server.chat().dialog().undo(request, by).map(Json).map_err(|e| match e {
         // What the conversation holds decides, never the body's shape.
-        UndoError::WrittenSince { .. } | UndoError::Running(_) | UndoError::Not { .. } => {
+        UndoError::WrittenSince { .. } | UndoError::Running(_) | UndoError::Waiting(_) | UndoError::Not { .. } => {
             ApiError::new(StatusCode::CONFLICT, e.to_string())
         }
         UndoError::Runtime(e) => e.into(),
