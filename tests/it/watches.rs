@@ -54,8 +54,17 @@ fn a_watch_fires_once_when_its_condition_turns_true_across_processes_and_starts_
     assert!(json_of(&s.path, &["pending"])["fired"].as_array().is_some_and(Vec::is_empty), "told once");
     assert_eq!(json_of(&s.path, &["watch", "list"])[0]["fired"], 1);
 
+    // False again, then true again: a second crossing, a second firing.
+    ok(&s.path, &["charm", "send", "Counter", "reset", "{}"]);
+    add(&s.path, 11);
+    let fired = json_of(&s.path, &["pending"])["fired"].clone();
+    assert_eq!(fired.as_array().map(Vec::len), Some(1), "{fired}");
+    assert!(fired[0]["text"].as_str().is_some_and(|t| t.contains("(count is 11)")), "{fired}");
+    assert_eq!(json_of(&s.path, &["watch", "list"])[0]["fired"], 2);
+
     let removed = json_of(&s.path, &["watch", "remove", "w1"]);
     assert_eq!(removed["removed"]["id"], "w1");
     assert_eq!(json_of(&s.path, &["watch", "list"]), json!([]));
+    assert!(json_of(&s.path, &["pending"])["fired"].as_array().is_some_and(Vec::is_empty), "its message went with it");
     assert!(fails(&s.path, &["watch", "remove", "w1"]).contains("no watch w1"));
 }
