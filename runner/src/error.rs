@@ -117,14 +117,12 @@ pub enum Error {
     },
     /// A handler sent as previewed ([`Runtime::send_as_previewed`](crate::Runtime::send_as_previewed))
     /// would now change something else: the state moved since the preview.
-    #[error(
-        "the state changed since you saw it: {stream}'s handler would now change other values; nothing was written"
-    )]
+    #[error("the state changed since you saw it: what {stream}'s handler read has moved; nothing was written")]
     Moved {
         /// The stream.
         stream: Link,
-        /// What the handler would change now.
-        now: Vec<crate::runtime::Changed>,
+        /// A fresh preview: what the handler would change now, and what it read.
+        now: crate::runtime::Previewed,
     },
     /// An undo ([`Runtime::undo`](crate::Runtime::undo)) that cannot be made.
     #[error("cannot undo: {0}")]

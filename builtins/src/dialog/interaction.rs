@@ -134,7 +134,7 @@ pub(super) struct HeldCall {
     pub edited: bool,
     /// What the person was shown the call would change, while it waits for approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previewed: Option<Vec<trellis_runner::Changed>>,
+    pub previewed: Option<trellis_runner::Previewed>,
 }
 
 /// What the last server phase of a call that waits for the client needs.

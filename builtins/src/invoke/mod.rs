@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
-use trellis_runner::{Changed, DocId, Error, Link, Path, Runtime, Sent};
+use trellis_runner::{DocId, Error, Link, Path, Previewed, Runtime, Sent};
 
 use crate::ask::InteractionKind;
 use crate::catalog::summary::{handler_answer, snapshot};
@@ -50,7 +50,7 @@ const MAX_LISTED: usize = 50;
 pub struct Approved {
     /// What the person was shown the handler would change, when they were (see
     /// [`Preview`]): the call commits only that.
-    previewed: Option<Vec<Changed>>,
+    previewed: Option<Previewed>,
 }
 
 impl Approved {
@@ -60,7 +60,7 @@ impl Approved {
     }
 
     /// The approval of a person who was shown that the call changes `previewed`.
-    pub fn of_preview(previewed: Vec<Changed>) -> Approved {
+    pub fn of_preview(previewed: Previewed) -> Approved {
         Approved { previewed: Some(previewed) }
     }
 }
@@ -100,7 +100,7 @@ pub struct Waiting {
     pub defined: Option<String>,
     /// For a handler waiting for approval: what it would change (shown), and the paths
     /// behind that (kept, so that approving commits exactly those).
-    pub preview: Option<(Preview, Vec<Changed>)>,
+    pub preview: Option<(Preview, Previewed)>,
 }
 
 impl Invocation {
@@ -316,21 +316,21 @@ impl Tool {
     /// previewed and would now change something else shows that (`moved`); a first
     /// preview is made by the dialog once the round's other calls ran ([`Tool::preview`]),
     /// as they may change what this one would.
-    fn wait_for_approval(&self, rt: &Runtime, reason: String, arguments: Value, moved: Option<Vec<Changed>>) -> Step {
-        let preview = moved.map(|now| (Preview::of(rt, &now), now));
+    fn wait_for_approval(&self, rt: &Runtime, reason: String, arguments: Value, moved: Option<Previewed>) -> Step {
+        let preview = moved.map(|now| (Preview::of(rt, &now.changes), now));
         let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
         Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None, preview })
     }
 
     /// What a call of this tool (a handler's) with `arguments` would change now: shown,
     /// and the paths behind it. `None` for a tool that is no handler.
-    pub async fn preview(&self, rt: &Runtime, arguments: &Value, timeout: Duration) -> Option<(Preview, Vec<Changed>)> {
+    pub async fn preview(&self, rt: &Runtime, arguments: &Value, timeout: Duration) -> Option<(Preview, Previewed)> {
         let ToolTarget::Handler { stream } = &self.target else { return None };
         let event = self.shape.event_from_arguments(arguments.clone());
         Some(match send_within(rt, stream, event, timeout, false, None, Sending::Preview).await {
-            Ok(sent) => (Preview::of(rt, &sent.previewed), sent.previewed),
-            Err(Failed::Moved(now)) => (Preview::of(rt, &now), now),
-            Err(Failed::Text(error)) => (Preview::failed(error), Vec::new()),
+            Ok(sent) => (Preview::of(rt, &sent.previewed.changes), sent.previewed),
+            Err(Failed::Moved(now)) => (Preview::of(rt, &now.changes), now),
+            Err(Failed::Text(error)) => (Preview::failed(error), Previewed::default()),
         })
     }
 
@@ -344,7 +344,7 @@ impl Tool {
         timeout: Duration,
         calling: Calling,
         receipt: Option<&Link>,
-        previewed: Option<Vec<Changed>>,
+        previewed: Option<Previewed>,
     ) -> Step {
         let span = tracing::info_span!("tool_call", tool = %self.display, wire = %self.wire);
         async {
@@ -438,7 +438,7 @@ impl Tool {
         calling: Calling,
         receipt: Option<&Link>,
         sending: Sending,
-    ) -> Result<Invocation, Vec<Changed>> {
+    ) -> Result<Invocation, Previewed> {
         let event = self.shape.event_from_arguments(arguments);
         let result = Link::new(stream.doc.clone(), Path::root());
         let before = snapshot(rt, &result).unwrap_or(Value::Null);
@@ -524,13 +524,13 @@ enum Sending {
     /// Rolled back: what it would change.
     Preview,
     /// Committed only if it changes exactly this.
-    Expect(Vec<Changed>),
+    Expect(Previewed),
 }
 
 /// Why [`send_within`] sent nothing.
 enum Failed {
     /// Sent as previewed, it would now change this instead.
-    Moved(Vec<Changed>),
+    Moved(Previewed),
     Text(String),
 }
 

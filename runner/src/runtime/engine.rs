@@ -13,7 +13,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use futures::channel::oneshot;
 
-use super::preview::Mode;
+use super::preview::{Mode, Previewed};
 use super::{panic_message, Event, Listing, Marking, ReplyReceiver, Runtime, Sent};
 use crate::error::{Error, Result};
 use crate::link::Link;
@@ -383,7 +383,7 @@ impl Runtime {
                 if kept != Value::Null {
                     let returned = kept.child("returned").filter(|r| **r != Value::Null).map(Value::to_json);
                     let commit = self.commit_writer(tx, Listing::Nothing)?;
-                    let sent = Sent { changes: Vec::new(), returned, replayed: true, previewed: Vec::new() };
+                    let sent = Sent { changes: Vec::new(), returned, replayed: true, previewed: Previewed::default() };
                     return Ok((sent, commit.committed));
                 }
             }
@@ -416,7 +416,10 @@ impl Runtime {
                 tx.write(receipt, Value::from(kept))?;
             }
             let commit = self.commit_writer(tx, Listing::Changes)?;
-            Ok((Sent { changes: commit.changes, returned, replayed: false, previewed: Vec::new() }, commit.committed))
+            Ok((
+                Sent { changes: commit.changes, returned, replayed: false, previewed: Previewed::default() },
+                commit.committed,
+            ))
         })
     }
 

@@ -30,7 +30,7 @@ mod wait;
 
 pub use observers::Observation;
 use observers::Observer;
-pub use preview::Changed;
+pub use preview::{Changed, Previewed, ReadAt};
 pub use provenance::{now_ms, Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
 pub use undo::{Entry, Journal, Later, Undoing, Undone, MAX_JOURNAL_EFFECTS, MAX_JOURNAL_ENTRIES};
 
@@ -80,8 +80,8 @@ pub struct Sent {
     /// [`Runtime::send_once`]); `returned` is then what it returned that time.
     pub replayed: bool,
     /// For [`Runtime::preview`]: each path the handler would write, before and after
-    /// (nothing was written).
-    pub previewed: Vec<Changed>,
+    /// (nothing was written), and what it read.
+    pub previewed: Previewed,
 }
 
 /// A handler's answer: what it changed, and its commit to wait for durability on.
