@@ -89,8 +89,13 @@ pub(super) async fn settle_round(
                 let mut asking = interaction(ask.kind, phase, ask.prompt, ask.options, shown, defined);
                 // Asked again (the state moved since the last preview): a new answer first.
                 call.approved = false;
-                call.previewed = preview.as_ref().map(|(_, changed)| changed.clone());
-                asking.preview = preview.map(|(shown, _)| shown);
+                if let Some(preview) = preview {
+                    let (shown, previewed) = *preview;
+                    call.previewed = Some(previewed);
+                    asking.preview = Some(shown);
+                } else {
+                    call.previewed = None;
+                }
                 asked.push(asking);
             }
         }

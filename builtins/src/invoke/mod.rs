@@ -100,7 +100,7 @@ pub struct Waiting {
     pub defined: Option<String>,
     /// For a handler waiting for approval: what it would change (shown), and the paths
     /// behind that (kept, so that approving commits exactly those).
-    pub preview: Option<(Preview, Previewed)>,
+    pub preview: Option<Box<(Preview, Previewed)>>,
 }
 
 impl Invocation {
@@ -317,7 +317,7 @@ impl Tool {
     /// preview is made by the dialog once the round's other calls ran ([`Tool::preview`]),
     /// as they may change what this one would.
     fn wait_for_approval(&self, rt: &Runtime, reason: String, arguments: Value, moved: Option<Previewed>) -> Step {
-        let preview = moved.map(|now| (Preview::of(rt, &now.changes), now));
+        let preview = moved.map(|now| Box::new((Preview::of(rt, &now.changes), now)));
         let ask = Ask { kind: InteractionKind::Approval, prompt: reason, options: Vec::new() };
         Step::Wait(Waiting { ask, state: Value::Null, input: arguments.clone(), arguments, defined: None, preview })
     }
