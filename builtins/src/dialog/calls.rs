@@ -208,7 +208,8 @@ async fn one_step(
         return Ok(Step::Done(read_result(rt, cells, &call.input)?));
     }
     if call.name == crate::watch::WATCH_TOOL && catalog.get(crate::watch::WATCH_TOOL).is_none() {
-        return Ok(Step::Done(super::watching::call(rt, cells, catalog, &call.input)));
+        let max = shared.settings.max_watches;
+        return Ok(Step::Done(super::watching::call((rt, max), cells, catalog, &call.input)));
     }
     let tool = catalog.get(&call.name);
     // Approved now, or a tool that asks allowed in this conversation.

@@ -124,6 +124,9 @@ pub struct DialogSettings {
     /// (default true; see the `recover` module). A process that only looks at a space
     /// leaves such a request as it is, for one that runs conversations.
     pub resume: bool,
+    /// How many watches one conversation may keep (default
+    /// [`MAX_WATCHES`](crate::watch::MAX_WATCHES), 20).
+    pub max_watches: usize,
 }
 
 impl Default for DialogSettings {
@@ -136,6 +139,7 @@ impl Default for DialogSettings {
             files: FileLimits::default(),
             parallel_calls: 4,
             resume: true,
+            max_watches: crate::watch::MAX_WATCHES,
         }
     }
 }

@@ -51,7 +51,12 @@ pub(super) fn spec(catalog: &Catalog) -> Option<ToolSpec> {
 }
 
 /// A call of the `watch` tool: the watch made, or why not.
-pub(super) fn call(rt: &Runtime, cells: &DialogCells, catalog: &Catalog, input: &serde_json::Value) -> Invocation {
+pub(super) fn call(
+    (rt, max): (&Runtime, usize),
+    cells: &DialogCells,
+    catalog: &Catalog,
+    input: &serde_json::Value,
+) -> Invocation {
     let call: WatchCall = match serde_json::from_value(input.clone()) {
         Ok(call) => call,
         Err(e) => return Invocation::error(format!("not a watch: {e}; give charm, condition and note")),
@@ -79,6 +84,7 @@ pub(super) fn call(rt: &Runtime, cells: &DialogCells, catalog: &Catalog, input: 
         charm: DocId::from(charm),
         condition: call.condition,
         note: call.note,
+        max,
     };
     match watch::add(rt, new) {
         Ok(made) => {

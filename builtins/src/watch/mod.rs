@@ -28,7 +28,8 @@ pub const WATCHES_DOC: &str = "watches";
 /// The document of the watches' derived cells: what each condition gives now.
 pub const STATE_DOC: &str = "watch-state";
 
-/// How many watches one conversation may keep (a watch past it is refused).
+/// How many watches one conversation keeps by default (a watch past it is refused; see
+/// `DialogSettings::max_watches`).
 pub const MAX_WATCHES: usize = 20;
 
 /// How many fired messages wait, per space, for their conversations; the oldest go first.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use trellis_runner::{Cell, DocId, Link, Path, Read, Runtime};
 
 use super::condition::{Condition, ConditionError};
-use super::{MAX_FIRED, MAX_WATCHES, WATCHES_DOC};
+use super::{MAX_FIRED, WATCHES_DOC};
 use crate::text::truncate;
 
 /// The longest note, in characters.
@@ -90,6 +90,8 @@ pub struct NewWatch {
     pub condition: String,
     /// The note.
     pub note: String,
+    /// How many watches the conversation may keep.
+    pub max: usize,
 }
 
 /// Why a watch was not made, or not found.
@@ -99,8 +101,8 @@ pub enum WatchError {
     #[error(transparent)]
     Condition(#[from] ConditionError),
     /// The conversation has as many as it may.
-    #[error("this conversation has {MAX_WATCHES} watches already, as many as it may; remove one first")]
-    TooMany,
+    #[error("this conversation has {0} watches already, as many as it may; remove one first")]
+    TooMany(usize),
     /// The note is too long.
     #[error("the note is longer than {MAX_NOTE} characters")]
     NoteTooLong,
@@ -191,7 +193,7 @@ pub fn add(rt: &Runtime, new: NewWatch) -> Result<Watch, WatchError> {
     let made = rt.transact(|tx| {
         let mut all = kept().get(tx).unwrap_or_default();
         if all.watches.iter().filter(|w| of((&w.conversation_doc, &w.conversation_path), &new.dialog)).count()
-            >= MAX_WATCHES
+            >= new.max
         {
             return Ok(None);
         }
@@ -215,7 +217,7 @@ pub fn add(rt: &Runtime, new: NewWatch) -> Result<Watch, WatchError> {
         kept().set(tx, all)?;
         Ok(Some(watch))
     })?;
-    let watch = made.ok_or(WatchError::TooMany)?;
+    let watch = made.ok_or(WatchError::TooMany(new.max))?;
     super::arm::arm_one(rt, &watch);
     Ok(watch)
 }
@@ -322,4 +324,61 @@ fn told(watch: &Watch, values: &BTreeMap<String, Value>) -> String {
         values.join(", "),
         watch.note
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use trellis_runner::{Pattern, Runtime};
+
+    use super::*;
+
+    fn counter() -> (Runtime, DocId) {
+        let rt = Runtime::in_memory();
+        rt.register_pattern(Pattern::new("counter", |b, _: serde_json::Value| {
+            b.state("count", 0i64)?;
+            Ok(())
+        }));
+        let id = rt.charms().create("counter", json!({})).expect("a charm");
+        (rt, id)
+    }
+
+    fn new(dialog: &Link, charm: &DocId, condition: &str) -> NewWatch {
+        let (conversation, note) = ("Chat".to_string(), String::new());
+        NewWatch {
+            dialog: dialog.clone(),
+            conversation,
+            charm: charm.clone(),
+            condition: condition.into(),
+            note,
+            max: 3,
+        }
+    }
+
+    #[test]
+    fn a_conversation_keeps_as_many_watches_as_it_may_and_they_end_with_it() {
+        let (rt, charm) = counter();
+        let (one, other) = (Link::new("chat-1", Path::new(["dialog"])), Link::new("chat-2", Path::new(["dialog"])));
+        for n in 0..3 {
+            add(&rt, new(&one, &charm, &format!("count > {n}"))).expect("within the limit");
+        }
+        let refused = add(&rt, new(&one, &charm, "count > 9")).expect_err("past the limit");
+        assert!(refused.to_string().contains("has 3 watches already"), "{refused}");
+        add(&rt, new(&other, &charm, "count > 9")).expect("another conversation has its own");
+        let ended = remove_all(&rt, &one).expect("removed");
+        assert_eq!(ended.len(), 3);
+        let left: Vec<String> = watches(&rt).into_iter().map(|w| w.conversation_doc).collect();
+        assert_eq!(left, ["chat-2"]);
+    }
+
+    #[test]
+    fn a_watch_on_a_field_the_charm_lacks_or_with_a_long_note_is_refused() {
+        let (rt, charm) = counter();
+        let dialog = Link::new("chat-1", Path::root());
+        let typo = add(&rt, new(&dialog, &charm, "cont > 1")).expect_err("no such field");
+        assert!(typo.to_string().contains("`cont`, which counter does not have; its fields are: count"), "{typo}");
+        let mut long = new(&dialog, &charm, "count > 1");
+        long.note = "x".repeat(501);
+        assert!(matches!(add(&rt, long), Err(WatchError::NoteTooLong)));
+    }
 }
