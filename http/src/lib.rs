@@ -22,6 +22,7 @@
 
 mod deadline;
 mod per_address;
+mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -41,6 +42,7 @@ use tower::ServiceExt;
 use deadline::WriteDeadline;
 pub use deadline::{is_body_timeout, BodyTimeout, DeadlineBody};
 use per_address::PerAddress;
+pub use tls::{Tls, TlsError};
 
 /// How long to wait before accepting again when accepting failed (out of file descriptors,
 /// mostly): the connections that hold them close meanwhile.
@@ -106,6 +108,27 @@ impl Default for Limits {
 /// connection is held to `limits`. Requests reach the router with a [`DeadlineBody`] and
 /// their client's address (`ConnectInfo<SocketAddr>`).
 pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, stop: impl Future<Output = ()>) {
+    serve_with(listener, router, limits, stop, None).await;
+}
+
+/// [`serve`] over TLS: each connection's handshake first, within the header deadline.
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+    tls: Tls,
+) {
+    serve_with(listener, router, limits, stop, Some(tls)).await;
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+    tls: Option<Tls>,
+) {
     let (closing, closed) = watch::channel(());
     let mut connections = JoinSet::new();
     let per_address = PerAddress::new(limits.per_address);
@@ -147,21 +170,16 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, %peer, "could not turn Nagle's algorithm off on a connection");
         }
-        let mut closed = closed.clone();
+        let closed = closed.clone();
+        let tls = tls.clone();
         connections.spawn(async move {
-            let mut http = http1::Builder::new();
-            http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_BUFFER);
-            let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
-            let mut connection = std::pin::pin!(http.serve_connection(io, service));
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                _ = closed.changed() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%error, %peer, "a connection ended with an error");
+            match tls {
+                None => connection(stream, service, limits, closed, peer).await,
+                Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => connection(stream, service, limits, closed, peer).await,
+                    Ok(Err(error)) => tracing::debug!(%error, %peer, "a TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "a TLS handshake took longer than the header deadline"),
+                },
             }
             drop(slot);
         });
@@ -170,4 +188,31 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
     // Every connection hears it, and finishes what it answers.
     closing.send_replace(());
     while connections.join_next().await.is_some() {}
+}
+
+/// Serves one connection (over TCP or TLS) until it ends, or finishes what it answers
+/// once the server stops.
+async fn connection<S, IO>(stream: IO, service: S, limits: Limits, mut closed: watch::Receiver<()>, peer: SocketAddr)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming> + Send,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_BUFFER);
+    let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
+    let mut connection = std::pin::pin!(http.serve_connection(io, service));
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = closed.changed() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = ended {
+        tracing::debug!(%error, %peer, "a connection ended with an error");
+    }
 }

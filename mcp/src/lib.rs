@@ -29,6 +29,6 @@ pub mod client;
 pub mod server;
 
 pub use server::{
-    serve_http, serve_stdio, HttpOptions, ServeError, TrellisMcp, CALL_TIMEOUT, CHARM_URI, CREATE_CHARM,
+    serve_http, serve_stdio, HttpOptions, ServeError, TokenCheck, TrellisMcp, CALL_TIMEOUT, CHARM_URI, CREATE_CHARM,
     MAX_SUBSCRIPTIONS, SESSION_IDLE, SESSION_SHARE,
 };

@@ -101,6 +101,17 @@ pub enum McpCommand {
         #[arg(long, value_name = "SECONDS", requires = "http", default_value_t = trellis_mcp::SESSION_IDLE.as_secs(),
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         session_idle: u64,
+        /// With --http: serve https:// with this certificate chain (PEM, the server's
+        /// certificate first); needs --tls-key.
+        #[arg(long, value_name = "PEM", requires_all = ["http", "tls_key"])]
+        tls_cert: Option<std::path::PathBuf>,
+        /// With --tls-cert: the certificate's private key (PEM).
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
+        /// With --http: ask every request for a bearer token of the space (`token new`),
+        /// on loopback too; with --allow-remote it is always asked.
+        #[arg(long, requires = "http")]
+        require_token: bool,
     },
     /// Start (or reach) the MCP servers `chat` would attach and show each one's state and
     /// tools; then stop them.
@@ -114,19 +125,45 @@ pub enum McpCommand {
 pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Result<()> {
     match command {
         McpCommand::Serve { http: None, .. } => Ok(trellis_mcp::serve_stdio(rt).await?),
-        McpCommand::Serve { http: Some(addr), allow_remote, connections, session_idle } => {
+        McpCommand::Serve {
+            http: Some(addr),
+            allow_remote,
+            connections,
+            session_idle,
+            tls_cert,
+            tls_key,
+            require_token,
+        } => {
             if !addr.ip().is_loopback() && !allow_remote {
                 anyhow::bail!(
                     "{addr} is not a loopback address: anyone who can reach it could act on your charms; \
                      use 127.0.0.1, or pass --allow-remote if that is what you want"
                 );
             }
-            let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at http://{bound}/mcp");
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(trellis_http::Tls::from_pem_files(&cert, &key)?),
+                _ => None,
+            };
+            // Beyond loopback, only the holders of the space's tokens act on its charms.
+            let tokens: Option<trellis_mcp::TokenCheck> = (allow_remote || require_token).then(|| {
+                let rt = rt.clone();
+                std::sync::Arc::new(move |token: &str| crate::tokens::verify(&rt, token).is_some()) as _
+            });
+            if tokens.is_some() && crate::tokens::list(&rt).is_empty() {
+                eprintln!(
+                    "note: this space has no tokens yet, so every request is refused; make one with `{} token new`",
+                    crate::program::name()
+                );
+            }
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let ready = |bound| eprintln!("serving MCP (Streamable HTTP) at {scheme}://{bound}/mcp");
             let options = trellis_mcp::HttpOptions {
                 addr,
                 remote: allow_remote,
                 limits: connections.limits(),
                 session_idle: std::time::Duration::from_secs(session_idle),
+                tls,
+                tokens,
             };
             Ok(trellis_mcp::serve_http(rt, options, ready).await?)
         }

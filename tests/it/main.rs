@@ -31,6 +31,7 @@ mod kill9;
 mod llama;
 mod mcp;
 mod mcp_client;
+mod mcp_remote;
 mod person_only;
 mod plugin;
 mod postgres;

@@ -1,5 +1,6 @@
 //! Trellis as an MCP server: [`TrellisMcp`] (the handler) and its transports ([`serve_stdio`], [`serve_http`]).
 
+mod bearer;
 mod budget;
 mod serve;
 mod sessions;
@@ -8,6 +9,7 @@ mod subscriptions;
 mod unfit;
 mod watch;
 
+pub use bearer::{TokenCheck, METADATA_PATH};
 pub use serve::{http_service, serve_http, serve_stdio, HttpOptions, ServeError};
 pub use sessions::{IdleSessions, SESSION_IDLE};
 pub use subscriptions::{MAX_SUBSCRIPTIONS, SESSION_SHARE};

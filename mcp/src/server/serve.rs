@@ -32,7 +32,7 @@ pub enum ServeError {
 }
 
 /// How [`serve_http`] serves.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpOptions {
     /// Where to listen; a port of 0 picks a free one.
     pub addr: SocketAddr,
@@ -44,15 +44,35 @@ pub struct HttpOptions {
     /// How long a session with no stream open may stay silent before it is closed
     /// (default [`SESSION_IDLE`](super::SESSION_IDLE)).
     pub session_idle: std::time::Duration,
+    /// TLS, to serve `https://ADDR/mcp`.
+    pub tls: Option<trellis_http::Tls>,
+    /// The bearer tokens let in; `None` lets every request in (loopback only: see
+    /// [`serve_http`]).
+    pub tokens: Option<super::bearer::TokenCheck>,
 }
 
-/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` until the process ends.
-/// `ready` is called with the address bound.
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("addr", &self.addr)
+            .field("remote", &self.remote)
+            .field("tls", &self.tls.is_some())
+            .field("tokens", &self.tokens.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves the space `rt` over Streamable HTTP at `http://ADDR/mcp` (`https://` with TLS)
+/// until the process ends. `ready` is called with the address bound.
 ///
 /// Requests from web pages (any `Origin`) are refused, so a page in the user's browser
-/// cannot reach the charms.
+/// cannot reach the charms. A server that takes requests from other machines (`remote`)
+/// must check bearer tokens: without [`HttpOptions::tokens`] it does not start.
 pub async fn serve_http(rt: Runtime, options: HttpOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
-    let HttpOptions { addr, remote, limits, session_idle } = options;
+    let HttpOptions { addr, remote, limits, session_idle, tls, tokens } = options;
+    if remote && tokens.is_none() {
+        return Err(ServeError::Protocol("a server other machines reach must check bearer tokens".into()));
+    }
     let io = |e: std::io::Error| ServeError::Protocol(format!("HTTP on {addr}: {e}"));
     // A client that drops a quiet stream is noticed only when the server next writes to
     // it: a keep-alive every few seconds gives its subscriptions back soon after.
@@ -61,10 +81,21 @@ pub async fn serve_http(rt: Runtime, options: HttpOptions, ready: impl FnOnce(So
     if remote {
         config = config.disable_allowed_hosts();
     }
-    let router = axum::Router::new().nest_service("/mcp", service(rt, session_idle, config));
+    let mut router = axum::Router::new().nest_service("/mcp", service(rt, session_idle, config));
+    if let Some(check) = tokens {
+        let bearer = super::bearer::Bearer { check, scheme: if tls.is_some() { "https" } else { "http" } };
+        let metadata = axum::routing::get(super::bearer::metadata).with_state(bearer.clone());
+        router = router
+            .layer(axum::middleware::from_fn_with_state(bearer, super::bearer::require))
+            .route(super::bearer::METADATA_PATH, metadata.clone())
+            .route(&format!("{}/mcp", super::bearer::METADATA_PATH), metadata);
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     ready(listener.local_addr().map_err(io)?);
-    trellis_http::serve(listener, router, limits, std::future::pending()).await;
+    match tls {
+        Some(tls) => trellis_http::serve_tls(listener, router, limits, std::future::pending(), tls).await,
+        None => trellis_http::serve(listener, router, limits, std::future::pending()).await,
+    }
     Ok(())
 }
 

@@ -1,0 +1,168 @@
+//! `trellis mcp serve --http` facing a network: TLS from a certificate and key (a
+//! throwaway CA the test makes with `openssl`), and bearer tokens of the space required.
+//! The MCP Python SDK's OAuth client gets in with a Trellis token and is refused without
+//! one; a raw client sees the 401's `WWW-Authenticate` pointing at the protected-resource
+//! metadata (RFC 9728), which is served without a token.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common;
+use crate::common::mcp_tools as tools;
+
+/// A CA, and a certificate it signed for `localhost` and 127.0.0.1, in `dir`:
+/// (CA certificate, server certificate, server key), PEM.
+fn throwaway_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=Trellis test CA"],
+        ]
+        .concat(),
+    );
+    openssl(&[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]].concat());
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").expect("written");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    ]);
+    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
+}
+
+/// `trellis mcp serve --http 127.0.0.1:0` with `extra`, killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Served {
+    fn start(space: &Path, extra: &[&str]) -> Served {
+        let mut child = common::trellis(space)
+            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stderr = child.stderr.take().expect("its standard error");
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let url = lines
+            .find_map(|line| line.ok()?.strip_prefix("serving MCP (Streamable HTTP) at ").map(str::to_string))
+            .expect("the server says where it listens");
+        Served { child, url }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tests/mcp/oauth_client.py URL CA [TOKEN]`: what it printed.
+fn oauth_client(url: &str, ca: &Path, token: Option<&str>) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/oauth_client.py");
+    let child = Command::new(tools::python())
+        .arg(script)
+        .arg(url)
+        .arg(ca)
+        .args(token)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let out = common::output_within(child, Duration::from_secs(120), "the SDK's OAuth client");
+    assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn over_https_only_the_holders_of_a_token_of_the_space_get_in() {
+    let s = common::space();
+    let dir = s.path.parent().expect("the space's folder");
+    let (ca, cert, key) = throwaway_ca(dir);
+    let made = common::json_of(&s.path, &["token", "new", "--name", "host"]);
+    let token = made["token"].as_str().expect("a token").to_string();
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let server = Served::start(&s.path, &["--tls-cert", &cert, "--tls-key", &key, "--require-token"]);
+    assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
+
+    let signed_in = oauth_client(&server.url, &ca, Some(&token));
+    let names = signed_in["tools"].as_array().cloned().unwrap_or_default();
+    assert!(names.iter().any(|n| n == "Counter_increment"), "{signed_in}");
+    let refused = oauth_client(&server.url, &ca, None);
+    assert!(refused["refused"].is_string() && refused.get("tools").is_none(), "{refused}");
+
+    let trusted = reqwest::Certificate::from_pem(&std::fs::read(&ca).expect("the CA")).expect("a PEM certificate");
+    let http = reqwest::blocking::Client::builder().add_root_certificate(trusted).no_proxy().build().expect("a client");
+    let origin = server.url.trim_end_matches("/mcp");
+    let metadata_url = format!("{origin}/.well-known/oauth-protected-resource/mcp");
+    let metadata: Value = http.get(&metadata_url).send().expect("answered").json().expect("JSON");
+    assert_eq!(metadata["resource"], server.url.as_str(), "{metadata}");
+    assert_eq!(metadata["bearer_methods_supported"][0], "header");
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let post = |bearer: Option<&str>| {
+        let mut request = http
+            .post(&server.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(initialize);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        request.send().expect("answered")
+    };
+    let none = post(None);
+    assert_eq!(none.status(), 401);
+    let challenge = none.headers()["www-authenticate"].to_str().expect("text").to_string();
+    assert_eq!(challenge, format!("Bearer resource_metadata=\"{metadata_url}\""));
+    let wrong = post(Some("not-a-token"));
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.headers()["www-authenticate"].to_str().is_ok_and(|c| c.contains("error=\"invalid_token\"")));
+    assert_eq!(post(Some(&token)).status(), 200);
+    // Plain HTTP to a TLS port gets no answer.
+    let plain = reqwest::blocking::Client::builder().no_proxy().build().expect("a client");
+    assert!(plain.get(server.url.replace("https://", "http://")).send().is_err());
+}
+
+#[test]
+fn a_server_other_machines_reach_asks_for_tokens_and_bad_tls_files_are_refused() {
+    let s = common::space();
+    let dir = s.path.parent().expect("the space's folder");
+    std::fs::write(dir.join("empty.pem"), "").expect("written");
+    let empty = dir.join("empty.pem").display().to_string();
+    let out = common::trellis(&s.path)
+        .args(["mcp", "serve", "--http", "127.0.0.1:0", "--tls-cert", &empty, "--tls-key", &empty])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no CERTIFICATE block"), "{out:?}");
+    let remote = Served::start(&s.path, &["--allow-remote"]);
+    let http = reqwest::blocking::Client::builder().no_proxy().build().expect("a client");
+    let refused = http.post(&remote.url).body("{}").send().expect("answered");
+    assert_eq!(refused.status(), 401, "remote means tokens, without asking for them");
+}
