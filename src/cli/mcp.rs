@@ -55,6 +55,10 @@ pub struct ServerArgs {
     /// when it exists].
     #[arg(long = "mcp-config", value_name = "PATH")]
     config: Option<PathBuf>,
+    /// A CA certificate (PEM) to trust, besides the system's, for the https:// servers that
+    /// name none of their own (`"ca"` in the --mcp-config file).
+    #[arg(long = "mcp-ca", value_name = "PEM")]
+    ca: Option<PathBuf>,
 }
 
 impl ServerArgs {
@@ -72,7 +76,13 @@ impl ServerArgs {
             },
         };
         let flags = self.servers.iter().map(|flag| ServerSpec::from_flag(flag)).collect::<Result<Vec<_>, _>>()?;
-        Ok(config::combine(file, flags)?)
+        let mut specs = config::combine(file, flags)?;
+        for spec in &mut specs {
+            if let config::Transport::Http { ca: ca @ None, .. } = &mut spec.transport {
+                ca.clone_from(&self.ca);
+            }
+        }
+        Ok(specs)
     }
 }
 

@@ -166,3 +166,76 @@ fn a_server_other_machines_reach_asks_for_tokens_and_bad_tls_files_are_refused()
     let refused = http.post(&remote.url).body("{}").send().expect("answered");
     assert_eq!(refused.status(), 401, "remote means tokens, without asking for them");
 }
+
+/// `tests/mcp/http_server.py PORT CERT KEY`: the Python SDK's server over HTTPS on a free
+/// loopback port, killed when dropped.
+struct PythonHttps {
+    child: Child,
+    url: String,
+}
+
+impl PythonHttps {
+    fn start(cert: &Path, key: &Path) -> PythonHttps {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_server.py");
+        let mut child = Command::new(tools::python())
+            .arg(script)
+            .arg(port.to_string())
+            .args([cert, key])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python runs");
+        let stderr = child.stderr.take().expect("its standard error");
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let started = lines.by_ref().map_while(Result::ok).any(|line| line.contains("Uvicorn running on"));
+        assert!(started, "the Python SDK's server did not start");
+        std::thread::spawn(move || lines.for_each(drop));
+        PythonHttps { child, url: format!("https://127.0.0.1:{port}/mcp") }
+    }
+}
+
+impl Drop for PythonHttps {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
+    use crate::common::provider::{Provider, Reply};
+    use common::Finish;
+    let s = common::space();
+    let dir = s.path.parent().expect("the space's folder");
+    let (ca, cert, key) = throwaway_ca(dir);
+    let server = PythonHttps::start(&cert, &key);
+    let provider = Provider::start(vec![
+        Reply::Call("py_add".into(), serde_json::json!({"a": 2, "b": 3})),
+        Reply::Text("It is 5.".into()),
+    ]);
+    let flag = format!("py={}", server.url);
+    let ca = ca.display().to_string();
+    // Its own CA, in its entry; trusted, so `add` runs without asking.
+    let file = dir.join("mcp.json");
+    let entry = serde_json::json!({"mcpServers": {"py": {"url": server.url, "ca": ca, "trusted": true}}});
+    std::fs::write(&file, entry.to_string()).expect("written");
+    let file = file.display().to_string();
+    let out = provider
+        .trellis(&s.path)
+        .args(["chat", "--model", "openai:loopback", "--mcp-config", &file, "-m", "add 2 and 3"])
+        .finish();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("← 5") || said.contains("5"), "{said}");
+    let received = provider.received();
+    let result = received[1]["messages"].to_string();
+    assert!(result.contains("\"role\":\"tool\"") && result.contains('5'), "{result}");
+
+    // Without the CA, the server's certificate is not trusted: no tools from it.
+    let listed = common::trellis(&s.path).args(["mcp", "list", "--mcp", &flag, "--json"]).finish();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains("handshake failed") && listed.contains("--mcp-ca"), "{listed}");
+    let trusted = common::trellis(&s.path).args(["mcp", "list", "--mcp", &flag, "--mcp-ca", &ca, "--json"]).finish();
+    assert!(String::from_utf8_lossy(&trusted.stdout).contains("\"add\""), "{trusted:?}");
+}

@@ -1,5 +1,6 @@
 """An MCP server over Streamable HTTP made with the official Python SDK (PyPI `mcp`), for
-Trellis's client tests. Usage: http_server.py PORT; serves http://127.0.0.1:PORT/mcp.
+Trellis's client tests. Usage: http_server.py PORT [CERT KEY]; serves
+http://127.0.0.1:PORT/mcp, or https:// with the certificate and key (PEM) given.
 
 Tools: `add` (a + b), `token` (the X-Trellis-Token header the request carried), `fail`
 (raises, so the result is marked isError).
@@ -32,4 +33,11 @@ def fail() -> str:
     raise ValueError("this tool fails deliberately")
 
 
-server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+if len(sys.argv) > 3:
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_certfile=sys.argv[2], ssl_keyfile=sys.argv[3],
+                log_level="info")
+else:
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -8,9 +8,13 @@
 //! { "mcpServers": {
 //!     "time": { "command": "uvx", "args": ["mcp-server-time"], "env": { "TZ": "UTC" } },
 //!     "notes": { "url": "http://127.0.0.1:8000/mcp", "headers": { "Authorization": "Bearer ${NOTES_TOKEN}" },
-//!                "trusted": true }
+//!                "trusted": true },
+//!     "hosted": { "url": "https://mcp.example.com/mcp", "ca": "/etc/ssl/private-ca.pem" }
 //! } }
 //! ```
+//!
+//! An `https://` server is checked against the system's trust roots, and `ca` (a PEM file)
+//! besides; plain `http://` reaches only this machine unless `"insecure": true`.
 //!
 //! `${VAR}` in an `env` or `headers` value is taken from Trellis's own environment, so
 //! secrets stay out of the file. Two keys are Trellis's own: `trusted` (default `false`)
@@ -68,10 +72,14 @@ pub enum Transport {
     },
     /// A Streamable HTTP endpoint.
     Http {
-        /// Its URL (`http://…/mcp`).
+        /// Its URL (`https://…/mcp`; `http://` to loopback, or anywhere when `insecure`).
         url: String,
         /// Headers sent with every request (values already expanded).
         headers: BTreeMap<String, String>,
+        /// A CA certificate (PEM) trusted for this server besides the system's roots.
+        ca: Option<PathBuf>,
+        /// Whether plain `http://` may reach another machine.
+        insecure: bool,
     },
 }
 
@@ -127,7 +135,7 @@ impl ServerSpec {
         let name = check_name(name.trim()).map_err(|m| bad(&m))?;
         let rest = rest.trim();
         let transport = if rest.starts_with("http://") || rest.starts_with("https://") {
-            Transport::Http { url: rest.to_string(), headers: BTreeMap::new() }
+            Transport::Http { url: rest.to_string(), headers: BTreeMap::new(), ca: None, insecure: false }
         } else {
             let mut words = split_words(rest).map_err(|m| bad(&m))?.into_iter();
             let command = words.next().ok_or_else(|| bad("no command after `=`"))?;
@@ -212,7 +220,17 @@ pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Ser
                 if fields.get("type").and_then(Value::as_str) == Some("sse") {
                     return Err(at("the old HTTP+SSE transport is not supported; use its Streamable HTTP URL"));
                 }
-                Transport::Http { url: expand(url, &name, var)?, headers: strings("headers")? }
+                let ca = match fields.get("ca") {
+                    None => None,
+                    Some(Value::String(path)) => Some(PathBuf::from(expand(path, &name, var)?)),
+                    Some(_) => return Err(at("`ca` must be the path of a PEM file")),
+                };
+                let insecure = match fields.get("insecure") {
+                    None => false,
+                    Some(Value::Bool(insecure)) => *insecure,
+                    Some(_) => return Err(at("`insecure` must be true or false")),
+                };
+                Transport::Http { url: expand(url, &name, var)?, headers: strings("headers")?, ca, insecure }
             }
             (Some(_), Some(_)) => return Err(at("has both `command` and `url`; keep one")),
             _ => return Err(at("needs `command` (a string) or `url` (a string)")),

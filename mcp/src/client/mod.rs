@@ -31,6 +31,7 @@
 pub mod config;
 mod connection;
 mod handler;
+mod http;
 mod outcome;
 mod stdio;
 mod transport;

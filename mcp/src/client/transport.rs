@@ -2,9 +2,7 @@
 //! opening its Streamable HTTP endpoint, then the MCP handshake.
 //!
 //! The handshake tries the current revision first (`server/discover`), else `initialize`.
-//! The HTTP client is rmcp's, on a reqwest built without TLS (the providers keep their own
-//! reqwest with rustls), so only `http://` URLs are reached: a server on this machine, or
-//! a local proxy in front of an `https://` one.
+//! An HTTP server is reached with the client of `super::http` (TLS, no redirects).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -62,14 +60,9 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
                 .map_err(|e| handshake(&e))?;
             Ok(Session { service, pid })
         }
-        Transport::Http { url, headers } => {
-            if !url.starts_with("http://") {
-                // The HTTP client is built without TLS (see the workspace's Cargo.toml).
-                return Err(failed(format!(
-                    "`{url}`: only plain http:// URLs can be reached (a server on this machine, or a local \
-                     proxy in front of an https one)"
-                )));
-            }
+        Transport::Http { url, headers, ca, insecure } => {
+            super::http::check_url(url, *insecure).map_err(failed)?;
+            let client = super::http::client(ca.as_deref()).map_err(failed)?;
             let mut custom = HashMap::new();
             for (key, value) in headers {
                 let key = http::HeaderName::try_from(key.as_str())
@@ -79,11 +72,18 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
                 custom.insert(key, value);
             }
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            // reqwest's message hides a certificate the system does not trust: say what helps.
+            let hint = match url.starts_with("https://") && ca.is_none() {
+                true => {
+                    " (if its certificate comes from a private CA, give that CA with \"ca\" in its entry or --mcp-ca)"
+                }
+                false => "",
+            };
             let service = tokio::time::timeout(timeout, handler.serve_with_lifecycle(transport, lifecycle()))
                 .await
                 .map_err(|_| timed_out())?
-                .map_err(|e| handshake(&e))?;
+                .map_err(|e| failed(format!("the MCP handshake failed: {e}{hint}")))?;
             Ok(Session { service, pid: None })
         }
     }
