@@ -239,3 +239,42 @@ fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
     let trusted = common::trellis(&s.path).args(["mcp", "list", "--mcp", &flag, "--mcp-ca", &ca, "--json"]).finish();
     assert!(String::from_utf8_lossy(&trusted.stdout).contains("\"add\""), "{trusted:?}");
 }
+
+/// `tests/mcp/elicit_client.py` against `trellis mcp serve` on `space`, answering `answer`.
+fn elicit_client(space: &Path, answer: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_client.py");
+    let child = Command::new(tools::python())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_trellis"))
+        .arg(space)
+        .arg(answer)
+        .env("XDG_CONFIG_HOME", common::config_dir(space))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let out = common::output_within(child, Duration::from_secs(120), "the SDK's host with elicitation");
+    assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn a_call_that_needs_approval_asks_the_hosts_person_and_runs_only_when_they_accept() {
+    let s = common::space();
+    let declined = elicit_client(&s.path, "decline");
+    let asked = declined["asked"].as_array().cloned().unwrap_or_default();
+    assert_eq!(asked.len(), 1, "{declined}");
+    assert!(asked[0].as_str().is_some_and(|m| m.starts_with("Approve Notes.delete {\"id\":1}? ")), "{declined}");
+    assert!(
+        declined["error"] == true && declined["text"].as_str().is_some_and(|t| t.contains("declined")),
+        "{declined}"
+    );
+    let notes = common::json_of(&s.path, &["charm", "get", "Notes"])["notes"].clone();
+    assert_eq!(notes.as_array().map(Vec::len), Some(1), "declining leaves the note: {notes}");
+
+    let accepted = elicit_client(&s.path, "accept");
+    assert_eq!(accepted["error"], false, "{accepted}");
+    let notes = common::json_of(&s.path, &["charm", "get", "Notes"])["notes"].clone();
+    let titles: Vec<&str> = notes.as_array().into_iter().flatten().filter_map(|n| n["title"].as_str()).collect();
+    assert_eq!(titles, ["milk"], "the first note went, the second added stays: {notes}");
+}

@@ -2,6 +2,7 @@
 
 mod bearer;
 mod budget;
+mod elicit;
 mod serve;
 mod sessions;
 mod stdio;
@@ -171,7 +172,21 @@ impl ServerHandler for TrellisMcp {
         // Recorded as the writer of what the call changes (`charm get --provenance`).
         let client = context.peer.peer_info().map(|info| trellis_builtins::text::echo(&info.client_info.name));
         let by = Writer::new("mcp", format!("the MCP client {}", client.as_deref().unwrap_or("(unnamed)")));
-        let invocation = catalog.invoke(&self.rt.acting_as(by), &request.name, arguments, CALL_TIMEOUT).await;
+        let rt = self.rt.acting_as(by);
+        // A call that needs approval asks the host's person, when the host can ask anyone
+        // (never for fields only a person sets: those are refused over MCP).
+        let asks = catalog.get(&request.name).and_then(|t| Some((t, t.approval_for(&arguments)?)));
+        let invocation = match asks.filter(|(tool, _)| tool.person_only.is_empty()) {
+            Some((tool, reason)) => match elicit::approve(&context.peer, &tool.display, &arguments, &reason).await {
+                elicit::Asked::Approved => {
+                    let approval = trellis_builtins::invoke::Approved::by_the_user();
+                    catalog.invoke_approved(&rt, &request.name, arguments, CALL_TIMEOUT, approval).await
+                }
+                elicit::Asked::Refused(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into()),
+                elicit::Asked::Cannot => catalog.invoke(&rt, &request.name, arguments, CALL_TIMEOUT).await,
+            },
+            None => catalog.invoke(&rt, &request.name, arguments, CALL_TIMEOUT).await,
+        };
         let result = match invocation.output {
             ToolOutput::Json(value) => CallToolResult::structured(value),
             ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
