@@ -6,10 +6,8 @@
 //! from outside the engine (`transact`) run concurrently and are validated at commit.
 
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crossbeam_utils::atomic::AtomicCell;
 use dashmap::DashMap;
@@ -19,6 +17,8 @@ use rustc_hash::FxBuildHasher;
 use tokio::sync::Notify;
 
 mod build;
+mod commit;
+mod computations;
 mod durable;
 mod engine;
 mod extensions;
@@ -28,6 +28,8 @@ mod provenance;
 mod undo;
 mod wait;
 
+pub use commit::MAX_ATTEMPTS;
+use commit::{Listing, Marking};
 pub use observers::Observation;
 use observers::Observer;
 pub use preview::{Changed, Previewed, ReadAt};
@@ -41,13 +43,10 @@ use crate::link::{DocId, Link};
 use crate::pattern::PatternRegistry;
 use crate::read::Read;
 use crate::scheduler::{ComputationId, ComputeFn, Graph};
-use crate::space::{Commit, Committed, Space};
+use crate::space::{Committed, Space};
 use crate::storage::{SqliteSnapshot, SqliteStorage, Storage, StorageError};
 use crate::tx::{Spare, Tx};
 use crate::value::{Path, Value};
-
-/// How many times a transaction is retried after a conflict before giving up.
-pub const MAX_ATTEMPTS: u32 = 16;
 
 /// How many unobserved errors the runtime keeps for [`Runtime::take_errors`].
 const ERROR_LOG: usize = 256;
@@ -246,131 +245,6 @@ impl Runtime {
         }
     }
 
-    /// Runs `f` in a transaction and commits it, retrying on conflict; returns once the
-    /// commit is durable and, unless another thread is running the engine at that moment
-    /// (then use [`Runtime::idle`]), the computations it affected have re-run.
-    ///
-    /// Do not call it, `send`, `idle` or `settled` from inside a handler or computation:
-    /// write through the handler's own transaction (or use [`Tx::after_commit`]) instead.
-    pub fn transact<R>(&self, f: impl Fn(&Tx) -> Result<R>) -> Result<R> {
-        self.transact_owned(|tx| f(&tx).map(|value| (tx, value)))
-    }
-
-    /// [`Runtime::transact`] with a transaction `f` takes and gives back (a [`Builder`]
-    /// holds one while a pattern builds).
-    ///
-    /// [`Builder`]: crate::builder::Builder
-    pub(crate) fn transact_owned<'a, R>(&'a self, f: impl Fn(Tx<'a>) -> Result<(Tx<'a>, R)>) -> Result<R> {
-        let mut result = self.with_retries(|| {
-            let (tx, value) = f(self.tx())?;
-            let (commit, engine) = self.commit_outside(tx)?;
-            Ok((value, commit.committed, engine))
-        });
-        // Settled with the engine the commit took, if it took it.
-        self.pump(result.as_mut().ok().and_then(|(_, _, engine)| engine.take()));
-        let (value, committed, _) = result?;
-        self.wait_durable_after(committed)?;
-        Ok(value)
-    }
-
-    /// Runs `attempt` (which builds and commits one transaction) until it does not
-    /// conflict. Retries back off; the last attempt runs with the space's commit lock
-    /// held, so a transaction that keeps losing to others still gets through.
-    pub(crate) fn with_retries<T>(&self, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
-        let mut last = None;
-        for n in 0..MAX_ATTEMPTS {
-            if n > 0 {
-                backoff(n);
-            }
-            let result = if n + 1 == MAX_ATTEMPTS { self.0.space.exclusive(&mut attempt) } else { attempt() };
-            match result {
-                Err(Error::Conflict { doc }) => {
-                    self.0.conflict_retries.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!("trellis_conflicts_total").increment(1);
-                    last = Some(doc);
-                }
-                other => return other,
-            }
-        }
-        Err(Error::TooManyConflicts { attempts: MAX_ATTEMPTS, doc: last.unwrap_or_else(|| "?".into()) })
-    }
-
-    /// Commits a transaction and tells the scheduler and observers what changed; the
-    /// commit lists its changes. (Tests commit transactions they made by hand.)
-    #[cfg(test)]
-    pub(crate) fn commit_by_hand(&self, tx: Tx<'_>) -> Result<Commit> {
-        self.commit(tx, Marking::Readers, Listing::Changes)
-    }
-
-    /// Commits a transaction: its changes mark the computations that read them dirty or
-    /// not (`mark`), and the commit lists them or not (`list`; observers hear of them
-    /// either way).
-    pub(super) fn commit(&self, tx: Tx<'_>, mark: Marking, list: Listing) -> Result<Commit> {
-        let mut spare = tx.into_spare();
-        let observed = self.0.observed.load(Ordering::Acquire);
-        let mut graph = None;
-        let mut changed = |key, writes: &[(Path, Value)]| {
-            graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, writes.iter().map(|(path, _)| path));
-        };
-        let lists = list == Listing::Changes || observed;
-        let commit =
-            self.0.space.commit(spare.committing(), lists, (mark == Marking::Readers).then_some(&mut changed as _));
-        drop(graph);
-        // Emptied now: what the transaction held (snapshots, entries) is not kept alive,
-        // except the documents an engine's transaction keeps.
-        let hooks = spare.clear(commit.is_ok());
-        match spare.is_engine() {
-            true => self.0.engine_spare.store(Some(spare)),
-            false => self.0.spare.store(Some(spare)),
-        }
-        let commit = commit?;
-        // What a commit sets off is nobody's write: a handle acting as a writer (see
-        // `acting_as`) would pass its name on to work it never did.
-        let unattributed;
-        let rt = match self.1 {
-            None => self,
-            Some(_) => {
-                unattributed = Runtime(self.0.clone(), None);
-                &unattributed
-            }
-        };
-        if observed && !commit.changes.is_empty() {
-            rt.notify_observers(&commit.changes);
-        }
-        if let Some(hooks) = hooks {
-            rt.run_hooks(hooks);
-        }
-        Ok(commit)
-    }
-
-    /// Runs a committed transaction's after-commit hooks (out of line: most have none).
-    #[inline(never)]
-    fn run_hooks(&self, hooks: Vec<crate::tx::AfterCommit>) {
-        // Only `Tx::after_commit` puts hooks in, each a `Hook`.
-        for hook in hooks.into_iter().filter_map(|hook| hook.downcast::<Hook>().ok()) {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (hook.0)(self))) {
-                self.report(Error::HookPanicked(panic_message(&panic)));
-            }
-        }
-    }
-
-    /// A new transaction, in the lists (and with the documents) a commit left: the
-    /// engine's, unless another transaction holds them. A writer's transaction runs the
-    /// computations its change makes dirty (see `commit_writer`), and the documents of
-    /// both are best kept in one place: a document kept in two lists is read again by
-    /// one whenever the other commits it.
-    pub(crate) fn tx(&self) -> Tx<'_> {
-        let spare = self.0.engine_spare.take().or_else(|| self.0.spare.take()).unwrap_or_default();
-        Tx::reusing(&self.0.space, spare)
-    }
-
-    /// A new transaction for the engine's settle, with the documents the last settle kept
-    /// (see [`Spare`]).
-    pub(super) fn engine_tx(&self) -> Tx<'_> {
-        let spare = self.0.engine_spare.take().unwrap_or_else(Spare::for_engine);
-        Tx::reusing(&self.0.space, spare)
-    }
-
     /// Registers a computation that writes what `run` returns to `output`, and re-runs
     /// whenever something it read changes. It first runs at the next settle.
     pub fn add_computation(&self, name: &str, output: Link, owner: Option<DocId>, run: ComputeFn) -> ComputationId {
@@ -461,22 +335,6 @@ impl Read for Runtime {
     fn note_read(&self, _link: &Link) {}
 }
 
-/// Waits before retrying a conflicted transaction: randomised and growing, so that
-/// transactions that keep colliding spread out instead of colliding again in lockstep.
-pub(crate) fn backoff(attempt: u32) {
-    if attempt == 0 {
-        return;
-    }
-    if attempt < 3 {
-        std::thread::yield_now();
-        return;
-    }
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let ceiling = 1u64 << attempt.min(14); // up to ~16 ms
-    std::thread::sleep(Duration::from_micros(u64::from(nanos) % ceiling));
-}
-
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_string()
@@ -490,34 +348,5 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("space", &self.0.space).finish()
-    }
-}
-
-/// Whether a commit's changes mark the computations that read them dirty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Marking {
-    /// They do: the transaction's writes were not told to the scheduler yet.
-    Readers,
-    /// They were told already: a settle marks them as each computation writes.
-    Done,
-}
-
-/// Whether a commit lists its changes for the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Listing {
-    /// It does (a handler's sender hears what changed).
-    Changes,
-    /// It does not.
-    Nothing,
-}
-
-/// What [`Tx::after_commit`] keeps in the transaction.
-struct Hook(Box<dyn FnOnce(&Runtime) + Send>);
-
-impl Tx<'_> {
-    /// Runs `f` once this transaction has committed (never if it rolls back or is
-    /// retried): the place to start async work that must see the transaction's writes.
-    pub fn after_commit(&self, f: impl FnOnce(&Runtime) + Send + 'static) {
-        self.push_hook(Box::new(Hook(Box::new(f))));
     }
 }
