@@ -33,6 +33,7 @@
 //! for it and its change stays; the cancelled result says the change may have been
 //! applied. The per-tool timeout is the bound on a handler that hangs.
 
+mod answer;
 mod calls;
 mod cells;
 mod compact;
@@ -45,17 +46,17 @@ mod recover;
 mod request;
 mod resolve;
 mod result;
+mod rounds;
+mod settings;
+mod shared;
 mod stale;
 #[cfg(test)]
 mod tests;
 mod undo;
 mod watching;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -64,7 +65,6 @@ use trellis_runner::{Builder, Builtin, Link, Read, Value};
 use crate::catalog::{CatalogCache, ToolTarget};
 use crate::files::FileLimits;
 use crate::message::{Message, Role, ToolOutput};
-use crate::model::{Model, ModelError};
 use crate::tool::ToolRegistry;
 
 pub use crate::ask::InteractionKind;
@@ -77,6 +77,9 @@ pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;
 pub use recover::{CUT_OFF, MAX_RESUMES};
 pub use resolve::{Resolution, Resolve};
+pub use settings::DialogSettings;
+pub use shared::ModelResolver;
+use shared::Shared;
 pub use undo::{UndoError, UndoneRequest, MODEL_WRITER};
 
 /// The builtin's id.
@@ -96,71 +99,10 @@ pub fn is_conversation(rt: &trellis_runner::Runtime, result: &Link) -> bool {
     rt.read(&request).is_ok_and(|request| request != Value::Null)
 }
 
-/// Finds the model for a model string (`offline`, `scripted:PATH`, `openai:M`, ...).
-pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
-
-/// Limits of the tool loop.
-#[derive(Debug, Clone, Copy)]
-pub struct DialogSettings {
-    /// Rounds of tool calls before the dialog stops with a message (default 10).
-    pub max_rounds: u32,
-    /// How long one tool call may take (default 30 s); also the last server phase of a
-    /// call that waited for the client, which runs when the client's output arrives.
-    pub tool_timeout: Duration,
-    /// The longest reply text kept from one answer, in bytes (default 1 MiB). A longer
-    /// answer is stopped there: its text so far is kept and the dialog reports an error.
-    pub max_reply_bytes: usize,
-    /// How long a call waits for a person or the client before it gets a "no answer in
-    /// time" result the model reads (default: it waits until answered or cancelled). It
-    /// counts from when the call was asked, across a restart too (the timer is armed
-    /// again when the dialog's charm starts).
-    pub wait_timeout: Option<Duration>,
-    /// How large the files of a message may be (5 MiB each, 20 MiB together by default).
-    pub files: FileLimits,
-    /// How many calls of one round to tools outside the space (MCP servers' tools) run at
-    /// once (default 4); a charm's handlers always run one after another.
-    pub parallel_calls: usize,
-    /// Whether a dialog that starts with a request its process stopped in goes on with it
-    /// (default true; see the `recover` module). A process that only looks at a space
-    /// leaves such a request as it is, for one that runs conversations.
-    pub resume: bool,
-    /// How many watches one conversation may keep (default
-    /// [`MAX_WATCHES`](crate::watch::MAX_WATCHES), 20).
-    pub max_watches: usize,
-}
-
-impl Default for DialogSettings {
-    fn default() -> Self {
-        DialogSettings {
-            max_rounds: 10,
-            tool_timeout: Duration::from_secs(30),
-            max_reply_bytes: 1 << 20,
-            wait_timeout: None,
-            files: FileLimits::default(),
-            parallel_calls: 4,
-            resume: true,
-            max_watches: crate::watch::MAX_WATCHES,
-        }
-    }
-}
-
 /// The `llm_dialog` builtin. Register it with `Runtime::register_builtin`.
 #[derive(Clone)]
 pub struct LlmDialog {
     shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    resolver: ModelResolver,
-    models: Mutex<HashMap<String, Arc<dyn Model>>>,
-    pub(crate) settings: DialogSettings,
-    /// The defined tools `{"tool"}` entries name, and whose last phases `resolve` runs.
-    pub(crate) tools: ToolRegistry,
-    /// The running request of each dialog (by its location) and its id, to abort on cancel.
-    running: Mutex<HashMap<Link, (RequestId, tokio::task::AbortHandle)>>,
-    /// The model strings whose provider refused a request for its images or documents:
-    /// they are sent placeholders from then on.
-    text_only: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Default for LlmDialog {
@@ -177,16 +119,8 @@ impl LlmDialog {
 
     /// The builtin with a custom way to find models (tests inject scripted models).
     pub fn with_resolver(resolver: ModelResolver) -> Self {
-        LlmDialog {
-            shared: Arc::new(Shared {
-                resolver,
-                models: Mutex::new(HashMap::new()),
-                settings: DialogSettings::default(),
-                tools: ToolRegistry::standard(),
-                running: Mutex::new(HashMap::new()),
-                text_only: Mutex::default(),
-            }),
-        }
+        let shared = Shared::new(resolver, DialogSettings::default(), ToolRegistry::standard());
+        LlmDialog { shared: Arc::new(shared) }
     }
 
     /// The builtin with other loop limits.
@@ -206,86 +140,7 @@ impl LlmDialog {
     }
 
     fn rebuilt(&self, settings: DialogSettings, tools: ToolRegistry) -> Self {
-        let shared = Shared {
-            resolver: self.shared.resolver.clone(),
-            models: Mutex::new(HashMap::new()),
-            settings,
-            tools,
-            running: Mutex::new(HashMap::new()),
-            text_only: Mutex::default(),
-        };
-        LlmDialog { shared: Arc::new(shared) }
-    }
-}
-
-impl Shared {
-    /// The model for a model string; one instance per string, so a scripted model keeps
-    /// its place in the script across requests.
-    pub(crate) fn model(&self, spec: &str) -> Result<Arc<dyn Model>, ModelError> {
-        let mut models = self.models.lock();
-        if let Some(model) = models.get(spec) {
-            return Ok(model.clone());
-        }
-        let model = (self.resolver)(spec)?;
-        models.insert(spec.to_string(), model.clone());
-        Ok(model)
-    }
-
-    /// Whether the model of this string is sent placeholders for images and documents.
-    pub(crate) fn is_text_only(&self, spec: &str) -> bool {
-        self.text_only.lock().contains(spec)
-    }
-
-    /// Sends the model of this string placeholders for images and documents from now on.
-    pub(crate) fn make_text_only(&self, spec: &str) {
-        self.text_only.lock().insert(spec.to_string());
-    }
-
-    /// Records the running request of a dialog.
-    pub(crate) fn remember(&self, dialog: Link, id: RequestId, handle: tokio::task::AbortHandle) {
-        self.running.lock().insert(dialog, (id, handle));
-    }
-
-    /// Forgets request `id` of a dialog, unless a newer one is recorded.
-    pub(crate) fn forget(&self, dialog: &Link, id: RequestId) {
-        let mut running = self.running.lock();
-        if running.get(dialog).is_some_and(|(current, _)| *current == id) {
-            running.remove(dialog);
-        }
-    }
-
-    /// With a wait timeout, answers each of `asked` that still waits when its time (from
-    /// when it was asked, so a restart does not give it more) runs out.
-    pub(crate) fn time_out_waiting(&self, rt: &trellis_runner::Runtime, cells: &DialogCells, asked: &[Interaction]) {
-        let Some(limit) = self.settings.wait_timeout else { return };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let now = interaction::now_ms();
-        for waiting in asked.iter().filter(|i| i.blocks()) {
-            let waited = Duration::from_millis(now.saturating_sub(waiting.asked_at));
-            let reason = Some(format!("nothing came within {} s", limit.as_secs_f64()));
-            let answer =
-                Resolve::new(waiting.call_id.clone(), Resolution::TimedOut { reason }).asked_at(waiting.asked_at);
-            let (weak, resolve) = (rt.downgrade(), cells.base.child(DialogOutput::Resolve.key()));
-            // Not tracked: a dialog waiting for a person is idle, and `settled` must not
-            // wait for the timer.
-            tokio::spawn(async move {
-                tokio::time::sleep(limit.saturating_sub(waited)).await;
-                let (Some(rt), Ok(event)) = (weak.upgrade(), serde_json::to_value(&answer)) else { return };
-                // Refused when the call was answered meanwhile: nothing to do then.
-                if let Err(error) = rt.send(&resolve, event).await {
-                    tracing::debug!(call = %answer.call_id, %error, "wait timeout found the call answered");
-                }
-            });
-        }
-    }
-
-    /// Aborts whatever request of the dialog runs.
-    fn abort(&self, dialog: &Link) {
-        if let Some((_, handle)) = self.running.lock().remove(dialog) {
-            handle.abort();
-        }
+        LlmDialog { shared: Arc::new(self.shared.rebuilt(settings, tools)) }
     }
 }
 
