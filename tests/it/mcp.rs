@@ -218,9 +218,9 @@ fn a_client_of_the_current_revision_listens_over_streamable_http() {
 }
 
 /// `trellis mcp serve --http`, stopped when the test ends.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl HttpServer {
@@ -229,7 +229,7 @@ impl HttpServer {
     }
 
     /// Starts it with `extra` flags.
-    fn start_with(space: &Path, extra: &[&str]) -> HttpServer {
+    pub(crate) fn start_with(space: &Path, extra: &[&str]) -> HttpServer {
         use std::io::BufRead;
         let mut child = common::trellis(space)
             .args(["mcp", "serve", "--http", "127.0.0.1:0"])

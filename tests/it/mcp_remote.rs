@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::common;
 use crate::common::mcp_tools as tools;
+use crate::mcp::HttpServer;
 
 /// A CA, and a certificate it signed for `localhost` and 127.0.0.1, in `dir`:
 /// (CA certificate, server certificate, server key), PEM.
@@ -52,52 +53,27 @@ fn throwaway_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
 }
 
-/// `trellis mcp serve --http 127.0.0.1:0` with `extra`, killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Served {
-    fn start(space: &Path, extra: &[&str]) -> Served {
-        let mut child = common::trellis(space)
-            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let stderr = child.stderr.take().expect("its standard error");
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let url = lines
-            .find_map(|line| line.ok()?.strip_prefix("serving MCP (Streamable HTTP) at ").map(str::to_string))
-            .expect("the server says where it listens");
-        Served { child, url }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `tests/mcp/oauth_client.py URL CA [TOKEN]`: what it printed.
-fn oauth_client(url: &str, ca: &Path, token: Option<&str>) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/oauth_client.py");
+/// `tests/mcp/SCRIPT ARGS...` on the MCP Python SDK: the one JSON object it printed.
+fn sdk(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp").join(script);
     let child = Command::new(tools::python())
         .arg(script)
-        .arg(url)
-        .arg(ca)
-        .args(token)
+        .args(args)
         .env("NO_PROXY", "127.0.0.1,localhost")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("python runs");
-    let out = common::output_within(child, Duration::from_secs(120), "the SDK's OAuth client");
-    assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = common::output_within(child, Duration::from_secs(120), what);
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+/// `tests/mcp/oauth_client.py URL CA [TOKEN]`: what it printed.
+fn oauth_client(url: &str, ca: &Path, token: Option<&str>) -> Value {
+    let mut args = vec![std::ffi::OsStr::new(url), ca.as_os_str()];
+    args.extend(token.map(std::ffi::OsStr::new));
+    sdk("oauth_client.py", &args, "the SDK's OAuth client")
 }
 
 #[test]
@@ -108,7 +84,7 @@ fn over_https_only_the_holders_of_a_token_of_the_space_get_in() {
     let made = common::json_of(&s.path, &["token", "new", "--name", "host"]);
     let token = made["token"].as_str().expect("a token").to_string();
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
-    let server = Served::start(&s.path, &["--tls-cert", &cert, "--tls-key", &key, "--require-token"]);
+    let server = HttpServer::start_with(&s.path, &["--tls-cert", &cert, "--tls-key", &key, "--require-token"]);
     assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
 
     let signed_in = oauth_client(&server.url, &ca, Some(&token));
@@ -161,7 +137,7 @@ fn a_server_other_machines_reach_asks_for_tokens_and_bad_tls_files_are_refused()
         .expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("holds no CERTIFICATE block"), "{out:?}");
-    let remote = Served::start(&s.path, &["--allow-remote"]);
+    let remote = HttpServer::start_with(&s.path, &["--allow-remote"]);
     let http = reqwest::blocking::Client::builder().no_proxy().build().expect("a client");
     let refused = http.post(&remote.url).body("{}").send().expect("answered");
     assert_eq!(refused.status(), 401, "remote means tokens, without asking for them");
@@ -242,20 +218,8 @@ fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
 
 /// `tests/mcp/elicit_client.py` against `trellis mcp serve` on `space`, answering `answer`.
 fn elicit_client(space: &Path, answer: &str) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_client.py");
-    let child = Command::new(tools::python())
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_trellis"))
-        .arg(space)
-        .arg(answer)
-        .env("XDG_CONFIG_HOME", common::config_dir(space))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python runs");
-    let out = common::output_within(child, Duration::from_secs(120), "the SDK's host with elicitation");
-    assert!(out.status.success(), "the client failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
+    let args = [std::ffi::OsStr::new(env!("CARGO_BIN_EXE_trellis")), space.as_os_str(), std::ffi::OsStr::new(answer)];
+    sdk("elicit_client.py", &args, "the SDK's host with elicitation")
 }
 
 #[test]
