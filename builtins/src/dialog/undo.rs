@@ -116,14 +116,16 @@ pub(super) fn undo(
     }
     // A cancel, or a reply without tool calls, takes a request id of its own too.
     let journaled = |r: &RequestId| rt.journal(&journal_of(cells, *r)).ok().flatten().is_some();
+    let given = request.is_some();
     let request = request.unwrap_or_else(|| {
         (latest.0.saturating_sub(LOOK_BACK)..=latest.0).rev().map(RequestId).find(journaled).unwrap_or(latest)
     });
     let journal = journal_of(cells, request);
     if rt.journal(&journal).map_err(UndoError::Runtime)?.is_none() {
-        let why = match request > latest {
-            true => format!("this conversation's latest request is {latest}"),
-            false => "its tool calls changed nothing in the space".to_string(),
+        let why = match (given, request > latest) {
+            (false, _) => "no request of this conversation changed anything in the space".to_string(),
+            (true, true) => format!("this conversation's latest request is {latest}"),
+            (true, false) => "its tool calls changed nothing in the space".to_string(),
         };
         return Err(UndoError::Not { request, why });
     }
