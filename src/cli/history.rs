@@ -47,7 +47,6 @@ fn seconds(s: u64) -> String {
 pub fn undo(session: &Session, request: Option<u64>, format: Format) -> anyhow::Result<()> {
     let by = Writer::new("undo", format!("{} undo", crate::program::name()));
     let undone = session.dialog().undo(request.map(RequestId), by).map_err(|e| match e {
-        UndoError::Not { why, .. } if request.is_none() => anyhow::anyhow!("nothing to undo: {why}"),
         UndoError::Not { request, why } => anyhow::anyhow!(
             "cannot undo request {request}: {why}; name another with --request ID (`{} charm get NAME --provenance` \
              shows which request wrote a value)",

@@ -81,6 +81,9 @@ pub enum UndoError {
         /// Why.
         why: String,
     },
+    /// No request of the conversation changed anything in the space.
+    #[error("nothing to undo: no request of this conversation changed anything in the space")]
+    Nothing,
     /// The space could not be read or written.
     #[error(transparent)]
     Runtime(Error),
@@ -122,10 +125,12 @@ pub(super) fn undo(
     });
     let journal = journal_of(cells, request);
     if rt.journal(&journal).map_err(UndoError::Runtime)?.is_none() {
-        let why = match (given, request > latest) {
-            (false, _) => "no request of this conversation changed anything in the space".to_string(),
-            (true, true) => format!("this conversation's latest request is {latest}"),
-            (true, false) => "its tool calls changed nothing in the space".to_string(),
+        if !given {
+            return Err(UndoError::Nothing);
+        }
+        let why = match request > latest {
+            true => format!("this conversation's latest request is {latest}"),
+            false => "its tool calls changed nothing in the space".to_string(),
         };
         return Err(UndoError::Not { request, why });
     }

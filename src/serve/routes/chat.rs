@@ -314,9 +314,11 @@ pub async fn undo(
     let request = undo.request.map(trellis_builtins::dialog::RequestId);
     server.chat().dialog().undo(request, by).map(Json).map_err(|e| match e {
         // What the conversation holds decides, never the body's shape.
-        UndoError::WrittenSince { .. } | UndoError::Running(_) | UndoError::Waiting(_) | UndoError::Not { .. } => {
-            ApiError::new(StatusCode::CONFLICT, e.to_string())
-        }
+        UndoError::WrittenSince { .. }
+        | UndoError::Running(_)
+        | UndoError::Waiting(_)
+        | UndoError::Not { .. }
+        | UndoError::Nothing => ApiError::new(StatusCode::CONFLICT, e.to_string()),
         UndoError::Runtime(e) => e.into(),
     })
 }
