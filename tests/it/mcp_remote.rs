@@ -86,6 +86,7 @@ fn over_https_only_the_holders_of_a_token_of_the_space_get_in() {
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
     let server = HttpServer::start_with(&s.path, &["--tls-cert", &cert, "--tls-key", &key, "--require-token"]);
     assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
+    assert!(!space_holds(&s.path, &token), "the space keeps only the token's hash");
 
     let signed_in = oauth_client(&server.url, &ca, Some(&token));
     let names = signed_in["tools"].as_array().cloned().unwrap_or_default();
@@ -192,17 +193,32 @@ fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
     ]);
     let flag = format!("py={}", server.url);
     let ca = ca.display().to_string();
-    // Its own CA, in its entry; trusted, so `add` runs without asking.
+    // Its own CA, in its entry; trusted, so `add` runs without asking; a token from the
+    // environment in a header.
     let file = dir.join("mcp.json");
-    let entry = serde_json::json!({"mcpServers": {"py": {"url": server.url, "ca": ca, "trusted": true}}});
+    let headers = serde_json::json!({"Authorization": "Bearer ${PY_TOKEN}"});
+    let entry =
+        serde_json::json!({"mcpServers": {"py": {"url": server.url, "ca": ca, "trusted": true, "headers": headers}}});
     std::fs::write(&file, entry.to_string()).expect("written");
     let file = file.display().to_string();
     let out = provider
         .trellis(&s.path)
         .args(["chat", "--model", "openai:loopback", "--mcp-config", &file, "-m", "add 2 and 3"])
+        .env("PY_TOKEN", SECRET)
+        .env("TRELLIS_LOG", "debug")
         .finish();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The token is in no log, no output, no list and not in the space.
+    let listed = common::trellis(&s.path)
+        .args(["mcp", "list", "--mcp-config", &file, "--json"])
+        .env("PY_TOKEN", SECRET)
+        .finish();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("\"add\""), "{listed:?}");
+    for (what, text) in [("the chat's output", &out.stdout), ("its log", &out.stderr), ("mcp list", &listed.stdout)] {
+        assert!(!String::from_utf8_lossy(text).contains(SECRET), "the token is in {what}");
+    }
+    assert!(space_holds(&s.path, "Counter") && !space_holds(&s.path, SECRET), "the token is in the space");
     assert!(said.contains("← 5") || said.contains("5"), "{said}");
     let received = provider.received();
     let result = received[1]["messages"].to_string();
@@ -215,6 +231,18 @@ fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
     let trusted = common::trellis(&s.path).args(["mcp", "list", "--mcp", &flag, "--mcp-ca", &ca, "--json"]).finish();
     assert!(String::from_utf8_lossy(&trusted.stdout).contains("\"add\""), "{trusted:?}");
 }
+
+/// Whether the space's file, or its write-ahead log, holds `text`.
+fn space_holds(space: &Path, text: &str) -> bool {
+    let wal = PathBuf::from(format!("{}-wal", space.display()));
+    [space.to_path_buf(), wal]
+        .iter()
+        .filter_map(|file| std::fs::read(file).ok())
+        .any(|bytes| bytes.windows(text.len()).any(|w| w == text.as_bytes()))
+}
+
+/// A token an MCP server's entry sends, which must never show.
+const SECRET: &str = "s3cret-py-token-4b1e";
 
 /// `tests/mcp/elicit_client.py` against `trellis mcp serve` on `space`, answering `answer`.
 fn elicit_client(space: &Path, answer: &str) -> Value {
