@@ -54,7 +54,8 @@ pub fn off(rt: &Runtime, dialog: &Link) {
     rt.extension::<Armed>().listeners.lock().remove(dialog);
 }
 
-/// Arms one watch, unless it is armed here already.
+/// Arms one watch, unless it is armed here already; its computation first runs at the
+/// next settle.
 pub(super) fn arm_one(rt: &Runtime, watch: &Watch) {
     let armed = rt.extension::<Armed>();
     let mut watches = armed.watches.lock();
@@ -79,8 +80,6 @@ pub(super) fn arm_one(rt: &Runtime, watch: &Watch) {
         true
     });
     watches.insert(watch.id.clone(), (computation, observation));
-    drop(watches);
-    rt.settle();
 }
 
 /// Disarms watch `id` in this process.

@@ -219,6 +219,7 @@ pub fn add(rt: &Runtime, new: NewWatch) -> Result<Watch, WatchError> {
     })?;
     let watch = made.ok_or(WatchError::TooMany(new.max))?;
     super::arm::arm_one(rt, &watch);
+    rt.settle();
     Ok(watch)
 }
 
