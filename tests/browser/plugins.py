@@ -62,7 +62,9 @@ with sync_playwright() as p:
         ran = tab.evaluate("() => Promise.all(running.values()).then(() => running.size)")
         assert ran <= 1, ran
         expect(tab.locator("#notice")).to_be_hidden()
-    assert sorted(resolutions) == [202, 409], resolutions  # both tabs ran the call; the first answer won
+    # The first answer won. The second tab ran the call too when it saw the call before the
+    # first answer came (then it was refused), or never ran it: which, is the race's to say.
+    assert sorted(resolutions) in ([202], [202, 409]), resolutions
     shot(page, "10-plugin-ran-in-the-page")
     shot(second, "11-plugin-second-tab")
 
