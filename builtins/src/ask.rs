@@ -23,6 +23,11 @@ pub enum InteractionKind {
     /// Show the server's result (`arguments` holds it); does not hold up the round, and
     /// an acknowledgement is informational.
     DisplayEffect,
+    /// A tool outside the space (an MCP server's) asks the person mid-call: fill in a form
+    /// (`input.schema`; answered with `output`, or `answer` when it has one field) or
+    /// visit a URL (`input.url`; answered with any `answer` once done), decline, or
+    /// cancel. The call runs on meanwhile; the answer goes back to the tool.
+    Elicitation,
 }
 
 impl InteractionKind {
@@ -35,6 +40,7 @@ impl InteractionKind {
             InteractionKind::Choice => "an answer (a choice)",
             InteractionKind::ClientExecution => "the client's output (`output`)",
             InteractionKind::DisplayEffect => "an acknowledgement",
+            InteractionKind::Elicitation => "the form's fields (`output`), or a decline or cancel",
         }
     }
 }

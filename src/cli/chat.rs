@@ -23,7 +23,7 @@ pub async fn run(
     messages: Vec<String>,
     mut files: Vec<FilePart>,
     (timeout, resume): (Duration, bool),
-    format: Format,
+    (format, publish): (Format, Option<Publish>),
 ) -> anyhow::Result<()> {
     let mut all = Vec::new();
     match session.resumed(timeout).await? {
@@ -50,6 +50,7 @@ pub async fn run(
     if messages.is_empty() && std::io::stdin().is_terminal() {
         return super::interactive::run(session, files, format).await;
     }
+    let _questions = Questions::announce(&session, publish);
     let mut turns = Turns::new(messages);
     while let Some(turn) = turns.next().await? {
         let compacted = session.dialog().compacted();
@@ -201,9 +202,10 @@ pub async fn resolve(
     call_id: Option<&str>,
     reply: Reply,
     timeout: Duration,
-    format: Format,
+    (format, publish): (Format, Option<Publish>),
 ) -> anyhow::Result<()> {
     let before = session.resolve(call_id, reply).await?;
+    let _questions = Questions::announce(session, publish);
     let mut new = session.follow_up(before, timeout).await?;
     if !format.json {
         super::output::emit(&transcript(session, &new));
@@ -231,6 +233,63 @@ async fn run_plugin_calls(
         session.show_effects(&mut Headless { format }).await?;
     }
     Ok(all)
+}
+
+/// What a chat needs to serve its space beside it while a tool's question waits (see
+/// `crate::serve::BesideChat`): a space in a file, its chatbot and the program's tools.
+pub struct Publish {
+    pub rt: trellis_runner::Runtime,
+    pub space: std::path::PathBuf,
+    pub chatbot: String,
+    pub tools: trellis_builtins::tool::ToolRegistry,
+}
+
+/// Says on standard error, once each, what tools ask the person while a reply runs
+/// without a terminal to answer at (a form to fill in, a URL to visit), and how to answer
+/// from another shell, which reaches this process through the space's hand-off file while
+/// a question waits; until dropped.
+struct Questions(tokio::task::JoinHandle<()>);
+
+/// How often a chat without a terminal looks for tools' questions.
+const QUESTIONS_TICK: Duration = Duration::from_millis(100);
+
+impl Questions {
+    fn announce(session: &Session, publish: Option<Publish>) -> Questions {
+        use trellis_builtins::ask::InteractionKind;
+        let dialog = session.dialog().clone();
+        Questions(tokio::spawn(async move {
+            let mut told = std::collections::HashSet::new();
+            let mut beside = None;
+            loop {
+                let questions: Vec<_> =
+                    dialog.waiting().into_iter().filter(|asked| asked.kind == InteractionKind::Elicitation).collect();
+                if questions.is_empty() {
+                    beside = None;
+                } else if let (None, Some(publish)) = (&beside, &publish) {
+                    let Publish { rt, space, chatbot, tools } = publish;
+                    match crate::serve::BesideChat::start(rt.clone(), space, chatbot, tools.clone()).await {
+                        Ok(started) => beside = Some(started),
+                        Err(error) => tracing::warn!("other commands cannot reach this chat to answer: {error:#}"),
+                    }
+                }
+                for asked in questions {
+                    if told.insert((asked.call_id.clone(), asked.asked_at)) {
+                        let how = format!("{} resolve {} ...", crate::program::name(), asked.call_id);
+                        let how = crate::terminal::safe_line(&how);
+                        let asked = super::form::describe(&asked);
+                        eprintln!("{asked}\n  (the call waits: answer from another shell with `{how}`)");
+                    }
+                }
+                tokio::time::sleep(QUESTIONS_TICK).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Questions {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The most bytes a `--result-schema` file may have.

@@ -90,7 +90,7 @@ pub(super) enum Command {
     /// for the client's output, then follow
     /// the chat until it is done or waits again (exit status 3 when it waits again, as
     /// `chat` does).
-    #[command(group(clap::ArgGroup::new("reply").args(["approve", "deny", "answer", "output", "disallow"])))]
+    #[command(group(clap::ArgGroup::new("reply").args(["approve", "deny", "answer", "output", "decline", "cancel", "disallow"])))]
     Resolve {
         /// The waiting call, as `trellis pending` shows it; may be left out when only one waits.
         call: Option<String>,
@@ -103,9 +103,17 @@ pub(super) enum Command {
         /// Answer the model's question (text), confirmation (yes or no) or choice (an option).
         #[arg(long, value_name = "TEXT")]
         answer: Option<String>,
-        /// Send a client execution's output (JSON), as the tool's client phase would.
+        /// Send a client execution's output (JSON), as the tool's client phase would, or the
+        /// fields of a form an MCP server asks you to fill in ('{"name": "Ada"}'; checked
+        /// against the form's schema; `--answer` does for a form of one field).
         #[arg(long, value_name = "JSON")]
         output: Option<String>,
+        /// Say no to what an MCP server asks you mid-call; the tool goes on without.
+        #[arg(long)]
+        decline: bool,
+        /// Dismiss what an MCP server asks you mid-call, without an answer either way.
+        #[arg(long)]
+        cancel: bool,
         /// With --approve: later calls of the same tool in this conversation run without
         /// asking (`trellis pending` lists them; `--disallow TOOL` asks again).
         #[arg(long)]
@@ -113,7 +121,7 @@ pub(super) enum Command {
         /// Approve the call with these arguments (JSON) instead of the model's; they are
         /// checked against the tool's schema, and the model is told. Fields only a person
         /// sets (`trellis pending` says which) are given this way.
-        #[arg(long, value_name = "JSON", required_unless_present_any = ["approve", "deny", "answer", "output", "disallow"])]
+        #[arg(long, value_name = "JSON", required_unless_present_any = ["approve", "deny", "answer", "output", "decline", "cancel", "disallow"])]
         input: Option<String>,
         /// Instead of answering a call: the calls of this tool (as `trellis pending` lists
         /// the allowed ones) ask for approval again.

@@ -7,6 +7,7 @@ pub(crate) mod chat;
 mod commands;
 pub(crate) mod connections;
 mod copy;
+mod form;
 mod headless;
 mod history;
 mod interactive;
@@ -209,6 +210,14 @@ impl App {
         }
     }
 
+    /// What a chat on `place` serves beside it while a tool's question waits: a space in a
+    /// file only (a node of a database serves its spaces already).
+    fn publish(&self, rt: &Runtime, place: &Place, chatbot: &str) -> Option<chat::Publish> {
+        let Place::File(space) = place else { return None };
+        let (rt, space, chatbot, tools) = (rt.clone(), space.clone(), chatbot.to_string(), self.tools.clone());
+        Some(chat::Publish { rt, space, chatbot, tools })
+    }
+
     /// The session of the space's chatbot charm (`chatbot`, else the app's) as the
     /// conversation left it, with the app's tools and plugins.
     fn attach(&self, rt: &Runtime, chatbot: Option<&str>) -> anyhow::Result<Session> {
@@ -288,7 +297,9 @@ impl App {
                     let session =
                         Session::open(&rt, chatbot, &model, &tool_choice, self.tools.clone(), &self.plugins).await?;
                     session.set_result_schema(result_schema).await?;
-                    chat::run(session, messages, files, (Duration::from_secs_f64(timeout), resume), format).await
+                    let publish = self.publish(&rt, &place, chatbot);
+                    let timing = (Duration::from_secs_f64(timeout), resume);
+                    chat::run(session, messages, files, timing, (format, publish)).await
                 })
                 .await?
             }
@@ -302,6 +313,8 @@ impl App {
                 deny,
                 answer,
                 output,
+                decline,
+                cancel,
                 always,
                 input,
                 disallow,
@@ -313,9 +326,11 @@ impl App {
                 if let Some(tool) = disallow {
                     return chat::disallow(&session, &tool, format).await;
                 }
-                let reply = Reply::from_flags(deny, answer, output, (always, input))?;
+                let reply = Reply::from_flags(deny, answer, output, (decline, cancel), (always, input))?;
                 let timeout = Duration::from_secs_f64(timeout);
-                mcp::with_servers(&rt, &mcp, chat::resolve(&session, call.as_deref(), reply, timeout, format)).await?
+                let publish = self.publish(&rt, &place, chatbot.as_deref().unwrap_or(&self.chatbot));
+                let resolving = chat::resolve(&session, call.as_deref(), reply, timeout, (format, publish));
+                mcp::with_servers(&rt, &mcp, resolving).await?
             }
             Command::Mcp(command) => mcp::run(rt, command, format).await,
             Command::Demo => charm::demo(&rt, format).await,

@@ -108,6 +108,8 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
             deny,
             answer,
             output,
+            decline,
+            cancel,
             always,
             input,
             disallow: None,
@@ -130,10 +132,12 @@ pub async fn run(remote: Remote, command: Command, format: Format) -> anyhow::Re
                     }
                 }
             };
-            let body = match Reply::from_flags(deny, answer, output, (always, input))? {
+            let body = match Reply::from_flags(deny, answer, output, (decline, cancel), (always, input))? {
                 Reply::Deny(reason) => json!({ "deny": reason }),
                 Reply::Answer(text) => json!({ "answer": text }),
                 Reply::Output(output) => json!({ "output": output }),
+                Reply::Decline => json!("decline"),
+                Reply::Cancel => json!("cancel"),
                 Reply::Approve { always: false, input: None } => json!("approve"),
                 Reply::Approve { always, input } => json!({ "approve_with": { "always": always, "input": input } }),
             };

@@ -94,6 +94,7 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
                 InteractionKind::DisplayEffect => {
                     format!("{} shows (call {call}): {}", safe_line(&i.tool), safe_line(&i.input.to_string()))
                 }
+                InteractionKind::Elicitation => super::form::describe(i),
             }
         })
         .collect();

@@ -97,19 +97,23 @@ impl Server {
         options: &Options,
         addr: SocketAddr,
         limits: Arc<limits::RateLimit>,
+        beside_chat: bool,
     ) -> anyhow::Result<(Server, String, String)> {
         let scripts = scripts::Scripts::new(options.scripts.as_deref())?;
         // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
         let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
-        // The page runs the enabled plugins' tools: the model is offered them as client tools.
-        chat.offer_plugin_tools().await?;
-        // What the watches fired while nobody ran the conversation starts a turn now.
-        let dialog = chat.dialog().clone();
-        tokio::spawn(async move {
-            if let Err(error) = dialog.deliver_watches().await {
-                tracing::warn!(%error, "could not tell the conversation what its watches found");
-            }
-        });
+        // Beside a chat, the chat runs the conversation and its plugins as it did.
+        if !beside_chat {
+            // The page runs the enabled plugins' tools: the model is offered them as client tools.
+            chat.offer_plugin_tools().await?;
+            // What the watches fired while nobody ran the conversation starts a turn now.
+            let dialog = chat.dialog().clone();
+            tokio::spawn(async move {
+                if let Err(error) = dialog.deliver_watches().await {
+                    tracing::warn!(%error, "could not tell the conversation what its watches found");
+                }
+            });
+        }
         let (auth, token, local) = auth::Auth::new()?;
         let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts };
         Ok((Server(Arc::new(inner)), token, local))
@@ -147,7 +151,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
     let checked = rt.clone();
     let ready: probes::Readiness = Arc::new(move || checked.space().check_writable());
-    let (server, token, local) = Server::new(rt, &options, addr, limits).await?;
+    let (server, token, local) = Server::new(rt, &options, addr, limits, false).await?;
     // A server of many spaces counts a client's requests before it finds their space.
     let limited = from_fn_with_state(server.clone(), auth::rate_limit);
     // Traced outermost (a request refused by the rate limit too), the probes not at all.
@@ -174,6 +178,58 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
         written.remove();
     }
     Ok(())
+}
+
+/// The API of a chat's space, served on loopback beside the chat while it waits for an
+/// answer only a person can give mid-call (a tool's question), so that `trellis resolve`
+/// and `trellis pending` in another process reach the conversation: its hand-off file
+/// beside the space says where, until this is dropped.
+pub struct BesideChat {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    written: Option<handoff::Written>,
+}
+
+impl BesideChat {
+    /// Serves `rt`'s space (its file `space`, the conversation of `chatbot`) on a port of
+    /// 127.0.0.1 it picks.
+    pub async fn start(
+        rt: Runtime,
+        space: &std::path::Path,
+        chatbot: &str,
+        tools: trellis_builtins::tool::ToolRegistry,
+    ) -> anyhow::Result<BesideChat> {
+        let options = Options {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_remote: false,
+            chatbot: chatbot.to_string(),
+            rate_per_minute: 600,
+            limits: trellis_http::Limits::default(),
+            space: Some(space.to_path_buf()),
+            tools,
+            scripts: None,
+        };
+        let (listener, addr) = listen(&options).await?;
+        let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
+        let (server, _sign_in, local) = Server::new(rt, &options, addr, limits, true).await?;
+        let router = router(server);
+        let written = handoff::Handoff { url: format!("http://{addr}"), token: local }.write(space)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(trellis_http::serve(listener, router, options.limits, async {
+            let _ = stopped.await;
+        }));
+        Ok(BesideChat { stop: Some(stop), written: Some(written) })
+    }
+}
+
+impl Drop for BesideChat {
+    fn drop(&mut self) {
+        if let Some(written) = self.written.take() {
+            written.remove();
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }
 
 /// Binds `options.addr` (refusing an address other machines reach unless allowed); the

@@ -284,7 +284,7 @@ impl Spaces {
             }
         };
         let inner = &self.0;
-        let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits))
+        let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits), false)
             .await
             .map_err(|e| unavailable(format!("cannot serve the space {space}: {e:#}")))?;
         Ok(Route::Here(server.clone(), router(server)))

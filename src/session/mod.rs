@@ -311,6 +311,8 @@ impl Session {
             Reply::Deny(reason) => Resolve::deny(call_id, reason),
             Reply::Answer(text) => Resolve::answer(call_id, serde_json::Value::String(text)),
             Reply::Output(output) => Resolve::output(call_id, output),
+            Reply::Decline => Resolve::deny(call_id, "the user declined"),
+            Reply::Cancel => Resolve::new(call_id, trellis_builtins::dialog::Resolution::Cancelled),
         };
         self.chat.resolve(answer).await.map_err(shown)?;
         Ok(before)

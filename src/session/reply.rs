@@ -14,9 +14,15 @@ pub enum Reply {
     Deny(String),
     /// Answer the model's question, confirmation (yes or no) or choice.
     Answer(String),
-    /// The output of a tool's client phase (a client execution), or an acknowledgement of
-    /// a display effect.
+    /// The output of a tool's client phase (a client execution), an acknowledgement of
+    /// a display effect, or the fields of a tool's form.
     Output(serde_json::Value),
+    /// Say no to a tool's question (MCP elicitation's `decline`); for a call that waits,
+    /// a denial.
+    Decline,
+    /// Dismiss a tool's question without answering (MCP elicitation's `cancel`); for a
+    /// call that waits, a denial.
+    Cancel,
 }
 
 impl Reply {
@@ -24,16 +30,26 @@ impl Reply {
     pub const APPROVE: Reply = Reply::Approve { always: false, input: None };
 
     /// The reply `trellis resolve` was given: `--deny REASON`, `--answer TEXT`, `--output
-    /// JSON`, or else `--approve` (with `--always` and `--input JSON`).
+    /// JSON`, `--decline`, `--cancel`, or else `--approve` (with `--always` and `--input
+    /// JSON`).
     pub fn from_flags(
         deny: Option<String>,
         answer: Option<String>,
         output: Option<String>,
+        (decline, cancel): (bool, bool),
         (always, input): (bool, Option<String>),
     ) -> anyhow::Result<Reply> {
-        let approving = deny.is_none() && answer.is_none() && output.is_none();
+        let approving = deny.is_none() && answer.is_none() && output.is_none() && !decline && !cancel;
         if !approving && (always || input.is_some()) {
-            anyhow::bail!("--always and --input go with --approve, not with --deny, --answer or --output");
+            anyhow::bail!(
+                "--always and --input go with --approve, not with --deny, --answer, --output, --decline or --cancel"
+            );
+        }
+        if decline {
+            return Ok(Reply::Decline);
+        }
+        if cancel {
+            return Ok(Reply::Cancel);
         }
         let input = input.map(|json| serde_json::from_str(&json)).transpose().map_err(|e| {
             anyhow::anyhow!("--input takes the call's arguments as JSON, for example '{{\"id\": 2}}' ({e})")

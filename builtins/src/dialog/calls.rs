@@ -4,6 +4,7 @@
 use trellis_runner::{Runtime, Writer};
 
 use super::context::{self, READ_RESULT};
+use super::elicitation::{Call, DialogPerson};
 use super::interaction::{self, AfterClient, Held, HeldCall, Interaction, Phase};
 use super::recover;
 use super::request::{input, is_current};
@@ -174,7 +175,7 @@ async fn steps(
     let in_order = async {
         let mut done = Vec::with_capacity(inside.len());
         for (at, call) in inside {
-            done.push((at, one_step(shared, (rt, by), cells, catalog, held.message, call).await?));
+            done.push((at, one_step(shared, (rt, by), cells, catalog, (held.request, held.message), call).await?));
         }
         Ok::<_, String>(done)
     };
@@ -183,7 +184,7 @@ async fn steps(
     let calls: Vec<futures::future::BoxFuture<'_, Result<(usize, Step), String>>> = outside
         .into_iter()
         .map(|(at, call)| {
-            let step = one_step(shared, (rt, by), cells, catalog, held.message, call);
+            let step = one_step(shared, (rt, by), cells, catalog, (held.request, held.message), call);
             Box::pin(async move { step.await.map(|step| (at, step)) }) as futures::future::BoxFuture<'_, _>
         })
         .collect();
@@ -195,13 +196,14 @@ async fn steps(
     Ok(all.into_iter().map(|(_, step)| step).collect())
 }
 
-/// Takes one call of the round of the assistant message at `message` one step on.
+/// Takes one call of request `request`'s round of the assistant message at `message` one
+/// step on.
 async fn one_step(
     shared: &Shared,
     (rt, by): (&Runtime, &Writer),
     cells: &DialogCells,
     catalog: &Catalog,
-    message: usize,
+    (request, message): (RequestId, usize),
     call: &HeldCall,
 ) -> Result<Step, String> {
     if call.name == READ_RESULT && catalog.get(READ_RESULT).is_none() {
@@ -248,7 +250,17 @@ async fn one_step(
     }
     let timeout = shared.settings.tool_timeout;
     let named = (call.name.as_str(), Some(call.id.as_str()));
-    Ok(catalog.begin_call(&rt.acting_as(by), named, call.input.clone(), approval, timeout, Some(&receipt)).await)
+    let asks_person = tool.is_some_and(|tool| matches!(tool.target, ToolTarget::Source { .. }));
+    let display = display.to_string();
+    let acting = rt.acting_as(by);
+    let step = catalog.begin_call(&acting, named, call.input.clone(), approval, timeout, Some(&receipt));
+    if !asks_person {
+        return Ok(step.await);
+    }
+    // A tool outside the space may ask the person something while it runs.
+    let asking = Call { id: call.id.clone(), display, wire: call.name.clone(), arguments: call.input.clone() };
+    let person = DialogPerson::new(rt, cells, request, asking, shared.settings.wait_timeout);
+    Ok(crate::sources::elicit::with_person(std::sync::Arc::new(person), step).await)
 }
 
 /// A call's output, with what the model must know of it: the person changed its arguments

@@ -243,6 +243,10 @@ pub(super) fn resolve(
     if answer.asked_at.is_some_and(|when| when != asked.asked_at) {
         return Err(format!("call `{}` was asked again since; answer the call waiting now", answer.call_id).into());
     }
+    if asked.kind == InteractionKind::Elicitation {
+        // The call runs on, waiting for this reply alone.
+        return super::elicitation::answer(tx, cells, asked, &answer).map(|()| None);
+    }
     if !asked.blocks() {
         // A display effect was shown: what the client says about it is informational.
         tracing::debug!(call = %answer.call_id, resolution = ?answer.resolution, "display effect acknowledged");
@@ -257,7 +261,7 @@ pub(super) fn resolve(
     let (given, reason) = match &answer.resolution {
         Resolution::Answered(given) | Resolution::Output(given) => (Some(given), None),
         Resolution::Denied { reason } | Resolution::TimedOut { reason } => (None, reason.as_deref()),
-        Resolution::Approved => (None, None),
+        Resolution::Approved | Resolution::Cancelled => (None, None),
     };
     let why = reason.map(str::trim).filter(|r| !r.is_empty()).unwrap_or("no reason given");
     let too_large = given
@@ -324,6 +328,9 @@ pub(super) fn resolve(
             Some(ToolOutput::ErrorText(format!("the client sent no output: {why}")))
         }
         (_, Resolution::Denied { .. }) => Some(ToolOutput::ErrorText(format!("the user did not answer: {why}"))),
+        (_, Resolution::Cancelled) => {
+            Some(ToolOutput::ErrorText("the user dismissed this call without answering".into()))
+        }
         (kind, Resolution::Answered(given) | Resolution::Output(given)) => {
             match finish(call, given.clone(), registry, timeout) {
                 Ok(result) => Some(ToolOutput::Json(result)),

@@ -38,6 +38,7 @@ mod calls;
 mod cells;
 mod compact;
 mod context;
+mod elicitation;
 mod handle;
 mod interaction;
 mod keys;
@@ -316,6 +317,8 @@ fn init(
     if waiting.get_value(tx)? == Value::Null {
         waiting.set(tx, Vec::new())?;
     }
+    // A tool's question died with the process whose call asked it.
+    elicitation::forget(tx, cells)?;
     // A round waiting for a person keeps waiting across a restart; one that was going on
     // after its answers was interrupted like any other request.
     if interrupted || !interaction::is_waiting(tx, cells)? {
@@ -400,6 +403,7 @@ fn cancel(shared: &Arc<Shared>, cells: &DialogCells, tx: &trellis_runner::Tx) ->
     cells.queued.set(tx, Vec::new())?;
     let files = shared.settings.files;
     flush_held(tx, cells, files, "cancelled by the user while it waited for an answer; it did not run")?;
+    elicitation::forget(tx, cells)?;
     messages::close_unanswered(
         tx,
         &cells.messages(),

@@ -50,6 +50,9 @@ pub enum Resolution {
     /// by its server phase); for a question, a confirmation or a choice it stands for the
     /// answer.
     Output(serde_json::Value),
+    /// Dismissed without an answer either way (MCP's `cancel` of a tool's question);
+    /// for a call that waits it is a denial.
+    Cancelled,
     /// No answer came in time (the dialog's wait timeout): the model is told so.
     TimedOut {
         /// What the wait was (told to the model).
@@ -136,6 +139,9 @@ struct Wire {
     /// No answer came in time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     timed_out: bool,
+    /// Dismissed without an answer either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    cancelled: bool,
     /// With `approved`: allow the tool's later calls in this conversation without asking.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     always: bool,
@@ -148,21 +154,27 @@ impl TryFrom<Wire> for Resolve {
     type Error = String;
 
     fn try_from(wire: Wire) -> Result<Resolve, String> {
-        let Wire { call_id, approved, answer, output, reason, tool, asked_at, timed_out, always, input } = wire;
+        let Wire { call_id, approved, answer, output, reason, tool, asked_at, timed_out, cancelled, always, input } =
+            wire;
         if (always || input.is_some()) && !approved {
             return Err(format!(
                 "the answer to call `{call_id}` gives `always` or `input` without `approved`; they go with an approval"
             ));
         }
-        let given = [approved, answer.is_some(), output.is_some(), timed_out].into_iter().filter(|&g| g).count();
+        let given =
+            [approved, answer.is_some(), output.is_some(), timed_out, cancelled].into_iter().filter(|&g| g).count();
         if given > 1 {
             return Err(format!(
-                "the answer to call `{call_id}` says more than one of `approved`, `answer`, `output` and \
-                 `timed_out`; send one"
+                "the answer to call `{call_id}` says more than one of `approved`, `answer`, `output`, `timed_out` \
+                 and `cancelled`; send one"
             ));
         }
         let resolution = match (approved, answer, output, timed_out) {
             (_, _, _, true) => Resolution::TimedOut { reason },
+            _ if cancelled && reason.is_none() => Resolution::Cancelled,
+            _ if cancelled => {
+                return Err(format!("the answer to call `{call_id}` gives a `reason` beside `cancelled`; send one"))
+            }
             (true, ..) if reason.is_none() => Resolution::Approved,
             (false, Some(answer), ..) if reason.is_none() => Resolution::Answered(answer),
             (false, None, Some(output), _) if reason.is_none() => Resolution::Output(output),
@@ -188,6 +200,7 @@ impl From<Resolve> for Wire {
             Resolution::Answered(answer) => Wire { answer: Some(answer), ..wire },
             Resolution::Output(output) => Wire { output: Some(output), ..wire },
             Resolution::TimedOut { reason } => Wire { timed_out: true, reason, ..wire },
+            Resolution::Cancelled => Wire { cancelled: true, ..wire },
         }
     }
 }

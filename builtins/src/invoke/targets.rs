@@ -278,9 +278,10 @@ async fn call_source(rt: &Runtime, source: &str, tool: &str, arguments: Value, t
     let Some(found) = crate::sources::attached(rt).into_iter().find(|s| s.name() == source) else {
         return Invocation::error(format!("the tool source `{source}` was detached; `{source}.{tool}` is gone"));
     };
-    let output = match tokio::time::timeout(timeout, found.call(tool, arguments, timeout)).await {
-        Ok(output) => output,
-        Err(_) => ToolOutput::ErrorText(format!(
+    // The time the call waits for the person's answer to the tool's question is not its own.
+    let output = match crate::sources::elicit::within(timeout, found.call(tool, arguments, timeout)).await {
+        Some(output) => output,
+        None => ToolOutput::ErrorText(format!(
             "`{source}.{tool}` did not answer within {timeout:?}; it may still be running in `{source}`"
         )),
     };

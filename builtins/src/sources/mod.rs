@@ -51,6 +51,7 @@
 //! # Ok::<(), sources::SourceError>(())
 //! ```
 
+pub mod elicit;
 pub mod selection;
 
 use std::future::Future;

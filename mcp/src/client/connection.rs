@@ -23,7 +23,7 @@ use trellis_builtins::sources::selection::ToolFilter;
 use trellis_builtins::sources::{CallFuture, SourceTool, ToolSource};
 
 use super::config::{ServerSpec, Transport};
-use super::handler::Handler;
+use super::handler::{Handler, People};
 use super::{outcome, transport, ConnectError};
 
 /// The most tools kept from one server.
@@ -92,6 +92,8 @@ struct Inner {
     session: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The task reading the subscription to list changes, and what stops it.
     listening: Mutex<Option<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
+    /// Who answers the server's questions (elicitation) while calls run.
+    people: People,
 }
 
 impl Drop for Inner {
@@ -107,7 +109,8 @@ impl McpServer {
     /// `timeout`. Needs a Tokio runtime.
     pub async fn connect(spec: ServerSpec, timeout: Duration) -> Result<McpServer, ConnectError> {
         let relist = Arc::new(Notify::new());
-        let handler = Handler { server: spec.name.clone(), relist: relist.clone() };
+        let people = People::default();
+        let handler = Handler { server: spec.name.clone(), relist: relist.clone(), people: people.clone() };
         let session = transport::open(&spec, handler, timeout).await?;
         let peer = session.service.peer().clone();
         let info = peer.peer_info().and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)));
@@ -145,6 +148,7 @@ impl McpServer {
             cancel: Mutex::new(Some(session.service.cancellation_token())),
             session: Mutex::new(None),
             listening: Mutex::new(listening),
+            people,
             peer,
             spec,
         });
@@ -508,6 +512,8 @@ impl ToolSource for McpServer {
                 }
             };
             let request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+            // The server may ask the caller's person something before it answers.
+            let _present = trellis_builtins::sources::elicit::person().map(|person| inner.people.enter(person));
             match inner.peer.call_tool(request).await {
                 Ok(result) => outcome::from_result(server, &tool, result),
                 Err(error) => outcome::from_error(server, &tool, error),

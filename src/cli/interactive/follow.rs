@@ -8,6 +8,10 @@
 //! terminal and becomes readable only when Enter ends the line. Each tick looks for such
 //! a line without blocking and sends it: the dialog queues it and takes it at the next
 //! step boundary (after the running tool calls, before the next model request).
+//!
+//! A tool that asks the person something while it runs (an MCP server's form or URL) is
+//! answered here too: the question is printed, and the lines typed then fill in its form
+//! a field at a time (`crate::cli::form`) instead of being queued.
 
 use crate::cli::output::emit;
 use crate::terminal::{safe_line, write_text};
@@ -15,8 +19,10 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use trellis_builtins::ask::InteractionKind;
 use trellis_builtins::message::{Part, Role};
 
+use crate::cli::form::{Form, Step};
 use crate::cli::transcript::{line, ASSISTANT};
 use crate::session::Session;
 
@@ -40,6 +46,7 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let mut interrupts = Interrupts::new()?;
     let mut tick = tokio::time::interval(TICK);
     let mut cancelled = false;
+    let mut form: Option<Form> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {
@@ -50,10 +57,20 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
                 if !pending {
                     break;
                 }
+                if form.as_ref().is_none_or(|f| !asks(session, &f.call_id)) {
+                    form = start_form(session, &mut printer)?;
+                }
                 if let Some(typed) = typed_line() {
                     // The terminal's echo of Enter ended the streamed line.
                     printer.mid_line = false;
-                    queue(session, typed.trim()).await;
+                    match form.as_mut() {
+                        Some(asking) => {
+                            if fill(session, asking, typed.trim()).await {
+                                form = None;
+                            }
+                        }
+                        None => queue(session, typed.trim()).await,
+                    }
                 }
             }
             () = interrupts.next() => {
@@ -77,6 +94,55 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
         emit(&format!("error: {e:#}"));
     }
     Ok(Outcome::Done)
+}
+
+/// Whether the tool's question of call `call_id` still waits.
+fn asks(session: &Session, call_id: &str) -> bool {
+    session.waiting().iter().any(|w| w.call_id == call_id && w.kind == InteractionKind::Elicitation)
+}
+
+/// The form of a tool's question that waits, if one does, its header and first line
+/// printed.
+fn start_form(session: &Session, printer: &mut Printer) -> anyhow::Result<Option<Form>> {
+    let waiting = session.waiting();
+    let Some(question) = waiting.iter().find(|w| w.kind == InteractionKind::Elicitation) else { return Ok(None) };
+    printer.end_line()?;
+    let (form, header) = Form::start(question);
+    emit(&header);
+    prompt(&form.prompt());
+    Ok(Some(form))
+}
+
+/// Fills the form's current field with `typed`; true once the answer is sent.
+async fn fill(session: &Session, form: &mut Form, typed: &str) -> bool {
+    match form.take(typed) {
+        Step::Ask(next) => {
+            prompt(&next);
+            false
+        }
+        Step::Done(reply) => match session.resolve(Some(&form.call_id), reply).await {
+            Ok(_) => true,
+            // Refused (a field does not fit the schema): the form again, from its top.
+            Err(e) => {
+                emit(&format!("{e:#}"));
+                match session.waiting().into_iter().find(|w| w.call_id == form.call_id) {
+                    Some(again) => {
+                        *form = Form::start(&again).0;
+                        prompt(&form.prompt());
+                        false
+                    }
+                    None => true,
+                }
+            }
+        },
+    }
+}
+
+/// Prints `text` with no line end: the person types the rest of the line.
+fn prompt(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 /// Sends a line typed while the reply runs; the dialog queues it (`while_running`).

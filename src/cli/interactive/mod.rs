@@ -153,7 +153,8 @@ async fn ask(editor: &mut Editor<Helper, DefaultHistory>, session: &Session) -> 
             format!("choose ({}): ", options.join(" | "))
         }
         InteractionKind::ClientExecution => format!("output of {} (JSON): ", safe_line(&waiting.tool)),
-        InteractionKind::DisplayEffect => return Ok(None),
+        // Asked while the reply runs, and answered there (see `follow`).
+        InteractionKind::DisplayEffect | InteractionKind::Elicitation => return Ok(None),
     };
     loop {
         let line = match tokio::task::block_in_place(|| editor.readline(&question)) {

@@ -19,7 +19,8 @@ use crate::serve::Server;
 use crate::session::Reply;
 
 /// `POST /api/interactions/{call}/resolve`: `"approve"`, `{"approve_with": {"always",
-/// "input"}}`, `{"deny": "why"}`, `{"answer": "text"}` or `{"output": JSON}`.
+/// "input"}}`, `{"deny": "why"}`, `{"answer": "text"}`, `{"output": JSON}`, `"decline"` or
+/// `"cancel"`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
@@ -32,8 +33,13 @@ pub enum Resolution {
     /// Answer a question (text), a confirmation (yes or no) or a choice (an option).
     Answer(String),
     /// The output of a client execution (checked against the tool's output schema, then
-    /// by its server phase), or the acknowledgement of a display effect.
+    /// by its server phase), the acknowledgement of a display effect, or the fields of a
+    /// tool's form (checked against the form's schema).
     Output(serde_json::Value),
+    /// Say no to a tool's question (an MCP server's elicitation).
+    Decline,
+    /// Dismiss a tool's question without answering.
+    Cancel,
 }
 
 /// An approval that says more than yes.
@@ -79,6 +85,8 @@ pub async fn resolve(
         Resolution::Deny(reason) => Reply::Deny(reason),
         Resolution::Answer(text) => Reply::Answer(text),
         Resolution::Output(output) => Reply::Output(output),
+        Resolution::Decline => Reply::Decline,
+        Resolution::Cancel => Reply::Cancel,
     };
     let index = server.chat().resolve(Some(&call), reply).await.map_err(|e| {
         // Answered between the check above and this answer (another tab): a conflict, as

@@ -1,0 +1,138 @@
+//! A source's tool asking the person something mid-call (MCP's elicitation): a form to
+//! fill in, or a URL to visit.
+//!
+//! Whoever runs a call of a source's tool (a dialog) can stand for the person while it
+//! runs: [`with_person`] makes a [`Person`] reachable from the call's future, and a
+//! source that is asked something from outside during the call (an MCP server's
+//! `elicitation/create`) finds it with [`person`] and awaits its [`Reply`]. A dialog's
+//! person records the question as a pending interaction (`trellis pending`,
+//! `trellis resolve`, the page) and waits for its answer.
+//!
+//! The time a call waits for the person does not count toward the call's timeout
+//! ([`within`]): the person may take longer than a tool may.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use futures::future::BoxFuture;
+//! use serde_json::json;
+//! use trellis_builtins::sources::elicit::{self, Person, Question, Reply};
+//!
+//! /// A person who always gives the same name.
+//! struct Alice;
+//!
+//! impl Person for Alice {
+//!     fn ask(&self, _question: Question) -> BoxFuture<'static, Reply> {
+//!         Box::pin(async { Reply::Accept(json!({"name": "Alice"})) })
+//!     }
+//!     fn waited(&self) -> Duration { Duration::ZERO }
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let call = async {
+//!     let person = elicit::person().expect("the caller stands for a person");
+//!     person.ask(Question::form("Your name?", json!({"type": "object"}))).await
+//! };
+//! let reply = elicit::with_person(Arc::new(Alice), call).await;
+//! assert_eq!(reply, Reply::Accept(json!({"name": "Alice"})));
+//! assert!(elicit::person().is_none(), "outside the call, nobody is asked");
+//! # });
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+/// What a tool asks the person.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// Why it asks, in the tool's words.
+    pub message: String,
+    /// What it wants.
+    pub wants: Wants,
+}
+
+/// What a question wants from the person.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wants {
+    /// The fields of a form: an object of the JSON schema (flat, primitive fields).
+    Form {
+        /// The form's schema.
+        schema: Value,
+    },
+    /// A visit to a URL (to sign in somewhere, say); the tool learns the outcome there.
+    Url {
+        /// Where to go.
+        url: String,
+    },
+}
+
+impl Question {
+    /// A form to fill in.
+    pub fn form(message: impl Into<String>, schema: Value) -> Question {
+        Question { message: message.into(), wants: Wants::Form { schema } }
+    }
+
+    /// A URL to visit.
+    pub fn url(message: impl Into<String>, url: impl Into<String>) -> Question {
+        Question { message: message.into(), wants: Wants::Url { url: url.into() } }
+    }
+}
+
+/// The person's reply: MCP's three actions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Answered: the form's fields (`null` for a URL visited).
+    Accept(Value),
+    /// Said no, explicitly; the tool goes on without.
+    Decline,
+    /// Dismissed the question (or nobody answered in time, or the reply was cancelled).
+    Cancel,
+}
+
+/// Someone who can answer a tool's question while its call runs.
+pub trait Person: Send + Sync {
+    /// Asks `question`; the reply once there is one.
+    fn ask(&self, question: Question) -> BoxFuture<'static, Reply>;
+
+    /// How long the call has waited for replies so far, a wait going on included.
+    fn waited(&self) -> Duration;
+}
+
+tokio::task_local! {
+    static PERSON: Arc<dyn Person>;
+}
+
+/// Runs `call` with `person` reachable from it through [`person`].
+pub async fn with_person<F: Future>(person: Arc<dyn Person>, call: F) -> F::Output {
+    PERSON.scope(person, call).await
+}
+
+/// The person the running call may ask, if its caller stands for one.
+pub fn person() -> Option<Arc<dyn Person>> {
+    PERSON.try_with(Arc::clone).ok()
+}
+
+/// Runs `call` for at most `timeout`, not counting the time it waits for the person of
+/// [`with_person`] (if any); `None` when the time ran out.
+pub async fn within<F: Future>(timeout: Duration, call: F) -> Option<F::Output> {
+    let person = person();
+    let start = tokio::time::Instant::now();
+    let mut call = std::pin::pin!(call);
+    loop {
+        let waited = person.as_ref().map_or(Duration::ZERO, |p| p.waited());
+        let deadline = start + timeout + waited;
+        tokio::select! {
+            output = &mut call => return Some(output),
+            () = tokio::time::sleep_until(deadline) => {
+                // A wait for the person that began meanwhile moves the deadline on.
+                if person.as_ref().map_or(Duration::ZERO, |p| p.waited()) == waited {
+                    return None;
+                }
+            }
+        }
+    }
+}
