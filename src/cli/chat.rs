@@ -247,7 +247,7 @@ pub struct Publish {
 /// Says on standard error, once each, what tools ask the person while a reply runs
 /// without a terminal to answer at (a form to fill in, a URL to visit), and how to answer
 /// from another shell, which reaches this process through the space's hand-off file while
-/// a question waits; until dropped.
+/// a question waits (and the reply that asked it runs on); until dropped.
 struct Questions(tokio::task::JoinHandle<()>);
 
 /// How often a chat without a terminal looks for tools' questions.
@@ -263,9 +263,10 @@ impl Questions {
             loop {
                 let questions: Vec<_> =
                     dialog.waiting().into_iter().filter(|asked| asked.kind == InteractionKind::Elicitation).collect();
-                if questions.is_empty() {
+                // Kept while the reply that asked runs on, for the answering command to follow.
+                if questions.is_empty() && !dialog.pending() {
                     beside = None;
-                } else if let (None, Some(publish)) = (&beside, &publish) {
+                } else if let (false, None, Some(publish)) = (questions.is_empty(), &beside, &publish) {
                     let Publish { rt, space, chatbot, tools } = publish;
                     match crate::serve::BesideChat::start(rt.clone(), space, chatbot, tools.clone()).await {
                         Ok(started) => beside = Some(started),

@@ -2,8 +2,8 @@
 //! fields described in a line each (`trellis pending`), and filled in one line per field
 //! at the interactive prompt ([`Form`]).
 //!
-//! A form's schema is flat: each field a string, number, integer or boolean, or a string
-//! of a few options (`enum`). What the person types is read as the field's type; the
+//! A form's schema is flat: each field a string, number, integer or boolean, a string of
+//! a few options (`enum`, `oneOf`), or several of them (an array, typed comma-separated). What the person types is read as the field's type; the
 //! whole answer is checked against the schema by the dialog, which says what is wrong.
 
 use serde_json::{Map, Value};
@@ -19,7 +19,7 @@ struct Field {
     /// `string`, `number`, `integer` or `boolean`.
     kind: String,
     required: bool,
-    /// Its title or description, if the schema gives one.
+    /// Its description or title, if the schema gives one.
     about: Option<String>,
     /// For a choice, the options.
     options: Vec<String>,
@@ -36,13 +36,22 @@ fn fields(schema: &Value) -> Vec<Field> {
             name: name.clone(),
             kind: field["type"].as_str().unwrap_or("string").to_string(),
             required: required.contains(&name.as_str()),
-            about: field["title"].as_str().or(field["description"].as_str()).map(str::to_string),
-            options: field["enum"]
-                .as_array()
-                .map(|o| o.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect())
-                .unwrap_or_default(),
+            about: field["description"].as_str().or(field["title"].as_str()).map(str::to_string),
+            options: options(field),
         })
         .collect()
+}
+
+/// The options a field (or, for a field of several, each of its items) is picked from:
+/// its `enum`, or the `const` of each of its `oneOf` or `anyOf`.
+fn options(field: &Value) -> Vec<String> {
+    let field = if field["type"] == "array" { &field["items"] } else { field };
+    let shown = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    if let Some(listed) = field["enum"].as_array() {
+        return listed.iter().map(shown).collect();
+    }
+    let alternatives = field["oneOf"].as_array().or(field["anyOf"].as_array());
+    alternatives.map(|all| all.iter().filter_map(|a| a.get("const")).map(shown).collect()).unwrap_or_default()
 }
 
 impl Field {
@@ -79,6 +88,13 @@ impl Field {
                 "n" | "no" | "false" => Ok(Value::Bool(false)),
                 _ => Err(format!("{name} takes yes or no")),
             },
+            "array" => {
+                let picked: Vec<&str> = typed.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+                match picked.iter().find(|p| !self.options.is_empty() && !self.options.iter().any(|o| o == *p)) {
+                    Some(_) => Err(format!("{name} takes some of, comma-separated: {}", self.options.join(", "))),
+                    None => Ok(Value::from(picked)),
+                }
+            }
             _ if !self.options.is_empty() && !self.options.iter().any(|o| o == typed) => {
                 Err(format!("{name} is one of: {}", self.options.join(", ")))
             }

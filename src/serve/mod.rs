@@ -182,8 +182,9 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
 
 /// The API of a chat's space, served on loopback beside the chat while it waits for an
 /// answer only a person can give mid-call (a tool's question), so that `trellis resolve`
-/// and `trellis pending` in another process reach the conversation: its hand-off file
-/// beside the space says where, until this is dropped.
+/// and `trellis pending` in another process reach the conversation (and the answering
+/// command can follow the reply): its hand-off file beside the space says where, until
+/// this is dropped.
 pub struct BesideChat {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     written: Option<handoff::Written>,

@@ -514,7 +514,7 @@ impl ToolSource for McpServer {
             let request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
             // The server may ask the caller's person something before it answers.
             let _present = trellis_builtins::sources::elicit::person().map(|person| inner.people.enter(person));
-            match inner.peer.call_tool(request).await {
+            match super::rounds::call(server, &inner.peer, &inner.people, request).await {
                 Ok(result) => outcome::from_result(server, &tool, result),
                 Err(error) => outcome::from_error(server, &tool, error),
             }

@@ -46,7 +46,7 @@ impl People {
         Present { people: self.clone(), id }
     }
 
-    fn latest(&self) -> Option<Arc<dyn Person>> {
+    pub(crate) fn latest(&self) -> Option<Arc<dyn Person>> {
         self.0.lock().last().map(|(_, person)| person.clone())
     }
 }
@@ -83,33 +83,41 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let server = &self.server;
-        let Some(person) = self.people.latest() else {
-            tracing::info!(server, "the server asked something while no call of a conversation ran: cancelled");
-            return Ok(ElicitResult::new(ElicitationAction::Cancel));
-        };
-        let question = match request {
-            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
-                let schema = serde_json::to_value(requested_schema).map_err(|e| {
-                    ErrorData::invalid_params(format!("the requested schema cannot be read: {e}"), None)
-                })?;
-                Question::form(message, schema)
-            }
-            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-                // Shown to a person as a link to follow: only the web's own schemes.
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
-                    tracing::warn!(server, "the server asked to visit a URL that is not http(s): declined");
-                    return Ok(ElicitResult::new(ElicitationAction::Decline));
-                }
-                Question::url(message, url)
-            }
-            _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
-        };
-        Ok(match person.ask(question).await {
-            Reply::Accept(serde_json::Value::Null) => ElicitResult::new(ElicitationAction::Accept),
-            Reply::Accept(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
-            Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
-            Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
-        })
+        elicit(&self.server, &self.people, request).await
     }
+}
+
+/// What the person of `server`'s latest running call answers to its question `request`
+/// (a request of the server's own, or an input request of a multi-round-trip call).
+pub(crate) async fn elicit(
+    server: &str,
+    people: &People,
+    request: ElicitRequestParams,
+) -> Result<ElicitResult, ErrorData> {
+    let Some(person) = people.latest() else {
+        tracing::info!(server, "the server asked something while no call of a conversation ran: cancelled");
+        return Ok(ElicitResult::new(ElicitationAction::Cancel));
+    };
+    let question = match request {
+        ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+            let schema = serde_json::to_value(requested_schema)
+                .map_err(|e| ErrorData::invalid_params(format!("the requested schema cannot be read: {e}"), None))?;
+            Question::form(message, schema)
+        }
+        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+            // Shown to a person as a link to follow: only the web's own schemes.
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                tracing::warn!(server, "the server asked to visit a URL that is not http(s): declined");
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            }
+            Question::url(message, url)
+        }
+        _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
+    };
+    Ok(match person.ask(question).await {
+        Reply::Accept(serde_json::Value::Null) => ElicitResult::new(ElicitationAction::Accept),
+        Reply::Accept(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+        Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
+        Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    })
 }

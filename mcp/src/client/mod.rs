@@ -33,6 +33,7 @@ mod connection;
 mod handler;
 mod http;
 mod outcome;
+mod rounds;
 mod stdio;
 mod transport;
 
