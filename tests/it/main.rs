@@ -25,6 +25,7 @@ mod counter;
 mod dialog;
 mod disk_full;
 mod durable;
+mod elicitation;
 mod files;
 mod graphs;
 mod kill9;
