@@ -340,7 +340,8 @@ impl App {
                     Place::File(path) => Some(path),
                     Place::Postgres(_) => None,
                 };
-                crate::serve::run(rt, self.serve_options(args, space)).await
+                let servers = args.mcp.clone();
+                mcp::with_servers(&rt, &servers, crate::serve::run(rt.clone(), self.serve_options(args, space))).await?
             }
             Command::Token(command) => token::run(&rt, command, format),
             Command::Watch(command) => watch::run(&rt, command, format),

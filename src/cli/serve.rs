@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// another address.
     #[arg(long, value_name = "URL", requires = "database", value_parser = advertised_url)]
     pub advertise: Option<String>,
+    /// The MCP servers whose tools the page's chat offers (a server of one space; their
+    /// questions mid-call are asked on the page).
+    #[command(flatten)]
+    pub mcp: super::mcp::McpArgs,
 }
 
 /// `--advertise`'s value: an http(s) URL of a host and port, nothing after them.
@@ -88,6 +92,12 @@ impl App {
     /// Serves every space of the database `--database` names until the process ends.
     pub(super) async fn serve_many(&self, args: ServeArgs) -> anyhow::Result<()> {
         let database = args.database.clone().context("--database names no database")?;
+        if !args.mcp.is_empty() {
+            anyhow::bail!(
+                "--mcp and --mcp-config attach MCP servers to a server of one space; a server of a database's spaces \
+                 offers none"
+            );
+        }
         let database = database.as_str();
         let probe = space_url(database, "readiness")?;
         let lease = args.lease;
@@ -141,6 +151,7 @@ impl App {
             database: _,
             lease: _,
             advertise: _,
+            mcp: _,
         } = args;
         crate::serve::Options {
             addr,

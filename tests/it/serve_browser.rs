@@ -7,7 +7,8 @@
 //! installed plugin's tool run by the page, in a Web Worker, its result inline; and files:
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
 //! conversation was compacted, the value a reply ended with; who wrote each field, the tool
-//! results whose values changed since, and Undo turn; a watch firing in the server.
+//! results whose values changed since, and Undo turn; a watch firing in the server; an MCP
+//! server's form filled in while its call runs.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -248,4 +249,20 @@ fn files_in_the_web_chat() {
     assert!(parts.iter().any(|part| part["text"].as_str().is_some_and(|t| t.contains("milk and eggs"))), "{parts:?}");
     assert!(parts.iter().any(|part| part["text"] == "what colour is it?"), "{parts:?}");
     assert!(!asked.to_string().contains("not sent"), "the removed file stayed behind");
+}
+
+#[test]
+fn an_mcp_servers_form_is_filled_in_on_the_page_while_its_call_runs() {
+    let s = common::space();
+    let turns =
+        json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Booked."}]);
+    let script = s.path.with_file_name("book.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let scripts = s.path.parent().unwrap().display().to_string();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_server.py");
+    let py = mcp_tools::flag("py", &[mcp_tools::python().display().to_string(), server.display().to_string()]);
+    let served = server::Served::start(&s.path, &["--scripts", &scripts, "--mcp", &py], &[("TRELLIS_MCP_CONFIG", "")]);
+    let model = format!("scripted:{}", script.display());
+    let shots = browse("elicitation.py", &served, &[&model]);
+    assert!(shots.join("62-form-answered.png").exists(), "screenshot 62");
 }

@@ -1,8 +1,8 @@
 // The prompts of the chat page: the calls waiting for a person (approvals, with Always
-// allow and edited arguments; questions, confirmations, choices), and the tools allowed to
-// run without asking. Loaded before app.js, whose `el`, `$`, `api`, `reporting`, `chat`
-// and plugin calls it uses once the page runs. What a tool or model says is data: it
-// reaches the page as text and attribute values only.
+// allow and edited arguments; questions, confirmations, choices; a tool's form or URL),
+// and the tools allowed to run without asking. Loaded before app.js, whose `el`, `$`,
+// `api`, `reporting`, `chat` and plugin calls it uses once the page runs. What a tool or
+// model says is data: it reaches the page as text and attribute values only.
 "use strict";
 
 // Answers a waiting call; a refusal (an edited input that does not fit the tool, a
@@ -58,6 +58,49 @@ function approvalControls(interaction, answer, deny, reason, problem) {
   ];
 }
 
+// A tool's question mid-call (an MCP server's elicitation): a URL to visit, or a form of
+// flat fields, each an input of its type; Decline and Cancel send the tool MCP's own
+// answers. The form's fields are checked against the tool's schema by the server.
+function elicitationControls(interaction, answer) {
+  const refuse = [
+    el("button", { type: "button", onclick: () => answer("decline") }, "Decline"),
+    el("button", { type: "button", onclick: () => answer("cancel") }, "Cancel"),
+  ];
+  const url = interaction.input.url;
+  if (typeof url === "string") {
+    const link = /^https?:\/\//.test(url) ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, url) : el("code", {}, url);
+    return [el("div", { class: "ask" }, `${interaction.tool} asks you to visit a URL: ${interaction.prompt}`), link,
+      el("button", { type: "button", onclick: () => answer({ answer: "done" }) }, "Done"), ...refuse];
+  }
+  const schema = interaction.input.schema || {};
+  const required = schema.required || [];
+  const fields = Object.entries(schema.properties || {}).map(([name, field]) => {
+    const options = field.enum || (field.oneOf || field.anyOf || []).map((o) => o.const).filter((o) => o !== undefined);
+    let input;
+    if (field.type === "boolean") input = el("input", { type: "checkbox" });
+    else if (options.length && field.type !== "array") {
+      input = el("select", {}, el("option", { value: "" }, ""), ...options.map((o) => el("option", { value: String(o) }, String(o))));
+    } else input = el("input", { type: field.type === "number" || field.type === "integer" ? "number" : "text" });
+    input.setAttribute("aria-label", name);
+    input.dataset.field = name;
+    const about = field.description || field.title || "";
+    return { name, field, input, row: el("label", { class: "field" }, `${name}${required.includes(name) ? " *" : ""}`, input, el("small", {}, about)) };
+  });
+  const send = () => {
+    const output = {};
+    for (const { name, field, input } of fields) {
+      if (field.type === "boolean") output[name] = input.checked;
+      else if (input.value === "") continue;
+      else if (field.type === "number" || field.type === "integer") output[name] = Number(input.value);
+      else if (field.type === "array") output[name] = input.value.split(",").map((v) => v.trim()).filter(Boolean);
+      else output[name] = input.value;
+    }
+    answer({ output });
+  };
+  return [el("div", { class: "ask" }, `${interaction.tool} asks: ${interaction.prompt}`), ...fields.map((f) => f.row),
+    el("button", { type: "button", onclick: send }, "Send"), ...refuse];
+}
+
 function prompt(interaction) {
   const call = interaction.call_id;
   if (isPluginCall(interaction)) {
@@ -72,6 +115,9 @@ function prompt(interaction) {
   switch (interaction.kind) {
     case "approval":
       box.append(...approvalControls(interaction, answer, deny, reason, problem));
+      break;
+    case "elicitation":
+      box.append(...elicitationControls(interaction, answer));
       break;
     case "confirmation":
       box.append(el("div", { class: "ask" }, interaction.prompt),

@@ -1,0 +1,47 @@
+"""A tool's question mid-call (an MCP server's elicitation) in the web chat of
+`trellis serve --mcp`, in headless Chromium (Debian's), driven by Playwright.
+
+Usage: elicitation.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM MODEL (see session.py). MODEL
+is a scripted model that calls `py.book_table` for Friday, then answers. The server's
+form (name, seats) shows as a prompt while the call runs; a seat count that is not a
+whole number is refused in the prompt; the filled form goes back to the server, whose
+result shows the answer.
+"""
+
+from playwright.sync_api import expect, sync_playwright
+
+from session import api, base, extra, shot, signed_in
+
+model = extra[0]
+
+with sync_playwright() as p:
+    browser, page, problems = signed_in(p)
+    expect(page).to_have_url(base + "/")
+    assert api(page, "PUT", "/api/chat/model", {"model": model}) == 204
+    expect(page.locator("#model")).to_have_text(model)
+
+    box = page.locator("#input")
+    box.click()
+    box.press_sequentially("book a table on Friday")
+    box.press("Enter")
+    form = page.locator('#prompts .prompt[data-kind="elicitation"]')
+    expect(form).to_contain_text("py.book_table asks: Who is the table on Friday for?")
+    expect(form).to_contain_text("How many seats")
+    shot(page, "60-form-asked")
+
+    form.get_by_label("name").fill("Ada")
+    form.get_by_label("seats").fill("2.5")
+    form.get_by_role("button", name="Send").click()
+    expect(form.locator(".problem")).to_contain_text("does not fit the form")
+    shot(page, "61-form-refused")
+
+    form.get_by_label("seats").fill("4")
+    form.get_by_role("button", name="Send").click()
+    expect(page.locator("#messages .tool-result")).to_contain_text("booked on Friday for Ada, 4 seats")
+    expect(page.locator("#messages .assistant").last).to_have_text("Booked.")
+    expect(page.locator("#prompts .prompt")).to_have_count(0)
+    shot(page, "62-form-answered")
+
+    assert not problems, problems
+    browser.close()
+print('{"ok": true}')
