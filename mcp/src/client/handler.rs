@@ -29,7 +29,10 @@ pub(crate) struct Handler {
 /// MCP does not say which call a question belongs to; it goes to the person of the
 /// latest call that is still running (with one call at a time, the call that asks).
 #[derive(Clone, Default)]
-pub(crate) struct People(Arc<Mutex<Vec<(u64, Arc<dyn Person>)>>>);
+pub(crate) struct People(Arc<Mutex<Vec<Entry>>>);
+
+/// A running call's person, by the number it entered with.
+type Entry = (u64, Arc<dyn Person>);
 
 /// A call's person, known to [`People`] until this is dropped (the call ended).
 pub(crate) struct Present {
