@@ -44,7 +44,7 @@ impl Handoff {
     pub fn write(&self, space: &Path) -> anyhow::Result<Written> {
         let at = path(space);
         let json = serde_json::to_vec(self)?;
-        trellis_plugins::files::replace(&at, &json, true).with_context(|| format!("cannot write {}", at.display()))?;
+        trellis_runner::dirs::replace(&at, &json, true).with_context(|| format!("cannot write {}", at.display()))?;
         Ok(Written(at))
     }
 

@@ -51,7 +51,6 @@
 pub mod actions;
 pub mod bundle;
 mod executor;
-pub mod files;
 pub mod hooks;
 mod manager;
 pub mod manifest;

@@ -160,7 +160,7 @@ impl TrustFile {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let text = serde_json::to_string_pretty(trust).map_err(|e| io(std::io::Error::other(e)))?;
-        crate::files::replace(&self.path, format!("{text}\n").as_bytes(), true).map_err(io)
+        trellis_runner::dirs::replace(&self.path, format!("{text}\n").as_bytes(), true).map_err(io)
     }
 
     /// Loads the decisions, lets `change` edit them, and saves them; what `change` returned.

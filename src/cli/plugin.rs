@@ -132,7 +132,7 @@ pub fn run_local(command: &PluginCommand, format: Format) -> anyhow::Result<()> 
             let signature = key.sign(&read.manifest_bytes, &read.module);
             let path = bundle.join(SIGNATURE_FILE);
             let text = serde_json::to_string_pretty(&signature)?;
-            trellis_plugins::files::replace(&path, format!("{text}\n").as_bytes(), false)
+            trellis_runner::dirs::replace(&path, format!("{text}\n").as_bytes(), false)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             let hash = encode_hex(&content_hash(&read.manifest_bytes, &read.module));
             print(format, &json!({"hash": hash, "public_key": signature.public_key}), || {
