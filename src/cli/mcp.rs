@@ -63,7 +63,7 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     /// The servers named by the flags and the file (the default file only when it exists).
-    fn specs(&self) -> anyhow::Result<Vec<ServerSpec>> {
+    pub(super) fn specs(&self) -> anyhow::Result<Vec<ServerSpec>> {
         let file = match &self.config {
             Some(path) => config::read_file(path)?,
             None => match config::default_file() {
@@ -123,17 +123,58 @@ pub enum McpCommand {
         #[arg(long, requires = "http")]
         require_token: bool,
     },
-    /// Start (or reach) the MCP servers `chat` would attach and show each one's state and
-    /// tools; then stop them.
+    /// Start (or reach) the MCP servers `chat` would attach and show each one's state,
+    /// sign-in and tools; then stop them.
     List {
+        #[command(flatten)]
+        servers: ServerArgs,
+    },
+    /// Sign in to an MCP server reached by URL that asks for OAuth: prints a URL to open in
+    /// a browser (on any machine; it comes back here), then keeps the tokens in your own
+    /// file ($XDG_CONFIG_HOME/trellis/mcp-sign-ins.json), never in the space. Calls send
+    /// them to that server only, refreshed as needed.
+    Login {
+        /// The server, as --mcp or the mcpServers file names it.
+        name: String,
+        #[command(flatten)]
+        servers: ServerArgs,
+        /// How long to wait for the browser to come back, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = super::positive_seconds)]
+        timeout: f64,
+    },
+    /// Forget the sign-in of an MCP server (its tokens are removed from your file).
+    Logout {
+        /// The server, as --mcp or the mcpServers file names it.
+        name: String,
         #[command(flatten)]
         servers: ServerArgs,
     },
 }
 
+impl McpCommand {
+    /// Whether the command needs a space (signing in and out are the user's alone).
+    pub fn needs_space(&self) -> bool {
+        !matches!(self, McpCommand::Login { .. } | McpCommand::Logout { .. })
+    }
+
+    /// Runs a command that needs no space.
+    pub async fn run_local(&self, format: Format) -> anyhow::Result<()> {
+        match self {
+            McpCommand::Login { name, servers, timeout } => {
+                super::signin::login(servers, name, std::time::Duration::from_secs_f64(*timeout), format).await
+            }
+            McpCommand::Logout { name, servers } => super::signin::logout(servers, name, format),
+            McpCommand::Serve { .. } | McpCommand::List { .. } => {
+                anyhow::bail!("`mcp serve` and `mcp list` run on a space")
+            }
+        }
+    }
+}
+
 /// Runs `trellis mcp ...`.
 pub async fn run(rt: Runtime, command: McpCommand, format: Format) -> anyhow::Result<()> {
     match command {
+        McpCommand::Login { .. } | McpCommand::Logout { .. } => command.run_local(format).await,
         McpCommand::Serve { http: None, .. } => Ok(trellis_mcp::serve_stdio(rt).await?),
         McpCommand::Serve {
             http: Some(addr),
@@ -221,6 +262,7 @@ fn describe(spec: &ServerSpec, server: &Result<McpServer, client::ConnectError>)
                 "name": spec.name,
                 "endpoint": server.endpoint(),
                 "trusted": spec.trusted,
+                "sign_in": super::signin::state(spec),
                 "state": server.state().to_string(),
                 "server": server.server_info(),
                 "protocol": server.protocol(),
@@ -231,6 +273,7 @@ fn describe(spec: &ServerSpec, server: &Result<McpServer, client::ConnectError>)
         Err(error) => json!({
             "name": spec.name,
             "trusted": spec.trusted,
+            "sign_in": super::signin::state(spec),
             "state": format!("failed: {error}"),
             "tools": [],
         }),
@@ -248,8 +291,11 @@ fn render(servers: &serde_json::Value) -> String {
     let mut out = Vec::new();
     for server in servers {
         let trust = if server["trusted"] == true { ", trusted" } else { "" };
+        let sign_in = serde_json::from_value::<trellis_mcp::client::signin::SignIn>(server["sign_in"].clone())
+            .map(|state| format!(", {state}"))
+            .unwrap_or_default();
         out.push(format!(
-            "{}  ({}{trust})  {}",
+            "{}  ({}{trust}{sign_in})  {}",
             text(&server["name"]),
             text(&server["state"]),
             text(&server["endpoint"])

@@ -16,6 +16,7 @@ pub(crate) mod output;
 mod plugin;
 mod remote;
 mod serve;
+mod signin;
 mod space;
 mod token;
 pub(crate) mod tools;
@@ -229,6 +230,11 @@ impl App {
         if let Command::Plugin(command) = &cli.command {
             if !command.needs_space() {
                 return plugin::run_local(command, format);
+            }
+        }
+        if let Command::Mcp(command) = &cli.command {
+            if !command.needs_space() {
+                return command.run_local(format).await;
             }
         }
         // Whole spaces: two of them, opened below the runtime.

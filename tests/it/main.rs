@@ -33,6 +33,7 @@ mod llama;
 mod mcp;
 mod mcp_client;
 mod mcp_remote;
+mod mcp_signin;
 mod person_only;
 mod plugin;
 mod postgres;

@@ -17,7 +17,7 @@ use crate::mcp::HttpServer;
 
 /// A CA, and a certificate it signed for `localhost` and 127.0.0.1, in `dir`:
 /// (CA certificate, server certificate, server key), PEM.
-fn throwaway_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn throwaway_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let openssl = |args: &[&str]| {
         let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -144,21 +144,28 @@ fn a_server_other_machines_reach_asks_for_tokens_and_bad_tls_files_are_refused()
     assert_eq!(refused.status(), 401, "remote means tokens, without asking for them");
 }
 
-/// `tests/mcp/http_server.py PORT CERT KEY`: the Python SDK's server over HTTPS on a free
+/// `tests/mcp/SCRIPT PORT CERT KEY ARGS...`: a Python SDK server over HTTPS on a free
 /// loopback port, killed when dropped.
-struct PythonHttps {
+pub(crate) struct PythonHttps {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl PythonHttps {
+    /// `http_server.py`.
     fn start(cert: &Path, key: &Path) -> PythonHttps {
+        PythonHttps::script("http_server.py", cert, key, &[])
+    }
+
+    /// `SCRIPT` with `args` after the certificate and key.
+    pub(crate) fn script(script: &str, cert: &Path, key: &Path, args: &[&str]) -> PythonHttps {
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_server.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp").join(script);
         let mut child = Command::new(tools::python())
             .arg(script)
             .arg(port.to_string())
             .args([cert, key])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -233,7 +240,7 @@ fn chat_reaches_an_https_server_trusting_the_ca_it_is_given_and_no_other() {
 }
 
 /// Whether the space's file, or its write-ahead log, holds `text`.
-fn space_holds(space: &Path, text: &str) -> bool {
+pub(crate) fn space_holds(space: &Path, text: &str) -> bool {
     let wal = PathBuf::from(format!("{}-wal", space.display()));
     [space.to_path_buf(), wal]
         .iter()

@@ -34,6 +34,7 @@ mod handler;
 mod http;
 mod outcome;
 mod rounds;
+pub mod signin;
 mod stdio;
 mod transport;
 

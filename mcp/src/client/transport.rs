@@ -72,21 +72,63 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
                 custom.insert(key, value);
             }
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            // reqwest's message hides a certificate the system does not trust: say what helps.
-            let hint = match url.starts_with("https://") && ca.is_none() {
-                true => {
-                    " (if its certificate comes from a private CA, give that CA with \"ca\" in its entry or --mcp-ca)"
-                }
-                false => "",
+            // A server the person signed in to gets its token, refreshed as needed.
+            let signed_in = match super::signin::SignIns::user() {
+                Ok(file) => tokio::time::timeout(timeout, super::signin::authorized(url, client.clone(), &file))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| failed(format!("cannot use its sign-in: {e}")))?,
+                Err(_) => None,
             };
-            let service = tokio::time::timeout(timeout, handler.serve_with_lifecycle(transport, lifecycle()))
+            let had_sign_in = signed_in.is_some();
+            let shaking = match signed_in {
+                Some(authorized) => {
+                    shake_hands(handler, StreamableHttpClientTransport::with_client(authorized, config))
+                }
+                None => shake_hands(handler, StreamableHttpClientTransport::with_client(client, config)),
+            };
+            let service = tokio::time::timeout(timeout, shaking)
                 .await
                 .map_err(|_| timed_out())?
-                .map_err(|e| failed(format!("the MCP handshake failed: {e}{hint}")))?;
+                .map_err(|e| failed(explained(&e, spec, (ca.is_some(), had_sign_in))))?;
             Ok(Session { service, pid: None })
         }
     }
+}
+
+/// The handshake over `transport`, boxed so that both HTTP clients (with a sign-in or
+/// without) take one path.
+fn shake_hands<T, E, A: 'static>(
+    handler: Handler,
+    transport: T,
+) -> futures::future::BoxFuture<
+    'static,
+    Result<RunningService<RoleClient, Handler>, rmcp::service::ClientInitializeError>,
+>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Box::pin(handler.serve_with_lifecycle(transport, lifecycle()))
+}
+
+/// A failed HTTP handshake's error, saying what helps: a sign-in when the server asks
+/// for one, a CA when reqwest's message hides a certificate the system does not trust.
+fn explained(error: &dyn std::fmt::Display, spec: &ServerSpec, (has_ca, had_sign_in): (bool, bool)) -> String {
+    let text = error.to_string();
+    if text.contains("Auth required") {
+        let again = if had_sign_in { " again (the kept sign-in was refused and could not be refreshed)" } else { "" };
+        return format!("the server asks you to sign in{again}: run `trellis mcp login {}`", spec.name);
+    }
+    let hint = match spec_is_https(spec) && !has_ca {
+        true => " (if its certificate comes from a private CA, give that CA with \"ca\" in its entry or --mcp-ca)",
+        false => "",
+    };
+    format!("the MCP handshake failed: {text}{hint}")
+}
+
+fn spec_is_https(spec: &ServerSpec) -> bool {
+    matches!(&spec.transport, Transport::Http { url, .. } if url.starts_with("https://"))
 }
 
 /// The current revision first (`server/discover`), else the `initialize` handshake of
