@@ -35,14 +35,23 @@ pub async fn login(args: &ServerArgs, name: &str, timeout: Duration, format: For
     let file = SignIns::user()?;
     let shown = |auth_url: &str| {
         eprintln!(
-            "open this URL in a browser to sign in to `{}` (it comes back to this machine):\n{}\nwaiting for the \
-             sign-in (up to {} s)...",
+            "open this URL in a browser to sign in to `{}`:\n{}\nwaiting for the sign-in (up to {} s); with the \
+             browser on another machine, paste here the address it ends on (a page that does not load)",
             safe_line(name),
             safe_line(auth_url),
             timeout.as_secs()
         );
     };
-    let state = signin::login(spec, &file, timeout, shown).await?;
+    // Lines typed (or pasted) meanwhile; the thread ends with the process.
+    let (paste, pasted) = tokio::sync::mpsc::channel(4);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if paste.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let state = signin::login(spec, &file, (timeout, pasted), shown).await?;
     if format.json {
         emit_json(&serde_json::json!({ "server": name, "sign_in": state }));
     } else {

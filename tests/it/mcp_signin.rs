@@ -6,7 +6,7 @@
 //! the server's calls, is refreshed once it expires, and shows in no output, log, list
 //! or space.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,21 +20,27 @@ use common::Finish;
 /// How long the test server's access tokens last, in seconds.
 const LIFETIME: u64 = 3;
 
-/// Opens `url` as a browser would: the authorization server's redirect (it approves at
-/// once), then the loopback address it redirects to.
-fn browse(url: &str, ca: &Path) {
+fn browser(ca: &Path) -> reqwest::blocking::Client {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).unwrap()).unwrap();
-    let http = reqwest::blocking::Client::builder()
-        .add_root_certificate(ca)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
-        .unwrap();
-    let approved = http.get(url).send().unwrap();
+    let builder = reqwest::blocking::Client::builder().add_root_certificate(ca);
+    builder.redirect(reqwest::redirect::Policy::none()).no_proxy().build().unwrap()
+}
+
+/// Where the authorization server sends the browser that opened `url` (it approves at
+/// once): the loopback redirect, with a code.
+fn approved(url: &str, ca: &Path) -> String {
+    let approved = browser(ca).get(url).send().unwrap();
     assert!(approved.status().is_redirection(), "{:?}", approved.status());
     let back = approved.headers()["location"].to_str().unwrap().to_string();
     assert!(back.starts_with("http://127.0.0.1:") && back.contains("code="), "{back}");
-    let page = http.get(&back).send().unwrap().text().unwrap();
+    back
+}
+
+/// Opens `url` as a browser would: the authorization server's redirect, then the loopback
+/// address it redirects to.
+fn browse(url: &str, ca: &Path) {
+    let back = approved(url, ca);
+    let page = browser(ca).get(&back).send().unwrap().text().unwrap();
     assert!(page.contains("close this tab"), "{page}");
 }
 
@@ -145,6 +151,22 @@ fn a_server_behind_oauth_is_signed_in_to_its_token_refreshed_and_never_shown() {
     assert!(!std::fs::read_to_string(&file).unwrap().contains("access-"));
     let (gone, _) = listed(&s.path, &config);
     assert_eq!(gone[0]["sign_in"], "none", "{gone}");
+
+    // With the browser on another machine, the address it ended on is pasted instead.
+    let mut child = common::trellis(&s.path)
+        .args(["mcp", "login", "py", "--mcp-config", &config, "--timeout", "60"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
+    let url = lines.by_ref().find(|line| line.starts_with("https://")).expect("a URL to open");
+    std::thread::spawn(move || lines.for_each(drop));
+    let ended_on = approved(&url, &ca);
+    writeln!(child.stdin.take().unwrap(), "{ended_on}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("py: signed in"), "{out:?}");
 }
 
 #[test]

@@ -14,7 +14,12 @@
 //! ```
 //!
 //! An `https://` server is checked against the system's trust roots, and `ca` (a PEM file)
-//! besides; plain `http://` reaches only this machine unless `"insecure": true`.
+//! besides; plain `http://` reaches only this machine unless `"insecure": true`. A server
+//! that wants OAuth is signed in to with `trellis mcp login NAME`; `"oauth"` may say how
+//! Trellis is known to its authorization server: `client_id` (registered beforehand, with
+//! `client_secret` for a confidential client), or `client_metadata_url` (an https URL of a
+//! Client ID Metadata Document you host, used where the server supports them), and
+//! `scopes`. Without it, Trellis registers itself (dynamic client registration).
 //!
 //! `${VAR}` in an `env` or `headers` value is taken from Trellis's own environment, so
 //! secrets stay out of the file. Two keys are Trellis's own: `trusted` (default `false`)
@@ -80,7 +85,23 @@ pub enum Transport {
         ca: Option<PathBuf>,
         /// Whether plain `http://` may reach another machine.
         insecure: bool,
+        /// How Trellis is known to the server's authorization server, if it signs in.
+        oauth: OAuthClient,
     },
+}
+
+/// How Trellis is known to an authorization server (`"oauth"` in a server's entry); by
+/// default it registers itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthClient {
+    /// A client id registered beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (value already expanded).
+    pub client_secret: Option<String>,
+    /// The https URL of a Client ID Metadata Document describing Trellis.
+    pub client_metadata_url: Option<String>,
+    /// The scopes to ask for; empty: what the server says it supports.
+    pub scopes: Vec<String>,
 }
 
 /// Why a server configuration cannot be used.
@@ -135,7 +156,8 @@ impl ServerSpec {
         let name = check_name(name.trim()).map_err(|m| bad(&m))?;
         let rest = rest.trim();
         let transport = if rest.starts_with("http://") || rest.starts_with("https://") {
-            Transport::Http { url: rest.to_string(), headers: BTreeMap::new(), ca: None, insecure: false }
+            let (url, headers, oauth) = (rest.to_string(), BTreeMap::new(), OAuthClient::default());
+            Transport::Http { url, headers, ca: None, insecure: false, oauth }
         } else {
             let mut words = split_words(rest).map_err(|m| bad(&m))?.into_iter();
             let command = words.next().ok_or_else(|| bad("no command after `=`"))?;
@@ -230,7 +252,8 @@ pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Ser
                     Some(Value::Bool(insecure)) => *insecure,
                     Some(_) => return Err(at("`insecure` must be true or false")),
                 };
-                Transport::Http { url: expand(url, &name, var)?, headers: strings("headers")?, ca, insecure }
+                let oauth = oauth_client(fields.get("oauth"), &|text| expand(text, &name, var)).map_err(|m| at(&m))?;
+                Transport::Http { url: expand(url, &name, var)?, headers: strings("headers")?, ca, insecure, oauth }
             }
             (Some(_), Some(_)) => return Err(at("has both `command` and `url`; keep one")),
             _ => return Err(at("needs `command` (a string) or `url` (a string)")),
@@ -267,6 +290,43 @@ pub fn combine(file: Vec<ServerSpec>, flags: Vec<ServerSpec>) -> Result<Vec<Serv
         return Err(ConfigError::Invalid { path: PathBuf::new(), message: format!("more than {MAX_SERVERS} servers") });
     }
     Ok(all)
+}
+
+/// The `"oauth"` object of a server's entry; `expand` fills in `${VAR}`s.
+fn oauth_client(
+    given: Option<&Value>,
+    expand: &dyn Fn(&str) -> Result<String, ConfigError>,
+) -> Result<OAuthClient, String> {
+    let Some(given) = given else { return Ok(OAuthClient::default()) };
+    let fields = given.as_object().ok_or("`oauth` must be an object")?;
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match fields.get(key) {
+            None => Ok(None),
+            Some(Value::String(text)) => expand(text).map(Some).map_err(|e| e.to_string()),
+            Some(_) => Err(format!("`oauth.{key}` must be a string")),
+        }
+    };
+    let scopes = match fields.get("scopes") {
+        None => Vec::new(),
+        Some(Value::Array(all)) => all
+            .iter()
+            .map(|s| s.as_str().map(str::to_string).ok_or("`oauth.scopes` must be strings"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`oauth.scopes` must be an array of strings".into()),
+    };
+    let client = OAuthClient {
+        client_id: text("client_id")?,
+        client_secret: text("client_secret")?,
+        client_metadata_url: text("client_metadata_url")?,
+        scopes,
+    };
+    if client.client_secret.is_some() && client.client_id.is_none() {
+        return Err("`oauth.client_secret` goes with `oauth.client_id`".into());
+    }
+    if client.client_metadata_url.as_deref().is_some_and(|url| !url.starts_with("https://")) {
+        return Err("`oauth.client_metadata_url` must be an https:// URL".into());
+    }
+    Ok(client)
 }
 
 /// A server name is what tools are displayed under: no `.` (it separates server from
@@ -350,7 +410,8 @@ mod tests {
         let text = r#"{ "mcpServers": {
             "time": { "type": "stdio", "command": "uvx", "args": ["mcp-server-time"], "env": { "A": "x${TOKEN}y" } },
             "web": { "url": "http://127.0.0.1:1/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "trusted": true,
-                     "tools": ["get_*", "echo"] },
+                     "tools": ["get_*", "echo"],
+                     "oauth": { "client_id": "trellis-desk", "client_secret": "${TOKEN}", "scopes": ["read"] } },
             "off": { "command": "nothing", "disabled": true }
         } }"#;
         let specs = parse(text, &env).expect("valid");
@@ -361,6 +422,14 @@ mod tests {
         assert_eq!(env["A"], "xs3crety");
         let Transport::Http { headers, .. } = &specs[1].transport else { panic!("http") };
         assert_eq!(headers["Authorization"], "Bearer s3cret");
+        let Transport::Http { oauth, .. } = &specs[1].transport else { panic!("http") };
+        let expected = OAuthClient {
+            client_id: Some("trellis-desk".into()),
+            client_secret: Some("s3cret".into()),
+            client_metadata_url: None,
+            scopes: vec!["read".into()],
+        };
+        assert_eq!(*oauth, expected);
         assert!(specs[1].trusted);
         assert_eq!(specs[1].tools, ["get_*", "echo"]);
     }
@@ -375,6 +444,9 @@ mod tests {
             (r#"{"mcpServers": {"a": {"command": "x", "args": [1]}}}"#, "`args`"),
             (r#"{"mcpServers": {"a": {"url": "x", "type": "sse"}}}"#, "Streamable HTTP"),
             (r#"{"mcpServers": {"a": {"command": "x", "trusted": "yes"}}}"#, "`trusted` must be true or false"),
+            (r#"{"mcpServers": {"a": {"url": "x", "oauth": {"client_secret": "s"}}}}"#, "goes with `oauth.client_id`"),
+            (r#"{"mcpServers": {"a": {"url": "x", "oauth": {"client_metadata_url": "http://x/c"}}}}"#, "https://"),
+            (r#"{"mcpServers": {"a": {"url": "x", "oauth": {"scopes": "all"}}}}"#, "`oauth.scopes`"),
         ];
         for (text, expected) in cases {
             let error = parse(text, &env).expect_err(text).to_string();

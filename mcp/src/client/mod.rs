@@ -41,7 +41,7 @@ mod transport;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{ConfigError, ServerSpec, Transport};
+pub use config::{ConfigError, OAuthClient, ServerSpec, Transport};
 pub use connection::{McpServer, State, MAX_TOOLS};
 use trellis_builtins::sources::{self, SourceError};
 use trellis_runner::Runtime;

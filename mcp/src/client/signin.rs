@@ -4,8 +4,9 @@
 //! dynamically (RFC 7591); the authorization code with PKCE, through the browser, to a
 //! redirect on this machine's loopback; the `resource` parameter (RFC 8707).
 //!
-//! [`login`] prints the URL to open and waits for the browser to come back (open it
-//! anywhere: the redirect goes to `127.0.0.1` here). The tokens go into the user's sign-in
+//! [`login`] prints the URL to open and waits for the browser to come back to `127.0.0.1`
+//! here; with the browser on another machine, the person pastes the address it ended on
+//! (a page that did not load) instead. The tokens go into the user's sign-in
 //! file ([`SignIns`], `$XDG_CONFIG_HOME/trellis/mcp-sign-ins.json`, readable by the user
 //! only), keyed by the server's URL, so a token is only ever sent to the server it was
 //! issued for; never into the space, a log or an error. A connection to a server with a
@@ -234,16 +235,19 @@ fn said(error: &AuthError) -> String {
 }
 
 /// Signs in to the server of `spec`: prints the URL to open with `show`, waits up to
-/// `timeout` for the browser to come back, and keeps the tokens in `file`.
+/// `timeout` for the browser to come back (or for the address it ended on to come through
+/// `pasted`), and keeps the tokens in `file`.
 pub async fn login(
     spec: &ServerSpec,
     file: &SignIns,
-    timeout: Duration,
+    (timeout, pasted): (Duration, tokio::sync::mpsc::Receiver<String>),
     show: impl FnOnce(&str),
 ) -> Result<SignIn, SignInError> {
     let server = spec.name.as_str();
     let flow = |message: String| SignInError::Flow { server: server.to_string(), message };
-    let Transport::Http { url, ca, .. } = &spec.transport else { return Err(SignInError::NotHttp(server.into())) };
+    let Transport::Http { url, ca, oauth, .. } = &spec.transport else {
+        return Err(SignInError::NotHttp(server.into()));
+    };
     let client = super::http::client(ca.as_deref()).map_err(flow)?;
     let mut manager = manager(url, client, file).await.map_err(|e| flow(said(&e)))?;
     let found = manager.resolve_metadata().await.map_err(|e| {
@@ -255,18 +259,31 @@ pub async fn login(
         .map_err(|e| flow(format!("cannot listen on loopback for the browser's return: {e}")))?;
     let port = listener.local_addr().map_err(|e| flow(e.to_string()))?.port();
     let redirect = format!("http://127.0.0.1:{port}/callback");
-    let request = AuthorizationRequest::new(&redirect).with_client_name("Trellis");
+    let mut request = AuthorizationRequest::new(&redirect).with_client_name("Trellis").with_scopes(&oauth.scopes);
+    if let Some(id) = &oauth.client_id {
+        request = request.with_preregistered_client(id);
+    }
+    if let Some(secret) = &oauth.client_secret {
+        request = request.with_client_secret(secret);
+    }
+    if let Some(document) = &oauth.client_metadata_url {
+        request = request.with_client_metadata_url(document);
+    }
     let session = AuthorizationSession::new(manager, request).await.map_err(|(_, e)| flow(said(&e)))?;
     show(&session.auth_url);
-    let back = tokio::time::timeout(timeout, returned(listener)).await.map_err(|_| SignInError::Timeout(timeout))?;
+    let back =
+        tokio::time::timeout(timeout, returned(listener, pasted)).await.map_err(|_| SignInError::Timeout(timeout))?;
     let back = back.map_err(flow)?;
     session.handle_callback_url(&back).await.map_err(|e| flow(said(&e)))?;
     file.state(url)
 }
 
-/// Waits for the browser's request to the loopback redirect; the URL it came to. The
-/// browser is told it may close the tab (or what the authorization server refused).
-async fn returned(listener: tokio::net::TcpListener) -> Result<String, String> {
+/// Waits for the browser's request to the loopback redirect, or a pasted address of it;
+/// the URL it came to. The browser is told it may close the tab.
+async fn returned(
+    listener: tokio::net::TcpListener,
+    mut pasted: tokio::sync::mpsc::Receiver<String>,
+) -> Result<String, String> {
     use axum::extract::RawQuery;
     let (sender, receiver) = tokio::sync::mpsc::channel::<String>(1);
     let app = axum::Router::new().route(
@@ -283,9 +300,19 @@ async fn returned(listener: tokio::net::TcpListener) -> Result<String, String> {
     );
     let mut receiver = receiver;
     let serving = axum::serve(listener, app);
+    let from_paste = async {
+        while let Some(line) = pasted.recv().await {
+            let line = line.trim();
+            if line.contains("code=") || line.contains("error=") {
+                return line.to_string();
+            }
+        }
+        std::future::pending().await
+    };
     let back = tokio::select! {
         served = serving => return Err(format!("the loopback listener stopped: {served:?}")),
         back = receiver.recv() => back.ok_or("the loopback listener stopped")?,
+        back = from_paste => back,
     };
     let parsed = reqwest_mcp::Url::parse(&back).map_err(|e| format!("the browser came back to a bad URL: {e}"))?;
     let said = |key: &str| parsed.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned());

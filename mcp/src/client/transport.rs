@@ -60,7 +60,7 @@ pub(super) async fn open(spec: &ServerSpec, handler: Handler, timeout: Duration)
                 .map_err(|e| handshake(&e))?;
             Ok(Session { service, pid })
         }
-        Transport::Http { url, headers, ca, insecure } => {
+        Transport::Http { url, headers, ca, insecure, .. } => {
             super::http::check_url(url, *insecure).map_err(failed)?;
             let client = super::http::client(ca.as_deref()).map_err(failed)?;
             let mut custom = HashMap::new();
