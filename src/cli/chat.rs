@@ -244,10 +244,11 @@ pub struct Publish {
     pub tools: trellis_builtins::tool::ToolRegistry,
 }
 
-/// Says on standard error, once each, what tools ask the person while a reply runs
-/// without a terminal to answer at (a form to fill in, a URL to visit), and how to answer
-/// from another shell, which reaches this process through the space's hand-off file while
-/// a question waits (and the reply that asked it runs on); until dropped.
+/// Says on standard error how long calls go (a task's stages), and, once each, what tools
+/// ask the person while a reply runs without a terminal to answer at (a form to fill in, a
+/// URL to visit), and how to answer from another shell, which reaches this process through
+/// the space's hand-off file while a question waits (and the reply that asked it runs on);
+/// until dropped.
 struct Questions(tokio::task::JoinHandle<()>);
 
 /// How often a chat without a terminal looks for tools' questions.
@@ -259,8 +260,15 @@ impl Questions {
         let dialog = session.dialog().clone();
         Questions(tokio::spawn(async move {
             let mut told = std::collections::HashSet::new();
+            let mut progressed = std::collections::HashMap::new();
             let mut beside = None;
             loop {
+                for progress in dialog.progress() {
+                    if progressed.get(&progress.call) != Some(&progress.text) {
+                        eprintln!("{}", super::transcript::progress_line(&progress));
+                        progressed.insert(progress.call, progress.text);
+                    }
+                }
                 let questions: Vec<_> =
                     dialog.waiting().into_iter().filter(|asked| asked.kind == InteractionKind::Elicitation).collect();
                 // Kept while the reply that asked runs on, for the answering command to follow.

@@ -102,6 +102,11 @@ pub fn waiting(interactions: &[Interaction], how: &str) -> String {
     lines.join("\n")
 }
 
+/// How a running call goes, as a transcript line (`  ⋯ Tool: stage`), escaped.
+pub fn progress_line(progress: &trellis_builtins::dialog::Progress) -> String {
+    format!("  ⋯ {}: {}", safe_line(&progress.tool), safe_line(&progress.text))
+}
+
 /// What a call waiting for approval would change, a line each (`  Notes.notes[0]: ... →
 /// removed`), escaped: the values come from the space and the model.
 pub fn preview_lines(interaction: &Interaction) -> Vec<String> {

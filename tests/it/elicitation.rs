@@ -5,7 +5,7 @@
 //! goes back to the server and the call goes on. The servers are nobody's here: a Python
 //! SDK server (`tests/mcp/elicit_server.py`, protocol 2026-07-28: the question comes as
 //! an `input_required` round) and `server-everything` (the question as a request of the
-//! server's own).
+//! server's own, also from inside a task, whose stages are shown as it runs).
 
 use crate::common;
 use crate::common::mcp_tools as tools;
@@ -182,4 +182,32 @@ fn server_everythings_form_and_url_questions_are_answered_through_resolve() {
     let transcript = chat.finished();
     assert!(transcript.contains("User completed the URL elicitation flow"), "{transcript}");
     assert!(transcript.contains("assistant: Signed in."), "{transcript}");
+}
+
+#[test]
+fn a_task_of_server_everything_shows_its_stages_and_its_question_is_answered_from_a_second_process() {
+    let s = common::space();
+    let words = tools::everything();
+    let config = s.path.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let config = config.display().to_string();
+    let research = json!([{"tool_calls": [{"name": "ev.simulate-research-query",
+                                           "arguments": {"topic": "python", "ambiguous": true}}]},
+                          {"text": "Here is the report."}]);
+    let chat = Chat::start(&s.path, &script(&s.path, "research.json", research), &["--mcp-config", &config], "go");
+    // It runs as a task: its stages are shown while it runs, then it asks which python.
+    let said = chat.until("answer from another shell");
+    assert!(said.contains("  ⋯ ev.simulate-research-query: ") && said.contains("..."), "{said}");
+    assert!(said.contains("interpretation (string, required)") && said.contains("[programming | snake | comedy]"));
+    // An answer that is not one of the options is refused; one of them goes on.
+    let refused = trellis(&s.path, &["resolve", "--answer", "lizard"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    let out = trellis(&s.path, &["resolve", "--answer", "snake"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = chat.until("Generating report");
+    assert!(said.contains("Continuing with interpretation: \"snake\""), "{said}");
+    let transcript = chat.finished();
+    assert!(transcript.contains("# Research Report: python (snake)"), "{transcript}");
+    assert!(transcript.contains("assistant: Here is the report."), "{transcript}");
 }

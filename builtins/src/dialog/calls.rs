@@ -140,6 +140,7 @@ pub(super) async fn settle_round(
         cells.push_results(tx, results.clone(), shared.settings.files)?;
         recover::clear(tx, cells)?;
         interaction::forget(tx, cells)?;
+        super::elicitation::end_progress(tx, cells)?;
         Ok(true)
     })
     .map_err(|e| format!("could not store the results: {e}"))

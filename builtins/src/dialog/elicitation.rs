@@ -7,7 +7,8 @@
 //! waiting call picks it up.
 //!
 //! A call asks one question at a time. A question that outlives its call (a cancel, a
-//! restart: the process that would take the reply is gone) is taken away with it.
+//! restart: the process that would take the reply is gone) is taken away with it. A long
+//! call may say how it goes meanwhile (`progress`, kept until its round ends).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +39,16 @@ enum Stored {
     Decline,
     Cancel,
 }
+
+/// How each running call outside the space goes, by call id (see `Person::progress`): in
+/// the dialog's live document, beside the streamed reply, so it never rewrites the
+/// conversation.
+pub(super) fn progress_cell(cells: &DialogCells) -> Cell<std::collections::BTreeMap<String, String>> {
+    Cell::from_link(cells.beside("live").child("progress"))
+}
+
+/// The longest progress message kept, in bytes.
+const MAX_PROGRESS: usize = 512;
 
 /// The replies not yet picked up, by call id.
 fn elicited(cells: &DialogCells) -> Cell<std::collections::BTreeMap<String, Stored>> {
@@ -230,6 +241,29 @@ impl Person for DialogPerson {
         let (before, now) = *self.0.waits.lock();
         before + now.map_or(Duration::ZERO, |since| since.elapsed())
     }
+
+    fn progress(&self, message: &str) {
+        let asking = &self.0;
+        let Some(rt) = asking.rt.upgrade() else { return };
+        let message: String = message
+            .chars()
+            .scan(0, |bytes, c| {
+                *bytes += c.len_utf8();
+                (*bytes <= MAX_PROGRESS).then_some(c)
+            })
+            .collect();
+        let told = rt.transact(|tx| {
+            if asking.cells.request.get(tx)? != asking.request {
+                return Ok(());
+            }
+            let mut all = progress_cell(&asking.cells).get(tx).unwrap_or_default();
+            all.insert(asking.call.id.clone(), message.clone());
+            progress_cell(&asking.cells).set(tx, all)
+        });
+        if let Err(error) = told {
+            tracing::debug!(call = %asking.call.id, %error, "could not record a call's progress");
+        }
+    }
 }
 
 /// Takes the question of call `call_id` away, unanswered.
@@ -250,6 +284,14 @@ pub(super) fn forget(tx: &Tx, cells: &DialogCells) -> trellis_runner::Result<()>
     }
     if elicited(cells).get_value(tx)? != trellis_runner::Value::Null {
         elicited(cells).set(tx, Default::default())?;
+    }
+    end_progress(tx, cells)
+}
+
+/// Forgets how the calls went: they are over.
+pub(super) fn end_progress(tx: &Tx, cells: &DialogCells) -> trellis_runner::Result<()> {
+    if progress_cell(cells).get_value(tx)? != trellis_runner::Value::Null {
+        progress_cell(cells).set(tx, Default::default())?;
     }
     Ok(())
 }

@@ -68,6 +68,29 @@ impl DialogHandle {
         self.cells().notice.get(&self.rt).ok().flatten()
     }
 
+    /// How each running call outside the space goes (a long task's stage): the call, its
+    /// tool as people know it, and what it said last.
+    pub fn progress(&self) -> Vec<Progress> {
+        let told = super::elicitation::progress_cell(&self.cells()).get(&self.rt).unwrap_or_default();
+        if told.is_empty() {
+            return Vec::new();
+        }
+        let messages = self.messages();
+        let calls = messages.iter().rev().flat_map(|m| m.content.iter()).filter_map(|part| match part {
+            crate::message::Part::ToolCall { id, name, .. } => Some((id.as_str(), name.as_str())),
+            _ => None,
+        });
+        let wires: std::collections::HashMap<&str, &str> = calls.collect();
+        let catalog = self.cells().catalog.latest();
+        told.into_iter()
+            .map(|(call, text)| {
+                let wire = wires.get(call.as_str()).copied().unwrap_or(call.as_str());
+                let tool = catalog.as_ref().and_then(|c| c.get(wire)).map_or(wire, |t| t.display.as_str()).to_string();
+                Progress { call, tool, text }
+            })
+            .collect()
+    }
+
     /// The tools (display names) allowed to run without asking in this conversation.
     pub fn allowed(&self) -> Vec<String> {
         super::interaction::allowed_cell(&self.cells()).get(&self.rt).unwrap_or_default()
@@ -173,4 +196,15 @@ impl DialogHandle {
         use trellis_runner::Read;
         self.rt.read(&self.base.child(DialogOutput::FlattenedTools.key())).map(|v| v.to_json()).unwrap_or_default()
     }
+}
+
+/// How a running call outside the space goes (see [`DialogHandle::progress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The model's call id.
+    pub call: String,
+    /// The tool as people know it (`ev.simulate-research-query`).
+    pub tool: String,
+    /// What it said last.
+    pub text: String,
 }

@@ -72,7 +72,7 @@ pub use crate::ask::InteractionKind;
 pub(crate) use cells::DialogCells;
 pub use compact::{estimate_tokens, Compaction, CONTEXT_BUDGET};
 pub use context::{READ_RESULT, TOOL_RESULT_CAP};
-pub use handle::DialogHandle;
+pub use handle::{DialogHandle, Progress};
 pub use interaction::{Disallow, Interaction, Phase};
 pub use keys::{DialogInput, DialogInputs, DialogOutput};
 pub use messages::prepare_for_provider;

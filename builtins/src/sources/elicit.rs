@@ -9,7 +9,8 @@
 //! `trellis resolve`, the page) and waits for its answer.
 //!
 //! The time a call waits for the person does not count toward the call's timeout
-//! ([`within`]): the person may take longer than a tool may.
+//! ([`within`]): the person may take longer than a tool may. A long call may also tell the
+//! person how it goes ([`Person::progress`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -100,6 +101,9 @@ pub trait Person: Send + Sync {
 
     /// How long the call has waited for replies so far, a wait going on included.
     fn waited(&self) -> Duration;
+
+    /// Tells how the call goes (a long task's stage), for front ends to show while it runs.
+    fn progress(&self, _message: &str) {}
 }
 
 tokio::task_local! {

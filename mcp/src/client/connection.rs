@@ -513,8 +513,14 @@ impl ToolSource for McpServer {
             };
             let request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
             // The server may ask the caller's person something before it answers.
-            let _present = trellis_builtins::sources::elicit::person().map(|person| inner.people.enter(person));
-            match super::rounds::call(server, &inner.peer, &inner.people, request).await {
+            let person = trellis_builtins::sources::elicit::person();
+            let _present = person.clone().map(|person| inner.people.enter(person));
+            let mut called = super::rounds::call(server, &inner.peer, &inner.people, request.clone()).await;
+            // A tool that runs only as a task gets the call again as one.
+            if super::tasks::needs_task(&called) {
+                called = super::tasks::call(server, &inner.peer, request, person).await;
+            }
+            match called {
                 Ok(result) => outcome::from_result(server, &tool, result),
                 Err(error) => outcome::from_error(server, &tool, error),
             }

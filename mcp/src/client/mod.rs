@@ -36,6 +36,7 @@ mod outcome;
 mod rounds;
 pub mod signin;
 mod stdio;
+mod tasks;
 mod transport;
 
 use std::sync::Arc;

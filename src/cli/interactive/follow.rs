@@ -47,6 +47,7 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
     let mut tick = tokio::time::interval(TICK);
     let mut cancelled = false;
     let mut form: Option<Form> = None;
+    let mut told = std::collections::HashMap::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {
@@ -56,6 +57,13 @@ pub async fn follow(session: &Session, sent: usize) -> anyhow::Result<Outcome> {
                 printer.catch_up(session)?;
                 if !pending {
                     break;
+                }
+                for progress in session.dialog().progress() {
+                    if told.get(&progress.call) != Some(&progress.text) {
+                        printer.end_line()?;
+                        emit(&crate::cli::transcript::progress_line(&progress));
+                        told.insert(progress.call, progress.text);
+                    }
                 }
                 if form.as_ref().is_none_or(|f| !asks(session, &f.call_id)) {
                     form = start_form(session, &mut printer)?;
