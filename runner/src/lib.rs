@@ -38,8 +38,8 @@ pub use link::{DocId, Link};
 pub use pattern::Pattern;
 pub use read::Read;
 pub use runtime::{
-    now_ms, Changed, Handler, Journal, Later, Observation, Previewed, ReadAt, Runtime, Sent, Stats, Undone,
-    WeakRuntime, Writer, Written,
+    now_ms, this_process, Changed, Handler, Journal, Later, Observation, Previewed, ReadAt, Runtime, Sent, Stats,
+    Undone, WeakRuntime, Writer, Written,
 };
 pub use schema::Schema;
 pub use space::Space;

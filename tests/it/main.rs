@@ -34,6 +34,7 @@ mod mcp;
 mod mcp_client;
 mod mcp_remote;
 mod mcp_signin;
+mod mcp_tasks;
 mod person_only;
 mod plugin;
 mod postgres;

@@ -38,15 +38,7 @@ pub const CUT_OFF: &str = "[cut off: the process stopped here]";
 const UNKNOWN_EFFECT: &str = "the process stopped while this call ran, so whether it took effect is unknown: check \
      (with a tool that reads) before calling it again";
 
-/// This process, as a dialog records who resumed its request: its id and when it first
-/// asked, so a later process with the same id is another one.
-pub(super) fn this_process() -> &'static str {
-    static MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    MARK.get_or_init(|| {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        format!("{}@{}", std::process::id(), since.as_nanos())
-    })
-}
+pub(super) use trellis_runner::this_process;
 
 /// The document of a dialog's receipts and started marks.
 fn marks(cells: &DialogCells) -> Link {

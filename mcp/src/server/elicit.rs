@@ -34,11 +34,16 @@ pub(super) enum Asked {
     Cannot,
 }
 
+/// What the person is asked: `Approve Notes.delete {"id":1}? REASON`.
+pub(super) fn question(tool: &str, arguments: &serde_json::Value, reason: &str) -> String {
+    let shown = trellis_builtins::text::truncate(&arguments.to_string(), 500);
+    format!("Approve {tool} {shown}? {reason}")
+}
+
 /// Asks the person behind `peer` to approve a call of `tool` with `arguments`, which needs
 /// approval for `reason`.
 pub(super) async fn approve(peer: &Peer<RoleServer>, tool: &str, arguments: &serde_json::Value, reason: &str) -> Asked {
-    let shown = trellis_builtins::text::truncate(&arguments.to_string(), 500);
-    let message = format!("Approve {tool} {shown}? {reason}");
+    let message = question(tool, arguments, reason);
     let nothing = "nothing was run";
     match peer.elicit_with_timeout::<Approval>(message, Some(APPROVAL_WAIT)).await {
         Ok(Some(Approval { approve: true })) => Asked::Approved,

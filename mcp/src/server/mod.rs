@@ -7,6 +7,7 @@ mod serve;
 mod sessions;
 mod stdio;
 mod subscriptions;
+mod tasks;
 mod unfit;
 mod watch;
 
@@ -14,15 +15,17 @@ pub use bearer::{TokenCheck, METADATA_PATH};
 pub use serve::{http_service, serve_http, serve_stdio, HttpOptions, ServeError};
 pub use sessions::{IdleSessions, SESSION_IDLE};
 pub use subscriptions::{MAX_SUBSCRIPTIONS, SESSION_SHARE};
+pub use tasks::{MAX_TASKS, TASKS_DOC, TASK_AFTER};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CustomRequest,
+    CustomResult, GetTaskParams, GetTaskResult, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -63,6 +66,8 @@ pub struct TrellisMcp {
 impl TrellisMcp {
     /// The server of the space `rt` runs.
     pub fn new(rt: Runtime) -> Self {
+        // The tasks a stopped server was running cannot finish.
+        tasks::recover(&rt);
         TrellisMcp {
             rt,
             tools: Arc::default(),
@@ -105,6 +110,7 @@ impl ServerHandler for TrellisMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_tasks()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
@@ -171,29 +177,74 @@ impl ServerHandler for TrellisMcp {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         // Recorded as the writer of what the call changes (`charm get --provenance`).
         let client = context.peer.peer_info().map(|info| trellis_builtins::text::echo(&info.client_info.name));
-        let by = Writer::new("mcp", format!("the MCP client {}", client.as_deref().unwrap_or("(unnamed)")));
-        let rt = self.rt.acting_as(by);
+        let client = client.unwrap_or_else(|| "(unnamed)".to_string());
+        let rt = self.rt.acting_as(writer(&client));
+        // A host that takes tasks gets one for a call that waits or runs long.
+        let tasks = context.peer.peer_info().is_some_and(|info| info.capabilities.supports_tasks());
         // A call that needs approval asks the host's person, when the host can ask anyone
         // (never for fields only a person sets: those are refused over MCP).
         let asks = catalog.get(&request.name).and_then(|t| Some((t, t.approval_for(&arguments)?)));
-        let invocation = match asks.filter(|(tool, _)| tool.person_only.is_empty()) {
+        let run = match asks.filter(|(tool, _)| tool.person_only.is_empty()) {
+            Some((tool, reason)) if tasks => {
+                let question = elicit::question(&tool.display, &arguments, &reason);
+                let (_, created) = tasks::create(&self.rt, (&request.name, &arguments, &client), Some(question))?;
+                return Ok(created.into());
+            }
             Some((tool, reason)) => match elicit::approve(&context.peer, &tool.display, &arguments, &reason).await {
-                elicit::Asked::Approved => {
-                    let approval = trellis_builtins::invoke::Approved::by_the_user();
-                    catalog.invoke_approved(&rt, &request.name, arguments, CALL_TIMEOUT, approval).await
-                }
+                elicit::Asked::Approved => Some(trellis_builtins::invoke::Approved::by_the_user()),
                 elicit::Asked::Refused(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into()),
-                elicit::Asked::Cannot => catalog.invoke(&rt, &request.name, arguments, CALL_TIMEOUT).await,
+                elicit::Asked::Cannot => None,
             },
-            None => catalog.invoke(&rt, &request.name, arguments, CALL_TIMEOUT).await,
+            None => None,
         };
-        let result = match invocation.output {
-            ToolOutput::Json(value) => CallToolResult::structured(value),
-            ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-            ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
-            ToolOutput::Content(parts) => CallToolResult::success(content_blocks(parts)),
-        };
-        Ok(result.into())
+        let call = invoke(catalog, rt, request.name.to_string(), arguments.clone(), run);
+        if !tasks {
+            return Ok(call.await.into());
+        }
+        // Past `TASK_AFTER`, the call goes on as a task the host polls.
+        let mut call = tokio::spawn(call);
+        match tokio::time::timeout(TASK_AFTER, &mut call).await {
+            Ok(joined) => Ok(joined.unwrap_or_else(|_| stopped()).into()),
+            Err(_) => {
+                let (id, created) = tasks::create(&self.rt, (&request.name, &arguments, &client), None)?;
+                let space = self.rt.clone();
+                tokio::spawn(async move { tasks::finish(&space, &id, &call.await.unwrap_or_else(|_| stopped())) });
+                Ok(created.into())
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(&self.rt, &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let approve = tasks::approved(&request.input_responses)?;
+        let stored = tasks::answer(&self.rt, &request.task_id, approve)?;
+        if approve {
+            let rt = self.rt.acting_as(writer(&stored.client));
+            let approval = Some(trellis_builtins::invoke::Approved::by_the_user());
+            let call = invoke(self.catalog(), rt, stored.tool, stored.arguments, approval);
+            let (space, id) = (self.rt.clone(), request.task_id);
+            tokio::spawn(async move { tasks::finish(&space, &id, &call.await) });
+        }
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.rt, &request.task_id)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -343,4 +394,35 @@ fn content_blocks(parts: Vec<Part>) -> Vec<ContentBlock> {
             _ => None,
         })
         .collect()
+}
+
+/// The writer of what an MCP client's calls change.
+fn writer(client: &str) -> Writer {
+    Writer::new("mcp", format!("the MCP client {client}"))
+}
+
+/// Runs a call of the tool `name` with `arguments` as `rt`'s writer (approved, when
+/// `approval`); its result as the host reads it.
+async fn invoke(
+    catalog: Arc<Catalog>,
+    rt: Runtime,
+    name: String,
+    arguments: Value,
+    approval: Option<trellis_builtins::invoke::Approved>,
+) -> CallToolResult {
+    let invocation = match approval {
+        Some(approval) => catalog.invoke_approved(&rt, &name, arguments, CALL_TIMEOUT, approval).await,
+        None => catalog.invoke(&rt, &name, arguments, CALL_TIMEOUT).await,
+    };
+    match invocation.output {
+        ToolOutput::Json(value) => CallToolResult::structured(value),
+        ToolOutput::Text(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        ToolOutput::ErrorText(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        ToolOutput::Content(parts) => CallToolResult::success(content_blocks(parts)),
+    }
+}
+
+/// The result of a call whose task stopped unexpectedly (it panicked).
+fn stopped() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text("the call stopped unexpectedly; it may have applied")])
 }

@@ -33,7 +33,7 @@ use commit::{Listing, Marking};
 pub use observers::Observation;
 use observers::Observer;
 pub use preview::{Changed, Previewed, ReadAt};
-pub use provenance::{now_ms, Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
+pub use provenance::{now_ms, this_process, Writer, Written, MAX_WRITTEN_PATHS, PROVENANCE_PREFIX};
 pub use undo::{Entry, Journal, Later, Undoing, Undone, MAX_JOURNAL_EFFECTS, MAX_JOURNAL_ENTRIES};
 
 use crate::builtin::BuiltinRegistry;

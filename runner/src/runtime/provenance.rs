@@ -116,6 +116,16 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// This process, as the space records who runs something (a resumed request, an MCP
+/// task): its id and when it first asked, so a later process with the same id is another.
+pub fn this_process() -> &'static str {
+    static MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MARK.get_or_init(|| {
+        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        format!("{}@{}", std::process::id(), since.as_nanos())
+    })
+}
+
 fn kept_at(doc: &str) -> Link {
     Link::new(format!("{PROVENANCE_PREFIX}{doc}"), Path::root())
 }
