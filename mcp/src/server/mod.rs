@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CustomRequest,
-    CustomResult, GetTaskParams, GetTaskResult, Implementation, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    CustomResult, GetTaskParams, GetTaskResult, Implementation, InputRequiredResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
     ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -176,11 +176,11 @@ impl ServerHandler for TrellisMcp {
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         // Recorded as the writer of what the call changes (`charm get --provenance`).
-        let client = context.peer.peer_info().map(|info| trellis_builtins::text::echo(&info.client_info.name));
+        let client = context.client_info().map(|info| trellis_builtins::text::echo(&info.name));
         let client = client.unwrap_or_else(|| "(unnamed)".to_string());
         let rt = self.rt.acting_as(writer(&client));
         // A host that takes tasks gets one for a call that waits or runs long.
-        let tasks = context.peer.peer_info().is_some_and(|info| info.capabilities.supports_tasks());
+        let tasks = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
         // A call that needs approval asks the host's person, when the host can ask anyone
         // (never for fields only a person sets: those are refused over MCP).
         let asks = catalog.get(&request.name).and_then(|t| Some((t, t.approval_for(&arguments)?)));
@@ -190,6 +190,19 @@ impl ServerHandler for TrellisMcp {
                 let (_, created) = tasks::create(&self.rt, (&request.name, &arguments, &client), Some(question))?;
                 return Ok(created.into());
             }
+            // A host of 2026-07-28 on is asked in the call's answer, and sends it again.
+            Some((tool, reason)) if asks_in_rounds(&context) => match &request.input_responses {
+                Some(answers) if elicit::approved(answers)? => Some(trellis_builtins::invoke::Approved::by_the_user()),
+                Some(_) => {
+                    let why = format!("the user did not approve `{}`; nothing was run", tool.display);
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+                }
+                None => {
+                    let question = elicit::question(&tool.display, &arguments, &reason);
+                    let asked = InputRequiredResult::from_input_requests(elicit::approval(&question)?);
+                    return Ok(asked.into());
+                }
+            },
             Some((tool, reason)) => match elicit::approve(&context.peer, &tool.display, &arguments, &reason).await {
                 elicit::Asked::Approved => Some(trellis_builtins::invoke::Approved::by_the_user()),
                 elicit::Asked::Refused(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into()),
@@ -227,7 +240,7 @@ impl ServerHandler for TrellisMcp {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let approve = tasks::approved(&request.input_responses)?;
+        let approve = elicit::approved(&request.input_responses)?;
         let stored = tasks::answer(&self.rt, &request.task_id, approve)?;
         if approve {
             let rt = self.rt.acting_as(writer(&stored.client));
@@ -394,6 +407,17 @@ fn content_blocks(parts: Vec<Part>) -> Vec<ContentBlock> {
             _ => None,
         })
         .collect()
+}
+
+/// Whether the host is asked in a call's answer (`input_required`): it speaks 2026-07-28 or
+/// later, where the server sends no requests of its own, and takes elicitation forms.
+fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
+    let latest = context.protocol_version().is_some_and(|version| !version.has_initialize());
+    let forms = context
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none());
+    latest && forms
 }
 
 /// The writer of what an MCP client's calls change.

@@ -15,14 +15,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, CreateTaskResult, DetailedTask, ElicitRequest, ElicitRequestParams,
-    ElicitationSchema, GetTaskResult, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
+    CallToolResult, ContentBlock, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload,
     TaskStatus,
 };
 use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use trellis_runner::{now_ms, this_process, Cell, Link, Path, Runtime};
+
+use super::elicit;
 
 /// The document the space keeps its MCP tasks in.
 pub const TASKS_DOC: &str = "mcp-tasks";
@@ -32,8 +33,6 @@ pub const TASK_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_TASKS: usize = 256;
 /// How often the host is asked to poll, in milliseconds.
 const POLL_MS: u64 = 500;
-/// The key of the approval among a task's input requests.
-const APPROVAL: &str = "approval";
 
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,7 +157,7 @@ pub(super) fn get(rt: &Runtime, id: &str) -> Result<GetTaskResult, ErrorData> {
     let stored = find(rt, id)?;
     let payload = match &stored.state {
         State::Working => TaskPayload::Working,
-        State::Approval { question } => TaskPayload::InputRequired { input_requests: approval(question)? },
+        State::Approval { question } => TaskPayload::InputRequired { input_requests: elicit::approval(question)? },
         State::Completed { result } => TaskPayload::Completed { result: object(result.clone()) },
         State::Failed { error } => TaskPayload::Failed { error: object(json!({ "code": -32603, "message": error })) },
         State::Cancelled => TaskPayload::Cancelled,
@@ -185,29 +184,6 @@ fn find(rt: &Runtime, id: &str) -> Result<Stored, ErrorData> {
 
 fn text(id: &str) -> String {
     trellis_builtins::text::truncate(id, 80)
-}
-
-/// The approval `question` as the task's one input request: a form of one checkbox.
-fn approval(question: &str) -> Result<InputRequests, ErrorData> {
-    let schema = ElicitationSchema::builder()
-        .required_bool(APPROVAL)
-        .build()
-        .map_err(|e| ErrorData::internal_error(format!("the approval's form: {e}"), None))?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question.to_string(),
-        requested_schema: schema,
-    };
-    let request = InputRequest::Elicitation(ElicitRequest::new(params));
-    Ok(InputRequests::from_iter([(APPROVAL.to_string(), request)]))
-}
-
-/// Whether `responses` approve the task's call: an accepted form that says yes.
-pub(super) fn approved(responses: &InputResponses) -> Result<bool, ErrorData> {
-    let answer = responses.get(APPROVAL).ok_or_else(|| {
-        ErrorData::invalid_params(format!("the task waits for the input `{APPROVAL}`; send it"), None)
-    })?;
-    Ok(answer["action"] == "accept" && answer["content"][APPROVAL] == true)
 }
 
 /// Takes the task `id` from waiting for approval to `next`; the task, or why not.
