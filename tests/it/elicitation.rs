@@ -91,6 +91,15 @@ fn elicit_server() -> String {
     tools::flag("py", &[tools::python().display().to_string(), script.display().to_string()])
 }
 
+/// An mcpServers file beside `space` trusting server-everything as `ev`; its path.
+fn everything(space: &Path) -> String {
+    let words = tools::everything();
+    let config = space.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    config.display().to_string()
+}
+
 fn book(space: &Path) -> String {
     let turns =
         json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Done."}]);
@@ -152,11 +161,7 @@ fn a_declined_or_cancelled_question_tells_the_server_so_and_the_call_goes_on() {
 #[test]
 fn server_everythings_form_and_url_questions_are_answered_through_resolve() {
     let s = common::space();
-    let words = tools::everything();
-    let config = s.path.with_file_name("mcp.json");
-    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
-    std::fs::write(&config, servers.to_string()).unwrap();
-    let config = config.display().to_string();
+    let config = everything(&s.path);
 
     let form =
         json!([{"tool_calls": [{"name": "ev.trigger-elicitation-request", "arguments": {}}]}, {"text": "Thanks."}]);
@@ -187,11 +192,7 @@ fn server_everythings_form_and_url_questions_are_answered_through_resolve() {
 #[test]
 fn a_task_of_server_everything_shows_its_stages_and_its_question_is_answered_from_a_second_process() {
     let s = common::space();
-    let words = tools::everything();
-    let config = s.path.with_file_name("mcp.json");
-    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
-    std::fs::write(&config, servers.to_string()).unwrap();
-    let config = config.display().to_string();
+    let config = everything(&s.path);
     let research = json!([{"tool_calls": [{"name": "ev.simulate-research-query",
                                            "arguments": {"topic": "python", "ambiguous": true}}]},
                           {"text": "Here is the report."}]);
