@@ -32,6 +32,7 @@ pub mod config;
 mod connection;
 mod handler;
 mod http;
+mod listing;
 mod outcome;
 mod rounds;
 pub mod signin;
@@ -43,7 +44,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{ConfigError, OAuthClient, ServerSpec, Transport};
-pub use connection::{McpServer, State, MAX_TOOLS};
+pub use connection::{McpServer, State};
+pub use listing::MAX_TOOLS;
 use trellis_builtins::sources::{self, SourceError};
 use trellis_runner::Runtime;
 
