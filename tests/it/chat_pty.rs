@@ -354,3 +354,32 @@ fn a_streamed_reply_cannot_drive_the_terminal() {
         assert!(!contains(&bytes, raw), "{raw:?} reached the terminal: {:?}", String::from_utf8_lossy(&bytes));
     }
 }
+
+#[test]
+fn an_mcp_servers_form_is_filled_in_a_field_per_line_at_the_prompt() {
+    use crate::common::mcp_tools as tools;
+    let s = common::space();
+    let turns =
+        json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Booked."}]);
+    let script = s.path.with_file_name("book.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_server.py");
+    let py = tools::flag("py", &[tools::python().display().to_string(), server.display().to_string()]);
+    let mut t = Terminal::chat(&s.path, &["--model", &model, "--mcp", &py], &[("TRELLIS_MCP_CONFIG", "")]);
+    t.expect("> ");
+    t.send("book a table on Friday\r");
+    // The server asks while its call runs: the form, a line per field.
+    t.expect("py.book_table asks: Who is the table on Friday for?");
+    t.expect("name (string, required): Whose name the table is under: ");
+    t.send("Ada\r");
+    t.expect("seats (integer, required): How many seats: ");
+    t.send("four\r");
+    t.expect("seats takes a whole number");
+    t.send("4\r");
+    t.expect("booked on Friday for Ada, 4 seats");
+    t.expect("assistant: Booked.");
+    t.expect("> ");
+    t.send("\u{4}");
+    assert_eq!(t.exit_code(), 0);
+}
