@@ -124,19 +124,68 @@ pub fn person() -> Option<Arc<dyn Person>> {
 /// [`with_person`] (if any); `None` when the time ran out.
 pub async fn within<F: Future>(timeout: Duration, call: F) -> Option<F::Output> {
     let person = person();
-    let start = tokio::time::Instant::now();
+    let waited = || person.as_ref().map_or(Duration::ZERO, |p| p.waited());
+    // What the person waited before this call is not this call's.
+    let (start, before) = (tokio::time::Instant::now(), waited());
     let mut call = std::pin::pin!(call);
     loop {
-        let waited = person.as_ref().map_or(Duration::ZERO, |p| p.waited());
-        let deadline = start + timeout + waited;
+        let now_waited = waited();
+        let deadline = start + timeout + now_waited.saturating_sub(before);
         tokio::select! {
             output = &mut call => return Some(output),
             () = tokio::time::sleep_until(deadline) => {
                 // A wait for the person that began meanwhile moves the deadline on.
-                if person.as_ref().map_or(Duration::ZERO, |p| p.waited()) == waited {
+                if waited() == now_waited {
                     return None;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A person who takes `takes` to answer, and counts it as waited.
+    struct Slow {
+        takes: Duration,
+        waited: Arc<Mutex<Duration>>,
+    }
+
+    impl Person for Slow {
+        fn ask(&self, _question: Question) -> BoxFuture<'static, Reply> {
+            let (takes, waited) = (self.takes, self.waited.clone());
+            Box::pin(async move {
+                let start = tokio::time::Instant::now();
+                // Counted as it goes, as a dialog's person counts a wait going on.
+                while start.elapsed() < takes {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    *waited.lock().unwrap_or_else(|e| e.into_inner()) = start.elapsed();
+                }
+                Reply::Decline
+            })
+        }
+
+        fn waited(&self) -> Duration {
+            *self.waited.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_time_a_call_waits_for_the_person_is_not_its_own() {
+        let slow = Arc::new(Slow { takes: Duration::from_millis(400), waited: Arc::default() });
+        // A call that asks (400 ms of the person's) and then works 20 ms, within 100 ms of its own.
+        let call = async {
+            let asked = person().expect("a person").ask(Question::url("Sign in", "https://example.test")).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            asked
+        };
+        let done = with_person(slow.clone(), within(Duration::from_millis(100), call)).await;
+        assert_eq!(done, Some(Reply::Decline));
+        // Its own work past the timeout still ends it.
+        let long = tokio::time::sleep(Duration::from_millis(400));
+        assert_eq!(with_person(slow, within(Duration::from_millis(100), long)).await, None);
     }
 }
