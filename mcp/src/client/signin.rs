@@ -10,7 +10,7 @@
 //! file ([`SignIns`], `$XDG_CONFIG_HOME/trellis/mcp-sign-ins.json`, readable by the user
 //! only), keyed by the server's URL, so a token is only ever sent to the server it was
 //! issued for; never into the space, a log or an error. A connection to a server with a
-//! sign-in sends its token ([`authorized`]): refreshed before it expires and once on a
+//! sign-in sends its token (`authorized`): refreshed before it expires and once on a
 //! 401; when that fails, the person signs in again. [`logout`] forgets the sign-in.
 
 use std::collections::BTreeMap;
