@@ -79,9 +79,11 @@ impl Remote {
         }
     }
 
-    /// `request`, signed as this command proves itself.
+    /// `request`, signed as this command proves itself, carrying its trace.
     fn signed(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         use crate::nodes::{A_COMMAND, COMMAND, FORWARDED, NODE};
+        // The command's trace goes on in the server.
+        let request = request.headers(crate::telemetry::http::trace_headers());
         match &self.auth {
             Auth::Bearer(token) => request.bearer_auth(token),
             Auth::Node(secret) => request.header(FORWARDED, A_COMMAND).header(NODE, secret).header(COMMAND, "1"),

@@ -176,12 +176,16 @@ impl App {
         if let Some(about) = &self.about {
             command = command.about(about.clone());
         }
-        let cli = match command.try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m)) {
-            Ok(cli) => cli,
+        let matched = command.try_get_matches_from(args).and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+        let (cli, matches) = match matched {
+            Ok(parsed) => parsed,
             // Help and version print here too, and exit 0.
             Err(e) => e.exit(),
         };
         start_log();
+        // With traces on, the command is the root of its trace: a request it sends to the
+        // server holding its space goes on in it (`traceparent`).
+        let span = crate::telemetry::command_span(&self.name, &matches);
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt,
             Err(e) => {
@@ -189,7 +193,7 @@ impl App {
                 return ExitCode::FAILURE;
             }
         };
-        let outcome = runtime.block_on(self.execute(cli));
+        let outcome = runtime.block_on(tracing::Instrument::instrument(self.execute(cli), span));
         // The tasks end, and with them the space is let go (an `App` run in a test opens
         // it again next). A call the command stopped waiting for (a plugin past its
         // timeout, still burning its fuel on a blocking thread) is not waited for long.

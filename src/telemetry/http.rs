@@ -51,6 +51,14 @@ pub(crate) async fn traced(request: Request, next: Next) -> Response {
     response
 }
 
+/// The current span's trace as headers (`traceparent`, `tracestate`) for a request this
+/// process sends; none without traces.
+pub(crate) fn trace_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    inject(&mut headers);
+    headers
+}
+
 /// Puts the current span's trace into `headers` (a request about to be forwarded to
 /// another node), in place of any the client sent; without traces, `headers` stay as they
 /// are.

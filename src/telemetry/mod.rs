@@ -65,6 +65,22 @@ pub(crate) fn start(level: LevelFilter) {
     }
 }
 
+/// The span a command runs in, named after the program and its subcommands (`trellis
+/// charm send`: never an argument); a disabled span without traces.
+pub(crate) fn command_span(program: &str, matches: &clap::ArgMatches) -> tracing::Span {
+    if !tracing() {
+        return tracing::Span::none();
+    }
+    let mut name = program.to_string();
+    let mut at = matches;
+    while let Some((sub, next)) = at.subcommand() {
+        name.push(' ');
+        name.push_str(sub);
+        at = next;
+    }
+    tracing::info_span!(target: trellis_builtins::traced::TARGET, "command", otel.name = %name, otel.kind = "client")
+}
+
 /// Whether spans go to OpenTelemetry in this process.
 pub(crate) fn tracing() -> bool {
     TRACES.get().is_some()

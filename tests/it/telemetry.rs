@@ -2,7 +2,8 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` naming a collector on loopback (`common::otlp`) and an
 //! OpenTelemetry-compatible model on loopback (`common::provider`), driven through its API;
 //! the spans are read as the collector decoded them, and the model's counters of
-//! `/metrics` beside them (the others: `serve.rs` and `cluster.rs`).
+//! `/metrics` beside them (the others: `serve.rs` and `cluster.rs`). A command that goes
+//! through the server holding its space carries its trace there.
 
 use serde_json::json;
 
@@ -169,4 +170,32 @@ fn a_forwarded_request_is_one_trace_across_the_nodes() {
     assert_eq!(at_a.parent_id, at_b.span_id, "the holder's span is a child of the forwarding node's");
     assert!(at_b.parent_id.is_empty(), "the client began no trace");
     assert_eq!(at_a.attr("trellis.space"), Some(s.name.as_str()), "{at_a:?}");
+}
+
+#[test]
+fn a_command_through_the_server_holding_its_space_is_one_trace() {
+    use common::Finish;
+    let s = common::space();
+    let collector = Collector::start();
+    let env = |service| {
+        [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            ("OTEL_SERVICE_NAME", service),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ]
+    };
+    let _server = client_with(&s.path, &[], &env("the-server"));
+    let out = common::trellis(&s.path).args(["charm", "send", "Counter", "increment"]).envs(env("a-command")).finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let path = "/api/charms/Counter/handlers/increment";
+    let command = |spans: &[Span]| spans.iter().find(|s| s.service == "a-command" && s.parent_id.is_empty()).cloned();
+    let served = |spans: &[Span]| {
+        spans.iter().find(|s| s.service == "the-server" && s.kind == 2 && s.attr("url.path") == Some(path)).cloned()
+    };
+    let spans = collector.wait_for(|spans| command(spans).is_some() && served(spans).is_some());
+    let (Some(command), Some(served)) = (command(&spans), served(&spans)) else { panic!("both spans: {spans:#?}") };
+    assert_eq!(command.name, "trellis charm send", "named after its subcommands, never an argument");
+    assert_eq!(served.trace_id, command.trace_id, "one trace");
+    assert_eq!(served.parent_id, command.span_id, "the server's span is a child of the command's");
 }
