@@ -36,8 +36,8 @@ impl std::io::Write for HashWriter<'_> {
 /// What a chat stream sent of the conversation.
 pub struct SentChat {
     messages: Vec<u64>,
-    /// The model, whether a reply is pending, the error, the notice and the queued
-    /// messages, together.
+    /// The model, whether a reply is pending, the error, the notice, the queued messages
+    /// and the calls' progress, together.
     head: u64,
     interactions: u64,
     attachments: u64,
@@ -52,7 +52,7 @@ impl SentChat {
     pub fn new(state: &ChatState) -> Self {
         SentChat {
             messages: state.messages.iter().map(digest).collect(),
-            head: digest(&(&state.model, state.pending, &state.error, &state.notice, &state.queued)),
+            head: digest(&(&state.model, state.pending, &state.error, &state.notice, &state.queued, &state.progress)),
             interactions: digest(&state.interactions),
             attachments: digest(&state.attachments),
             tools: digest(&state.tools),
@@ -89,6 +89,7 @@ impl SentChat {
             error: now.error,
             notice: now.notice,
             queued: now.queued,
+            progress: now.progress,
             interactions: changed(self.interactions, sent.interactions).then_some(now.interactions),
             attachments: changed(self.attachments, sent.attachments).then_some(now.attachments),
             tools: changed(self.tools, sent.tools).then_some(now.tools),
@@ -147,6 +148,7 @@ mod tests {
             result: None,
             notice: None,
             queued: Vec::new(),
+            progress: Vec::new(),
             allowed: Vec::new(),
             file_limits: FileSizes { per_file: 1, per_message: 2 },
         }

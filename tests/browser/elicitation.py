@@ -2,10 +2,12 @@
 `trellis serve --mcp`, in headless Chromium (Debian's), driven by Playwright.
 
 Usage: elicitation.py SIGN_IN_URL SCREENSHOT_DIR CHROMIUM MODEL (see session.py). MODEL
-is a scripted model that calls `py.book_table` for Friday, then answers. The server's
-form (name, seats) shows as a prompt while the call runs; a seat count that is not a
-whole number is refused in the prompt; the filled form goes back to the server, whose
-result shows the answer.
+is a scripted model that calls `py.book_table` for Friday, then answers; to the next
+message it calls server-everything's `ev.simulate-research-query` (a task) on an
+ambiguous topic, then answers. The server's form (name, seats) shows as a prompt while the
+call runs; a seat count that is not a whole number is refused in the prompt; the filled
+form goes back to the server, whose result shows the answer. The task's stages show while
+it runs, and its question's options are a list to pick from.
 """
 
 from playwright.sync_api import expect, sync_playwright
@@ -41,6 +43,19 @@ with sync_playwright() as p:
     expect(page.locator("#messages .assistant").last).to_have_text("Booked.")
     expect(page.locator("#prompts .prompt")).to_have_count(0)
     shot(page, "62-form-answered")
+
+    box.press_sequentially("research python")
+    box.press("Enter")
+    expect(page.locator("#messages .progress")).to_contain_text("ev.simulate-research-query: ")
+    shot(page, "63-task-stage")
+    question = page.locator('#prompts .prompt[data-kind="elicitation"]')
+    expect(question).to_contain_text("could have multiple interpretations")
+    question.get_by_label("interpretation").select_option("snake")
+    question.get_by_role("button", name="Send").click()
+    expect(page.locator("#messages .tool-result").last).to_contain_text("Research Report: python (snake)")
+    expect(page.locator("#messages .assistant").last).to_have_text("Here is the report.")
+    expect(page.locator("#messages .progress")).to_have_count(0)
+    shot(page, "64-task-answered")
 
     assert not problems, problems
     browser.close()

@@ -8,7 +8,7 @@
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
 //! conversation was compacted, the value a reply ended with; who wrote each field, the tool
 //! results whose values changed since, and Undo turn; a watch firing in the server; an MCP
-//! server's form filled in while its call runs.
+//! server's form filled in while its call runs, and a task's stages shown as it runs.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -254,15 +254,22 @@ fn files_in_the_web_chat() {
 #[test]
 fn an_mcp_servers_form_is_filled_in_on_the_page_while_its_call_runs() {
     let s = common::space();
-    let turns =
-        json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Booked."}]);
+    let research = json!({"name": "ev.simulate-research-query", "arguments": {"topic": "python", "ambiguous": true}});
+    let turns = json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Booked."},
+                       {"tool_calls": [research]}, {"text": "Here is the report."}]);
     let script = s.path.with_file_name("book.json");
     std::fs::write(&script, turns.to_string()).unwrap();
     let scripts = s.path.parent().unwrap().display().to_string();
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_server.py");
     let py = mcp_tools::flag("py", &[mcp_tools::python().display().to_string(), server.display().to_string()]);
-    let served = server::Served::start(&s.path, &["--scripts", &scripts, "--mcp", &py], &[("TRELLIS_MCP_CONFIG", "")]);
+    let words = mcp_tools::everything();
+    let config = s.path.with_file_name("mcp.json");
+    let servers = json!({"mcpServers": {"ev": {"command": words[0], "args": words[1..], "trusted": true}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let config = config.display().to_string();
+    let flags = ["--scripts", &scripts, "--mcp", &py, "--mcp-config", &config];
+    let served = server::Served::start(&s.path, &flags, &[("TRELLIS_MCP_CONFIG", "")]);
     let model = format!("scripted:{}", script.display());
     let shots = browse("elicitation.py", &served, &[&model]);
-    assert!(shots.join("62-form-answered.png").exists(), "screenshot 62");
+    assert!(shots.join("64-task-answered.png").exists(), "screenshot 64");
 }

@@ -106,6 +106,10 @@ function renderMessages() {
     if (stoppedAt.has(index + 1)) items.push(el("li", { class: "stopped" }, "(stopped)"));
     if (chat.compaction && chat.compaction.upto === index + 1) items.push(compactionNote(chat.compaction));
   }
+  // How long calls go (an MCP task's stage), while they run.
+  for (const step of chat.pending ? chat.progress || [] : []) {
+    items.push(el("li", { class: "progress", "data-call": step.call }, `⋯ ${step.tool}: ${step.text}`));
+  }
   if (chat.pending && partial) items.push(el("li", { class: "assistant streaming" }, partial));
   // Sent while the reply ran: the reply takes them in at its next step.
   for (const queued of chat.queued || []) {
@@ -246,8 +250,8 @@ function render() {
 function changed(change) {
   if (!chat || change.from > chat.messages.length) return false;
   chat.messages.splice(change.from, Infinity, ...change.messages);
-  for (const key of ["model", "pending", "error", "notice", "queued", "interactions", "attachments", "tools", "allowed",
-    "compaction", "result"]) {
+  for (const key of ["model", "pending", "error", "notice", "queued", "progress", "interactions", "attachments", "tools",
+    "allowed", "compaction", "result"]) {
     if (key in change) chat[key] = change[key];
   }
   return true;

@@ -75,11 +75,14 @@ function elicitationControls(interaction, answer) {
   const schema = interaction.input.schema || {};
   const required = schema.required || [];
   const fields = Object.entries(schema.properties || {}).map(([name, field]) => {
-    const options = field.enum || (field.oneOf || field.anyOf || []).map((o) => o.const).filter((o) => o !== undefined);
+    // Each option's value, and what the person reads (a `oneOf` option's title).
+    const options = (field.enum || []).map((o) => [String(o), String(o)]).concat((field.oneOf || field.anyOf || [])
+      .filter((o) => o.const !== undefined).map((o) => [String(o.const), String(o.title || o.const)]));
     let input;
     if (field.type === "boolean") input = el("input", { type: "checkbox" });
     else if (options.length && field.type !== "array") {
-      input = el("select", {}, el("option", { value: "" }, ""), ...options.map((o) => el("option", { value: String(o) }, String(o))));
+      input = el("select", {}, el("option", { value: "" }, ""),
+        ...options.map(([value, label]) => el("option", { value }, label)));
     } else input = el("input", { type: field.type === "number" || field.type === "integer" ? "number" : "text" });
     input.setAttribute("aria-label", name);
     input.dataset.field = name;

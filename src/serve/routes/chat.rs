@@ -49,6 +49,8 @@ pub struct ChatState {
     pub notice: Option<String>,
     /// The messages sent while the reply runs, waiting for it to reach them.
     pub queued: Vec<Message>,
+    /// How the running calls of tools outside the space go (a long task's stage).
+    pub progress: Vec<CallProgress>,
     /// The tools (display names) whose calls run without asking for approval in this
     /// conversation (an approval said "always"); `DELETE /api/chat/allowed/{tool}` makes
     /// one ask again.
@@ -59,8 +61,8 @@ pub struct ChatState {
 
 /// A change of the conversation, on its events after the first `chat` (which is all of it):
 /// `messages` replace those from index `from` on (the ones before are as sent); the model,
-/// `pending`, `error`, `notice` and `queued` come each time, the other fields (`allowed`
-/// too) only when they changed
+/// `pending`, `error`, `notice`, `queued` and `progress` come each time, the other fields
+/// (`allowed` too) only when they changed
 /// (`null` for "none now"); `file_limits` never change.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ChatChange {
@@ -78,6 +80,8 @@ pub struct ChatChange {
     pub notice: Option<String>,
     /// The messages sent while the reply runs, waiting for it to reach them.
     pub queued: Vec<Message>,
+    /// How the running calls of tools outside the space go.
+    pub progress: Vec<CallProgress>,
     /// The calls waiting for a person's answer, when they changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interactions: Option<Vec<Interaction>>,
@@ -106,6 +110,17 @@ pub struct Compacted {
     pub upto: usize,
     /// What the model reads in their place.
     pub summary: String,
+}
+
+/// How a running call of a tool outside the space goes (an MCP task's stage).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct CallProgress {
+    /// The model's call id.
+    pub call: String,
+    /// The tool, as people know it.
+    pub tool: String,
+    /// What it said last.
+    pub text: String,
 }
 
 /// How large the files of a message may be, in bytes (the server checks them again).
@@ -228,6 +243,11 @@ pub fn state(server: &Server) -> ChatState {
         result: chat.result().filter(|value| !value.is_null()),
         notice: dialog.notice(),
         queued: dialog.queued(),
+        progress: dialog
+            .progress()
+            .into_iter()
+            .map(|p| CallProgress { call: p.call, tool: p.tool, text: p.text })
+            .collect(),
         allowed: dialog.allowed(),
         file_limits: FileSizes { per_file: limits.per_part, per_message: limits.per_message },
     }
