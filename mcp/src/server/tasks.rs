@@ -106,16 +106,17 @@ pub(super) fn create(
         updated_ms: now,
         run_by: this_process().to_string(),
     };
-    let id = rt
-        .transact(|tx| {
-            let mut all = cell().get(tx).unwrap_or_default();
-            let id = format!("task-{}-{}", now, all.len() + 1);
-            all.insert(id.clone(), stored.clone());
-            prune(&mut all);
-            cell().set(tx, all)?;
-            Ok(id)
-        })
-        .map_err(failed)?;
+    // Unguessable: a task is answered by whoever names it.
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).map_err(|e| failed(format!("no randomness for its id: {e}")))?;
+    let id: String = std::iter::once("task-".to_string()).chain(random.iter().map(|b| format!("{b:02x}"))).collect();
+    rt.transact(|tx| {
+        let mut all = cell().get(tx).unwrap_or_default();
+        all.insert(id.clone(), stored.clone());
+        prune(&mut all);
+        cell().set(tx, all)
+    })
+    .map_err(failed)?;
     Ok((id.clone(), CreateTaskResult::new(task(&id, &stored))))
 }
 
