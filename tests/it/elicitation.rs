@@ -12,7 +12,7 @@ use crate::common::mcp_tools as tools;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,17 +22,8 @@ use serde_json::{json, Value};
 /// A `trellis chat` running in the background, with what it says on standard error;
 /// killed if the test ends before it does.
 struct Chat {
-    child: Option<Child>,
+    child: common::Reaped,
     said: mpsc::Receiver<String>,
-}
-
-impl Drop for Chat {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 impl Chat {
@@ -50,7 +41,7 @@ impl Chat {
         let (lines, said) = mpsc::channel();
         let stderr = BufReader::new(child.stderr.take().unwrap());
         std::thread::spawn(move || stderr.lines().map_while(Result::ok).for_each(|l| drop(lines.send(l))));
-        Chat { child: Some(child), said }
+        Chat { child: common::Reaped::new(child), said }
     }
 
     /// Waits until the chat says a line containing `text`; everything it said until then.
@@ -69,7 +60,7 @@ impl Chat {
 
     /// Its transcript, once it ended (successfully).
     fn finished(mut self) -> String {
-        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        let out = self.child.take().wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{text}");
         text

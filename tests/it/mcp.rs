@@ -219,7 +219,7 @@ fn a_client_of_the_current_revision_listens_over_streamable_http() {
 
 /// `trellis mcp serve --http`, stopped when the test ends.
 pub(crate) struct HttpServer {
-    child: std::process::Child,
+    _child: common::Reaped,
     pub(crate) url: String,
 }
 
@@ -242,7 +242,7 @@ impl HttpServer {
         let url = lines
             .find_map(|line| line.ok()?.split_once(" at ").map(|(_, url)| url.to_string()))
             .expect("the server says where it listens");
-        HttpServer { child, url }
+        HttpServer { _child: common::Reaped::new(child), url }
     }
 
     /// The raw HTTP status line of an `initialize` POST carrying `origin`.
@@ -275,13 +275,6 @@ impl HttpServer {
         let mut response = String::new();
         let _ = stream.read_to_string(&mut response);
         response.lines().next().unwrap_or_default().to_string()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

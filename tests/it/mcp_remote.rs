@@ -6,7 +6,7 @@
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -147,7 +147,7 @@ fn a_server_other_machines_reach_asks_for_tokens_and_bad_tls_files_are_refused()
 /// `tests/mcp/SCRIPT PORT CERT KEY ARGS...`: a Python SDK server over HTTPS on a free
 /// loopback port, killed when dropped.
 pub(crate) struct PythonHttps {
-    child: Child,
+    _child: common::Reaped,
     pub(crate) url: String,
 }
 
@@ -175,14 +175,7 @@ impl PythonHttps {
         let started = lines.by_ref().map_while(Result::ok).any(|line| line.contains("Uvicorn running on"));
         assert!(started, "the Python SDK's server did not start");
         std::thread::spawn(move || lines.for_each(drop));
-        PythonHttps { child, url: format!("https://127.0.0.1:{port}/mcp") }
-    }
-}
-
-impl Drop for PythonHttps {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        PythonHttps { _child: common::Reaped::new(child), url: format!("https://127.0.0.1:{port}/mcp") }
     }
 }
 

@@ -147,3 +147,27 @@ pub fn tool_results(messages: &[trellis::builtins::message::Message]) -> Vec<tre
         })
         .collect()
 }
+
+/// A child process a test started, killed and reaped when dropped (unless taken back with
+/// [`Reaped::take`]): a test that fails midway leaves none running.
+pub struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    pub fn new(child: std::process::Child) -> Reaped {
+        Reaped(Some(child))
+    }
+
+    /// The child, for the test to wait for it itself.
+    pub fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("the child was taken already")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
