@@ -97,8 +97,9 @@ pub enum McpCommand {
         /// picks one). Loopback only, unless --allow-remote.
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
-        /// Let --http bind an address other machines can reach. Anyone who reaches it can
-        /// act on your charms: there is no authentication yet.
+        /// Let --http bind an address other machines can reach. Every request then needs a
+        /// bearer token of the space (`token new`); serve https:// with --tls-cert and
+        /// --tls-key, or the tokens cross the network in the clear.
         #[arg(long, requires = "http")]
         allow_remote: bool,
         /// With --http: each connection's deadlines and the cap per address.
