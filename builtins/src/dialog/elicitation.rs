@@ -367,3 +367,111 @@ fn in_words(text: &str, field: &Value) -> Value {
     // Left as text, the schema check says what is wrong with it.
     parsed.unwrap_or_else(|| Value::String(text.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::{json, Value};
+    use trellis_runner::{Pattern, Runtime};
+
+    use crate::ask::InteractionKind;
+    use crate::dialog::{DialogHandle, LlmDialog, Resolution, Resolve};
+    use crate::message::{Message, ToolOutput};
+    use crate::scripted::{ScriptedModel, Turn};
+    use crate::sources::elicit::{self, Question};
+    use crate::sources::{self, CallFuture, SourceTool, ToolSource};
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A source whose one tool, `ask`, asks the person for a name and answers with the reply.
+    struct Forms;
+
+    impl ToolSource for Forms {
+        fn name(&self) -> &str {
+            "forms"
+        }
+        fn tools(&self) -> Arc<[SourceTool]> {
+            Arc::new([SourceTool::new("ask", "Asks a name.", json!({"type": "object"})).read_only(true)])
+        }
+        fn version(&self) -> u64 {
+            0
+        }
+        fn trusted(&self) -> bool {
+            true
+        }
+        fn call(&self, _tool: &str, _arguments: Value, _timeout: Duration) -> CallFuture {
+            Box::pin(async {
+                let Some(person) = elicit::person() else { return ToolOutput::ErrorText("nobody to ask".into()) };
+                let schema =
+                    json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+                let reply = person.ask(Question::form("Your name?", schema)).await;
+                ToolOutput::Json(json!({ "reply": format!("{reply:?}") }))
+            })
+        }
+    }
+
+    /// A chat whose scripted model calls `forms.ask`, then answers, with a message sent: its
+    /// runtime and dialog.
+    async fn asking() -> (Runtime, DialogHandle) {
+        let rt = Runtime::in_memory();
+        sources::attach(&rt, Arc::new(Forms)).expect("attached");
+        let model =
+            Arc::new(ScriptedModel::from_turns(vec![Turn::tool_call("forms_ask", json!({})), Turn::text("Thanks.")]));
+        rt.register_builtin(Arc::new(LlmDialog::with_resolver(Arc::new(move |_| Ok(model.clone())))));
+        rt.register_pattern(Pattern::new("chat", |b, _: Value| {
+            let messages = b.state::<Vec<Message>>("messages", Vec::new())?;
+            b.builtin("dialog", "llm_dialog", json!({"messages": messages, "model": "scripted"}))?;
+            Ok(())
+        }));
+        let chat = rt.charms().create("chat", Value::Null).expect("the chat");
+        let dialog = DialogHandle::new(rt.clone(), rt.charms().result(&chat).child("dialog"));
+        dialog.send(Message::user("who am I?")).await.expect("sent");
+        (rt, dialog)
+    }
+
+    /// The question, once the call asks it.
+    async fn asked(dialog: &DialogHandle) -> crate::dialog::Interaction {
+        for _ in 0..200 {
+            if let Some(question) = dialog.waiting().into_iter().find(|i| i.kind == InteractionKind::Elicitation) {
+                return question;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the call did not ask");
+    }
+
+    fn result(dialog: &DialogHandle) -> String {
+        serde_json::to_string(&dialog.messages()).unwrap_or_default()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_sources_question_waits_as_an_interaction_and_its_checked_answer_goes_back() {
+        let (_rt, dialog) = asking().await;
+        let question = asked(&dialog).await;
+        assert_eq!((question.tool.as_str(), question.prompt.as_str()), ("forms.ask", "Your name?"));
+        assert_eq!(question.input["schema"]["required"], json!(["name"]));
+        assert!(dialog.pending(), "the call runs on while it asks");
+        // An answer that does not fit the form is refused; the question waits on.
+        let wrong = dialog.resolve(Resolve::new(question.call_id.clone(), Resolution::Output(json!({"name": 5}))));
+        let wrong = wrong.await.expect_err("refused").to_string();
+        assert!(wrong.contains("does not fit the form"), "{wrong}");
+        assert!(dialog.waiting().iter().any(|i| i.call_id == question.call_id));
+        // Words fill a form of one field.
+        dialog.resolve(Resolve::answer(question.call_id.clone(), json!("Ada"))).await.expect("answered");
+        dialog.wait(WAIT).await.expect("the reply ends");
+        let said = result(&dialog);
+        assert!(said.contains(r#"Accept(Object {\"name\": String(\"Ada\")})"#), "{said}");
+        assert!(dialog.waiting().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_cancelled_reply_takes_its_question_away() {
+        let (_rt, dialog) = asking().await;
+        asked(&dialog).await;
+        dialog.cancel().await.expect("cancelled");
+        assert!(dialog.waiting().is_empty(), "the question went with its call: {:?}", dialog.waiting());
+        assert!(!dialog.pending());
+    }
+}
