@@ -37,6 +37,41 @@ pub fn capture_content() -> bool {
     *CAPTURE.get_or_init(|| std::env::var(CAPTURE_CONTENT).is_ok_and(|v| v.trim().eq_ignore_ascii_case("true")))
 }
 
+/// How a trace crosses to another process (W3C Trace Context: `traceparent`,
+/// `tracestate`): the program's own, installed with [`propagate_with`] when it sends spans
+/// anywhere; this crate knows no propagator.
+#[derive(Debug, Clone, Copy)]
+pub struct Propagation {
+    /// The current span's trace, as the header (or `_meta`) fields that carry it.
+    pub inject: fn() -> Vec<(String, String)>,
+    /// Makes a span continue the trace that fields (looked up by name) name.
+    pub adopt: fn(&Span, &Lookup<'_>),
+}
+
+/// The fields of a call that came in, looked up by name (`traceparent`).
+pub type Lookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+static PROPAGATION: OnceLock<Propagation> = OnceLock::new();
+
+/// Installs the program's propagation (once; a second is ignored).
+pub fn propagate_with(propagation: Propagation) {
+    let _ = PROPAGATION.set(propagation);
+}
+
+/// The current span's trace, to send with a call leaving the process (an MCP call's
+/// `_meta`); empty when the program propagates none.
+pub fn outgoing() -> Vec<(String, String)> {
+    PROPAGATION.get().map(|p| (p.inject)()).unwrap_or_default()
+}
+
+/// Makes `span` continue the trace `incoming` names (a call that came with `traceparent`),
+/// when the program propagates traces.
+pub fn adopt(span: &Span, incoming: &Lookup<'_>) {
+    if let Some(propagation) = PROPAGATION.get() {
+        (propagation.adopt)(span, incoming);
+    }
+}
+
 /// The span of one request of the dialog whose document is `dialog`: the model's answers
 /// and the tool calls they asked for, until the model is done or waits.
 pub(crate) fn agent(dialog: &str) -> Span {

@@ -51,6 +51,38 @@ pub(crate) async fn traced(request: Request, next: Next) -> Response {
     response
 }
 
+/// The propagation of traces beyond HTTP (an MCP call's `_meta`), for
+/// `trellis_builtins::traced`.
+pub(crate) const PROPAGATION: trellis_builtins::traced::Propagation =
+    trellis_builtins::traced::Propagation { inject: fields, adopt };
+
+/// The current span's trace as `(name, value)` fields.
+fn fields() -> Vec<(String, String)> {
+    let mut fields = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&tracing::Span::current().context(), &mut fields);
+    fields.into_iter().collect()
+}
+
+/// Makes `span` continue the trace the fields `incoming` looks up name.
+fn adopt(span: &tracing::Span, incoming: &trellis_builtins::traced::Lookup<'_>) {
+    /// The trace's fields, found.
+    struct Fields(Vec<(&'static str, String)>);
+    impl opentelemetry::propagation::Extractor for Fields {
+        fn get(&self, key: &str) -> Option<&str> {
+            self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+        }
+        fn keys(&self) -> Vec<&str> {
+            self.0.iter().map(|(k, _)| *k).collect()
+        }
+    }
+    let found: Vec<_> = ["traceparent", "tracestate"].into_iter().filter_map(|k| Some((k, incoming(k)?))).collect();
+    if found.is_empty() {
+        return;
+    }
+    // Fails only for a span that is off, which then needs no parent.
+    let _ = span.set_parent(TraceContextPropagator::new().extract(&Fields(found)));
+}
+
 /// The current span's trace as headers (`traceparent`, `tracestate`) for a request this
 /// process sends; none without traces.
 pub(crate) fn trace_headers() -> HeaderMap {

@@ -62,6 +62,8 @@ pub(crate) fn start(level: LevelFilter) {
     let installed = tracing_subscriber::registry().with(log).with(traces).try_init().is_ok();
     if let (true, Some(provider)) = (installed, provider) {
         let _ = TRACES.set(provider);
+        // Calls leaving the process outside HTTP (MCP's `_meta`) carry the trace too.
+        trellis_builtins::traced::propagate_with(http::PROPAGATION);
     }
 }
 

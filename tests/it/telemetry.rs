@@ -199,3 +199,52 @@ fn a_command_through_the_server_holding_its_space_is_one_trace() {
     assert_eq!(served.trace_id, command.trace_id, "one trace");
     assert_eq!(served.parent_id, command.span_id, "the server's span is a child of the command's");
 }
+
+#[test]
+fn an_mcp_call_to_another_trellis_is_one_trace() {
+    use common::Finish;
+    let s = common::space();
+    let tools = common::space();
+    let collector = Collector::start();
+    // The server is started by the chat, with the environment its entry gives it only.
+    let config = s.path.with_file_name("mcp.json");
+    let server_env = json!({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+        "OTEL_SERVICE_NAME": "the-tools",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    });
+    let args = ["--space", tools.path.to_str().unwrap(), "mcp", "serve"];
+    let entry = json!({"command": env!("CARGO_BIN_EXE_trellis"), "args": args, "env": server_env, "trusted": true});
+    std::fs::write(&config, json!({"mcpServers": {"tools": entry}}).to_string()).unwrap();
+    let turns =
+        json!([{"tool_calls": [{"name": "tools.Counter_increment", "arguments": {"amount": 2}}]}, {"text": "Done."}]);
+    let script = s.path.with_file_name("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let out = common::trellis(&s.path)
+        .args(["chat", "--model", &model, "--mcp-config", config.to_str().unwrap(), "-m", "add two"])
+        .env("TRELLIS_MCP_CONFIG", "")
+        .envs([
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            ("OTEL_SERVICE_NAME", "the-chat"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ])
+        .finish();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("assistant: Done."),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let called =
+        |spans: &[Span]| spans.iter().find(|s| s.service == "the-chat" && s.name.starts_with("execute_tool")).cloned();
+    let served = |spans: &[Span]| {
+        spans.iter().find(|s| s.service == "the-tools" && s.name == "tools/call Counter_increment").cloned()
+    };
+    let spans = collector.wait_for(|spans| called(spans).is_some() && served(spans).is_some());
+    let (Some(called), Some(served)) = (called(&spans), served(&spans)) else { panic!("both spans: {spans:#?}") };
+    assert_eq!(served.trace_id, called.trace_id, "one trace");
+    assert_eq!(served.parent_id, called.span_id, "the server's call is a child of the chat's tool call");
+    assert_eq!(served.kind, 2, "a server span");
+}

@@ -366,7 +366,20 @@ impl ToolSource for McpServer {
                     ));
                 }
             };
-            let request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+            let mut request = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+            // The call's trace goes on in the server (`_meta.traceparent`, SEP-414).
+            let trace = trellis_builtins::traced::outgoing();
+            if !trace.is_empty() {
+                let mut meta = rmcp::model::RequestMetaObject::new();
+                for (field, value) in trace {
+                    match field.as_str() {
+                        "traceparent" => meta.set_traceparent(value),
+                        "tracestate" => meta.set_tracestate(value),
+                        _ => {}
+                    }
+                }
+                request.meta = Some(meta);
+            }
             // The server may ask the caller's person something before it answers.
             let person = trellis_builtins::sources::elicit::person();
             let _present = person.clone().map(|person| inner.people.enter(person));

@@ -210,7 +210,12 @@ impl ServerHandler for TrellisMcp {
             },
             None => None,
         };
-        let call = invoke(catalog, rt, request.name.to_string(), arguments.clone(), run);
+        // The call goes on in the trace of the host's call (`_meta.traceparent`, SEP-414).
+        let span = called(&request.name, &context);
+        let call = tracing::Instrument::instrument(
+            invoke(catalog, rt, request.name.to_string(), arguments.clone(), run),
+            span,
+        );
         if !tasks {
             return Ok(call.await.into());
         }
@@ -418,6 +423,25 @@ fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
         .and_then(|capabilities| capabilities.elicitation)
         .is_some_and(|e| e.form.is_some() || e.url.is_none());
     latest && forms
+}
+
+/// The span of a host's call of `tool`, continuing the trace its `_meta` names.
+fn called(tool: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: trellis_builtins::traced::TARGET,
+        "tools/call",
+        otel.name = %format_args!("tools/call {tool}"),
+        otel.kind = "server",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = tool,
+    );
+    let meta = &context.meta;
+    trellis_builtins::traced::adopt(&span, &|field| match field {
+        "traceparent" => meta.get_traceparent().map(str::to_owned),
+        "tracestate" => meta.get_tracestate().map(str::to_owned),
+        _ => None,
+    });
+    span
 }
 
 /// The writer of what an MCP client's calls change.
