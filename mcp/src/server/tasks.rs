@@ -174,13 +174,12 @@ fn object(value: Value) -> JsonObject {
 }
 
 fn find(rt: &Runtime, id: &str) -> Result<Stored, ErrorData> {
-    let all = cell().get(rt).unwrap_or_default();
-    all.get(id).cloned().ok_or_else(|| {
-        ErrorData::invalid_params(
-            format!("no task `{}` here (finished tasks are kept for a while only)", text(id)),
-            None,
-        )
-    })
+    cell().get(rt).unwrap_or_default().get(id).cloned().ok_or_else(|| unknown(id))
+}
+
+/// What a host hears of a task this space does not keep.
+fn unknown(id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("no task `{}` here (finished tasks are kept for a while only)", text(id)), None)
 }
 
 fn text(id: &str) -> String {
@@ -212,11 +211,12 @@ pub(super) fn answer(rt: &Runtime, id: &str, approve: bool) -> Result<Stored, Er
         })
         .map_err(failed)?;
     match changed {
-        None => Err(find(rt, id).err().unwrap_or_else(|| ErrorData::invalid_params("no such task", None))),
-        Some(Err(state)) => Err(ErrorData::invalid_params(
-            format!("task `{}` is {:?}, not waiting for an answer", text(id), status(&state)),
-            None,
-        )),
+        None => Err(unknown(id)),
+        Some(Err(state)) => {
+            let status = serde_json::to_value(status(&state)).unwrap_or_default();
+            let status = status.as_str().unwrap_or("finished").to_owned();
+            Err(ErrorData::invalid_params(format!("task `{}` is {status}, not waiting for an answer", text(id)), None))
+        }
         Some(Ok(stored)) => Ok(stored),
     }
 }
