@@ -7,7 +7,8 @@ message it calls server-everything's `ev.simulate-research-query` (a task) on an
 ambiguous topic, then answers. The server's form (name, seats) shows as a prompt while the
 call runs; a seat count that is not a whole number is refused in the prompt; the filled
 form goes back to the server, whose result shows the answer. The task's stages show while
-it runs, and its question's options are a list to pick from.
+it runs, and its question's options are a list to pick from. To a third message it calls
+`ev.trigger-url-elicitation`: the URL to visit is a link, and Done tells the server.
 """
 
 from playwright.sync_api import expect, sync_playwright
@@ -56,6 +57,17 @@ with sync_playwright() as p:
     expect(page.locator("#messages .assistant").last).to_have_text("Here is the report.")
     expect(page.locator("#messages .progress")).to_have_count(0)
     shot(page, "64-task-answered")
+
+    box.press_sequentially("sign me in")
+    box.press("Enter")
+    visit = page.locator('#prompts .prompt[data-kind="elicitation"]')
+    expect(visit).to_contain_text("asks you to visit a URL: Sign in")
+    link = visit.get_by_role("link", name="https://example.test/sign-in")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    shot(page, "65-url-asked")
+    visit.get_by_role("button", name="Done").click()
+    expect(page.locator("#messages .tool-result").last).to_contain_text("User completed the URL elicitation flow")
+    expect(page.locator("#messages .assistant").last).to_have_text("Signed in.")
 
     assert not problems, problems
     browser.close()

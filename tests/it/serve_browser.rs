@@ -8,7 +8,8 @@
 //! a PNG attached in the page reaching the model server, an MCP tool's image, where the
 //! conversation was compacted, the value a reply ended with; who wrote each field, the tool
 //! results whose values changed since, and Undo turn; a watch firing in the server; an MCP
-//! server's form filled in while its call runs, and a task's stages shown as it runs.
+//! server's form filled in while its call runs, a task's stages shown as it runs, and a URL
+//! to visit.
 //! Screenshots of each step land in `target/tmp/serve-screenshots/SCRIPT`, made anew each run.
 
 #![cfg(unix)]
@@ -255,8 +256,11 @@ fn files_in_the_web_chat() {
 fn an_mcp_servers_form_is_filled_in_on_the_page_while_its_call_runs() {
     let s = common::space();
     let research = json!({"name": "ev.simulate-research-query", "arguments": {"topic": "python", "ambiguous": true}});
+    let visit = json!({"name": "ev.trigger-url-elicitation",
+                       "arguments": {"url": "https://example.test/sign-in", "message": "Sign in"}});
     let turns = json!([{"tool_calls": [{"name": "py.book_table", "arguments": {"date": "Friday"}}]}, {"text": "Booked."},
-                       {"tool_calls": [research]}, {"text": "Here is the report."}]);
+                       {"tool_calls": [research]}, {"text": "Here is the report."},
+                       {"tool_calls": [visit]}, {"text": "Signed in."}]);
     let script = s.path.with_file_name("book.json");
     std::fs::write(&script, turns.to_string()).unwrap();
     let scripts = s.path.parent().unwrap().display().to_string();
