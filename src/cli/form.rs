@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 use trellis_builtins::dialog::Interaction;
+use trellis_builtins::sources::elicit;
 
 use crate::session::Reply;
 use crate::terminal::safe_line;
@@ -23,6 +24,8 @@ struct Field {
     about: Option<String>,
     /// For a choice, the options.
     options: Vec<String>,
+    /// The field's own schema.
+    schema: Value,
 }
 
 /// The fields of the form schema `schema`, in the order the schema lists them.
@@ -37,21 +40,10 @@ fn fields(schema: &Value) -> Vec<Field> {
             kind: field["type"].as_str().unwrap_or("string").to_string(),
             required: required.contains(&name.as_str()),
             about: field["description"].as_str().or(field["title"].as_str()).map(str::to_string),
-            options: options(field),
+            options: elicit::field_options(field),
+            schema: field.clone(),
         })
         .collect()
-}
-
-/// The options a field (or, for a field of several, each of its items) is picked from:
-/// its `enum`, or the `const` of each of its `oneOf` or `anyOf`.
-fn options(field: &Value) -> Vec<String> {
-    let field = if field["type"] == "array" { &field["items"] } else { field };
-    let shown = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
-    if let Some(listed) = field["enum"].as_array() {
-        return listed.iter().map(shown).collect();
-    }
-    let alternatives = field["oneOf"].as_array().or(field["anyOf"].as_array());
-    alternatives.map(|all| all.iter().filter_map(|a| a.get("const")).map(shown).collect()).unwrap_or_default()
 }
 
 impl Field {
@@ -74,32 +66,7 @@ impl Field {
 
     /// `typed` as a value of this field; why it is not one.
     fn read(&self, typed: &str) -> Result<Value, String> {
-        let name = &self.name;
-        match self.kind.as_str() {
-            "integer" => typed.parse::<i64>().map(Value::from).map_err(|_| format!("{name} takes a whole number")),
-            "number" => typed
-                .parse::<f64>()
-                .ok()
-                .and_then(serde_json::Number::from_f64)
-                .map(Value::Number)
-                .ok_or_else(|| format!("{name} takes a number")),
-            "boolean" => match typed.to_ascii_lowercase().as_str() {
-                "y" | "yes" | "true" => Ok(Value::Bool(true)),
-                "n" | "no" | "false" => Ok(Value::Bool(false)),
-                _ => Err(format!("{name} takes yes or no")),
-            },
-            "array" => {
-                let picked: Vec<&str> = typed.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
-                match picked.iter().find(|p| !self.options.is_empty() && !self.options.iter().any(|o| o == *p)) {
-                    Some(_) => Err(format!("{name} takes some of, comma-separated: {}", self.options.join(", "))),
-                    None => Ok(Value::from(picked)),
-                }
-            }
-            _ if !self.options.is_empty() && !self.options.iter().any(|o| o == typed) => {
-                Err(format!("{name} is one of: {}", self.options.join(", ")))
-            }
-            _ => Ok(Value::String(typed.to_string())),
-        }
+        elicit::field_value(&self.name, &self.schema, typed)
     }
 }
 

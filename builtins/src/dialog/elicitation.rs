@@ -334,7 +334,9 @@ fn accepted(asked: &Interaction, given: &Value) -> Result<Value, String> {
         (Value::Object(_), _) => given.clone(),
         (Value::String(text), Some(fields)) if fields.len() == 1 => {
             let (name, field) = fields.iter().next().ok_or("the form has no field")?;
-            json!({ name: in_words(text, field) })
+            let value = crate::sources::elicit::field_value(name, field, text)
+                .map_err(|why| format!("the answer to call `{call}`: {why}; answer again"))?;
+            json!({ name: value })
         }
         _ => {
             let names: Vec<&str> = fields.map(|f| f.keys().map(String::as_str).collect()).unwrap_or_default();
@@ -349,23 +351,6 @@ fn accepted(asked: &Interaction, given: &Value) -> Result<Value, String> {
         None => Ok(content),
         Some(why) => Err(format!("the answer to call `{call}` does not fit the form ({why}); answer again")),
     }
-}
-
-/// `text` as a value of the form field `field`: a number, a boolean, or the text itself.
-fn in_words(text: &str, field: &Value) -> Value {
-    let text = text.trim();
-    let parsed = match field.get("type").and_then(Value::as_str) {
-        Some("integer") => text.parse::<i64>().ok().map(Value::from),
-        Some("number") => text.parse::<f64>().ok().and_then(|n| serde_json::Number::from_f64(n).map(Value::Number)),
-        Some("boolean") => match text.to_ascii_lowercase().as_str() {
-            "yes" | "y" | "true" => Some(Value::Bool(true)),
-            "no" | "n" | "false" => Some(Value::Bool(false)),
-            _ => None,
-        },
-        _ => None,
-    };
-    // Left as text, the schema check says what is wrong with it.
-    parsed.unwrap_or_else(|| Value::String(text.to_string()))
 }
 
 #[cfg(test)]

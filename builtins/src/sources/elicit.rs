@@ -143,6 +143,51 @@ pub async fn within<F: Future>(timeout: Duration, call: F) -> Option<F::Output> 
     }
 }
 
+/// The options a form field (or, for a field of several, each of its items) is picked
+/// from: its `enum`, or the `const` of each of its `oneOf` or `anyOf`.
+pub fn field_options(field: &Value) -> Vec<String> {
+    let field = if field["type"] == "array" { &field["items"] } else { field };
+    let shown = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    if let Some(listed) = field["enum"].as_array() {
+        return listed.iter().map(shown).collect();
+    }
+    let alternatives = field["oneOf"].as_array().or(field["anyOf"].as_array());
+    alternatives.map(|all| all.iter().filter_map(|a| a.get("const")).map(shown).collect()).unwrap_or_default()
+}
+
+/// What a person typed for the form field `name` (of schema `field`), as the field's
+/// value: a whole number, a number, yes or no, one of its options, several of them
+/// comma-separated (a field of several), or the text; what is wrong with it, in words.
+/// The whole answer is checked against the form's schema after.
+pub fn field_value(name: &str, field: &Value, typed: &str) -> Result<Value, String> {
+    let typed = typed.trim();
+    let options = field_options(field);
+    let offered = |picked: &str| options.is_empty() || options.iter().any(|o| o == picked);
+    match field["type"].as_str().unwrap_or("string") {
+        "integer" => typed.parse::<i64>().map(Value::from).map_err(|_| format!("{name} takes a whole number")),
+        "number" => typed
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| format!("{name} takes a number")),
+        "boolean" => match typed.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" => Ok(Value::Bool(false)),
+            _ => Err(format!("{name} takes yes or no")),
+        },
+        "array" => {
+            let picked: Vec<&str> = typed.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+            match picked.iter().all(|p| offered(p)) {
+                true => Ok(Value::from(picked)),
+                false => Err(format!("{name} takes some of, comma-separated: {}", options.join(", "))),
+            }
+        }
+        _ if !offered(typed) => Err(format!("{name} is one of: {}", options.join(", "))),
+        _ => Ok(Value::String(typed.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
