@@ -130,6 +130,25 @@ fn a_server_behind_oauth_is_signed_in_to_its_token_refreshed_and_never_shown() {
     assert!(second.status.success(), "{said}{}", String::from_utf8_lossy(&second.stderr));
     assert!(said.contains("← {\"result\":\"token 2; refused 0\"}"), "{said}");
 
+    // Expired again: two processes refresh at once, one after the other (the server
+    // refuses a refresh token used twice), and both stay signed in.
+    std::thread::sleep(Duration::from_secs(LIFETIME + 1));
+    let both: Vec<_> = (0..2)
+        .map(|_| {
+            common::trellis(&s.path)
+                .args(["--json", "mcp", "list", "--mcp-config", &config])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for listing in both {
+        let out = listing.wait_with_output().unwrap();
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(listed[0]["state"], "ready", "{listed} {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     // No token in any output, log, list or the space.
     let (_, list) = listed(&s.path, &config);
     let kept = std::fs::read_to_string(&file).unwrap();

@@ -11,7 +11,8 @@
 //! only), keyed by the server's URL, so a token is only ever sent to the server it was
 //! issued for; never into the space, a log or an error. A connection to a server with a
 //! sign-in sends its token (`authorized`): refreshed before it expires and once on a
-//! 401; when that fails, the person signs in again. [`logout`] forgets the sign-in.
+//! 401, one process at a time; when that fails, the person signs in again. [`logout`]
+//! forgets the sign-in.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,8 +21,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore,
-    StoredCredentials,
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialRefreshGuard,
+    CredentialStore, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 
@@ -213,6 +214,27 @@ impl CredentialStore for FileStore {
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.file.change(&self.url, None).map_err(store_error)
+    }
+
+    /// One refresh at a time across processes (a lock file beside the sign-ins): a server
+    /// that rotates refresh tokens refuses the second use of one, so two chats refreshing
+    /// at once would otherwise send the person to sign in again.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let mut path = self.file.path.clone().into_os_string();
+        path.push(".lock");
+        let locking = tokio::task::spawn_blocking(move || {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).truncate(false).write(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = options.open(&path)?;
+            file.lock()?;
+            Ok::<_, std::io::Error>(file)
+        });
+        let failed = |e: &dyn std::fmt::Display| AuthError::CredentialStoreError(format!("the sign-ins' lock: {e}"));
+        let file = locking.await.map_err(|e| failed(&e))?.map_err(|e| failed(&e))?;
+        // Unlocked when the file closes, with the guard.
+        Ok(Some(CredentialRefreshGuard::new(file)))
     }
 }
 
