@@ -9,7 +9,7 @@
 //! may not be driven from a thread inside another (a server opens spaces from its
 //! workers).
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,7 +21,7 @@ use crate::lease::{self, Leases};
 use crate::reader::Reader;
 use crate::storage::Shared;
 use crate::writer::{self, Statements, Writer, WriterPool, WRITER_THREAD};
-use crate::{Holder, OpenOptions, PostgresStorage, SpaceUrl};
+use crate::{FollowerStorage, Holder, OpenOptions, PostgresStorage, SpaceUrl};
 
 /// This node's connections to one database, for opening its spaces; cheap to clone.
 ///
@@ -66,11 +66,7 @@ impl Database {
     /// missing, takes the space's lease ([`StorageError::Owned`] if another node holds
     /// it) and starts the space's writer.
     pub fn open(&self, space: &str, holder: Holder) -> Result<PostgresStorage, StorageError> {
-        let target = self.inner.url.with_space(space).map_err(|error| StorageError::Database {
-            target: self.inner.url.database_shown().to_owned(),
-            message: error.to_string(),
-            hint: "",
-        })?;
+        let target = self.space_url(space)?;
         // On a thread of its own: the caller may be a Tokio worker (a server opening a
         // space for a request), where the client's own runtime may not block.
         std::thread::scope(|scope| {
@@ -83,6 +79,21 @@ impl Database {
                     source,
                 })?;
             opening.join().unwrap_or_else(|_| Err(StorageError::WriterGone))
+        })
+    }
+
+    /// The space `space` of this database as its holder last made it durable, to read and
+    /// to follow, never to write: another node holds it (see [`FollowerStorage`]). Takes
+    /// no lease and checks nothing: a missing space reads as an empty one.
+    pub fn follow(&self, space: &str) -> Result<FollowerStorage, StorageError> {
+        Ok(FollowerStorage::new(self.space_url(space)?, self.clone()))
+    }
+
+    fn space_url(&self, space: &str) -> Result<SpaceUrl, StorageError> {
+        self.inner.url.with_space(space).map_err(|error| StorageError::Database {
+            target: self.inner.url.database_shown().to_owned(),
+            message: error.to_string(),
+            hint: "",
         })
     }
 
@@ -101,13 +112,17 @@ impl Database {
             lost: AtomicBool::new(false),
             refusal: Refusal::default(),
             counters: Counters::default(),
+            logged: AtomicU64::new(0),
         });
         // From here on the lease is ours, kept until it is released.
         inner.leases.hold(Arc::clone(&shared), taken_at);
         let started = inner
             .writers
             .with(|conn| writer::last_seq(&mut conn.client, &connector, &shared.space))
-            .map(|last_seq| Writer::new(connector, Arc::clone(&inner.writers), Arc::clone(&shared), last_seq))
+            .map(|last_seq| {
+                shared.logged.store(last_seq.unsigned_abs(), Ordering::Release);
+                Writer::new(connector, Arc::clone(&inner.writers), Arc::clone(&shared), last_seq)
+            })
             .and_then(|writer| GroupCommit::start(WRITER_THREAD, writer));
         match started {
             Ok(group) => Ok(PostgresStorage { target, holder, group, database: self.clone(), shared }),

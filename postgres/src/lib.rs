@@ -11,7 +11,8 @@
 //! * **Each group commit is one PostgreSQL transaction**, fenced by the epoch, that only
 //!   lets versions grow, appends one row to the space's change log and sends one `NOTIFY`.
 //! * **Other nodes follow** through a [`ChangeFeed`]: the log is the truth, `NOTIFY` only
-//!   wakes them up.
+//!   wakes them up. A follower keeps a copy to read and to watch ([`FollowerStorage`]),
+//!   into which the runtime takes each changed document whole.
 //!
 //! Documents are stored as JSON text, never `jsonb`, which would reorder keys and rewrite
 //! numbers; ids compare byte by byte, as SQLite and Rust compare them. Every connection
@@ -32,6 +33,7 @@
 mod connect;
 mod database;
 mod feed;
+mod follower;
 mod lease;
 mod pool;
 mod reader;
@@ -43,6 +45,7 @@ mod writer;
 pub use connect::{cluster_secret, ping, space_exists, CONNECT_TIMEOUT};
 pub use database::Database;
 pub use feed::{Change, ChangeFeed, POLL};
+pub use follower::FollowerStorage;
 pub use pool::MAX_WRITERS;
 pub use reader::READERS;
 pub use schema::SCHEMA_VERSION;

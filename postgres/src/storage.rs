@@ -1,7 +1,7 @@
 //! [`PostgresStorage`]: a space in a PostgreSQL database, written by the node holding
 //! its lease, through the connections the node keeps to that [`Database`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -205,6 +205,12 @@ impl Storage for PostgresStorage {
     fn resume(&self) {
         self.shared.refusal.clear();
     }
+
+    /// The last change this node logged: once a follower has read the log that far, it
+    /// has every change made durable so far.
+    fn log_position(&self) -> Option<u64> {
+        Some(self.shared.logged.load(Ordering::Acquire))
+    }
 }
 
 impl Drop for PostgresStorage {
@@ -242,6 +248,9 @@ pub(crate) struct Shared {
     /// Why the writer refuses writes, since one failed.
     pub(crate) refusal: Refusal,
     pub(crate) counters: Counters,
+    /// The last sequence number of the space's change log this node wrote or found there
+    /// when it took the lease.
+    pub(crate) logged: AtomicU64,
 }
 
 impl Shared {

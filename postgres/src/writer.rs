@@ -13,6 +13,7 @@
 //! A lost lease refuses everything, for good.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use postgres::{Client, Statement};
@@ -152,6 +153,7 @@ impl Writer {
         tx.execute(&statements.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
         tx.commit().map_err(error)?;
         self.next_seq = Some(seq + 1);
+        self.shared.logged.store(seq.unsigned_abs(), Ordering::Release);
         Counters::count(&self.shared.counters.commits);
         Ok(())
     }

@@ -121,3 +121,34 @@ fn a_change_whose_wake_up_was_lost_is_found_by_the_poll() {
     assert_eq!(change.docs, [doc("a", 1, json!(1))]);
     drop(owner);
 }
+
+#[test]
+fn a_copy_of_another_nodes_space_takes_its_changes_and_changes_nothing() {
+    use trellis_runner::prelude::*;
+
+    let server = server!();
+    let url = server.new_space("copy");
+    let owner = open(&url);
+    owner.submit(vec![doc("a", 1, json!({"n": 1}))]).wait().expect("durable");
+    assert_eq!(owner.log_position(), Some(1), "the owner knows how far its log goes");
+
+    let feed = ChangeFeed::follow(&url, None).expect("follow");
+    let copy = OpenOptions::new().database(&url).and_then(|db| db.follow(url.space())).expect("copy");
+    let copy = Runtime::with_storage(Box::new(copy)).expect("open the copy");
+    let n = Link::new("a", Path::root()).child("n");
+    assert_eq!(copy.read(&n).expect("read"), Value::from(1), "read as the owner left it");
+
+    let (heard, hear) = std::sync::mpsc::channel();
+    let watched = n.clone();
+    let _watching = copy.observe(&n, move |rt| heard.send(rt.read(&watched).map(|v| v.to_json())).is_ok());
+    owner.submit(vec![doc("a", 2, json!({"n": 2}))]).wait().expect("durable");
+    let change = feed.recv_timeout(Duration::from_secs(5)).expect("feed").expect("a change");
+    assert_eq!(change.seq, owner.log_position().expect("position"));
+    copy.apply_stored(change.docs);
+    assert_eq!(hear.recv_timeout(Duration::from_secs(1)).expect("the observer heard").expect("read"), json!(2));
+
+    let written = copy.transact(|tx| tx.write(&Link::new("a", Path::root()).child("n"), Value::from(9)));
+    let refused = format!("{:?}", written.expect_err("a copy takes no change"));
+    assert!(refused.contains("Following"), "{refused}");
+    assert_eq!(owner.load_doc("a").expect("load").map(|d| d.value.to_json()), Some(json!({"n": 2})));
+}

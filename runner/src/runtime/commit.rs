@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use super::{panic_message, Runtime};
 use crate::error::{Error, Result};
+use crate::link::DocId;
 use crate::space::Commit;
+use crate::storage::StoredDoc;
 use crate::tx::{Spare, Tx};
 use crate::value::{Path, Value};
 
@@ -114,6 +116,39 @@ impl Runtime {
             rt.run_hooks(hooks);
         }
         Ok(commit)
+    }
+
+    /// Takes whole documents another node made durable, into the copy of a space this
+    /// runtime follows (a node keeping a space another holds, to read it and watch it,
+    /// from the holder's change log): each replaces this runtime's copy when its version
+    /// is newer. What reads a document taken runs again and its observers hear of it, as
+    /// after a commit; nothing is written to storage. Returns the ids taken.
+    ///
+    /// ```
+    /// use trellis_runner::prelude::*;
+    /// use trellis_runner::storage::StoredDoc;
+    ///
+    /// let rt = Runtime::in_memory();
+    /// let copy = rt.space().new_doc_id("copy");
+    /// let doc = |version, n: i64| StoredDoc { id: copy.to_string(), version, value: Value::from(n) };
+    /// let cell = Link::new(copy.clone(), Path::root());
+    /// assert_eq!(rt.apply_stored(vec![doc(2, 20)]).len(), 1);
+    /// assert!(rt.apply_stored(vec![doc(1, 10)]).is_empty(), "an older version is not taken");
+    /// assert_eq!(rt.read(&cell)?, Value::from(20));
+    /// # Ok::<(), trellis_runner::Error>(())
+    /// ```
+    pub fn apply_stored(&self, docs: Vec<StoredDoc>) -> Vec<DocId> {
+        let mut graph = None;
+        let whole = [Path::root()];
+        let mut changed = |key| graph.get_or_insert_with(|| self.0.graph.lock()).changed(key, whole.iter());
+        let taken = self.0.space.take_stored(docs, &mut changed);
+        drop(graph);
+        if !taken.is_empty() {
+            let changes: Vec<_> = taken.iter().map(|id| (id.clone(), whole.to_vec())).collect();
+            self.notify_observers(&changes);
+            self.pump(None);
+        }
+        taken
     }
 
     /// Runs a committed transaction's after-commit hooks (out of line: most have none).

@@ -64,6 +64,11 @@ impl Space {
         if let Some(error) = self.damage() {
             return Err(error.into());
         }
+        if self.read_only && touched.iter().any(|at| !docs[*at as usize].ops.is_empty()) {
+            if let Some(why) = self.storage.read_only() {
+                return Err(why.into());
+            }
+        }
         // Validate everything before applying anything, so a conflict leaves no trace.
         // Commits are serialised here, so what is validated is what gets applied. A
         // document that moved since it was read gets this transaction's writes replayed

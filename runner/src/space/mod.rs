@@ -23,6 +23,7 @@ use crate::storage::{Durable, MemoryStorage, Storage, StorageError};
 use crate::value::{Path, Value};
 
 mod commit;
+mod elsewhere;
 mod found;
 mod recent;
 mod restore;
@@ -157,6 +158,9 @@ pub struct Space {
     /// Whether storage keeps what is written. If not (memory), documents have nothing to
     /// load and commits nothing to wait for.
     keeps_writes: bool,
+    /// Whether storage takes no write at all (see [`Storage::read_only`]): commits that
+    /// write are refused before they change anything.
+    read_only: bool,
     /// The first document storage failed to give: from then on commits are refused,
     /// since a transaction may have worked on the missing value as if it were empty.
     unreadable: std::sync::OnceLock<(String, String)>,
@@ -187,6 +191,7 @@ impl Space {
             docs: DashMap::with_hasher(FxBuildHasher),
             commit_lock: ReentrantMutex::new(()),
             keeps_writes: storage.keeps_writes(),
+            read_only: storage.read_only().is_some(),
             storage,
             next_id: AtomicU64::new(0),
             id_prefix,
@@ -265,6 +270,9 @@ impl Space {
         if let Some(damage) = self.damage() {
             return Err(damage.to_string());
         }
+        if let Some(why) = self.storage.read_only() {
+            return Err(why.to_string());
+        }
         if self.storage.lost() {
             return Err("another node took the space over; this node writes it no more".to_owned());
         }
@@ -278,6 +286,12 @@ impl Space {
     /// another node took its lease over (see [`Storage::lost`]).
     pub fn storage_lost(&self) -> bool {
         self.storage.lost()
+    }
+
+    /// How far the log of what storage made durable goes, when storage keeps one other
+    /// nodes read (see [`Storage::log_position`]).
+    pub fn log_position(&self) -> Option<u64> {
+        self.storage.log_position()
     }
 
     /// A fresh document id, unique in this space, starting with `kind`.

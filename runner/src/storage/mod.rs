@@ -177,6 +177,15 @@ pub enum StorageError {
         /// The epoch this node held; the space's current holder has a higher one.
         epoch: u64,
     },
+    /// This node only follows a space another node holds (it keeps a copy to read and to
+    /// watch): a change to it goes to the holder.
+    #[error(
+        "this node only follows the space {space}, which another node holds: it changes nothing here; send the change to the node holding the space"
+    )]
+    Following {
+        /// The space.
+        space: String,
+    },
 }
 
 /// `hint` after a separator, or nothing when there is no hint.
@@ -262,6 +271,23 @@ pub trait Storage: Send + Sync + 'static {
     /// whose lease this node lost. The server drops such a space and looks it up again.
     fn lost(&self) -> bool {
         false
+    }
+
+    /// Why this storage takes no write at all, if it takes none: a copy of a space another
+    /// node holds, kept up to date with [`Runtime::apply_stored`]. The space refuses every
+    /// commit with it before changing anything, since a change made here would be
+    /// overwritten, or would hide the holder's.
+    ///
+    /// [`Runtime::apply_stored`]: crate::Runtime::apply_stored
+    fn read_only(&self) -> Option<StorageError> {
+        None
+    }
+
+    /// How far the log of what this storage made durable goes, when it keeps one that
+    /// other nodes read (a database's change log): a node following the space has seen
+    /// every change made durable so far once it has read the log that far.
+    fn log_position(&self) -> Option<u64> {
+        None
     }
 }
 
