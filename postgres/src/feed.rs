@@ -77,6 +77,8 @@ pub struct ChangeFeed {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     target: SpaceUrl,
+    /// See [`ChangeFeed::began`].
+    began: u64,
 }
 
 impl ChangeFeed {
@@ -99,7 +101,7 @@ impl ChangeFeed {
         let thread = std::thread::Builder::new()
             .name(FEED_THREAD.to_owned())
             .spawn(move || {
-                let ready = follower.connect();
+                let ready = follower.connect().map(|()| follower.last.unwrap_or(0).unsigned_abs());
                 let ok = ready.is_ok();
                 if started.send(ready).is_ok() && ok {
                     follower.run();
@@ -110,12 +112,22 @@ impl ChangeFeed {
                 action: "start the change feed thread",
                 source,
             })?;
-        let feed = ChangeFeed { changes: Some(changes), stop, thread: Some(thread), target: target.clone() };
+        let mut feed =
+            ChangeFeed { changes: Some(changes), stop, thread: Some(thread), target: target.clone(), began: 0 };
         match start.recv() {
-            Ok(Ok(())) => Ok(feed),
+            Ok(Ok(began)) => {
+                feed.began = began;
+                Ok(feed)
+            }
             Ok(Err(error)) => Err(error),
             Err(_) => Err(feed.gone()),
         }
+    }
+
+    /// The sequence number after which the feed delivers changes: the log's end when it
+    /// started (with `None`), or the `after` it was given.
+    pub fn began(&self) -> u64 {
+        self.began
     }
 
     /// The next change, waiting as long as it takes. An error says the feed could not

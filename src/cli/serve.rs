@@ -14,6 +14,7 @@ use trellis_postgres::SpaceUrl;
 
 use super::space::{Claim, Place};
 use super::{connections, App};
+use crate::serve::Opened;
 
 /// `trellis serve`'s flags.
 #[derive(Debug, clap::Args)]
@@ -122,7 +123,10 @@ impl App {
                     let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
                     // Opening talks to the database and may seed the space: on a thread
                     // that may block.
-                    let opened = tokio::task::block_in_place(|| self.open_existing(database, &request.space, &claim));
+                    let opened = tokio::task::block_in_place(|| match request.follow {
+                        true => self.open_copy(database, &request.space, &claim),
+                        false => self.open_existing(database, &request.space, &claim).map(Opened::Held),
+                    });
                     // The request was dropped (its client left): nothing to answer.
                     let _ = request.reply.send(opened);
                 }
@@ -137,6 +141,19 @@ impl App {
             return Err(crate::serve::NoSuchSpace(space.to_owned()).into());
         }
         self.open_space(&Place::Postgres(Box::new(url)), true, claim)
+    }
+
+    /// A copy of the space `space` of `database`, which another node holds, to follow:
+    /// the feed of its changes is started first, so that none made durable while the
+    /// copy reads is missed.
+    fn open_copy(&self, database: &str, space: &str, claim: &Claim) -> anyhow::Result<Opened> {
+        let url = space_url(database, space)?;
+        let feed = trellis_postgres::ChangeFeed::follow(&url, None)?;
+        let storage = match &claim.database {
+            Some(database) => database.follow(space)?,
+            None => claim.options().database(&url)?.follow(space)?,
+        };
+        Ok(Opened::Copy(self.open_to_read(Box::new(storage))?, Box::new(feed)))
     }
 
     /// How `trellis serve` runs, from its flags; `space`: the space's file, if it has one.

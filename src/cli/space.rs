@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use trellis_runner::storage::{SqliteStorage, Storage, StorageError};
+use trellis_runner::storage::{SqliteSnapshot, SqliteStorage, Storage, StorageError};
 use trellis_runner::Runtime;
 
 use super::{charm::CharmCommand, mcp::McpCommand, plugin::PluginCommand, App, Command};
@@ -74,13 +74,21 @@ impl App {
     /// [`Runtime::open_snapshot`]), for a command that only reads; says so on standard
     /// error, with `why` the space could not be opened.
     pub(super) fn open_snapshot(&self, path: &Path, why: &str) -> anyhow::Result<Runtime> {
-        let rt = Runtime::open_snapshot(path)
+        let snapshot = SqliteSnapshot::open(path)
             .with_context(|| format!("cannot read the space at {} ({why})", path.display()))?;
-        self.register(&rt, false);
+        let rt = self.open_to_read(Box::new(snapshot))?;
         eprintln!(
             "note: the space {} {why}: showing it as it was last saved (this command saves nothing)",
             terminal::safe_line(&path.display().to_string())
         );
+        Ok(rt)
+    }
+
+    /// A runtime on `storage` with the patterns registered, for reading what it holds: it
+    /// goes on with no conversation a stopped process left, and seeds nothing.
+    pub(super) fn open_to_read(&self, storage: Box<dyn Storage>) -> anyhow::Result<Runtime> {
+        let rt = Runtime::with_storage(storage)?;
+        self.register(&rt, false);
         Ok(rt)
     }
 

@@ -26,6 +26,7 @@ mod auth;
 mod delta;
 mod error;
 mod events;
+mod follower;
 mod forward;
 mod limits;
 mod openapi;
@@ -34,7 +35,7 @@ mod routes;
 mod scripts;
 mod spaces;
 
-pub use spaces::{run_many, NoSuchSpace, Node, OpenRequest};
+pub use spaces::{run_many, NoSuchSpace, Node, OpenRequest, Opened};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,6 +75,18 @@ pub struct Options {
 #[derive(Debug, Clone, Default)]
 pub struct Base(pub String);
 
+/// What a server does with its space's conversation.
+enum Role {
+    /// It holds the space: it runs the conversation, offers the page's plugin tools, and
+    /// tells the conversation what its watches found while nobody ran it.
+    Holder,
+    /// Beside a chat, which runs the conversation and its plugins as it did.
+    BesideChat,
+    /// It answers from a copy of a space another node holds (see [`follower`]), which
+    /// runs the conversation.
+    Copy(follower::Following),
+}
+
 /// The server's shared state: cheap to clone, one per process.
 #[derive(Clone)]
 pub struct Server(Arc<Inner>);
@@ -87,6 +100,9 @@ struct Inner {
     addr: SocketAddr,
     remote: bool,
     scripts: scripts::Scripts,
+    /// For a copy of a space another node holds: how far it has taken the holder's
+    /// changes (kept while the server is, so that the copy is kept up to date).
+    following: Option<follower::Following>,
 }
 
 impl Server {
@@ -97,13 +113,12 @@ impl Server {
         options: &Options,
         addr: SocketAddr,
         limits: Arc<limits::RateLimit>,
-        beside_chat: bool,
+        role: Role,
     ) -> anyhow::Result<(Server, String, String)> {
         let scripts = scripts::Scripts::new(options.scripts.as_deref())?;
         // The page runs installed bundles; a program's Rust plugins run in `trellis chat`.
         let chat = Session::attach(&rt, &options.chatbot, options.tools.clone(), &[])?;
-        // Beside a chat, the chat runs the conversation and its plugins as it did.
-        if !beside_chat {
+        if let Role::Holder = role {
             // The page runs the enabled plugins' tools: the model is offered them as client tools.
             chat.offer_plugin_tools().await?;
             // What the watches fired while nobody ran the conversation starts a turn now.
@@ -115,7 +130,11 @@ impl Server {
             });
         }
         let (auth, token, local) = auth::Auth::new()?;
-        let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts };
+        let following = match role {
+            Role::Copy(following) => Some(following),
+            Role::Holder | Role::BesideChat => None,
+        };
+        let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts, following };
         Ok((Server(Arc::new(inner)), token, local))
     }
 
@@ -125,6 +144,10 @@ impl Server {
 
     fn chat(&self) -> &Session {
         &self.0.chat
+    }
+
+    fn following(&self) -> Option<&follower::Following> {
+        self.0.following.as_ref()
     }
 
     fn scripts(&self) -> &scripts::Scripts {
@@ -151,7 +174,7 @@ pub async fn run(rt: Runtime, options: Options) -> anyhow::Result<()> {
     let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
     let checked = rt.clone();
     let ready: probes::Readiness = Arc::new(move || checked.space().check_writable());
-    let (server, token, local) = Server::new(rt, &options, addr, limits, false).await?;
+    let (server, token, local) = Server::new(rt, &options, addr, limits, Role::Holder).await?;
     // A server of many spaces counts a client's requests before it finds their space.
     let limited = from_fn_with_state(server.clone(), auth::rate_limit);
     // Traced outermost (a request refused by the rate limit too), the probes not at all.
@@ -211,7 +234,7 @@ impl BesideChat {
         };
         let (listener, addr) = listen(&options).await?;
         let limits = Arc::new(limits::RateLimit::new(options.rate_per_minute));
-        let (server, _sign_in, local) = Server::new(rt, &options, addr, limits, true).await?;
+        let (server, _sign_in, local) = Server::new(rt, &options, addr, limits, Role::BesideChat).await?;
         let router = router(server);
         let written = handoff::Handoff { url: format!("http://{addr}"), token: local }.write(space)?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

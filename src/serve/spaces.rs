@@ -29,17 +29,31 @@ use trellis_runner::storage::StorageError;
 use trellis_runner::Runtime;
 
 use super::error::ApiError;
-use super::{auth, forward, limits, listen, probes, router, stopped, Base, Options, Server};
+use super::follower::{self, Answer, Follower, Following};
+use super::{auth, forward, limits, listen, probes, router, stopped, Base, Options, Role, Server};
 
-/// A request to open space `space` for this node; the command answers with its runtime,
-/// or with [`NoSuchSpace`] for a space the database does not hold.
+/// A request to open space `space` for this node, to hold it or to follow it; the
+/// command answers with its runtime, or with [`NoSuchSpace`] for a space the database
+/// does not hold.
 pub struct OpenRequest {
     /// The space's name.
     pub space: String,
     /// Where this node takes requests (`http://HOST:PORT`), for the space's lease.
     pub addr: String,
-    /// Where the runtime (or why the space could not be opened) goes.
-    pub reply: oneshot::Sender<anyhow::Result<Runtime>>,
+    /// Whether to open a copy of the space another node holds, to follow it, rather than
+    /// to take its lease.
+    pub follow: bool,
+    /// Where the space (or why it could not be opened) goes.
+    pub reply: oneshot::Sender<anyhow::Result<Opened>>,
+}
+
+/// A space the command opened for this node.
+pub enum Opened {
+    /// This node holds the space now.
+    Held(Runtime),
+    /// A copy of a space another node holds (its storage refuses every change), and the
+    /// feed of the holder's changes, started before the copy read anything.
+    Copy(Runtime, Box<trellis_postgres::ChangeFeed>),
 }
 
 /// The database holds no space of this name: a server opens only spaces that exist, so a
@@ -75,6 +89,14 @@ enum Route {
 /// What this node knows of one space; locked while the space is looked up.
 type Slot = Arc<tokio::sync::Mutex<Option<Route>>>;
 
+/// This node's copy of a space another node holds: none tried yet, the copy, or when to
+/// try again after opening one failed. Locked while the copy is opened.
+type CopySlot = Arc<tokio::sync::Mutex<Option<Result<Arc<Follower>, Instant>>>>;
+
+/// How long after a copy could not be opened another try is made (meanwhile reads are
+/// forwarded).
+const COPY_RETRY: Duration = Duration::from_secs(30);
+
 /// The server's spaces: those it owns and where the others were.
 #[derive(Clone)]
 struct Spaces(Arc<Inner>);
@@ -89,6 +111,8 @@ struct Inner {
     /// A lookup locks its space's slot only: opening one space (a round trip to the
     /// database, or its timeout) holds up no other.
     routes: parking_lot::Mutex<HashMap<String, Slot>>,
+    /// The copies of spaces other nodes hold that this node follows.
+    copies: parking_lot::Mutex<HashMap<String, CopySlot>>,
     forward: forward::Forwarder,
 }
 
@@ -125,7 +149,9 @@ pub async fn run_many(options: Options, opener: mpsc::Sender<OpenRequest>, node:
         limits,
         opener,
         routes: parking_lot::Mutex::default(),
+        copies: parking_lot::Mutex::default(),
     }));
+    tokio::spawn(spaces.clone().let_go_of_idle_copies());
     let traced = axum::middleware::from_fn(crate::telemetry::http::traced);
     let router = axum::Router::new()
         .fallback(dispatch)
@@ -189,23 +215,42 @@ async fn dispatch(
     }
     for attempt in 0..2 {
         match spaces.route(&space, from_node).await {
-            Ok(Route::Here(_, router)) => {
+            Ok(Route::Here(server, router)) => {
                 let mut local = Request::from_parts(parts, Body::from(body));
                 *local.uri_mut() = inner_uri;
-                return match router.oneshot(local).await {
+                let mut response = match router.oneshot(local).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
+                // The forwarding node's copy reads this far before it answers its client again.
+                if let Some(logged) = server.runtime().space().log_position().filter(|_| from_node) {
+                    response.headers_mut().insert(follower::LOG, logged.into());
+                }
+                return response;
             }
             Ok(Route::There { holder, addr, .. }) => {
+                let mut refused = None;
+                if !from_node && Follower::answers(&parts.method, &rest) {
+                    if let Some(copy) = spaces.copy(&space).await {
+                        match copy.answer(&parts, inner_uri.clone()).await {
+                            Answer::Copy(response) => return response,
+                            Answer::Holder(copys) => refused = copys,
+                        }
+                    }
+                }
                 match spaces.0.forward.send(&addr, &parts, body.clone()).await {
-                    Ok(response) => return response,
+                    Ok(response) => {
+                        if let Some(copy) = spaces.copy_kept(&space) {
+                            copy.fence(&response);
+                        }
+                        return response;
+                    }
                     // The holder is gone (stopped, or handed the space over): look the
                     // space up again, once.
                     Err(error) => {
                         spaces.forget(&space);
                         if attempt == 1 || !error.unreached() {
-                            return error.with_holder(&holder).into_response();
+                            return refused.unwrap_or_else(|| error.with_holder(&holder).into_response());
                         }
                     }
                 }
@@ -253,6 +298,10 @@ impl Spaces {
         }
         *known = None;
         let route = self.open(space).await?;
+        if matches!(route, Route::Here(..)) {
+            // Held here now: a copy of it has nothing more to answer.
+            self.0.copies.lock().remove(space);
+        }
         if from_node && matches!(route, Route::There { .. }) {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -266,13 +315,9 @@ impl Spaces {
     /// Opens `space` here, or learns which node holds it.
     async fn open(&self, space: &str) -> Result<Route, ApiError> {
         let unavailable = |message: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message);
-        let (reply, answer) = oneshot::channel();
-        let request = OpenRequest { space: space.to_owned(), addr: self.0.advertised.clone(), reply };
-        let stopped = || unavailable("the server is stopping".to_owned());
-        self.0.opener.send(request).await.map_err(|_| stopped())?;
-        let opened = answer.await.map_err(|_| stopped())?;
-        let rt = match opened {
-            Ok(rt) => rt,
+        let rt = match self.request(space, false).await? {
+            Ok(Opened::Held(rt)) => rt,
+            Ok(Opened::Copy(..)) => return Err(unavailable(format!("the space {space} was opened as a copy"))),
             Err(error) if error.downcast_ref::<NoSuchSpace>().is_some() => {
                 return Err(ApiError::not_found(error.to_string()))
             }
@@ -284,10 +329,77 @@ impl Spaces {
             }
         };
         let inner = &self.0;
-        let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits), false)
+        let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits), Role::Holder)
             .await
             .map_err(|e| unavailable(format!("cannot serve the space {space}: {e:#}")))?;
         Ok(Route::Here(server.clone(), router(server)))
+    }
+
+    /// Asks the command to open `space`, to hold it or (`follow`) to follow it.
+    async fn request(&self, space: &str, follow: bool) -> Result<anyhow::Result<Opened>, ApiError> {
+        let stopped = || ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+        let (reply, answer) = oneshot::channel();
+        let request = OpenRequest { space: space.to_owned(), addr: self.0.advertised.clone(), follow, reply };
+        self.0.opener.send(request).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())
+    }
+
+    /// This node's copy of `space`, which another node holds, opened now if need be;
+    /// `None` when there is none to answer from (this node follows as many spaces as it
+    /// may, or the copy could not be opened lately).
+    async fn copy(&self, space: &str) -> Option<Arc<Follower>> {
+        let slot = {
+            let mut copies = self.0.copies.lock();
+            if !copies.contains_key(space) && copies.len() >= follower::MAX_FOLLOWED {
+                return None;
+            }
+            Arc::clone(copies.entry(space.to_owned()).or_default())
+        };
+        let mut kept = slot.lock().await;
+        match kept.as_ref() {
+            Some(Ok(copy)) => return Some(Arc::clone(copy)),
+            Some(Err(retry)) if *retry > Instant::now() => return None,
+            _ => {}
+        }
+        let opened = self.open_copy(space).await;
+        if let Err(error) = &opened {
+            tracing::warn!(space, %error, "no copy of the space to read from; its reads go to its holder");
+        }
+        *kept = Some(opened.map(Arc::new).map_err(|_| Instant::now() + COPY_RETRY));
+        kept.as_ref().and_then(|copy| copy.as_ref().ok()).cloned()
+    }
+
+    /// This node's copy of `space`, if it has one open now.
+    fn copy_kept(&self, space: &str) -> Option<Arc<Follower>> {
+        let slot = Arc::clone(self.0.copies.lock().get(space)?);
+        let kept = slot.try_lock().ok()?;
+        kept.as_ref().and_then(|copy| copy.as_ref().ok()).cloned()
+    }
+
+    async fn open_copy(&self, space: &str) -> anyhow::Result<Follower> {
+        let (rt, feed) = match self.request(space, true).await {
+            Ok(Ok(Opened::Copy(rt, feed))) => (rt, feed),
+            Ok(Ok(Opened::Held(_))) => anyhow::bail!("the space was held, not followed"),
+            Ok(Err(error)) => return Err(error),
+            Err(_) => anyhow::bail!("the server is stopping"),
+        };
+        let following = Following::start(rt.clone(), *feed)?;
+        let inner = &self.0;
+        let role = Role::Copy(following);
+        let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits), role).await?;
+        Ok(Follower::new(server))
+    }
+
+    /// Lets go of the copies nobody read lately, for as long as the server runs.
+    async fn let_go_of_idle_copies(self) {
+        let mut every = tokio::time::interval(follower::IDLE / 5);
+        loop {
+            every.tick().await;
+            self.0.copies.lock().retain(|_, slot| match slot.try_lock() {
+                Ok(kept) => !matches!(kept.as_ref(), Some(Ok(copy)) if copy.idle()),
+                Err(_) => true, // being opened
+            });
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 //! the `metrics` facade where things happen (`trellis_commits_total` and
 //! `trellis_conflicts_total` in the runtime, `trellis_lease_changes_total` in
 //! `trellis-postgres`, tool calls and model requests in `trellis-builtins`' `counted`,
-//! `trellis_forwarded_requests_total` in `crate::serve`), with no registry passed around;
-//! this module installs the recorder they count into and renders it.
+//! `trellis_forwarded_requests_total` and the followers' counters in `crate::serve`), with
+//! no registry passed around; this module installs the recorder they count into and
+//! renders it.
 
 use std::sync::OnceLock;
 

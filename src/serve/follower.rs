@@ -1,0 +1,170 @@
+//! Following a space another node holds (DESIGN.md §10): this node keeps a copy of it,
+//! read from the database and kept up to date from the holder's change log, and answers
+//! a client's reads and event streams from that copy instead of forwarding them.
+//!
+//! The copy takes each change whole (`Runtime::apply_stored`) on a thread of its own, fed
+//! by a `ChangeFeed` started before the copy read anything, so nothing made durable in
+//! between is missed. It changes nothing itself: every change is forwarded to the holder.
+//!
+//! What a copy answers: a client's `GET` (or `HEAD`) of the API (`/api/...`), the event
+//! streams among them. The page's own files, its sign-in (which opens a session in the
+//! space), MCP (whose sessions live on one node, and whose calls change the space) and
+//! every write go to the holder. A request the copy cannot sign in (a session or token
+//! made on the holder a moment ago) goes to the holder too.
+//!
+//! Reading what one wrote: each answer the holder gives to a forwarded request says how
+//! far its change log went (`x-trellis-log`), and a read the copy answers after it waits
+//! until the copy has taken the log that far ([`CATCH_UP`] at most, else it is
+//! forwarded). So a client that changed the space through this node reads its change
+//! here. A change made through another node shows once its wake-up arrives (a few
+//! milliseconds).
+//!
+//! A copy nobody asked for in [`IDLE`] is let go of (an event stream still open keeps
+//! its own until it ends), and a node keeps at most [`MAX_FOLLOWED`]: each holds a
+//! connection of its own for the feed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use tokio::sync::watch;
+use tower::ServiceExt as _;
+use trellis_postgres::ChangeFeed;
+use trellis_runner::Runtime;
+
+use super::Server;
+
+/// How long a read waits for the copy to take the changes its client made through this
+/// node before it is forwarded to the holder instead.
+pub const CATCH_UP: Duration = Duration::from_secs(1);
+
+/// How long a copy nobody reads is kept.
+pub const IDLE: Duration = Duration::from_secs(300);
+
+/// The most spaces a node follows at once; reads of others are forwarded.
+pub const MAX_FOLLOWED: usize = 64;
+
+/// The header of the holder's answer to a forwarded request: how far its change log went.
+pub const LOG: &str = "x-trellis-log";
+
+/// The header of an answer a copy gave: how far it had taken the holder's log.
+pub const COPY: &str = "x-trellis-copy";
+
+/// How often the thread taking changes looks whether the copy is still wanted.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
+/// How far a copy has taken the holder's change log; a server of a copy keeps it, and
+/// the copy is updated for as long as one is kept.
+#[derive(Clone)]
+pub struct Following(watch::Receiver<u64>);
+
+impl Following {
+    /// Starts taking `feed`'s changes into `rt`, the copy it was started before.
+    pub fn start(rt: Runtime, feed: ChangeFeed) -> std::io::Result<Following> {
+        let (taken, following) = watch::channel(feed.began());
+        std::thread::Builder::new().name("trellis-follow".to_owned()).spawn(move || {
+            // Until every server of the copy is gone (the last reader, or event stream).
+            while !taken.is_closed() {
+                match feed.recv_timeout(STOP_CHECK) {
+                    Ok(Some(change)) => {
+                        rt.apply_stored(change.docs);
+                        taken.send_replace(change.seq);
+                        metrics::counter!("trellis_followed_changes_total").increment(1);
+                    }
+                    Ok(None) => {}
+                    // The feed says so once per failed attempt, and tries again.
+                    Err(error) => tracing::warn!(%error, "a followed space's changes could not be read"),
+                }
+            }
+        })?;
+        Ok(Following(following))
+    }
+
+    /// How far the copy has taken the holder's log.
+    pub fn taken(&self) -> u64 {
+        *self.0.borrow()
+    }
+
+    /// Whether the copy has taken the log up to `seq`, waiting [`CATCH_UP`] at most.
+    async fn reached(&self, seq: u64) -> bool {
+        let mut following = self.0.clone();
+        let reached = tokio::time::timeout(CATCH_UP, following.wait_for(|taken| *taken >= seq)).await;
+        matches!(reached, Ok(Ok(_)))
+    }
+}
+
+/// A node's copy of one space another node holds, with the server that answers from it.
+pub struct Follower {
+    server: Server,
+    router: axum::Router,
+    /// The highest log position an answer of the holder to this node named.
+    fence: AtomicU64,
+    /// When a request last came for it (milliseconds since `born`).
+    used: AtomicU64,
+    born: Instant,
+}
+
+impl Follower {
+    /// The copy that `server` serves.
+    pub fn new(server: Server) -> Follower {
+        let router = super::router(server.clone());
+        Follower { server, router, fence: AtomicU64::new(0), used: AtomicU64::new(0), born: Instant::now() }
+    }
+
+    /// Whether a client's request of `method` for `rest` (the path after the space's
+    /// prefix) is one a copy answers.
+    pub fn answers(method: &Method, rest: &str) -> bool {
+        matches!(*method, Method::GET | Method::HEAD) && rest.starts_with("api/")
+    }
+
+    /// Notes how far the holder's log went when it answered a request forwarded from here.
+    pub fn fence(&self, response: &Response) {
+        let logged = response.headers().get(LOG).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        if let Some(logged) = logged {
+            self.fence.fetch_max(logged, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether nobody asked for the copy in [`IDLE`].
+    pub fn idle(&self) -> bool {
+        let used = Duration::from_millis(self.used.load(Ordering::Acquire));
+        self.born.elapsed().saturating_sub(used) > IDLE
+    }
+
+    /// The copy's answer to the request of `parts` (at `uri` in the space).
+    pub async fn answer(&self, parts: &Parts, uri: Uri) -> Answer {
+        let since_born = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.used.fetch_max(since_born, Ordering::AcqRel);
+        let Some(following) = self.server.following() else { return Answer::Holder(None) };
+        if !following.reached(self.fence.load(Ordering::Acquire)).await {
+            tracing::debug!("the copy has not caught up with the holder in time; the read is forwarded");
+            return Answer::Holder(None);
+        }
+        let mut request = Request::from_parts(parts.clone(), Body::empty());
+        *request.uri_mut() = uri;
+        let mut response = match self.router.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        response.headers_mut().insert(COPY, HeaderValue::from(following.taken()));
+        if response.status() == StatusCode::UNAUTHORIZED {
+            return Answer::Holder(Some(response));
+        }
+        metrics::counter!("trellis_follower_reads_total").increment(1);
+        Answer::Copy(response)
+    }
+}
+
+/// What a copy makes of a request.
+pub enum Answer {
+    /// Its answer.
+    Copy(Response),
+    /// The holder must answer: the copy has not caught up with this node's changes in
+    /// time, or cannot sign the request in (the copy's refusal, given when the holder
+    /// cannot be reached).
+    Holder(Option<Response>),
+}
