@@ -87,7 +87,8 @@ pub struct App {
 }
 
 /// What a fresh space gets, beside (or instead of) the reference charms.
-type Seed = Box<dyn Fn(&Runtime) -> anyhow::Result<()>>;
+/// Shared by the threads a server of a database opens its spaces on.
+type Seed = Box<dyn Fn(&Runtime) -> anyhow::Result<()> + Send + Sync>;
 
 impl App {
     /// The command, named `name` in help and errors, with the reference patterns, the
@@ -151,7 +152,9 @@ impl App {
     }
 
     /// Adds what a fresh space gets (after the reference charms, when those are seeded).
-    pub fn seed(mut self, seed: impl Fn(&Runtime) -> anyhow::Result<()> + 'static) -> App {
+    /// A server of a database may open several spaces at once, on threads of their own:
+    /// the seed is shared by them.
+    pub fn seed(mut self, seed: impl Fn(&Runtime) -> anyhow::Result<()> + Send + Sync + 'static) -> App {
         self.seeds.push(Box::new(seed));
         self
     }

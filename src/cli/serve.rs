@@ -112,26 +112,40 @@ impl App {
         // One set of connections for every space this node opens.
         let shared = Claim { lease: Some(Duration::from_secs_f64(lease)), ..Claim::default() };
         let shared = Claim { database: Some(shared.options().database(&nodes)?), ..shared };
-        // A task of its own: opening a space below blocks this one (up to a connection's
-        // timeout when the database does not answer), and the server goes on meanwhile.
+        // A task of its own, so that the server goes on while spaces are opened here.
         let mut server =
             tokio::spawn(crate::serve::run_many(options, opener, crate::serve::Node { ready, secret, advertise }));
-        loop {
-            tokio::select! {
-                served = &mut server => return served.context("the server stopped unexpectedly")?,
-                Some(request) = requests.recv() => {
-                    let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
-                    // Opening talks to the database and may seed the space: on a thread
-                    // that may block.
-                    let opened = tokio::task::block_in_place(|| match request.follow {
+        let runtime = tokio::runtime::Handle::current();
+        // Each space opens on a thread of its own: opening talks to the database (up to a
+        // connection's timeout when it does not answer) and may seed the space, and a
+        // slow one holds up no other.
+        tokio::task::block_in_place(|| {
+            std::thread::scope(|opening| loop {
+                let next = runtime.block_on(async {
+                    tokio::select! {
+                        served = &mut server => Err(served),
+                        Some(request) = requests.recv() => Ok(request),
+                    }
+                });
+                let request = match next {
+                    Ok(request) => request,
+                    Err(served) => return served.context("the server stopped unexpectedly")?,
+                };
+                let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
+                let runtime = &runtime;
+                let opener = std::thread::Builder::new().name("trellis-open".to_owned());
+                opener.spawn_scoped(opening, move || {
+                    // The space's conversations start their work on the server's runtime.
+                    let _entered = runtime.enter();
+                    let opened = match request.follow {
                         true => self.open_copy(database, &request.space, &claim),
                         false => self.open_existing(database, &request.space, &claim).map(Opened::Held),
-                    });
+                    };
                     // The request was dropped (its client left): nothing to answer.
                     let _ = request.reply.send(opened);
-                }
-            }
-        }
+                })?;
+            })
+        })
     }
 
     /// Opens the space `space` of `database` for this node, if the database holds it.

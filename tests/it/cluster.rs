@@ -270,6 +270,39 @@ fn another_node_answers_reads_from_its_copy_of_the_space() {
     assert!(!log.contains("only follows") && !log.contains("WARN"), "the copy tried to change nothing: {log}");
 }
 
+/// A space slow to open (its lease row locked by a transaction left open, as a database
+/// slow to answer would hold it) holds up no other space on the same node.
+#[test]
+fn a_space_slow_to_open_holds_up_no_other() {
+    let Some(slow) = pg::space() else { return };
+    let quick = pg::space().expect("another space");
+    let database = pg::database().expect("the database");
+    let (slow_auth, quick_auth) = (bearer(&slow), bearer(&quick));
+    let mut sql = postgres::Client::connect(&database, postgres::NoTls).expect("connect");
+    let mut locked = sql.transaction().expect("begin");
+    locked
+        .execute(
+            "INSERT INTO trellis_leases (space, epoch, holder, addr, expires_at) VALUES ($1, 1, 'test', NULL, now()) \
+             ON CONFLICT (space) DO UPDATE SET holder = 'test'",
+            &[&slow.name],
+        )
+        .expect("lock the lease row");
+    let a = node(&database, &slow.dir.join("a"));
+    std::thread::scope(|scope| {
+        let opening =
+            scope.spawn(|| a.request("GET", &format!("/spaces/{}/api/charms", slow.name), &[&slow_auth], None));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(!opening.is_finished(), "the slow space waits for its lease row");
+        let started = Instant::now();
+        let other = a.request("GET", &format!("/spaces/{}/api/charms", quick.name), &[&quick_auth], None);
+        assert_eq!(other.status, 200, "{}", other.body);
+        assert!(started.elapsed() < Duration::from_secs(3), "the other space waited {:?}", started.elapsed());
+        locked.rollback().expect("let go of the lease row");
+        let slowest = opening.join().expect("the slow request");
+        assert_eq!(slowest.status, 200, "opened once the row was let go of: {}", slowest.body);
+    });
+}
+
 /// An MCP host (the Python SDK's client) subscribed to a charm through a node that does
 /// not hold the space hears of a change sent through another node: `/spaces/NAME/mcp` is
 /// forwarded to the holder like the rest of the space, and wants the space's token.

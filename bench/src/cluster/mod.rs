@@ -10,7 +10,7 @@
 //! | `owner commit, 1 sender, in-process` | [`owners::owner_latency`]; peer: one raw client | p50 ≤ 2 ms, p99 ≤ 10 ms |
 //! | `owner commit, HTTP to the holder` | [`served::owner_and_forwarded`]: `trellis serve` A holds the space | - |
 //! | `forwarded commit, HTTP via another node` | the same through node B | ≤ owner's p50 + 1 ms |
-//! | `propagation @1000/s, events via another node` | [`served::propagation`]: from the send to A until an event stream through B shows it; peer: raw `NOTIFY` to `LISTEN` | p50 ≤ 5 ms, p99 ≤ 25 ms |
+//! | `propagation @1000/s, events via another node` | [`served::propagation`]: from the send to A until an event stream through B (from its copy of the space) shows it; peer: raw `NOTIFY` to `LISTEN` | p50 ≤ 5 ms, p99 ≤ 25 ms |
 //! | `propagation @1000/s, events on the holder` | the same stream on A | - |
 //! | `failover, kill -9 to a commit elsewhere` | [`served::failover`]: the holder killed, B asked until it accepts | ≤ lease + 1 s |
 //! | `open+get, 100k charms, SQLite` / `PostgreSQL, new node` / `running node` | [`large::open_and_get`], the `spaces` suite's space; in PostgreSQL through a node's connections made for it, or already open | PostgreSQL ≤ 2x SQLite |
