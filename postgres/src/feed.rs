@@ -11,14 +11,14 @@
 //! The feed runs on a thread of its own with its own connection (the synchronous client
 //! may not run inside a Tokio runtime); changes come out of a channel.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, IsolationLevel, Statement};
+use postgres::{Client, Statement};
 use trellis_runner::storage::{parse_document, StorageError, StoredDoc};
 
 use crate::connect::{Connector, CONNECT_TIMEOUT};
@@ -41,9 +41,18 @@ const BATCH: i64 = 1000;
 /// Changes not yet taken from the feed before the feed thread waits for the taker.
 const BACKLOG: usize = 256;
 
-const READ_LOG: &str = "SELECT seq, ids FROM trellis_changes WHERE space = $1 AND seq > $2 ORDER BY seq LIMIT $3";
-
-const READ_DOCS: &str = "SELECT id, version, value FROM trellis_documents WHERE space = $1 AND id = ANY($2::text[])";
+/// The log past `$2` (at most `$3` rows) and the documents it lists, as they are now, in
+/// one statement: one snapshot, one round trip. Log rows come with `seq` and `ids` (a
+/// JSON array, as the owner wrote it), documents with `id`, `version` and `value`.
+const READ_CHANGES: &str = r#"
+WITH logged AS (
+    SELECT seq, ids FROM trellis_changes WHERE space = $1 AND seq > $2 ORDER BY seq LIMIT $3
+), wanted AS (
+    SELECT DISTINCT json_array_elements_text(ids::json) COLLATE "C" AS id FROM logged
+)
+SELECT seq, ids, NULL::text AS id, NULL::bigint AS version, NULL::text AS value FROM logged
+UNION ALL
+SELECT NULL, NULL, d.id, d.version, d.value FROM trellis_documents d JOIN wanted w ON d.id = w.id WHERE d.space = $1"#;
 
 const FEED_THREAD: &str = "trellis-pg-feed";
 
@@ -199,8 +208,7 @@ struct Follower {
 
 struct Conn {
     client: Client,
-    read_log: Statement,
-    read_docs: Statement,
+    read_changes: Statement,
 }
 
 impl Follower {
@@ -214,12 +222,11 @@ impl Follower {
         let prepare = |client: &mut Client, statement| {
             client.prepare(statement).map_err(|error| connector.error("prepare the feed's statements", &error))
         };
-        let read_log = prepare(&mut client, READ_LOG)?;
-        let read_docs = prepare(&mut client, READ_DOCS)?;
+        let read_changes = prepare(&mut client, READ_CHANGES)?;
         if self.last.is_none() {
             self.last = Some(last_seq(&mut client, &self.connector, &self.space)?);
         }
-        self.conn = Some(Conn { client, read_log, read_docs });
+        self.conn = Some(Conn { client, read_changes });
         Ok(())
     }
 
@@ -260,52 +267,39 @@ impl Follower {
         };
         let connector = &self.connector;
         let error = |error| connector.error("read the space's change log", &error);
-        // One snapshot for the log and the documents.
-        let mut tx = conn
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(error)?;
         let mut logged = Vec::new();
-        for row in tx.query(&conn.read_log, &[&self.space, &last, &BATCH]).map_err(error)? {
-            let seq: i64 = row.try_get(0).map_err(error)?;
-            let ids: String = row.try_get(1).map_err(error)?;
-            let ids: Vec<String> = serde_json::from_str(&ids).map_err(|_| {
-                connector.fault(
-                    format!(
-                        "change {seq} of space {} lists its ids as {ids:?}, not as a JSON array of strings",
-                        self.space
-                    ),
-                    "the trellis_changes row was changed by hand",
-                )
-            })?;
-            logged.push((seq, ids));
-        }
-        if logged.is_empty() {
-            return Ok((Vec::new(), false));
-        }
-        let wanted: Vec<&str> = logged
-            .iter()
-            .flat_map(|(_, ids)| ids.iter().map(String::as_str))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
         let mut docs = HashMap::new();
-        for row in tx.query(&conn.read_docs, &[&self.space, &wanted]).map_err(error)? {
-            let id: String = row.try_get(0).map_err(error)?;
-            let version: i64 = row.try_get(1).map_err(error)?;
+        for row in conn.client.query(&conn.read_changes, &[&self.space, &last, &BATCH]).map_err(error)? {
+            if let Some(seq) = row.try_get::<_, Option<i64>>(0).map_err(error)? {
+                let ids: String = row.try_get(1).map_err(error)?;
+                let ids: Vec<String> = serde_json::from_str(&ids).map_err(|_| {
+                    connector.fault(
+                        format!(
+                            "change {seq} of space {} lists its ids as {ids:?}, not as a JSON array of strings",
+                            self.space
+                        ),
+                        "the trellis_changes row was changed by hand",
+                    )
+                })?;
+                logged.push((seq, ids));
+                continue;
+            }
+            let id: String = row.try_get(2).map_err(error)?;
+            let version: i64 = row.try_get(3).map_err(error)?;
             let Ok(version) = u64::try_from(version) else {
                 return Err(connector.fault(
                     format!("document {id} has version {version} in the database, below zero"),
                     "the trellis_documents row was changed by hand; put back a version of 1 or more",
                 ));
             };
-            let value = parse_document(&id, &row.try_get::<_, String>(2).map_err(error)?)?;
+            let value = parse_document(&id, &row.try_get::<_, String>(4).map_err(error)?)?;
             docs.insert(id.clone(), StoredDoc { id, version, value });
         }
-        tx.commit().map_err(error)?;
+        // A union keeps no order: the log's rows are put back in it.
+        logged.sort_unstable_by_key(|(seq, _)| *seq);
+        if logged.is_empty() {
+            return Ok((Vec::new(), false));
+        }
 
         let more = logged.len() as i64 == BATCH;
         self.last = logged.last().map(|(seq, _)| *seq).or(self.last);
