@@ -7,7 +7,9 @@
 //! conversations until the process stops. When another node holds the lease, the request
 //! is forwarded to that node's address, kept from the lease until it runs out or the node
 //! stops answering; a forwarded request is never forwarded again, so two nodes that each
-//! think the other holds a space cannot bounce it between them. When this node's lease is
+//! think the other holds a space cannot bounce it between them. A client's read of the
+//! API is answered from this node's copy of the space instead (see [`follower`]), which
+//! a request for the space after the lease ran out turns into holding it. When this node's lease is
 //! lost (another node took the space over), its copy is dropped and the next request finds
 //! the new owner.
 //!
@@ -395,8 +397,14 @@ impl Spaces {
         let mut every = tokio::time::interval(follower::IDLE / 5);
         loop {
             every.tick().await;
+            let now = Instant::now();
             self.0.copies.lock().retain(|_, slot| match slot.try_lock() {
-                Ok(kept) => !matches!(kept.as_ref(), Some(Ok(copy)) if copy.idle()),
+                Ok(kept) => match kept.as_ref() {
+                    Some(Ok(copy)) => !copy.idle(),
+                    // A copy that could not be opened is tried again by the next read.
+                    Some(Err(retry)) => *retry > now,
+                    None => false,
+                },
                 Err(_) => true, // being opened
             });
         }
