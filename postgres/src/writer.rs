@@ -1,14 +1,17 @@
 //! The writer: group commit ([`trellis_runner::storage::group`]), each group one
-//! PostgreSQL transaction under the lease:
+//! PostgreSQL statement, so one transaction and one round trip, under the lease:
 //!
-//! 1. reads the lease row `FOR SHARE` and goes on only under this node's epoch (the lock
-//!    keeps the lease from changing hands until the commit; see [`crate::lease`]);
-//! 2. upserts the group's documents in one statement (arrays through `unnest`, one round
-//!    trip however many), each only if its version grows, so that a write that arrives
-//!    late can never put an older version back;
-//! 3. appends one row to the change log, with the next sequence number, and sends one
-//!    `NOTIFY` (`space:seq`) to wake the nodes that follow the space;
-//! 4. commits. Only then are the tickets resolved.
+//! 1. it reads the lease row `FOR SHARE`, and writes only if the row holds this node's
+//!    epoch (the lock keeps the lease from changing hands until the commit; see
+//!    [`crate::lease`]);
+//! 2. it upserts the group's documents (arrays through `unnest`, however many), each only
+//!    if its version grows, so that a write that arrives late can never put an older
+//!    version back;
+//! 3. it appends one row to the change log, with the next sequence number, and sends one
+//!    `NOTIFY` (`space:seq`) to wake the nodes that follow the space.
+//!
+//! The statement commits on its own; only then are the tickets resolved. It answers one
+//! row when it wrote, none when the epoch was not this node's (then it wrote nothing).
 //!
 //! A lost lease refuses everything, for good.
 
@@ -27,22 +30,23 @@ use crate::{pool, schema};
 /// The name of the writer's thread.
 pub(crate) const WRITER_THREAD: &str = "trellis-pg-writer";
 
-/// The lease row, locked so it cannot change hands before this transaction commits.
-const LOCK_LEASE: &str = "SELECT epoch FROM trellis_leases WHERE space = $1 FOR SHARE";
-
 /// The space's last sequence number in the change log.
 const LAST_SEQ: &str = "SELECT coalesce(max(seq), 0) FROM trellis_changes WHERE space = $1";
 
 /// One group's documents (`$4` ids, `$5` versions, `$6` JSON texts, each id once), its
 /// change-log row (`$2` its sequence number, `$3` the ids as a JSON array) and its
-/// wake-up, in one round trip.
-const WRITE: &str = r#"WITH written AS (
+/// wake-up, written only while the lease row holds epoch `$7`, which it locks so that it
+/// cannot change hands before the statement commits.
+const WRITE: &str = r#"WITH lease AS (
+    SELECT epoch FROM trellis_leases WHERE space = $1 AND epoch = $7 FOR SHARE
+), written AS (
     INSERT INTO trellis_documents AS d (space, id, version, value)
     SELECT $1, w.id, w.version, w.value FROM unnest($4::text[], $5::bigint[], $6::text[]) AS w(id, version, value)
+    WHERE EXISTS (SELECT 1 FROM lease)
     ON CONFLICT (space, id) DO UPDATE SET version = EXCLUDED.version, value = EXCLUDED.value
         WHERE d.version < EXCLUDED.version
 ), logged AS (
-    INSERT INTO trellis_changes (space, seq, ids) VALUES ($1, $2, $3) RETURNING seq
+    INSERT INTO trellis_changes (space, seq, ids) SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM lease) RETURNING seq
 )
 SELECT pg_notify('trellis_changes', $1::text || ':' || logged.seq::text) FROM logged"#;
 
@@ -78,7 +82,6 @@ pub(crate) type WriterPool = pool::Pool<Statements>;
 
 /// The writer's prepared statements, on one connection.
 pub(crate) struct Statements {
-    lock_lease: Statement,
     last_seq: Statement,
     write: Statement,
 }
@@ -89,10 +92,9 @@ impl Statements {
     pub(crate) fn prepare(client: &mut Client, connector: &Connector) -> Result<Statements, StorageError> {
         schema::ensure(client, connector)?;
         let prepare = |client: &mut Client| -> Result<Statements, postgres::Error> {
-            let lock_lease = client.prepare(LOCK_LEASE)?;
             let last_seq = client.prepare(LAST_SEQ)?;
             let write = client.prepare(WRITE)?;
-            Ok(Statements { lock_lease, last_seq, write })
+            Ok(Statements { last_seq, write })
         };
         prepare(client).map_err(|error| connector.error("prepare the writer's statements", &error))
     }
@@ -133,25 +135,22 @@ impl Writer {
         let error = |error: postgres::Error| connector.error("write the space", &error);
         let statements = &conn.statements;
         let space = &self.shared.space;
-        let mut tx = conn.client.transaction().map_err(error)?;
-        let epoch: Option<i64> = tx
-            .query_opt(&statements.lock_lease, &[space])
-            .and_then(|row| row.map(|row| row.try_get(0)).transpose())
-            .map_err(error)?;
-        if epoch != Some(self.shared.epoch) {
-            // Dropping `tx` rolls it back.
+        let client = &mut conn.client;
+        let seq = match self.next_seq {
+            Some(seq) => seq,
+            // Only this node writes the log while its epoch holds, which the write checks.
+            None => client
+                .query_one(&statements.last_seq, &[space])
+                .and_then(|row| row.try_get::<_, i64>(0))
+                .map_err(error)?
+                .saturating_add(1),
+        };
+        let epoch = self.shared.epoch;
+        let wrote = client.query(&statements.write, &[space, &seq, &logged, &ids, &versions, &values, &epoch]);
+        if wrote.map_err(error)?.is_empty() {
             self.shared.lose("another node took the lease");
             return Err(self.shared.lease_lost());
         }
-        let seq = match self.next_seq {
-            Some(seq) => seq,
-            None => {
-                tx.query_one(&statements.last_seq, &[space]).and_then(|row| row.try_get::<_, i64>(0)).map_err(error)?
-                    + 1
-            }
-        };
-        tx.execute(&statements.write, &[space, &seq, &logged, &ids, &versions, &values]).map_err(error)?;
-        tx.commit().map_err(error)?;
         self.next_seq = Some(seq + 1);
         self.shared.logged.store(seq.unsigned_abs(), Ordering::Release);
         Counters::count(&self.shared.counters.commits);
