@@ -270,6 +270,37 @@ fn another_node_answers_reads_from_its_copy_of_the_space() {
     assert!(!log.contains("only follows") && !log.contains("WARN"), "the copy tried to change nothing: {log}");
 }
 
+/// A copy follows the space across a change of holder: the new holder's log goes on
+/// from the old one's, and the copy reads it as it did.
+#[test]
+fn a_copy_follows_the_space_to_its_next_holder() {
+    let Some(s) = pg::space() else { return };
+    let database = pg::database().expect("the database");
+    let auth = bearer(&s);
+    let mut a = node(&database, &s.dir.join("a"));
+    let (b, c) = (node(&database, &s.dir.join("b")), node(&database, &s.dir.join("c")));
+    let counter = format!("/spaces/{}/api/charms/Counter", s.name);
+    let increment = format!("{counter}/handlers/increment");
+    assert_eq!(a.request("POST", &increment, &[&auth], Some(r#"{"amount": 1}"#)).status, 200, "A holds the space");
+    let read = b.request("GET", &counter, &[&auth], None);
+    assert!(read.header("x-trellis-copy").is_some() && read.json()["data"]["count"] == 1, "{}", read.body);
+    a.kill();
+    let started = Instant::now();
+    while c.request("POST", &increment, &[&auth], Some(r#"{"amount": 10}"#)).status != 200 {
+        assert!(started.elapsed() < Duration::from_secs(10), "C never took the space over");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = Instant::now();
+    loop {
+        let read = b.request("GET", &counter, &[&auth], None);
+        if read.header("x-trellis-copy").is_some() && read.json()["data"]["count"] == 11 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "B's copy never took C's change: {}", read.body);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A space slow to open (its lease row locked by a transaction left open, as a database
 /// slow to answer would hold it) holds up no other space on the same node.
 #[test]
