@@ -12,7 +12,7 @@
 //! may not run inside a Tokio runtime); changes come out of a channel.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -88,6 +88,29 @@ pub struct ChangeFeed {
     target: SpaceUrl,
     /// See [`ChangeFeed::began`].
     began: u64,
+    read: LastRead,
+}
+
+/// When a [`ChangeFeed`] last read the log to its end (or, before that, started), seen
+/// from any thread: a feed that cannot read the log (the database is unreachable) keeps
+/// trying, and what follows it is only as fresh as this says.
+#[derive(Debug, Clone)]
+pub struct LastRead {
+    since: Instant,
+    /// Milliseconds from `since` to the last read.
+    at_ms: Arc<AtomicU64>,
+}
+
+impl LastRead {
+    /// How long ago the feed last read the log to its end.
+    pub fn elapsed(&self) -> Duration {
+        self.since.elapsed().saturating_sub(Duration::from_millis(self.at_ms.load(Ordering::Acquire)))
+    }
+
+    fn now(&self) {
+        let at = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.at_ms.store(at, Ordering::Release);
+    }
 }
 
 impl ChangeFeed {
@@ -106,7 +129,9 @@ impl ChangeFeed {
             last: after.map(|seq| i64::try_from(seq).unwrap_or(i64::MAX)),
             stop: Arc::clone(&stop),
             out,
+            read: LastRead { since: Instant::now(), at_ms: Arc::default() },
         };
+        let read = follower.read.clone();
         let thread = std::thread::Builder::new()
             .name(FEED_THREAD.to_owned())
             .spawn(move || {
@@ -122,7 +147,7 @@ impl ChangeFeed {
                 source,
             })?;
         let mut feed =
-            ChangeFeed { changes: Some(changes), stop, thread: Some(thread), target: target.clone(), began: 0 };
+            ChangeFeed { changes: Some(changes), stop, thread: Some(thread), target: target.clone(), began: 0, read };
         match start.recv() {
             Ok(Ok(began)) => {
                 feed.began = began;
@@ -137,6 +162,11 @@ impl ChangeFeed {
     /// started (with `None`), or the `after` it was given.
     pub fn began(&self) -> u64 {
         self.began
+    }
+
+    /// When the feed last read the log to its end, for another thread to ask.
+    pub fn last_read(&self) -> LastRead {
+        self.read.clone()
     }
 
     /// The next change, waiting as long as it takes. An error says the feed could not
@@ -204,6 +234,7 @@ struct Follower {
     last: Option<i64>,
     stop: Arc<AtomicBool>,
     out: mpsc::SyncSender<Result<Change, StorageError>>,
+    read: LastRead,
 }
 
 struct Conn {
@@ -238,6 +269,9 @@ impl Follower {
                         if self.out.send(Ok(change)).is_err() {
                             return; // the feed is gone
                         }
+                    }
+                    if !more {
+                        self.read.now();
                     }
                     more
                 }

@@ -44,7 +44,7 @@ mod writer;
 
 pub use connect::{cluster_secret, ping, space_exists, CONNECT_TIMEOUT};
 pub use database::Database;
-pub use feed::{Change, ChangeFeed, POLL};
+pub use feed::{Change, ChangeFeed, LastRead, POLL};
 pub use follower::FollowerStorage;
 pub use pool::MAX_WRITERS;
 pub use reader::READERS;

@@ -89,6 +89,10 @@ impl ServeArgs {
 /// How many spaces may wait to be opened at once.
 const OPENING: usize = 16;
 
+/// How many spaces are opened at once, each on a thread (and a database connection to
+/// look it up) of its own.
+const OPENERS: usize = 8;
+
 impl App {
     /// Serves every space of the database `--database` names until the process ends.
     pub(super) async fn serve_many(&self, args: ServeArgs) -> anyhow::Result<()> {
@@ -116,25 +120,31 @@ impl App {
         let mut server =
             tokio::spawn(crate::serve::run_many(options, opener, crate::serve::Node { ready, secret, advertise }));
         let runtime = tokio::runtime::Handle::current();
-        // Each space opens on a thread of its own: opening talks to the database (up to a
-        // connection's timeout when it does not answer) and may seed the space, and a
-        // slow one holds up no other.
+        let openers = Arc::new(tokio::sync::Semaphore::new(OPENERS));
+        // Each space opens on a thread of its own (at most `OPENERS` at once): opening
+        // talks to the database (up to a connection's timeout when it does not answer) and
+        // may seed the space, and a slow one holds up no other.
         tokio::task::block_in_place(|| {
             std::thread::scope(|opening| loop {
                 let next = runtime.block_on(async {
+                    let permit = tokio::select! {
+                        served = &mut server => return Err(served),
+                        permit = Arc::clone(&openers).acquire_owned() => permit.ok(),
+                    };
                     tokio::select! {
                         served = &mut server => Err(served),
-                        Some(request) = requests.recv() => Ok(request),
+                        Some(request) = requests.recv() => Ok((request, permit)),
                     }
                 });
-                let request = match next {
-                    Ok(request) => request,
+                let (request, permit) = match next {
+                    Ok(next) => next,
                     Err(served) => return served.context("the server stopped unexpectedly")?,
                 };
                 let claim = Claim { addr: Some(request.addr.clone()), ..shared.clone() };
                 let runtime = &runtime;
                 let opener = std::thread::Builder::new().name("trellis-open".to_owned());
-                opener.spawn_scoped(opening, move || {
+                let started = opener.spawn_scoped(opening, move || {
+                    let _permit = permit;
                     // The space's conversations start their work on the server's runtime.
                     let _entered = runtime.enter();
                     let opened = match request.follow {
@@ -143,7 +153,11 @@ impl App {
                     };
                     // The request was dropped (its client left): nothing to answer.
                     let _ = request.reply.send(opened);
-                })?;
+                });
+                // Its asker hears that the space could not be opened; the server goes on.
+                if let Err(error) = started {
+                    tracing::error!(%error, "could not start a thread to open a space");
+                }
             })
         })
     }

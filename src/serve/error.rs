@@ -38,6 +38,11 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, message)
     }
 
+    /// Its status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
     /// 429, with when to try again.
     pub fn too_many(message: impl Into<String>, retry_after: u64) -> Self {
         ApiError { retry_after: Some(retry_after), ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message) }

@@ -19,11 +19,13 @@
 //! here. A change made through another node shows once its wake-up arrives (a few
 //! milliseconds).
 //!
-//! A copy nobody asked for in [`IDLE`] is let go of (an event stream still open keeps
-//! its own until it ends), and a node keeps at most [`MAX_FOLLOWED`]: each holds a
-//! connection of its own for the feed.
+//! A copy nobody asked for in [`IDLE`], with no answer still being sent (an event
+//! stream), is let go of, and a node keeps at most [`MAX_FOLLOWED`]: each holds a
+//! connection of its own for the feed. A copy whose feed could not read the holder's log
+//! for [`STALE`] forwards its reads (it may lag), and one that stays so is let go of.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -31,9 +33,10 @@ use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
+use futures::StreamExt as _;
 use tokio::sync::watch;
 use tower::ServiceExt as _;
-use trellis_postgres::ChangeFeed;
+use trellis_postgres::{ChangeFeed, LastRead};
 use trellis_runner::Runtime;
 
 use super::Server;
@@ -54,17 +57,26 @@ pub const LOG: &str = "x-trellis-log";
 /// The header of an answer a copy gave: how far it had taken the holder's log.
 pub const COPY: &str = "x-trellis-copy";
 
+/// How long after its feed last read the holder's log a copy still answers: a copy whose
+/// feed cannot read the log (the database is unreachable) forwards its reads, and one
+/// that stays so is let go of.
+pub const STALE: Duration = Duration::from_secs(3);
+
 /// How often the thread taking changes looks whether the copy is still wanted.
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// How far a copy has taken the holder's change log; a server of a copy keeps it, and
 /// the copy is updated for as long as one is kept.
 #[derive(Clone)]
-pub struct Following(watch::Receiver<u64>);
+pub struct Following {
+    taken: watch::Receiver<u64>,
+    read: LastRead,
+}
 
 impl Following {
     /// Starts taking `feed`'s changes into `rt`, the copy it was started before.
     pub fn start(rt: Runtime, feed: ChangeFeed) -> std::io::Result<Following> {
+        let read = feed.last_read();
         let (taken, following) = watch::channel(feed.began());
         std::thread::Builder::new().name("trellis-follow".to_owned()).spawn(move || {
             // Until every server of the copy is gone (the last reader, or event stream).
@@ -77,21 +89,29 @@ impl Following {
                     }
                     Ok(None) => {}
                     // The feed says so once per failed attempt, and tries again.
-                    Err(error) => tracing::warn!(%error, "a followed space's changes could not be read"),
+                    Err(error) => {
+                        tracing::warn!(%error, "a followed space's changes could not be read");
+                        std::thread::sleep(STOP_CHECK);
+                    }
                 }
             }
         })?;
-        Ok(Following(following))
+        Ok(Following { taken: following, read })
     }
 
     /// How far the copy has taken the holder's log.
     pub fn taken(&self) -> u64 {
-        *self.0.borrow()
+        *self.taken.borrow()
+    }
+
+    /// How long ago the copy last read the holder's log to its end.
+    pub fn stale_for(&self) -> Duration {
+        self.read.elapsed()
     }
 
     /// Whether the copy has taken the log up to `seq`, waiting [`CATCH_UP`] at most.
     async fn reached(&self, seq: u64) -> bool {
-        let mut following = self.0.clone();
+        let mut following = self.taken.clone();
         let reached = tokio::time::timeout(CATCH_UP, following.wait_for(|taken| *taken >= seq)).await;
         matches!(reached, Ok(Ok(_)))
     }
@@ -101,18 +121,34 @@ impl Following {
 pub struct Follower {
     server: Server,
     router: axum::Router,
-    /// The highest log position an answer of the holder to this node named.
-    fence: AtomicU64,
     /// When a request last came for it (milliseconds since `born`).
     used: AtomicU64,
     born: Instant,
+    /// How many of its answers are still being sent (event streams, mostly).
+    sending: Arc<AtomicUsize>,
+}
+
+/// One answer of a copy being sent: counted while its body lives.
+struct Sending(Arc<AtomicUsize>);
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How far the holder's log went when it answered a request forwarded from here
+/// ([`LOG`]), if it said.
+pub fn logged(response: &Response) -> Option<u64> {
+    response.headers().get(LOG).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
 }
 
 impl Follower {
     /// The copy that `server` serves.
     pub fn new(server: Server) -> Follower {
         let router = super::router(server.clone());
-        Follower { server, router, fence: AtomicU64::new(0), used: AtomicU64::new(0), born: Instant::now() }
+        let sending = Arc::default();
+        Follower { server, router, used: AtomicU64::new(0), born: Instant::now(), sending }
     }
 
     /// Whether a client's request of `method` for `rest` (the path after the space's
@@ -121,26 +157,26 @@ impl Follower {
         matches!(*method, Method::GET | Method::HEAD) && rest.starts_with("api/")
     }
 
-    /// Notes how far the holder's log went when it answered a request forwarded from here.
-    pub fn fence(&self, response: &Response) {
-        let logged = response.headers().get(LOG).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        if let Some(logged) = logged {
-            self.fence.fetch_max(logged, Ordering::AcqRel);
-        }
-    }
-
-    /// Whether nobody asked for the copy in [`IDLE`].
-    pub fn idle(&self) -> bool {
+    /// Whether the copy may be let go of: nobody asked for it in [`IDLE`] and none of its
+    /// answers is still being sent, or its feed could not read the holder's log for
+    /// `stale`.
+    pub fn unwanted(&self, stale: Duration) -> bool {
         let used = Duration::from_millis(self.used.load(Ordering::Acquire));
-        self.born.elapsed().saturating_sub(used) > IDLE
+        let idle = self.born.elapsed().saturating_sub(used) > IDLE && self.sending.load(Ordering::Acquire) == 0;
+        idle || self.server.following().is_some_and(|following| following.stale_for() > stale)
     }
 
-    /// The copy's answer to the request of `parts` (at `uri` in the space).
-    pub async fn answer(&self, parts: &Parts, uri: Uri) -> Answer {
+    /// The copy's answer to the request of `parts` (at `uri` in the space), once it has
+    /// taken the holder's log up to `fence`.
+    pub async fn answer(&self, parts: &Parts, uri: Uri, fence: u64) -> Answer {
         let since_born = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.used.fetch_max(since_born, Ordering::AcqRel);
         let Some(following) = self.server.following() else { return Answer::Holder(None) };
-        if !following.reached(self.fence.load(Ordering::Acquire)).await {
+        if following.stale_for() > STALE {
+            tracing::debug!("the copy could not read the holder's log lately; the read is forwarded");
+            return Answer::Holder(None);
+        }
+        if !following.reached(fence).await {
             tracing::debug!("the copy has not caught up with the holder in time; the read is forwarded");
             return Answer::Holder(None);
         }
@@ -155,7 +191,15 @@ impl Follower {
             return Answer::Holder(Some(response));
         }
         metrics::counter!("trellis_follower_reads_total").increment(1);
-        Answer::Copy(response)
+        self.sending.fetch_add(1, Ordering::AcqRel);
+        let sending = Sending(Arc::clone(&self.sending));
+        Answer::Copy(response.map(|body| {
+            // Counted until the body is sent or dropped (an event stream: until it ends).
+            Body::from_stream(body.into_data_stream().map(move |chunk| {
+                let _counted = &sending;
+                chunk
+            }))
+        }))
     }
 }
 

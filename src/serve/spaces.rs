@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,9 +92,24 @@ enum Route {
 /// What this node knows of one space; locked while the space is looked up.
 type Slot = Arc<tokio::sync::Mutex<Option<Route>>>;
 
-/// This node's copy of a space another node holds: none tried yet, the copy, or when to
-/// try again after opening one failed. Locked while the copy is opened.
-type CopySlot = Arc<tokio::sync::Mutex<Option<Result<Arc<Follower>, Instant>>>>;
+/// This node's copy of a space another node holds.
+#[derive(Default)]
+struct CopySlot {
+    /// The highest position of the holder's log its answers to requests forwarded from
+    /// here named ([`follower::LOG`]): kept apart from the copy, so that an answer is
+    /// noted while the copy is opened or read.
+    fence: AtomicU64,
+    /// None tried yet, the copy, or when to try again after opening one failed; locked
+    /// while the copy is opened.
+    copy: tokio::sync::Mutex<Option<Result<Arc<Follower>, Instant>>>,
+}
+
+/// How long a name the database holds no space of is answered so without asking it again
+/// (a client asking for many names costs the database nothing more).
+const MISSING_FOR: Duration = Duration::from_secs(2);
+
+/// The most names remembered as missing at once.
+const MAX_MISSING: usize = 4096;
 
 /// How long after a copy could not be opened another try is made (meanwhile reads are
 /// forwarded).
@@ -114,7 +130,9 @@ struct Inner {
     /// database, or its timeout) holds up no other.
     routes: parking_lot::Mutex<HashMap<String, Slot>>,
     /// The copies of spaces other nodes hold that this node follows.
-    copies: parking_lot::Mutex<HashMap<String, CopySlot>>,
+    copies: parking_lot::Mutex<HashMap<String, Arc<CopySlot>>>,
+    /// The names the database lately held no space of, until when they are remembered so.
+    missing: parking_lot::Mutex<HashMap<String, Instant>>,
     forward: forward::Forwarder,
 }
 
@@ -152,6 +170,7 @@ pub async fn run_many(options: Options, opener: mpsc::Sender<OpenRequest>, node:
         opener,
         routes: parking_lot::Mutex::default(),
         copies: parking_lot::Mutex::default(),
+        missing: parking_lot::Mutex::default(),
     }));
     tokio::spawn(spaces.clone().let_go_of_idle_copies());
     let traced = axum::middleware::from_fn(crate::telemetry::http::traced);
@@ -233,8 +252,8 @@ async fn dispatch(
             Ok(Route::There { holder, addr, .. }) => {
                 let mut refused = None;
                 if !from_node && Follower::answers(&parts.method, &rest) {
-                    if let Some(copy) = spaces.copy(&space).await {
-                        match copy.answer(&parts, inner_uri.clone()).await {
+                    if let Some((copy, fence)) = spaces.copy(&space).await {
+                        match copy.answer(&parts, inner_uri.clone(), fence).await {
                             Answer::Copy(response) => return response,
                             Answer::Holder(copys) => refused = copys,
                         }
@@ -242,9 +261,7 @@ async fn dispatch(
                 }
                 match spaces.0.forward.send(&addr, &parts, body.clone()).await {
                     Ok(response) => {
-                        if let Some(copy) = spaces.copy_kept(&space) {
-                            copy.fence(&response);
-                        }
+                        spaces.fence(&space, &response);
                         return response;
                     }
                     // The holder is gone (stopped, or handed the space over): look the
@@ -252,7 +269,11 @@ async fn dispatch(
                     Err(error) => {
                         spaces.forget(&space);
                         if attempt == 1 || !error.unreached() {
-                            return refused.unwrap_or_else(|| error.with_holder(&holder).into_response());
+                            // The copy's refusal stands when the holder could not be asked.
+                            return match refused.filter(|_| error.unreached()) {
+                                Some(refused) => refused,
+                                None => error.with_holder(&holder).into_response(),
+                            };
                         }
                     }
                 }
@@ -299,7 +320,18 @@ impl Spaces {
             None => {}
         }
         *known = None;
-        let route = self.open(space).await?;
+        if self.0.missing.lock().get(space).is_some_and(|until| *until > Instant::now()) {
+            return Err(ApiError::not_found(NoSuchSpace(space.to_owned()).to_string()));
+        }
+        let route = self.open(space).await.inspect_err(|error| {
+            if error.status() == StatusCode::NOT_FOUND {
+                let mut missing = self.0.missing.lock();
+                if missing.len() >= MAX_MISSING {
+                    missing.clear();
+                }
+                missing.insert(space.to_owned(), Instant::now() + MISSING_FOR);
+            }
+        })?;
         if matches!(route, Route::Here(..)) {
             // Held here now: a copy of it has nothing more to answer.
             self.0.copies.lock().remove(space);
@@ -346,10 +378,11 @@ impl Spaces {
         answer.await.map_err(|_| stopped())
     }
 
-    /// This node's copy of `space`, which another node holds, opened now if need be;
+    /// This node's copy of `space`, which another node holds, opened now if need be, and
+    /// how far it must have taken the holder's log before it answers (see [`CopySlot`]);
     /// `None` when there is none to answer from (this node follows as many spaces as it
     /// may, or the copy could not be opened lately).
-    async fn copy(&self, space: &str) -> Option<Arc<Follower>> {
+    async fn copy(&self, space: &str) -> Option<(Arc<Follower>, u64)> {
         let slot = {
             let mut copies = self.0.copies.lock();
             if !copies.contains_key(space) && copies.len() >= follower::MAX_FOLLOWED {
@@ -357,25 +390,29 @@ impl Spaces {
             }
             Arc::clone(copies.entry(space.to_owned()).or_default())
         };
-        let mut kept = slot.lock().await;
-        match kept.as_ref() {
-            Some(Ok(copy)) => return Some(Arc::clone(copy)),
+        let mut kept = slot.copy.lock().await;
+        let copy = match kept.as_ref() {
+            Some(Ok(copy)) => Arc::clone(copy),
             Some(Err(retry)) if *retry > Instant::now() => return None,
-            _ => {}
-        }
-        let opened = self.open_copy(space).await;
-        if let Err(error) = &opened {
-            tracing::warn!(space, %error, "no copy of the space to read from; its reads go to its holder");
-        }
-        *kept = Some(opened.map(Arc::new).map_err(|_| Instant::now() + COPY_RETRY));
-        kept.as_ref().and_then(|copy| copy.as_ref().ok()).cloned()
+            _ => {
+                let opened = self.open_copy(space).await;
+                if let Err(error) = &opened {
+                    tracing::warn!(space, %error, "no copy of the space to read from; its reads go to its holder");
+                }
+                *kept = Some(opened.map(Arc::new).map_err(|_| Instant::now() + COPY_RETRY));
+                kept.as_ref().and_then(|copy| copy.as_ref().ok()).cloned()?
+            }
+        };
+        Some((copy, slot.fence.load(Ordering::Acquire)))
     }
 
-    /// This node's copy of `space`, if it has one open now.
-    fn copy_kept(&self, space: &str) -> Option<Arc<Follower>> {
-        let slot = Arc::clone(self.0.copies.lock().get(space)?);
-        let kept = slot.try_lock().ok()?;
-        kept.as_ref().and_then(|copy| copy.as_ref().ok()).cloned()
+    /// Notes how far the holder's log went when it answered a request forwarded from
+    /// here, for this node's copy of `space`, if it keeps (or is opening) one.
+    fn fence(&self, space: &str, response: &Response) {
+        let Some(logged) = follower::logged(response) else { return };
+        if let Some(slot) = self.0.copies.lock().get(space) {
+            slot.fence.fetch_max(logged, Ordering::AcqRel);
+        }
     }
 
     async fn open_copy(&self, space: &str) -> anyhow::Result<Follower> {
@@ -398,9 +435,9 @@ impl Spaces {
         loop {
             every.tick().await;
             let now = Instant::now();
-            self.0.copies.lock().retain(|_, slot| match slot.try_lock() {
+            self.0.copies.lock().retain(|_, slot| match slot.copy.try_lock() {
                 Ok(kept) => match kept.as_ref() {
-                    Some(Ok(copy)) => !copy.idle(),
+                    Some(Ok(copy)) => !copy.unwanted(COPY_RETRY),
                     // A copy that could not be opened is tried again by the next read.
                     Some(Err(retry)) => *retry > now,
                     None => false,

@@ -242,12 +242,23 @@ fn another_node_answers_reads_from_its_copy_of_the_space() {
     assert_eq!(count(&a, &s, &auth), 0, "A holds the space");
     let counter = format!("/spaces/{}/api/charms/Counter", s.name);
     let increment = format!("{counter}/handlers/increment");
-    for n in 1..=20 {
-        assert_eq!(b.request("POST", &increment, &[&auth], Some(r#"{"amount": 1}"#)).status, 200);
-        let got = b.request("GET", &counter, &[&auth], None);
-        assert!(got.header("x-trellis-copy").is_some(), "answered from B's copy: {}", got.body);
-        assert_eq!(got.json()["data"]["count"], n, "B's copy has what was sent through B");
-    }
+    // Another client reads through B all the while, so that reads and writes of the
+    // space cross on B.
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while writing.load(std::sync::atomic::Ordering::Acquire) {
+                assert_eq!(b.request("GET", &counter, &[&auth], None).status, 200);
+            }
+        });
+        for n in 1..=20 {
+            assert_eq!(b.request("POST", &increment, &[&auth], Some(r#"{"amount": 1}"#)).status, 200);
+            let got = b.request("GET", &counter, &[&auth], None);
+            assert!(got.header("x-trellis-copy").is_some(), "answered from B's copy: {}", got.body);
+            assert_eq!(got.json()["data"]["count"], n, "B's copy has what was sent through B");
+        }
+        writing.store(false, std::sync::atomic::Ordering::Release);
+    });
     assert_eq!(a.request("POST", &increment, &[&auth], Some(r#"{"amount": 100}"#)).status, 200);
     let started = Instant::now();
     while count(&b, &s, &auth) != 120 {
