@@ -6,11 +6,12 @@
 //! by a `ChangeFeed` started before the copy read anything, so nothing made durable in
 //! between is missed. It changes nothing itself: every change is forwarded to the holder.
 //!
-//! What a copy answers: a client's `GET` (or `HEAD`) of the API (`/api/...`), the event
-//! streams among them. The page's own files, its sign-in (which opens a session in the
-//! space), MCP (whose sessions live on one node, and whose calls change the space) and
-//! every write go to the holder. A request the copy cannot sign in (a session or token
-//! made on the holder a moment ago) goes to the holder too.
+//! What a copy answers: a client's `GET` (or `HEAD`) of the API (`/api/...`) with a
+//! credential (a bearer token or a session cookie), the event streams among them. The
+//! page's own files, its sign-in (which opens a session in the space), MCP (whose
+//! sessions live on one node, and whose calls change the space) and every write go to
+//! the holder. A request the copy cannot sign in (a session or token made on the holder a
+//! moment ago) goes to the holder too.
 //!
 //! Reading what one wrote: each answer the holder gives to a forwarded request says how
 //! far its change log went (`x-trellis-log`), and a read the copy answers after it waits
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use futures::StreamExt as _;
 use tokio::sync::watch;
@@ -151,10 +152,12 @@ impl Follower {
         Follower { server, router, used: AtomicU64::new(0), born: Instant::now(), sending }
     }
 
-    /// Whether a client's request of `method` for `rest` (the path after the space's
-    /// prefix) is one a copy answers.
-    pub fn answers(method: &Method, rest: &str) -> bool {
-        matches!(*method, Method::GET | Method::HEAD) && rest.starts_with("api/")
+    /// Whether a client's request of `parts` for `rest` (the path after the space's
+    /// prefix) is one a copy answers: a read of the API that carries a credential (one
+    /// without is refused by the holder, and opens no copy).
+    pub fn answers(parts: &Parts, rest: &str) -> bool {
+        let signed = parts.headers.contains_key(header::AUTHORIZATION) || parts.headers.contains_key(header::COOKIE);
+        matches!(parts.method, Method::GET | Method::HEAD) && rest.starts_with("api/") && signed
     }
 
     /// Whether the copy may be let go of: nobody asked for it in [`IDLE`] and none of its

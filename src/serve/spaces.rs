@@ -251,7 +251,7 @@ async fn dispatch(
             }
             Ok(Route::There { holder, addr, .. }) => {
                 let mut refused = None;
-                if !from_node && Follower::answers(&parts.method, &rest) {
+                if !from_node && Follower::answers(&parts, &rest) {
                     if let Some((copy, fence)) = spaces.copy(&space).await {
                         match copy.answer(&parts, inner_uri.clone(), fence).await {
                             Answer::Copy(response) => return response,

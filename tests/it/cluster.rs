@@ -274,7 +274,10 @@ fn another_node_answers_reads_from_its_copy_of_the_space() {
     assert_eq!((got.status, got.json()["data"]["count"].clone()), (200, json!(120)), "{}", got.body);
     assert!(took < Duration::from_millis(500), "answered without A, in {took:?}");
     let unsigned = b.request("GET", &counter, &[], None);
-    assert_eq!(unsigned.status, 401, "the copy signs requests in as the holder does: {}", unsigned.body);
+    assert_eq!(unsigned.status, 401, "a read without a credential is the holder's to refuse: {}", unsigned.body);
+    assert!(unsigned.header("x-trellis-copy").is_none(), "no copy answers one");
+    let forged = b.request("GET", &counter, &["Authorization: Bearer trellis_wrong"], None);
+    assert_eq!(forged.status, 401, "the copy signs requests in as the holder does: {}", forged.body);
     let taken = b.metric("trellis_followed_changes_total");
     assert!(taken >= 20.0, "B took every change after its first read: {taken}");
     let log = b.log();
