@@ -7,7 +7,7 @@
 //! before the copy, whose whole documents the runtime takes
 //! (`trellis_runner::Runtime::apply_stored`).
 
-use trellis_runner::storage::{parse_document, Durable, Storage, StorageError, StoredDoc};
+use trellis_runner::storage::{Durable, Storage, StorageError, StoredDoc};
 
 use crate::{Database, SpaceUrl};
 
@@ -44,9 +44,7 @@ impl FollowerStorage {
 
 impl Storage for FollowerStorage {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
-        let Some((version, text)) = self.database.reader().doc(self.target.space(), id)? else { return Ok(None) };
-        let value = parse_document(id, &text)?;
-        Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
+        self.database.reader().stored(self.target.space(), id)
     }
 
     fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {

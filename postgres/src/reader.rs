@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use postgres::{Client, Statement};
-use trellis_runner::storage::StorageError;
+use trellis_runner::storage::{parse_document, StorageError, StoredDoc};
 
 use crate::connect::Connector;
 
@@ -91,6 +91,12 @@ impl Reader {
             return Ok(None); // PostgreSQL text cannot hold one, so no stored id has one
         }
         self.ask(space, |reply| Request::Doc(id.to_owned(), reply))
+    }
+
+    /// Document `id` of `space` as stored, if it is.
+    pub(crate) fn stored(&self, space: &str, id: &str) -> Result<Option<StoredDoc>, StorageError> {
+        let Some((version, text)) = self.doc(space, id)? else { return Ok(None) };
+        Ok(Some(StoredDoc { id: id.to_owned(), version, value: parse_document(id, &text)? }))
     }
 
     /// The ids starting with `prefix`, in byte order.

@@ -164,10 +164,11 @@ impl PostgresStorage {
 
 impl Storage for PostgresStorage {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StorageError> {
-        let Some((version, text)) = self.database.reader().doc(&self.shared.space, id)? else { return Ok(None) };
-        Counters::count(&self.shared.counters.read);
-        let value = parse_document(id, &text)?;
-        Ok(Some(StoredDoc { id: id.to_owned(), version, value }))
+        let stored = self.database.reader().stored(&self.shared.space, id)?;
+        if stored.is_some() {
+            Counters::count(&self.shared.counters.read);
+        }
+        Ok(stored)
     }
 
     fn doc_ids(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
