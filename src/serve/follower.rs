@@ -25,7 +25,7 @@
 //! connection of its own for the feed. A copy whose feed could not read the holder's log
 //! for [`STALE`] forwards its reads (it may lag), and one that stays so is let go of.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,11 +120,10 @@ impl Following {
 
 /// A node's copy of one space another node holds, with the server that answers from it.
 pub struct Follower {
-    server: Server,
     router: axum::Router,
-    /// When a request last came for it (milliseconds since `born`).
-    used: AtomicU64,
-    born: Instant,
+    following: Following,
+    /// When a request last came for it.
+    used: parking_lot::Mutex<Instant>,
     /// How many of its answers are still being sent (event streams, mostly).
     sending: Arc<AtomicUsize>,
 }
@@ -145,11 +144,10 @@ pub fn logged(response: &Response) -> Option<u64> {
 }
 
 impl Follower {
-    /// The copy that `server` serves.
-    pub fn new(server: Server) -> Follower {
-        let router = super::router(server.clone());
-        let sending = Arc::default();
-        Follower { server, router, used: AtomicU64::new(0), born: Instant::now(), sending }
+    /// The copy that `server` serves, which `following` keeps up to date.
+    pub fn new(server: Server, following: Following) -> Follower {
+        let router = super::router(server);
+        Follower { router, following, used: parking_lot::Mutex::new(Instant::now()), sending: Arc::default() }
     }
 
     /// Whether a client's request of `parts` for `rest` (the path after the space's
@@ -164,17 +162,15 @@ impl Follower {
     /// answers is still being sent, or its feed could not read the holder's log for
     /// `stale`.
     pub fn unwanted(&self, stale: Duration) -> bool {
-        let used = Duration::from_millis(self.used.load(Ordering::Acquire));
-        let idle = self.born.elapsed().saturating_sub(used) > IDLE && self.sending.load(Ordering::Acquire) == 0;
-        idle || self.server.following().is_some_and(|following| following.stale_for() > stale)
+        let idle = self.used.lock().elapsed() > IDLE && self.sending.load(Ordering::Acquire) == 0;
+        idle || self.following.stale_for() > stale
     }
 
     /// The copy's answer to the request of `parts` (at `uri` in the space), once it has
     /// taken the holder's log up to `fence`.
     pub async fn answer(&self, parts: &Parts, uri: Uri, fence: u64) -> Answer {
-        let since_born = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.used.fetch_max(since_born, Ordering::AcqRel);
-        let Some(following) = self.server.following() else { return Answer::Holder(None) };
+        *self.used.lock() = Instant::now();
+        let following = &self.following;
         if following.stale_for() > STALE {
             tracing::debug!("the copy could not read the holder's log lately; the read is forwarded");
             return Answer::Holder(None);

@@ -100,9 +100,9 @@ struct Inner {
     addr: SocketAddr,
     remote: bool,
     scripts: scripts::Scripts,
-    /// For a copy of a space another node holds: how far it has taken the holder's
-    /// changes (kept while the server is, so that the copy is kept up to date).
-    following: Option<follower::Following>,
+    /// For a copy of a space another node holds: held, never read, so that the copy is
+    /// kept up to date while a server of it lives (an event stream's too).
+    _following: Option<follower::Following>,
 }
 
 impl Server {
@@ -134,7 +134,8 @@ impl Server {
             Role::Copy(following) => Some(following),
             Role::Holder | Role::BesideChat => None,
         };
-        let inner = Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts, following };
+        let inner =
+            Inner { rt, chat, auth, limits, addr, remote: options.allow_remote, scripts, _following: following };
         Ok((Server(Arc::new(inner)), token, local))
     }
 
@@ -144,10 +145,6 @@ impl Server {
 
     fn chat(&self) -> &Session {
         &self.0.chat
-    }
-
-    fn following(&self) -> Option<&follower::Following> {
-        self.0.following.as_ref()
     }
 
     fn scripts(&self) -> &scripts::Scripts {

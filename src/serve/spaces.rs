@@ -424,9 +424,9 @@ impl Spaces {
         };
         let following = Following::start(rt.clone(), *feed)?;
         let inner = &self.0;
-        let role = Role::Copy(following);
+        let role = Role::Copy(following.clone());
         let (server, _, _) = Server::new(rt, &inner.options, inner.addr, Arc::clone(&inner.limits), role).await?;
-        Ok(Follower::new(server))
+        Ok(Follower::new(server, following))
     }
 
     /// Lets go of the copies nobody read lately, for as long as the server runs.
